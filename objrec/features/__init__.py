@@ -1,0 +1,35 @@
+"""Feature detectors and descriptors: :class:`SIFT` (OpenCV on the CPU) and :class:`SURF` (our own)."""
+
+from __future__ import annotations
+
+from objrec.features.sift import SIFT
+
+__all__ = ["SIFT", "SURF", "make_detector"]
+
+
+def _gpu_sift_impl(backend: str):
+    """The non-OpenCV SIFT implementation for ``backend`` ("gpu"/"numba"), or None if not available."""
+    try:
+        from objrec.features import sift_gpu  # noqa: F401
+    except ImportError:
+        return None
+    return sift_gpu.implementation(backend)
+
+
+def __getattr__(name: str):
+    if name == "SURF":
+        from objrec.features.surf import SURF
+
+        return SURF
+    raise AttributeError(name)
+
+
+def make_detector(kind: str, **params):
+    """Build a detector by its kind name (``"sift"`` or ``"surf"``)."""
+    if kind == "sift":
+        return SIFT(**params)
+    if kind == "surf":
+        from objrec.features.surf import SURF
+
+        return SURF(**params)
+    raise ValueError(f"detector: expected 'sift' or 'surf', got {kind!r}")

@@ -1,0 +1,113 @@
+"""SIFT (Lowe 2004) behind the objrec ``Features`` contract; ``backend="cpu"`` is OpenCV's implementation."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from objrec.backend import resolve_backend
+from objrec.imageio import check_frame, check_mask, to_gray
+from objrec.types import Features
+
+__all__ = ["SIFT", "keypoints_to_features"]
+
+
+def keypoints_to_features(kps: list, desc: np.ndarray | None, kind: str, dim: int) -> Features:
+    """Convert OpenCV keypoints and descriptors into :class:`~objrec.types.Features`."""
+    if not kps or desc is None:
+        return Features.empty(dim, kind)
+    return Features(
+        xy=np.array([k.pt for k in kps], np.float32),
+        size=np.array([k.size for k in kps], np.float32),
+        angle=np.array([k.angle for k in kps], np.float32),
+        response=np.array([k.response for k in kps], np.float32),
+        octave=np.array([k.octave for k in kps], np.int32),
+        laplacian=np.zeros(len(kps), np.int8),
+        descriptors=np.asarray(desc, np.float32).reshape(len(kps), -1),
+        kind=kind,
+    )
+
+
+class SIFT:
+    """Scale-invariant feature transform.
+
+    Parameters
+    ----------
+    n_features : int
+        Keep the best ``n_features`` keypoints (0: all).
+    n_octave_layers : int
+        Layers per octave (Lowe's ``s``).
+    contrast_threshold, edge_threshold, sigma : float
+        As in OpenCV's ``SIFT_create``.
+    backend : {"cpu", "auto", "gpu", "numba"}
+        ``"cpu"`` is OpenCV's SIFT. ``"auto"`` currently resolves to ``"cpu"`` unless a GPU implementation
+        is installed.
+
+    References
+    ----------
+    D. G. Lowe, "Distinctive image features from scale-invariant keypoints", IJCV 60(2), 2004.
+    doi:10.1023/B:VISI.0000029664.99615.94
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from objrec.features import SIFT
+    >>> rng = np.random.default_rng(0)
+    >>> img = (rng.random((96, 96)) * 255).astype(np.uint8)
+    >>> f = SIFT().detect_and_compute(img)
+    >>> f.descriptors.shape[1]
+    128
+    """
+
+    descriptor_size = 128
+    kind = "sift"
+
+    def __init__(
+        self,
+        n_features: int = 0,
+        n_octave_layers: int = 3,
+        contrast_threshold: float = 0.04,
+        edge_threshold: float = 10.0,
+        sigma: float = 1.6,
+        backend: str = "auto",
+    ) -> None:
+        self.n_features = n_features
+        self.n_octave_layers = n_octave_layers
+        self.contrast_threshold = contrast_threshold
+        self.edge_threshold = edge_threshold
+        self.sigma = sigma
+        self.backend = backend
+        self._impl = None
+
+    def _opencv(self):
+        if self._impl is None:
+            self._impl = cv2.SIFT_create(
+                nfeatures=int(self.n_features),
+                nOctaveLayers=int(self.n_octave_layers),
+                contrastThreshold=float(self.contrast_threshold),
+                edgeThreshold=float(self.edge_threshold),
+                sigma=float(self.sigma),
+            )
+        return self._impl
+
+    def detect_and_compute(self, gray: np.ndarray, mask: np.ndarray | None = None) -> Features:
+        """Detect keypoints and compute descriptors on a gray (or BGR) uint8 image.
+
+        ``mask`` (same height and width, nonzero = search) restricts where keypoints are kept.
+        """
+        img = to_gray(check_frame(gray, "gray"))
+        m = check_mask(mask, img.shape)
+        resolved = resolve_backend(self.backend, "SIFT", extra=("numba",))
+        if resolved != "cpu":
+            from objrec.features import _gpu_sift_impl
+
+            impl = _gpu_sift_impl(resolved)
+            if impl is None:
+                if self.backend == "auto":
+                    resolved = "cpu"
+                else:
+                    raise NotImplementedError(f"SIFT backend={resolved!r} is not built in this version of objrec")
+            else:
+                return impl(self, img, m)
+        kps, desc = self._opencv().detectAndCompute(img, m)
+        return keypoints_to_features(kps, desc, self.kind, self.descriptor_size)

@@ -1,0 +1,94 @@
+"""Validation of frames and images at the library boundary; errors name what was wrong."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+__all__ = ["InputError", "check_frame", "to_gray", "to_bgr", "read_image", "MAX_PIXELS", "check_mask"]
+
+#: Frames above this many pixels are refused (a 16k x 16k image would stall a real-time loop for minutes).
+MAX_PIXELS = 8192 * 8192
+
+
+class InputError(ValueError):
+    """Bad user input (frame, image file, argument); the message says what and where."""
+
+
+def check_frame(frame: Any, name: str = "frame") -> np.ndarray:
+    """Validate a gray (H, W) or BGR/BGRA (H, W, 3|4) uint8 image and return it as an array.
+
+    Raises :class:`InputError` naming ``name`` for None, empty, wrong dtype (16-bit, float), wrong
+    channel counts and images above :data:`MAX_PIXELS`.
+    """
+    if frame is None:
+        raise InputError(f"{name}: got None (a camera or cv2.imread that failed returns None)")
+    if not isinstance(frame, np.ndarray):
+        raise InputError(f"{name}: expected a numpy array, got {type(frame).__name__}")
+    if frame.size == 0:
+        raise InputError(f"{name}: empty image (shape {frame.shape})")
+    if frame.dtype != np.uint8:
+        hint = " (16-bit: scale to 8 bit, e.g. (img >> 8).astype(np.uint8))" if frame.dtype == np.uint16 else ""
+        raise InputError(f"{name}: expected dtype uint8, got {frame.dtype}{hint}")
+    if frame.ndim == 3 and frame.shape[2] == 1:
+        frame = frame[:, :, 0]
+    if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] in (3, 4))):
+        raise InputError(f"{name}: expected shape (H, W) gray or (H, W, 3|4) BGR(A), got {frame.shape}")
+    h, w = frame.shape[:2]
+    if h < 16 or w < 16:
+        raise InputError(f"{name}: image {w}x{h} is too small (need at least 16x16)")
+    if h * w > MAX_PIXELS:
+        raise InputError(f"{name}: image {w}x{h} exceeds the limit of {MAX_PIXELS} pixels; downscale it first")
+    return frame
+
+
+def to_gray(frame: np.ndarray) -> np.ndarray:
+    """Gray uint8 view or conversion of a validated frame."""
+    if frame.ndim == 2:
+        return frame
+    code = cv2.COLOR_BGRA2GRAY if frame.shape[2] == 4 else cv2.COLOR_BGR2GRAY
+    return cv2.cvtColor(frame, code)
+
+
+def to_bgr(frame: np.ndarray) -> np.ndarray:
+    if frame.ndim == 2:
+        return cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
+    if frame.shape[2] == 4:
+        return cv2.cvtColor(frame, cv2.COLOR_BGRA2BGR)
+    return frame
+
+
+def check_mask(mask: Any, shape: tuple[int, int]) -> np.ndarray | None:
+    """Validate an optional mask: (H, W) of bool or uint8 matching the image; nonzero = use."""
+    if mask is None:
+        return None
+    if not isinstance(mask, np.ndarray):
+        raise InputError(f"mask: expected a numpy array or None, got {type(mask).__name__}")
+    if mask.shape != tuple(shape):
+        raise InputError(f"mask: expected shape {tuple(shape)} (same as the image), got {mask.shape}")
+    if mask.dtype not in (np.uint8, np.bool_):
+        raise InputError(f"mask: expected dtype uint8 or bool, got {mask.dtype}")
+    return (mask != 0).view(np.uint8) if mask.dtype == np.bool_ else mask
+
+
+def read_image(path: str | os.PathLike, name: str | None = None) -> np.ndarray:
+    """Read an image file as BGR uint8 (8-bit gray files come back gray); errors name the file."""
+    p = Path(path)
+    label = name or str(p)
+    if not p.exists():
+        raise InputError(f"{label}: no such file")
+    if p.is_dir():
+        raise InputError(f"{label}: is a directory, expected an image file")
+    data = np.fromfile(str(p), dtype=np.uint8)
+    if data.size == 0:
+        raise InputError(f"{label}: file is empty")
+    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise InputError(f"{label}: not a readable image (unknown format or truncated)")
+    if img.dtype != np.uint8:
+        raise InputError(f"{label}: {img.dtype} image; objrec expects 8-bit images (convert to 8 bit first)")
+    return check_frame(img, label)

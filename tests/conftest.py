@@ -1,0 +1,52 @@
+"""Test fixtures: the shared third-party data folder, and device skips."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def _find_shared_data() -> Path | None:
+    env = os.environ.get("OBJREC_SHARED_DATA")
+    candidates = [Path(env)] if env else []
+    here = Path(__file__).resolve()
+    candidates += [p / "shared" / "data" for p in here.parents]
+    for c in candidates:
+        if (c / "oxford_affine").is_dir():
+            return c
+    return None
+
+
+SHARED_DATA = _find_shared_data()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (or ``$OBJREC_SHARED_DATA``); skips with a reason when absent (a user's clone)."""
+    if SHARED_DATA is None:
+        pytest.skip("shared data folder (../shared/data with oxford_affine/) not found; set OBJREC_SHARED_DATA")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def gpu_device():
+    """Skips unless CuPy sees a real CUDA device."""
+    from objrec.backend import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no CUDA device visible to CuPy")
+    return True
+
+
+def pytest_collection_modifyitems(config, items):
+    sim = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    skip_sim = pytest.mark.skip(reason="cudasim tests run in the separate NUMBA_ENABLE_CUDASIM=1 pytest run")
+    skip_main = pytest.mark.skip(reason="only cudasim-marked tests run under NUMBA_ENABLE_CUDASIM=1")
+    for item in items:
+        is_sim = "cudasim" in item.keywords
+        if is_sim and not sim:
+            item.add_marker(skip_sim)
+        elif sim and not is_sim:
+            item.add_marker(skip_main)
