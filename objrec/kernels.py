@@ -34,7 +34,9 @@ __all__ = ["Target", "get_target"]
 class Target:
     """A compilation target: ``"cpu"`` (numba.njit) or ``"cuda"`` (numba.cuda.jit, real or simulated)."""
 
-    def __init__(self, name: str, parallel: bool = True, block1d: int = 128, block2d: tuple[int, int] = (8, 32)):
+    def __init__(
+        self, name: str, parallel: bool = True, block1d: int = 128, block2d: tuple[int, int] = (8, 32)
+    ):
         if name not in ("cpu", "cuda"):
             raise ValueError(f"target: expected 'cpu' or 'cuda', got {name!r}")
         self.name = name

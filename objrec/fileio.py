@@ -1,0 +1,95 @@
+"""Atomic, pickle-free storage: ``.npz`` arrays plus JSON manifests with sha256 per array file."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FileFormatError",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "npz_bytes",
+    "sha256_bytes",
+    "load_npz_verified",
+    "read_json",
+]
+
+
+class FileFormatError(ValueError):
+    """A stored file is missing, damaged, tampered with or from an unknown/newer format; names the file."""
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """Serialise arrays as a compressed ``.npz`` in memory (object arrays are refused: no pickle)."""
+    for k, v in arrays.items():
+        if np.asarray(v).dtype == object:
+            raise TypeError(f"array {k!r} has dtype object, which would need pickle")
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def read_json(path: str | os.PathLike, what: str = "manifest") -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise FileFormatError(f"{path}: {what} not found")
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FileFormatError(f"{path}: {what} is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise FileFormatError(f"{path}: {what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def load_npz_verified(path: str | os.PathLike, expected_sha256: str | None) -> dict[str, np.ndarray]:
+    """Load every array of an ``.npz`` after checking its sha256; never unpickles."""
+    path = Path(path)
+    if not path.exists():
+        raise FileFormatError(f"{path}: array file not found")
+    data = path.read_bytes()
+    if expected_sha256 is not None and sha256_bytes(data) != expected_sha256:
+        raise FileFormatError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise FileFormatError(
+            f"{path}: not a readable .npz array file ({type(exc).__name__}: {exc})"
+        ) from None

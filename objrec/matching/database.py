@@ -1,0 +1,131 @@
+"""Matching a frame's features against every enrolled object at once, grouped by object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from objrec.matching.knn import ratio_match
+from objrec.matching.verify import Verified, VerifyParams, verify_homography
+from objrec.types import Detection, Failure, Features
+
+__all__ = ["DatabaseMatcher", "Candidate", "Rejection"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Putative matches of one object: model and scene coordinates."""
+
+    object_index: int
+    model_xy: np.ndarray
+    scene_xy: np.ndarray
+    ratio: np.ndarray
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate that did not become a detection, and why (a key of ``REASONS``)."""
+
+    name: str
+    reason: str
+    matches: int
+    detail: str = ""
+
+
+@dataclass
+class MatchOutcome:
+    detections: list[Detection] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    verified: dict[str, Verified] = field(default_factory=dict)
+
+
+class DatabaseMatcher:
+    """All objects' descriptors of one detector kind in one matrix, with the object of every row.
+
+    Parameters
+    ----------
+    objects : sequence of ModelObject
+    kind : str
+        Detector kind ("sift" or "surf"): descriptors of other kinds never match.
+    ratio : float
+        Lowe's ratio threshold (0.75 as in find_obj.py; Lowe 2004 used 0.8).
+    mutual : bool
+        Keep only mutual nearest neighbours.
+    xp : module
+        numpy or cupy; with cupy the database descriptors stay resident on the device.
+    """
+
+    def __init__(
+        self, objects: list[Any], kind: str, ratio: float = 0.75, mutual: bool = False, xp: Any = np
+    ):
+        self.kind = kind
+        self.ratio = ratio
+        self.mutual = mutual
+        self.names = [o.name for o in objects]
+        self.sizes = [(o.width, o.height) for o in objects]
+        feats = [o.features[kind] for o in objects]
+        nonempty = [f for f in feats if len(f)]
+        dim = nonempty[0].descriptor_size if nonempty else 128
+        self.descriptors = xp.asarray(
+            np.concatenate([f.descriptors for f in feats]) if nonempty else np.zeros((0, dim), np.float32)
+        )
+        self.xy = np.concatenate([f.xy for f in feats]) if nonempty else np.zeros((0, 2), np.float32)
+        self.owner = (
+            np.concatenate([np.full(len(f), i, np.int32) for i, f in enumerate(feats)])
+            if feats
+            else (np.zeros(0, np.int32))
+        )
+        self.use_laplacian = kind == "surf"
+        lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
+        self.laplacian = xp.asarray(lap) if self.use_laplacian else None
+        self.xp = xp
+
+    def __len__(self) -> int:
+        return int(self.descriptors.shape[0])
+
+    def candidates(self, scene: Features) -> list[Candidate]:
+        """Ratio-test matches of ``scene`` features, grouped per object, most matches first."""
+        if len(scene) == 0 or len(self) == 0:
+            return []
+        if scene.kind != self.kind:
+            raise ValueError(f"cannot match {scene.kind!r} features against a {self.kind!r} database")
+        q = self.xp.asarray(scene.descriptors)
+        ql = self.xp.asarray(scene.laplacian) if self.use_laplacian else None
+        m = ratio_match(q, self.descriptors, self.ratio, self.mutual, ql, self.laplacian)
+        if len(m) == 0:
+            return []
+        owner = self.owner[m.train_idx]
+        out = []
+        for oi in np.unique(owner):
+            sel = owner == oi
+            out.append(
+                Candidate(int(oi), self.xy[m.train_idx[sel]], scene.xy[m.query_idx[sel]], m.ratio[sel])
+            )
+        out.sort(key=lambda c: -len(c.model_xy))
+        return out
+
+    def verify(
+        self,
+        candidates: list[Candidate],
+        scene_shape: tuple[int, int],
+        params: VerifyParams | None = None,
+        max_candidates: int | None = None,
+    ) -> MatchOutcome:
+        """Verify candidates (best first); every rejected one gets a reason code."""
+        out = MatchOutcome()
+        for rank, c in enumerate(candidates):
+            name = self.names[c.object_index]
+            if max_candidates is not None and rank >= max_candidates:
+                out.rejections.append(Rejection(name, "not_verified", len(c.model_xy), "candidate limit"))
+                continue
+            w, h = self.sizes[c.object_index]
+            v = verify_homography(c.model_xy, c.scene_xy, w, h, scene_shape, params)
+            if isinstance(v, Failure):
+                out.rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
+                continue
+            out.verified[name] = v
+            out.detections.append(v.to_detection(name))
+        out.detections.sort(key=lambda d: -d.score)
+        return out
