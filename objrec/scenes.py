@@ -267,7 +267,8 @@ def compose_scene(
         cover = warp_object(canvas, obj, H)
         owner[cover] = i + 1
         q = _project(H, corners_of(w, h))
-        full_area.append(0.5 * abs(np.cross(q[2] - q[0], q[3] - q[1])))
+        d1, d2 = q[2] - q[0], q[3] - q[1]
+        full_area.append(0.5 * abs(d1[0] * d2[1] - d1[1] * d2[0]))
         placed.append((name, H, q, (w, h)))
         if occlusion > 0:
             ys, xs = np.nonzero(cover)

@@ -1,0 +1,5 @@
+import sys
+
+from objrec.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Decision-tree region prefilter (see issue: RegionPrefilter)."""

@@ -1,0 +1,1 @@
+"""Deadline-aware real-time recognition: scheduler, cost model, sources."""

@@ -1,0 +1,135 @@
+"""The CLI contract of DESIGN.md: commands, JSON shape, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from objrec.cli import main
+from objrec.data import sample_background, sample_objects
+from objrec.scenes import compose_scene
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "objrec", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    objs = sample_objects()
+    paths = {}
+    for name in ("dahlia", "cover"):
+        paths[name] = d / f"{name}.png"
+        cv2.imwrite(str(paths[name]), objs[name])
+    scene = compose_scene(sample_background((800, 600)), {"cover": objs["cover"]}, rng=2, frame_size=(800, 600),
+                          area_fraction=(0.12, 0.18))
+    paths["scene"] = d / "scene.png"
+    cv2.imwrite(str(paths["scene"]), scene.image)
+    paths["truth"] = scene.truth("cover")
+    paths["dir"] = d
+    return paths
+
+
+@pytest.mark.parametrize("cmd", [[], ["enroll"], ["detect"], ["demo"]])
+def test_help_on_every_command(cmd):
+    r = run_cli(*cmd, "--help")
+    assert r.returncode == 0 and "usage: objrec" in r.stdout
+
+
+def test_enroll_then_detect_json(files, tmp_path):
+    db = tmp_path / "db"
+    r = run_cli("enroll", "--db", str(db), f"dahlia={files['dahlia']}", f"cover={files['cover']}")
+    assert r.returncode == 0, r.stderr
+    assert "enrolled dahlia" in r.stdout and "2 object(s)" in r.stdout
+    r = run_cli("detect", "--db", str(db), "--json", str(files["scene"]))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    (res,) = doc["results"]
+    assert res["image"] == str(files["scene"])
+    assert isinstance(res["timings_ms"], dict) and all(v >= 0 for v in res["timings_ms"].values())
+    (det,) = res["detections"]
+    assert set(det) == {"name", "score", "inliers", "homography", "corners"}
+    assert det["name"] == "cover" and 0 <= det["score"] <= 1 and det["inliers"] >= 10
+    H = np.array(det["homography"])
+    assert H.shape == (3, 3) and H[2, 2] == 1.0
+    corners = np.array(det["corners"])
+    assert corners.shape == (4, 2)
+    h, w = cv2.imread(str(files["cover"])).shape[:2]
+    mapped = cv2.perspectiveTransform(np.float64([[[0, 0], [w, 0], [w, h], [0, h]]]), H)[0]
+    np.testing.assert_allclose(corners, mapped, atol=1e-6)
+    np.testing.assert_allclose(corners, files["truth"].corners, atol=3.0)
+
+
+def test_detect_unreadable_image_reports_error_and_continues(files, tmp_path):
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG not really")
+    r = run_cli("detect", "--db", str(db), "--json", str(bad), str(files["scene"]), str(tmp_path / "absent.jpg"))
+    assert r.returncode == 2
+    res = json.loads(r.stdout)["results"]
+    assert [list(x) for x in res][0] == ["image", "error"]
+    assert "broken.png" in res[0]["error"] and "not a readable image" in res[0]["error"]
+    assert [d["name"] for d in res[1]["detections"]] == ["cover"]
+    assert "no such file" in res[2]["error"]
+
+
+def _one_line_error(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_corrupt_database_is_a_one_line_error(files, tmp_path):
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    (db / "manifest.json").write_text("{ truncated")
+    _one_line_error(run_cli("detect", "--db", str(db), str(files["scene"])), "manifest.json", "not valid JSON")
+    _one_line_error(run_cli("enroll", "--db", str(db), f"x={files['dahlia']}"), "manifest.json")
+
+
+def test_tampered_array_file_is_a_one_line_error(files, tmp_path):
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    (npz,) = (db / "objects").glob("*.npz")
+    npz.write_bytes(npz.read_bytes()[:100])
+    _one_line_error(run_cli("detect", "--db", str(db), str(files["scene"])), npz.name, "sha256 mismatch")
+
+
+def test_missing_database_and_bad_arguments(files, tmp_path):
+    _one_line_error(run_cli("detect", "--db", str(tmp_path / "nope"), str(files["scene"])), "no such model database")
+    _one_line_error(run_cli("enroll", "--db", str(tmp_path / "db"), "no-equals-sign"), "NAME=IMAGE")
+    _one_line_error(run_cli("enroll", "--db", str(tmp_path / "db"), f"x={tmp_path / 'missing.png'}"), "missing.png")
+    assert not (tmp_path / "db").exists() or not list((tmp_path / "db").glob("objects/*"))
+    r = run_cli("detect", "--db", str(tmp_path / "db"))  # argparse: missing IMAGE
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_enroll_is_all_or_nothing_and_refuses_duplicates(files, tmp_path):
+    db = tmp_path / "db"
+    r = run_cli("enroll", "--db", str(db), f"cover={files['cover']}", f"bad={tmp_path / 'missing.png'}")
+    assert r.returncode == 2
+    assert not db.exists()  # the readable image was not enrolled alone
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    _one_line_error(run_cli("enroll", "--db", str(db), f"cover={files['dahlia']}"), "already enrolled")
+    _one_line_error(run_cli("enroll", "--db", str(db), f"a={files['cover']}", f"a={files['dahlia']}"), "twice")
+
+
+def test_demo_runs_on_embedded_data(tmp_path):
+    r = run_cli("demo", "--out", str(tmp_path / "demo"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("pagoda", "dahlia", "cover"):
+        line = next(x for x in r.stdout.splitlines() if x.strip().startswith(name))
+        err = float(line.split("mean corner error")[1].split("px")[0])
+        assert err < 2.0, line
+    img = cv2.imread(str(tmp_path / "demo" / "demo_result.png"))
+    assert img is not None and img.shape == (540, 960, 3)
