@@ -107,6 +107,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"{path}: error: {_err_text(exc)}", file=sys.stderr)
             continue
+        rec.reset()  # unrelated still images: nothing to track from one to the next
         r = rec.process(img)
         results.append(
             {

@@ -1,38 +1,85 @@
-"""The recognizer: frame in, verified detections out, with per-stage timings."""
+"""The recognizer: frame in, verified detections out, within a per-frame budget.
+
+Work per frame, in priority order (DESIGN.md, "Realtime"):
+
+1. mandatory: prefilter regions; re-verification of the best object tracked from the last frame in a
+   small window around where it was; primary features (SURF if enrolled, else SIFT) on the best region;
+   matching; verification of the best candidate;
+2. optional units, admitted only while the cost model predicts they fit the remaining budget: the other
+   tracked objects, more regions, the other candidates, SIFT escalation where the primary detector was
+   unsure.
+
+Without a budget everything runs, so results are the best the pipeline can do.
+"""
 
 from __future__ import annotations
 
-import time
+import gc
+import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from objrec.backend import resolve_backend
 from objrec.imageio import check_frame, to_gray
-from objrec.matching.database import DatabaseMatcher, MatchOutcome
-from objrec.matching.verify import VerifyParams
+from objrec.matching.database import DatabaseMatcher, Rejection
+from objrec.matching.verify import VerifyParams, verify_homography
 from objrec.modeldb import ModelDB
-from objrec.types import Detection, Features, FrameResult
+from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
+from objrec.types import Detection, Failure, Features, FrameResult, Regions
 
 __all__ = ["Recognizer"]
 
+log = logging.getLogger("objrec")
+
+#: Margin (px) added around a region before extracting features from its crop, so keypoints near the box
+#: edge keep most of their descriptor window.
+CROP_MARGIN = 24
+#: A tracked object is searched for in its last outline's bounding box grown by this fraction per side.
+TRACK_GROW = 0.25
+
+
+@dataclass
+class _Track:
+    name: str
+    corners: np.ndarray
+    age: int = 0  # frames since last seen
+
+
+def _clip_box(x0: float, y0: float, x1: float, y1: float, w: int, h: int) -> tuple[int, int, int, int] | None:
+    bx0, by0 = max(0, int(np.floor(x0))), max(0, int(np.floor(y0)))
+    bx1, by1 = min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1)))
+    if bx1 - bx0 < 16 or by1 - by0 < 16:
+        return None
+    return bx0, by0, bx1, by1
+
 
 class Recognizer:
-    """Recognise enrolled objects in frames.
+    """Recognise enrolled objects in frames, within an optional per-frame latency budget.
 
     Parameters
     ----------
     db : ModelDB or path
-        The model database (opened once; its descriptors are kept in memory, on the GPU when used).
+        The model database (opened once; descriptors kept in memory, on the GPU when used).
     budget_ms : float, optional
-        Per-frame latency budget. ``deadline_met`` is ``latency_ms <= budget_ms`` (True without a budget).
+        Per-frame latency budget. Optional work is admitted only while predicted to fit;
+        ``deadline_met`` is ``latency_ms <= budget_ms`` (True without a budget).
     backend : {"auto", "cpu", "gpu"}
     detectors : sequence of str, optional
-        Detector kinds to use, a subset of the database's (default: all the database has).
+        Detector kinds to use, a subset of the database's (default: all it has). The first of
+        ``("surf", "sift")`` present is the primary detector; SIFT is the escalation where SURF is unsure.
     ratio : float
         Lowe's ratio for matching.
     verify : VerifyParams, optional
         Geometric verification parameters.
+    prefilter : RegionPrefilter, "auto" or None
+        ``"auto"`` uses the database's trained prefilter when present and current; None runs on the whole
+        frame.
+    track : bool
+        Re-verify last frame's objects first in a window around them.
+    clock : object with ``now() -> ms``, optional
+        For tests (a fake clock); default ``time.perf_counter``.
 
     Examples
     --------
@@ -51,6 +98,10 @@ class Recognizer:
         ratio: float = 0.75,
         mutual: bool = False,
         verify: VerifyParams | None = None,
+        prefilter: Any = "auto",
+        track: bool = True,
+        clock: Any = None,
+        max_regions: int = 8,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -60,52 +111,253 @@ class Recognizer:
         kinds = list(self.db.detectors) if detectors is None else list(detectors)
         for k in kinds:
             if k not in self.db.detectors:
-                raise ValueError(
-                    f"detectors: {k!r} is not enrolled in {self.db.path} (has {list(self.db.detectors)})"
-                )
+                raise ValueError(f"detectors: {k!r} is not enrolled in {self.db.path} (has {list(self.db.detectors)})")
         if not kinds:
             raise ValueError("detectors: need at least one detector kind")
-        self.kinds = kinds
+        self.kinds = sorted(kinds, key=lambda k: ("surf", "sift").index(k) if k in ("surf", "sift") else 9)
+        self.primary = self.kinds[0]
         self.verify_params = verify or VerifyParams()
+        self.track = track
+        self.max_regions = max_regions
+        if len(self.db) == 0:
+            raise ValueError(f"{self.db.path}: the model database is empty; enroll objects first")
         objects = self.db.objects()
+        self._sizes = {o.name: (o.width, o.height) for o in objects}
         from objrec.features import make_detector
 
-        self._extractors = {k: make_detector(k, backend=backend, **self.db.detectors[k]) for k in kinds}
+        self._extractors = {k: make_detector(k, backend=backend, **self.db.detectors[k]) for k in self.kinds}
         xp: Any = np
         if self.backend == "gpu":
             import cupy
 
             xp = cupy
-        self._matchers = {k: DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp) for k in kinds}
-        self.last_rejections: list = []
+        self._matchers = {k: DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp) for k in self.kinds}
+        self.prefilter = self._load_prefilter(prefilter)
+        self.clock = clock or PerfClock()
+        self.cost = CostModel()
+        self.scheduler = FrameScheduler(budget_ms, self.cost, self.clock)
+        self._tracks: dict[str, _Track] = {}
+        self.last_rejections: list[Rejection] = []
+        self.frames = 0
 
-    def extract(self, gray: np.ndarray, kind: str, mask: np.ndarray | None = None) -> Features:
-        return self._extractors[kind].detect_and_compute(gray, mask)
+    # -- set-up ------------------------------------------------------------------------------------
+    def _load_prefilter(self, prefilter: Any) -> Any:
+        if prefilter is None or prefilter is False:
+            return None
+        if prefilter != "auto":
+            return prefilter
+        try:
+            from objrec.prefilter import RegionPrefilter
+        except ImportError:
+            return None
+        loader = getattr(RegionPrefilter, "load_for", None)
+        if loader is None:
+            return None
+        pf = loader(self.db)
+        return pf
 
-    def process(self, frame: np.ndarray) -> FrameResult:
-        """Recognise objects in one frame (gray or BGR uint8)."""
-        t0 = time.perf_counter()
+    def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
+        """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts."""
+        from objrec.data import synthetic_cover
+        from objrec.scenes import compose_scene
+
+        h, w = frame_shape[:2]
+        bg = synthetic_cover(99, (w, h))
+        names = self.db.names[:2]
+        objs = {n: self.db.image(n) for n in names}
+        rng = np.random.default_rng(0)
+        budget, self.scheduler.budget_ms = self.scheduler.budget_ms, None
+        try:
+            for _ in range(repeats):
+                s = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2))
+                self.process(s.image)
+                self.process(bg)
+        finally:
+            self.scheduler.budget_ms = budget
+            self._tracks.clear()
+        gc.collect()
+
+    # -- stages ------------------------------------------------------------------------------------
+    def extract(self, gray: np.ndarray, kind: str, box: tuple[int, int, int, int] | None = None) -> Features:
+        """Features of ``kind`` in ``box`` (x0, y0, x1, y1) grown by CROP_MARGIN, in frame coordinates."""
+        if box is None:
+            return self._extractors[kind].detect_and_compute(gray)
+        h, w = gray.shape
+        x0, y0, x1, y1 = box
+        cx0, cy0 = max(0, x0 - CROP_MARGIN), max(0, y0 - CROP_MARGIN)
+        cx1, cy1 = min(w, x1 + CROP_MARGIN), min(h, y1 + CROP_MARGIN)
+        f = self._extractors[kind].detect_and_compute(np.ascontiguousarray(gray[cy0:cy1, cx0:cx1]))
+        return f.shifted(cx0, cy0) if len(f) else f
+
+    def _regions(self, frame: np.ndarray) -> Regions:
+        h, w = frame.shape[:2]
+        if self.prefilter is None:
+            return Regions.full(w, h)
+        return self.prefilter.propose(frame)
+
+    def _verify_object(self, kind: str, feats: Features, name: str, shape: tuple[int, int]) -> Detection | None:
+        """Match ``feats`` against one object and verify (tracking: the object is known)."""
+        m = self._matchers[kind]
+        for c in m.candidates(feats):
+            if m.names[c.object_index] != name:
+                continue
+            w, h = self._sizes[name]
+            v = verify_homography(c.model_xy, c.scene_xy, w, h, shape, self.verify_params)
+            return None if isinstance(v, Failure) else v.to_detection(name)
+        return None
+
+    # -- the frame ---------------------------------------------------------------------------------
+    def process(self, frame: np.ndarray, t0: float | None = None) -> FrameResult:
+        """Recognise objects in one frame (gray or BGR uint8).
+
+        ``t0`` is when the frame was handed over (ms on the recognizer's clock; default: now), so latency
+        includes time spent queued before this call.
+        """
+        sched = self.scheduler
+        sched.start(t0)
+        gc_was = gc.isenabled()
+        gc.disable()  # a collection inside the frame would be unbudgeted latency
+        try:
+            result = self._process(frame, sched)
+        finally:
+            if gc_was:
+                gc.enable()
+        result.latency_ms = sched.elapsed()
+        result.deadline_met = self.budget_ms is None or result.latency_ms <= self.budget_ms
+        if sched.remaining() > 5.0:
+            gc.collect(0)  # in the slack, the youngest generation only
+        self.frames += 1
+        return result
+
+    def _process(self, frame: np.ndarray, sched: FrameScheduler) -> FrameResult:
         frame = check_frame(frame)
         gray = to_gray(frame)
+        h, w = gray.shape
         timings: dict[str, float] = {}
-        best: dict[str, Detection] = {}
-        rejections = []
-        for kind in self.kinds:
-            t = time.perf_counter()
-            feats = self.extract(gray, kind)
-            timings[f"features_{kind}"] = (time.perf_counter() - t) * 1e3
-            t = time.perf_counter()
-            cands = self._matchers[kind].candidates(feats)
-            timings[f"matching_{kind}"] = (time.perf_counter() - t) * 1e3
-            t = time.perf_counter()
-            outcome: MatchOutcome = self._matchers[kind].verify(cands, gray.shape[:2], self.verify_params)
-            timings[f"verification_{kind}"] = (time.perf_counter() - t) * 1e3
-            rejections.extend(outcome.rejections)
-            for d in outcome.detections:
-                if d.name not in best or d.score > best[d.name].score:
-                    best[d.name] = d
+        found: dict[str, Detection] = {}
+        rejections: list[Rejection] = []
+        primary = self.primary
+
+        def timed(stage: str, fn):
+            t = self.clock.now()
+            out = fn()
+            timings[stage] = timings.get(stage, 0.0) + self.clock.now() - t
+            return out
+
+        # 1. tracked objects first, best (most recently confirmed) first; the first one is mandatory.
+        tracks = sorted(self._tracks.values(), key=lambda t: t.age) if self.track else []
+        for i, tr in enumerate(tracks):
+            lo, hi = tr.corners.min(axis=0), tr.corners.max(axis=0)
+            grow = (hi - lo) * TRACK_GROW
+            box = _clip_box(*(lo - grow), *(hi + grow), w, h)
+            if box is None:
+                continue
+            area = (box[2] - box[0]) * (box[3] - box[1])
+
+            def unit(box=box, name=tr.name):
+                f = timed(f"features_{primary}", lambda: self.extract(gray, primary, box))
+                return timed("verification", lambda: self._verify_object(primary, f, name, (h, w)))
+
+            ran, det = sched.run(f"track:{tr.name}", unit, size=area, mandatory=(i == 0), stage="track")
+            # An outline reaching past the window was fitted to part of the object only: search anew.
+            if ran and det is not None and _inside_any(box, [det.corners], inverse=True):
+                found[det.name] = det
+
+        # 2. regions from the prefilter (the whole frame without one).
+        regions = timed("prefilter", lambda: self._regions(frame)) if self.prefilter is not None else Regions.full(w, h)
+        covered = [d.corners for d in found.values()]
+        unsure: list[tuple[int, int, int, int]] = []
+        for i, b in enumerate(regions.boxes[: self.max_regions]):
+            box = tuple(int(v) for v in b)
+            area = (box[2] - box[0]) * (box[3] - box[1])
+            if covered and _inside_any(box, covered):
+                continue
+            mandatory = i == 0 and not found
+
+            def extract_unit(box=box):
+                full = box == (0, 0, w, h)
+                return timed(f"features_{primary}", lambda: self.extract(gray, primary, None if full else box))
+
+            ran, feats = sched.run(
+                f"region{i}:{primary}", extract_unit, size=area, mandatory=mandatory, stage=f"features_{primary}"
+            )
+            if not ran:
+                continue
+            cands = timed("matching", lambda feats=feats: self._matchers[primary].candidates(feats))
+            cands = [c for c in cands if self._matchers[primary].names[c.object_index] not in found]
+            for j, c in enumerate(cands):
+                name = self._matchers[primary].names[c.object_index]
+                wm, hm = self._sizes[name]
+
+                def verify_unit(c=c, wm=wm, hm=hm):
+                    return timed(
+                        "verification",
+                        lambda: verify_homography(c.model_xy, c.scene_xy, wm, hm, (h, w), self.verify_params),
+                    )
+
+                ran, v = sched.run(
+                    f"verify:{name}",
+                    verify_unit,
+                    size=len(c.model_xy),
+                    mandatory=(mandatory and j == 0),
+                    stage="verify",
+                )
+                if not ran:
+                    continue
+                if isinstance(v, Failure):
+                    rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
+                    if v.reason in ("too_few_inliers", "low_inlier_ratio", "too_few_matches"):
+                        unsure.append(box)
+                else:
+                    found[name] = v.to_detection(name)
+
+        # 3. escalation: the secondary detector (SIFT) where the primary was unsure.
+        for kind in self.kinds[1:]:
+            for k, box in enumerate(dict.fromkeys(unsure)):
+                area = (box[2] - box[0]) * (box[3] - box[1])
+
+                def escalate(box=box, kind=kind):
+                    full = box == (0, 0, w, h)
+                    f = timed(f"features_{kind}", lambda: self.extract(gray, kind, None if full else box))
+                    cands = timed("matching", lambda: self._matchers[kind].candidates(f))
+                    names = self._matchers[kind].names
+                    return [(names[c.object_index], c) for c in cands if names[c.object_index] not in found]
+
+                ran, cands = sched.run(f"escalate{k}:{kind}", escalate, size=area, stage=f"escalate_{kind}")
+                for name, c in cands or []:
+                    wm, hm = self._sizes[name]
+                    v = verify_homography(c.model_xy, c.scene_xy, wm, hm, (h, w), self.verify_params)
+                    if isinstance(v, Failure):
+                        rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
+                    else:
+                        found[name] = v.to_detection(name)
+
+        # 4. tracks for the next frame: confirmed objects refreshed, lost ones aged out after one frame.
+        if self.track:
+            for name in list(self._tracks):
+                if name not in found:
+                    self._tracks[name].age += 1
+                    if self._tracks[name].age > 1:
+                        del self._tracks[name]
+            for name, d in found.items():
+                self._tracks[name] = _Track(name, d.corners, 0)
         self.last_rejections = rejections
-        latency = (time.perf_counter() - t0) * 1e3
-        met = True if self.budget_ms is None else latency <= self.budget_ms
-        dets = sorted(best.values(), key=lambda d: -d.score)
-        return FrameResult(dets, latency, met, timings, [])
+        dets = sorted(found.values(), key=lambda d: -d.score)
+        return FrameResult(dets, 0.0, True, timings, list(sched.skipped))
+
+    def reset(self) -> None:
+        """Forget tracked objects (a new, unrelated sequence of frames follows)."""
+        self._tracks.clear()
+
+
+def _inside_any(box: tuple[int, int, int, int], quads: list[np.ndarray], inverse: bool = False) -> bool:
+    """True when ``box`` lies within the bounding box of one of the outlines ``quads`` (4 px slack);
+    with ``inverse``, when one of the outlines lies within ``box``."""
+    for q in quads:
+        lo, hi = q.min(axis=0), q.max(axis=0)
+        if inverse:
+            if lo[0] >= box[0] - 4 and lo[1] >= box[1] - 4 and hi[0] <= box[2] + 4 and hi[1] <= box[3] + 4:
+                return True
+        elif box[0] >= lo[0] - 4 and box[1] >= lo[1] - 4 and box[2] <= hi[0] + 4 and box[3] <= hi[1] + 4:
+            return True
+    return False

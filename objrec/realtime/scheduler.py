@@ -1,0 +1,199 @@
+"""Deadline-aware admission of work within a frame budget.
+
+A frame's work is a mandatory part (always run) and optional *units* run in priority order only while a
+learned cost model predicts they fit in what is left of the budget. The model learns online per
+(stage, backend) as a function of a size variable (pixels, keypoints, candidates) and predicts a high
+quantile, not the mean, so one slow run does not make the next frame late.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler"]
+
+
+class PerfClock:
+    """Milliseconds from ``time.perf_counter``."""
+
+    def now(self) -> float:
+        return time.perf_counter() * 1e3
+
+
+class FakeClock:
+    """A clock that moves only when told to: deterministic scheduler tests."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.t = float(start)
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, ms: float) -> None:
+        self.t += float(ms)
+
+
+@dataclass
+class _Stage:
+    xs: deque = field(default_factory=lambda: deque(maxlen=64))
+    ts: deque = field(default_factory=lambda: deque(maxlen=64))
+    coef: tuple[float, float] = (0.0, 0.0)
+    margin: float = 0.0
+    dirty: bool = True
+
+
+class CostModel:
+    """Online model of stage time ``t ≈ a + b·size``, predicting a high quantile.
+
+    A least-squares line (``b >= 0``) over the last ``window`` observations plus the ``quantile`` of the
+    residuals. Until ``min_samples`` observations exist, a prior (``prior_ms``, per stage) is used, and an
+    unknown stage is predicted as ``default_ms`` so it is never admitted blindly into a tight budget.
+
+    Parameters
+    ----------
+    quantile : float
+        Residual quantile added to the line (0.95: admit only what fits 19 times out of 20).
+    """
+
+    def __init__(
+        self,
+        quantile: float = 0.95,
+        window: int = 64,
+        min_samples: int = 3,
+        prior_ms: dict[str, float] | None = None,
+        default_ms: float = 1e9,
+    ) -> None:
+        if not 0.5 <= quantile < 1.0:
+            raise ValueError(f"quantile: expected a value in [0.5, 1), got {quantile}")
+        self.quantile = quantile
+        self.window = window
+        self.min_samples = min_samples
+        self.prior_ms = dict(prior_ms or {})
+        self.default_ms = default_ms
+        self._stages: dict[str, _Stage] = {}
+
+    def observe(self, stage: str, size: float, ms: float) -> None:
+        s = self._stages.get(stage)
+        if s is None:
+            s = self._stages[stage] = _Stage(deque(maxlen=self.window), deque(maxlen=self.window))
+        s.xs.append(float(size))
+        s.ts.append(float(ms))
+        s.dirty = True
+
+    def samples(self, stage: str) -> int:
+        s = self._stages.get(stage)
+        return 0 if s is None else len(s.ts)
+
+    def _fit(self, s: _Stage) -> None:
+        x = np.asarray(s.xs, np.float64)
+        t = np.asarray(s.ts, np.float64)
+        if np.ptp(x) > 0:
+            b, a = np.polyfit(x, t, 1)
+            if b < 0:
+                b, a = 0.0, float(t.mean())
+        else:
+            b, a = 0.0, float(t.mean())
+        resid = t - (a + b * x)
+        s.coef = (float(a), float(b))
+        s.margin = float(max(0.0, np.quantile(resid, self.quantile)))
+        s.dirty = False
+
+    def predict(self, stage: str, size: float = 1.0) -> float:
+        """Predicted milliseconds for ``stage`` at ``size`` (a high quantile)."""
+        s = self._stages.get(stage)
+        if s is None or len(s.ts) < self.min_samples:
+            prior = self.prior_ms.get(stage, self.default_ms)
+            if s is not None and len(s.ts):
+                prior = max(prior if stage in self.prior_ms else 0.0, max(s.ts))
+            return float(prior)
+        if s.dirty:
+            self._fit(s)
+        a, b = s.coef
+        return max(0.0, a + b * float(size) + s.margin)
+
+
+@dataclass
+class UnitRecord:
+    name: str
+    predicted_ms: float
+    actual_ms: float | None
+    admitted: bool
+    mandatory: bool
+
+
+class FrameScheduler:
+    """Admits optional units while the cost model predicts they fit the frame's remaining budget.
+
+    Parameters
+    ----------
+    budget_ms : float or None
+        The frame budget; None admits everything.
+    cost : CostModel
+    clock : object with ``now() -> ms``
+    safety_ms : float
+        Kept in reserve for the work after the last unit (assembling the result, returning it).
+    """
+
+    def __init__(
+        self, budget_ms: float | None, cost: CostModel | None = None, clock: Any = None, safety_ms: float = 1.0
+    ) -> None:
+        self.budget_ms = budget_ms
+        self.cost = cost or CostModel()
+        self.clock = clock or PerfClock()
+        self.safety_ms = safety_ms
+        self.t0 = self.clock.now()
+        self.records: list[UnitRecord] = []
+        self.skipped: list[str] = []
+
+    def start(self, t0: float | None = None) -> None:
+        """Start a frame; ``t0`` is when the frame was handed over (default: now)."""
+        self.t0 = self.clock.now() if t0 is None else t0
+        self.records = []
+        self.skipped = []
+
+    def elapsed(self) -> float:
+        return self.clock.now() - self.t0
+
+    def remaining(self) -> float:
+        if self.budget_ms is None:
+            return float("inf")
+        return self.budget_ms - self.elapsed() - self.safety_ms
+
+    def fits(self, stage: str, size: float = 1.0) -> bool:
+        return self.budget_ms is None or self.cost.predict(stage, size) <= self.remaining()
+
+    def run(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        size: float = 1.0,
+        mandatory: bool = False,
+        stage: str | None = None,
+    ) -> tuple[bool, Any]:
+        """Run ``fn`` if mandatory or predicted to fit; learn its time. Returns ``(ran, result)``.
+
+        ``stage`` names the cost-model entry (default ``name``): units of one kind share it.
+        """
+        stage = stage or name
+        predicted = self.cost.predict(stage, size)
+        if not mandatory and self.budget_ms is not None and predicted > self.remaining():
+            self.records.append(UnitRecord(name, predicted, None, False, False))
+            self.skipped.append(name)
+            return False, None
+        t = self.clock.now()
+        result = fn()
+        actual = self.clock.now() - t
+        self.cost.observe(stage, size, actual)  # an overrun teaches the model too
+        self.records.append(UnitRecord(name, predicted, actual, True, mandatory))
+        return True, result
+
+    def skip(self, name: str) -> None:
+        """Record optional work that was not even offered (e.g. after an earlier unit overran)."""
+        self.records.append(UnitRecord(name, float("nan"), None, False, False))
+        self.skipped.append(name)
