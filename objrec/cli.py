@@ -122,10 +122,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             out = annotate / (Path(path).stem + "_detections.png")
             cv2.imwrite(str(out), draw_detections(img, r.detections))
         if not args.json:
-            names = (
-                ", ".join(f"{d.name} (score {d.score:.2f}, {d.inliers} inliers)" for d in r.detections)
-                or "none"
-            )
+            names = ", ".join(f"{d.name} (score {d.score:.2f}, {d.inliers} inliers)" for d in r.detections) or "none"
             print(f"{path}: {names}  [{r.latency_ms:.1f} ms]")
     if args.json:
         json.dump({"results": results}, sys.stdout, indent=2)
@@ -188,9 +185,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if missing:
         print(f"  not found: {', '.join(missing)}")
     print(
-        "  timings: "
-        + ", ".join(f"{k} {v:.1f} ms" for k, v in r.timings_ms.items())
-        + f"; total {r.latency_ms:.1f} ms"
+        "  timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in r.timings_ms.items()) + f"; total {r.latency_ms:.1f} ms"
     )
     cv2.imwrite(str(out / "demo_scene.png"), scene.image)
     lines = [
@@ -201,6 +196,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
     cv2.imwrite(str(out / "demo_result.png"), annotated)
     print(f"wrote {out / 'demo_result.png'} (annotated) and {out / 'demo_scene.png'}")
     return EXIT_OK if not missing else EXIT_INTERNAL
+
+
+# --- run ------------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from objrec.modeldb import ModelDB
+    from objrec.realtime.loop import display_available, run_stream
+    from objrec.realtime.sources import open_source
+    from objrec.recognizer import Recognizer
+
+    if args.budget_ms is not None and not args.budget_ms > 0:
+        raise CLIError(f"--budget-ms: expected a positive number, got {args.budget_ms}")
+    if args.max_frames is not None and args.max_frames < 1:
+        raise CLIError(f"--max-frames: expected a positive integer, got {args.max_frames}")
+    db = ModelDB.open(args.db)
+    rec = Recognizer(
+        db, budget_ms=args.budget_ms, backend=args.backend, prefilter=None if args.no_prefilter else "auto"
+    )
+    source = open_source(args.source, realtime=args.realtime)
+    display = not args.no_display and display_available()
+    if not args.no_display and not display:
+        print("objrec run: no display available; running headless (use --no-display to silence this)", file=sys.stderr)
+    stats = run_stream(
+        rec,
+        source,
+        max_frames=args.max_frames,
+        display=display,
+        out_video=args.out,
+        warmup_shape=getattr(source, "frame_shape", None),
+    )
+    print(stats.summary())
+    if args.stats:
+        stats.write(args.stats)
+        print(f"wrote {args.stats}")
+    if args.out:
+        print(f"wrote {args.out}")
+    return EXIT_OK
 
 
 # --- parser ---------------------------------------------------------------------------------------
@@ -239,6 +270,25 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--annotate", metavar="DIR", help="write annotated copies of the images here")
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)
+
+    r = sub.add_parser(
+        "run",
+        help="recognise objects in a camera, video or image folder stream within a frame budget",
+        description="Process a stream frame by frame within a per-frame budget. A video or folder is processed "
+        "frame by frame, nothing dropped, unless --realtime paces it like a camera (newest frame wins, drops "
+        "counted). Latency runs from capture to result; warm-up happens before the first frame.",
+    )
+    r.add_argument("--db", required=True, help="model database directory")
+    r.add_argument("--source", required=True, help="camera index, video file or image folder")
+    r.add_argument("--budget-ms", type=float, default=33.0, help="per-frame budget in ms (default 33)")
+    r.add_argument("--realtime", action="store_true", help="pace a file like a camera at its frame rate")
+    r.add_argument("--no-display", action="store_true", help="run headless (no window)")
+    r.add_argument("--out", metavar="VIDEO", help="write the annotated video (.mp4)")
+    r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")
+    r.add_argument("--max-frames", type=int, help="stop after N frames")
+    r.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    r.add_argument("--no-prefilter", action="store_true", help="process whole frames (compare with the prefilter)")
+    r.set_defaults(func=cmd_run)
 
     m = sub.add_parser(
         "demo",

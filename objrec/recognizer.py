@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numpy as np
 
 from objrec.backend import resolve_backend
@@ -38,6 +39,8 @@ log = logging.getLogger("objrec")
 CROP_MARGIN = 24
 #: A tracked object is searched for in its last outline's bounding box grown by this fraction per side.
 TRACK_GROW = 0.25
+#: The smallest resolution scale the budget may push mandatory feature extraction down to.
+MIN_SCALE = 0.35
 
 
 @dataclass
@@ -142,6 +145,7 @@ class Recognizer:
 
     # -- set-up ------------------------------------------------------------------------------------
     def _load_prefilter(self, prefilter: Any) -> Any:
+        self.prefilter_status = "off"
         if prefilter is None or prefilter is False:
             return None
         if prefilter != "auto":
@@ -153,8 +157,9 @@ class Recognizer:
         loader = getattr(RegionPrefilter, "load_for", None)
         if loader is None:
             return None
-        pf = loader(self.db)
-        return pf
+        pf = loader(self.db)  # a falsy Failure when absent or stale (stale also warns)
+        self.prefilter_status = "loaded" if pf else pf.reason
+        return pf if pf else None
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
         """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts."""
@@ -178,16 +183,49 @@ class Recognizer:
         gc.collect()
 
     # -- stages ------------------------------------------------------------------------------------
-    def extract(self, gray: np.ndarray, kind: str, box: tuple[int, int, int, int] | None = None) -> Features:
-        """Features of ``kind`` in ``box`` (x0, y0, x1, y1) grown by CROP_MARGIN, in frame coordinates."""
-        if box is None:
-            return self._extractors[kind].detect_and_compute(gray)
+    def extract(
+        self, gray: np.ndarray, kind: str, box: tuple[int, int, int, int] | None = None, scale: float = 1.0
+    ) -> Features:
+        """Features of ``kind`` in ``box`` (x0, y0, x1, y1) grown by CROP_MARGIN, in frame coordinates.
+
+        ``scale < 1`` extracts from a downscaled crop (the budget's degrade path) and maps positions and
+        sizes back to full-resolution pixels.
+        """
         h, w = gray.shape
-        x0, y0, x1, y1 = box
+        x0, y0, x1, y1 = box if box is not None else (0, 0, w, h)
         cx0, cy0 = max(0, x0 - CROP_MARGIN), max(0, y0 - CROP_MARGIN)
         cx1, cy1 = min(w, x1 + CROP_MARGIN), min(h, y1 + CROP_MARGIN)
-        f = self._extractors[kind].detect_and_compute(np.ascontiguousarray(gray[cy0:cy1, cx0:cx1]))
-        return f.shifted(cx0, cy0) if len(f) else f
+        crop = gray if (cx0, cy0, cx1, cy1) == (0, 0, w, h) else np.ascontiguousarray(gray[cy0:cy1, cx0:cx1])
+        if scale < 1.0:
+            ch, cw = crop.shape
+            crop = cv2.resize(
+                crop, (max(16, round(cw * scale)), max(16, round(ch * scale))), interpolation=cv2.INTER_AREA
+            )
+        f = self._extractors[kind].detect_and_compute(crop)
+        if not len(f):
+            return f
+        if scale < 1.0:
+            sx, sy = cw / crop.shape[1], ch / crop.shape[0]
+            f = Features(
+                f.xy * np.float32([sx, sy]),
+                f.size * sx,
+                f.angle,
+                f.response,
+                f.octave,
+                f.laplacian,
+                f.descriptors,
+                f.kind,
+            )
+        return f.shifted(cx0, cy0) if (cx0 or cy0) else f
+
+    def _degrade_scale(self, stage: str, pixels: float, share_ms: float) -> float:
+        """Resolution scale for mandatory extraction so its predicted time fits ``share_ms`` (cost ∝ pixels)."""
+        if self.budget_ms is None or self.cost.samples(stage) < self.cost.min_samples:
+            return 1.0
+        pred = self.cost.predict(stage, pixels)
+        if pred <= share_ms:
+            return 1.0
+        return float(np.clip(np.sqrt(max(share_ms, 0.0) / pred), MIN_SCALE, 1.0))
 
     def _regions(self, frame: np.ndarray) -> Regions:
         h, w = frame.shape[:2]
@@ -267,6 +305,7 @@ class Recognizer:
         regions = timed("prefilter", lambda: self._regions(frame)) if self.prefilter is not None else Regions.full(w, h)
         covered = [d.corners for d in found.values()]
         unsure: list[tuple[int, int, int, int]] = []
+        stage = f"features_{primary}"
         for i, b in enumerate(regions.boxes[: self.max_regions]):
             box = tuple(int(v) for v in b)
             area = (box[2] - box[0]) * (box[3] - box[1])
@@ -274,12 +313,16 @@ class Recognizer:
                 continue
             mandatory = i == 0 and not found
 
-            def extract_unit(box=box):
-                full = box == (0, 0, w, h)
-                return timed(f"features_{primary}", lambda: self.extract(gray, primary, None if full else box))
+            # Mandatory extraction degrades resolution rather than be late; 60% of what is left goes to it.
+            scale = self._degrade_scale(stage, area, 0.6 * sched.remaining()) if mandatory else 1.0
+            if scale < 1.0:
+                sched.skipped.append(f"full_resolution:{i}")
+
+            def extract_unit(box=box, scale=scale):
+                return timed(stage, lambda: self.extract(gray, primary, box, scale))
 
             ran, feats = sched.run(
-                f"region{i}:{primary}", extract_unit, size=area, mandatory=mandatory, stage=f"features_{primary}"
+                f"region{i}:{primary}", extract_unit, size=area * scale * scale, mandatory=mandatory, stage=stage
             )
             if not ran:
                 continue
@@ -317,8 +360,7 @@ class Recognizer:
                 area = (box[2] - box[0]) * (box[3] - box[1])
 
                 def escalate(box=box, kind=kind):
-                    full = box == (0, 0, w, h)
-                    f = timed(f"features_{kind}", lambda: self.extract(gray, kind, None if full else box))
+                    f = timed(f"features_{kind}", lambda: self.extract(gray, kind, box))
                     cands = timed("matching", lambda: self._matchers[kind].candidates(f))
                     names = self._matchers[kind].names
                     return [(names[c.object_index], c) for c in cands if names[c.object_index] not in found]

@@ -107,7 +107,7 @@ def apply_photometric(img: np.ndarray, d: Distortion, rng: np.random.Generator) 
         out = cv2.filter2D(out, -1, k)
     if d.noise_sigma > 0:
         noise = rng.normal(0.0, d.noise_sigma, out.shape)
-        out = np.clip(out.astype(np.float32) + noise, 0, 255).astype(np.uint8)
+        out = np.rint(np.clip(out.astype(np.float32) + noise, 0, 255)).astype(np.uint8)
     if d.jpeg_quality is not None:
         ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(d.jpeg_quality)])
         out = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
@@ -165,6 +165,12 @@ def random_homography(
         cx, cy = rng.uniform(0, fw), rng.uniform(0, fh)
         H = place_homography(model_size, (cx, cy), scale, rot, tilt)
         q = _project(H, corners_of(w, h))
+        # Perspective changes the area: rescale about the centroid to the area that was drawn.
+        area = 0.5 * abs(float((q[2] - q[0])[0] * (q[3] - q[1])[1] - (q[2] - q[0])[1] * (q[3] - q[1])[0]))
+        k = np.sqrt(af * fw * fh / max(area, 1e-9))
+        c = q.mean(axis=0)
+        H = np.array([[k, 0, c[0] * (1 - k)], [0, k, c[1] * (1 - k)], [0, 0, 1]]) @ H
+        q = _project(H, corners_of(w, h))
         lo, hi = q.min(axis=0), q.max(axis=0)
         if inside:
             if lo[0] < 0 or lo[1] < 0 or hi[0] > fw or hi[1] > fh:
@@ -177,7 +183,10 @@ def random_homography(
                 if lo[0] < -1e-6 or lo[1] < -1e-6 or hi[0] > fw + 1e-6 or hi[1] > fh + 1e-6:
                     continue
         return H / H[2, 2]
-    return H / H[2, 2]
+    raise ValueError(
+        f"random_homography: no placement of a {w}x{h} model covering {area_fraction} of a {fw}x{fh} frame "
+        f"fits inside it after {tries} tries (lower area_fraction or max_tilt, or pass inside=False)"
+    )
 
 
 def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray) -> np.ndarray:
@@ -208,7 +217,7 @@ def _fit_background(
     bh, bw = bg.shape[:2]
     x0 = int(rng.integers(0, bw - fw + 1))
     y0 = int(rng.integers(0, bh - fh + 1))
-    return np.ascontiguousarray(bg[y0 : y0 + fh, x0 : x0 + fw])
+    return bg[y0 : y0 + fh, x0 : x0 + fw].copy()  # never an alias of the caller's background
 
 
 def compose_scene(

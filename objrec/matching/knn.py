@@ -44,7 +44,9 @@ def knn2(
     query : (N, D) float32
     train : (M, D) float32
     query_laplacian, train_laplacian : (N,), (M,) int, optional
-        SURF's Laplacian signs; pairs of different sign are excluded (Bay et al. 2008, sec. 4.1).
+        SURF's Laplacian signs: a pair of different sign is charged a distance larger than any two
+        L2-normalised descriptors can have (Bay et al. 2008, sec. 4.1), so it wins only where no train row
+        of the same sign exists; :func:`ratio_match` drops such matches.
     block : int
         Query rows per GEMM block.
 
@@ -54,12 +56,21 @@ def knn2(
         Nearest and second nearest train rows; -1 where ``M < 2``.
     dist2 : (N, 2) float32
         Their squared distances; ``inf`` where absent.
+
+    Notes
+    -----
+    One GEMM per block computes ``|t|² − 2 q·t`` directly, by augmenting the query with a column of
+    ones and the train matrix with ``|t|²`` (``[q, 1] · [−2t, |t|²]ᵀ``); ``|q|²`` does not change the
+    ranking, so it is added to the two selected values only. Elementwise passes over the block would cost
+    more than the GEMM itself.
     """
     xp = get_array_module(query, train)
     q = xp.asarray(query, dtype=xp.float32)
     t = xp.asarray(train, dtype=xp.float32)
     if q.ndim != 2 or t.ndim != 2 or (q.shape[1] != t.shape[1] and q.shape[0] and t.shape[0]):
         raise ValueError(f"knn2: expected (N, D) and (M, D) descriptors, got {q.shape} and {t.shape}")
+    if block < 1:
+        raise ValueError(f"block: expected a positive integer, got {block}")
     n, m = q.shape[0], t.shape[0]
     index = xp.full((n, 2), -1, dtype=xp.int64)
     dist2 = xp.full((n, 2), xp.inf, dtype=xp.float32)
@@ -69,25 +80,24 @@ def knn2(
         raise ValueError("knn2: give Laplacian signs for both query and train, or for neither")
     q = _with_sign(q, query_laplacian, xp)
     t = _with_sign(t, train_laplacian, xp)
-    t_sq = (t * t).sum(axis=1)
-    tT = xp.ascontiguousarray(t.T)
+    t_aug_T = xp.ascontiguousarray(xp.concatenate([-2.0 * t, (t * t).sum(axis=1)[:, None]], axis=1).T)
+    q_sq = (q * q).sum(axis=1)
+    ones = xp.ones((min(block, n), 1), dtype=xp.float32)
     rows = xp.arange(min(block, n))
     for s in range(0, n, block):
         qb = q[s : s + block]
-        d = qb @ tT
-        d *= -2.0
-        d += t_sq[None, :]
-        d += (qb * qb).sum(axis=1)[:, None]
-        r = rows[: qb.shape[0]]
+        k = qb.shape[0]
+        d = xp.concatenate([qb, ones[:k]], axis=1) @ t_aug_T
+        r = rows[:k]
         i1 = d.argmin(axis=1)
-        d1 = d[r, i1]
-        index[s : s + qb.shape[0], 0] = i1
-        dist2[s : s + qb.shape[0], 0] = d1
+        index[s : s + k, 0] = i1
+        dist2[s : s + k, 0] = d[r, i1]
         if m > 1:
             d[r, i1] = xp.inf
             i2 = d.argmin(axis=1)
-            index[s : s + qb.shape[0], 1] = i2
-            dist2[s : s + qb.shape[0], 1] = d[r, i2]
+            index[s : s + k, 1] = i2
+            dist2[s : s + k, 1] = d[r, i2]
+    dist2 += q_sq[:, None]
     xp.maximum(dist2, 0, out=dist2)
     return index, dist2
 
@@ -127,13 +137,14 @@ def ratio_match(
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio: expected a value in (0, 1], got {ratio}")
     xp = get_array_module(query, train)
-    idx, d2 = knn2(query, train, query_laplacian, train_laplacian, block)
-    if idx.shape[0] == 0:
+    if query.shape[0] == 0 or train.shape[0] == 0:
         return Matches.empty()
+    idx, d2 = knn2(query, train, query_laplacian, train_laplacian, block)
     d1 = xp.sqrt(d2[:, 0])
     dn = xp.sqrt(d2[:, 1])
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = xp.where(dn > 0, d1 / dn, xp.where(d1 > 0, 1.0, 0.0))
+        # Two train rows at distance 0 (duplicates) are ambiguous: ratio 1, rejected as Lowe's test would.
+        r = xp.where(dn > 0, d1 / dn, 1.0)
     # A lone train descriptor has no second neighbour: its ratio is 0 when it is within the sign rule.
     r = xp.where(xp.isinf(dn) & xp.isfinite(d1), 0.0, r).astype(xp.float32)
     keep = (r < ratio) & xp.isfinite(d1)

@@ -18,6 +18,8 @@ REASONS = {
     "too_few_inliers": "fewer inliers than min_inliers",
     "low_inlier_ratio": "inliers / matches below min_inlier_ratio",
     "too_few_distinct": "inliers cluster on too few distinct model or scene points",
+    "collinear": "inliers lie (nearly) on one line, in the model or the scene",
+    "not_verified": "not verified: beyond the candidate limit or the frame budget",
     "not_convex": "the projected model outline is not a convex quadrilateral",
     "self_intersecting": "the projected outline crosses itself",
     "mirrored": "the homography flips the model (negative orientation)",
@@ -51,6 +53,7 @@ class VerifyParams:
     scale_range: tuple[float, float] = (1e-3, 64.0)
     max_aspect_change: float = 5.0
     max_perspective: float = 0.8
+    min_spread: float = 0.05
 
     def __post_init__(self) -> None:
         if self.method not in _METHODS:
@@ -179,6 +182,15 @@ def verify_homography(
     )
     if distinct < p.min_inliers:
         return Failure("too_few_distinct", f"{distinct} distinct inlier points < {p.min_inliers}")
+    # Inliers on (nearly) one line do not constrain a homography: require spread in two directions.
+    for pts in (model_xy[inl], scene_xy[inl]):
+        sv = np.linalg.svd(pts - pts.mean(axis=0), compute_uv=False)
+        if sv[1] < p.min_spread * sv[0]:
+            return Failure("collinear", f"inliers nearly collinear (singular values {sv[0]:.1f}, {sv[1]:.1f})")
+    # MAGSAC's output is not a least-squares fit to its inliers; polish it (sub-pixel corners).
+    H_ls, _ = cv2.findHomography(src[inl], dst[inl], 0)
+    if H_ls is not None and np.all(np.isfinite(H_ls)) and abs(H_ls[2, 2]) > 1e-12:
+        H = H_ls / H_ls[2, 2]
     reason, corners = quad_checks(H, width, height, scene_shape, p)
     if reason is not None:
         return Failure(reason, REASONS[reason])

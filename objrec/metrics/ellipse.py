@@ -45,9 +45,7 @@ def ellipses_from_features(features: Any, radius_scale: float = 0.5) -> tuple[np
         if xy.ndim != 2 or xy.shape[1] != 2:
             raise ValueError(f"ellipses: expected centres of shape (N, 2), got {xy.shape}")
         if S.shape != (xy.shape[0], 2, 2):
-            raise ValueError(
-                f"ellipses: expected shape matrices of shape ({xy.shape[0]}, 2, 2), got {S.shape}"
-            )
+            raise ValueError(f"ellipses: expected shape matrices of shape ({xy.shape[0]}, 2, 2), got {S.shape}")
         return xy, S
     xy = np.asarray(features.xy, np.float64)
     r = radius_scale * np.asarray(features.size, np.float64)
@@ -246,8 +244,7 @@ def ellipse_overlap(
     P = c1.shape[0]
     if not (c2.shape[0] == S1.shape[0] == S2.shape[0] == P):
         raise ValueError(
-            f"ellipse_overlap: expected the same number of rows, got {P}, {S1.shape[0]}, {c2.shape[0]}, "
-            f"{S2.shape[0]}"
+            f"ellipse_overlap: expected the same number of rows, got {P}, {S1.shape[0]}, {c2.shape[0]}, {S2.shape[0]}"
         )
     if P == 0:
         z = np.zeros(0)

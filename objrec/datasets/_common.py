@@ -1,0 +1,128 @@
+"""Shared pieces of the dataset loaders: the error type, homography parsing, image pairs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.imageio import InputError, read_image, to_gray
+
+__all__ = ["DatasetError", "ImagePair", "read_homography", "check_homography", "find_image", "IMAGE_EXTENSIONS"]
+
+#: Image file extensions the loaders look for, in order of preference.
+IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing or malformed; the message names the file and what was expected."""
+
+
+def check_homography(H: Any, where: str) -> np.ndarray:
+    """A finite, invertible 3x3 float64 homography normalised so that ``H[2, 2] == 1``.
+
+    Raises
+    ------
+    DatasetError
+        Naming ``where`` (a file, or a file and a JSON location).
+    """
+    try:
+        H = np.asarray(H, np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DatasetError(f"{where}: homography is not numeric ({exc})") from None
+    if H.shape != (3, 3):
+        raise DatasetError(f"{where}: expected a 3x3 homography, got shape {H.shape}")
+    if not np.all(np.isfinite(H)):
+        raise DatasetError(f"{where}: homography has non-finite entries")
+    if abs(H[2, 2]) < 1e-12 * np.abs(H).max():
+        raise DatasetError(f"{where}: homography has H[2,2] = {H[2, 2]!r}, cannot normalise")
+    H = H / H[2, 2]
+    if abs(np.linalg.det(H)) < 1e-12 * np.abs(H).max() ** 3:
+        raise DatasetError(f"{where}: homography is singular")
+    return H
+
+
+def read_homography(path: str | os.PathLike) -> np.ndarray:
+    """Read a plain-text 3x3 homography (``numpy.loadtxt`` format) and normalise it by ``H[2, 2]``.
+
+    Java-style numbers (``4.08E-6``) and trailing spaces, as in some Oxford files, are fine.
+
+    Raises
+    ------
+    DatasetError
+        Naming the file when it is missing, unreadable, not numeric, not 3x3, non-finite or singular.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"{p}: homography file not found")
+    try:
+        H = np.loadtxt(p, dtype=np.float64, ndmin=2)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatasetError(f"{p}: not a plain-text 3x3 matrix ({first})") from None
+    return check_homography(H, str(p))
+
+
+def find_image(folder: Path, stem: str) -> Path:
+    """``folder/stem.<ext>`` for the first extension of :data:`IMAGE_EXTENSIONS` that exists."""
+    for ext in IMAGE_EXTENSIONS:
+        p = folder / f"{stem}{ext}"
+        if p.is_file():
+            return p
+    raise DatasetError(f"{folder / stem}.*: image not found (tried {', '.join(IMAGE_EXTENSIONS)})")
+
+
+def load_image(path: Path, gray: bool = False) -> np.ndarray:
+    """Read an image (BGR, or gray as stored) lazily; errors are :class:`DatasetError` naming the file."""
+    try:
+        img = read_image(path)
+    except InputError as exc:
+        raise DatasetError(str(exc)) from None
+    return to_gray(img) if gray else img
+
+
+@dataclass(frozen=True, eq=False)
+class ImagePair:
+    """A reference image and a transformed one, with the homography between them.
+
+    Attributes
+    ----------
+    dataset : str
+        ``"oxford"`` or ``"hpatches"``.
+    seq : str
+        Sequence name (``"graf"``, ``"v_graffiti"``...).
+    kind : str
+        Distortion type (``"viewpoint"``, ``"zoom+rotation"``, ``"blur"``, ``"illumination"``, ``"jpeg"``).
+    index : int
+        Index of the second image, 2..6: the change grows with it.
+    img1_path, imgN_path : Path
+    H : (3, 3) float64
+        Maps pixels of image 1 to image N (``x_N ~ H x_1``), ``H[2, 2] == 1``.
+
+    Images are read only when asked for (:meth:`image1`, :meth:`imageN`, :meth:`images`).
+    """
+
+    dataset: str
+    seq: str
+    kind: str
+    index: int
+    img1_path: Path
+    imgN_path: Path
+    H: np.ndarray = field(repr=False)
+
+    def image1(self, gray: bool = False) -> np.ndarray:
+        return load_image(self.img1_path, gray)
+
+    def imageN(self, gray: bool = False) -> np.ndarray:  # noqa: N802 (the field's notation)
+        return load_image(self.imgN_path, gray)
+
+    def images(self, gray: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        return self.image1(gray), self.imageN(gray)
+
+    @property
+    def name(self) -> str:
+        """``"<seq>/1-<index>"``, a stable key for reports."""
+        return f"{self.seq}/1-{self.index}"

@@ -1,0 +1,199 @@
+"""Generic recognition datasets: object images, scene images and ground truth in one JSON file.
+
+Schema (``version`` 1)
+----------------------
+.. code-block:: json
+
+    {
+      "format": "objrec-objects",
+      "version": 1,
+      "objects": {"book": "objects/book.png", "box": "objects/box.png"},
+      "scenes": [
+        {
+          "image": "scenes/0001.jpg",
+          "objects": [
+            {"name": "book", "homography": [[1.0, 0.0, 40.0], [0.0, 1.0, 25.0], [0.0, 0.0, 1.0]]}
+          ],
+          "tags": {"distortion": "blur", "level": 2}
+        },
+        {"image": "scenes/0002.jpg", "objects": []}
+      ]
+    }
+
+- ``format`` and ``version`` are optional; when present they must be ``"objrec-objects"`` and ``1``.
+- ``objects`` maps each object name to its model image. ``scenes`` lists the scene images.
+- Paths are relative to the folder of the JSON file (absolute paths also work).
+- Each scene lists the objects visible in it; ``homography`` (3x3, row-major) maps model-image pixels to
+  scene pixels, as :class:`objrec.types.Detection` does. A scene with no objects is a negative example.
+- ``tags`` is optional and free-form (strings, numbers, booleans), e.g. the distortion type and level.
+- Unknown keys are ignored, so tools can carry extra information.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.datasets._common import DatasetError, check_homography, load_image
+
+__all__ = ["GroundTruthObject", "Scene", "ObjectsDataset", "load_objects_dataset", "FORMAT", "VERSION"]
+
+FORMAT = "objrec-objects"
+VERSION = 1
+
+
+@dataclass(frozen=True, eq=False)
+class GroundTruthObject:
+    """An object placed in a scene: its name and the homography from its model image to the scene."""
+
+    name: str
+    homography: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Scene:
+    """One scene image and the objects it shows.
+
+    Attributes
+    ----------
+    index : int
+        Position in the ``scenes`` list.
+    image_path : Path
+    objects : tuple of GroundTruthObject
+    tags : dict
+    """
+
+    index: int
+    image_path: Path
+    objects: tuple[GroundTruthObject, ...]
+    tags: dict[str, Any] = field(default_factory=dict)
+
+    def image(self, gray: bool = False) -> np.ndarray:
+        return load_image(self.image_path, gray)
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectsDataset:
+    """Objects, scenes and ground truth, as loaded by :func:`load_objects_dataset`.
+
+    Attributes
+    ----------
+    path : Path
+        The JSON file.
+    objects : dict
+        Object name to model image path.
+    scenes : list of Scene
+    """
+
+    path: Path
+    objects: dict[str, Path]
+    scenes: list[Scene]
+
+    def object_image(self, name: str, gray: bool = False) -> np.ndarray:
+        if name not in self.objects:
+            raise KeyError(f"{name!r}: not an object of {self.path}")
+        return load_image(self.objects[name], gray)
+
+    def to_json(self) -> dict[str, Any]:
+        """The dataset as a JSON document (paths relative to the JSON file where possible)."""
+        base = self.path.parent
+
+        def rel(p: Path) -> str:
+            try:
+                return p.relative_to(base).as_posix()
+            except ValueError:
+                return str(p)
+
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "objects": {k: rel(v) for k, v in self.objects.items()},
+            "scenes": [
+                {
+                    "image": rel(s.image_path),
+                    "objects": [{"name": o.name, "homography": o.homography.tolist()} for o in s.objects],
+                    **({"tags": dict(s.tags)} if s.tags else {}),
+                }
+                for s in self.scenes
+            ],
+        }
+
+
+def _path(base: Path, value: Any, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise DatasetError(f"{where}: expected a non-empty path string, got {value!r}")
+    p = Path(value)
+    p = p if p.is_absolute() else base / p
+    if not p.is_file():
+        raise DatasetError(f"{where}: image file {p} not found")
+    return p
+
+
+def load_objects_dataset(json_path: str | os.PathLike) -> ObjectsDataset:
+    """Read and validate an objects + scenes + ground truth JSON file (schema in the module docstring).
+
+    Every referenced file must exist; images are read only when asked for.
+
+    Raises
+    ------
+    DatasetError
+        Naming the JSON file and the offending entry (``scenes[3].objects[0].homography``...) for invalid
+        JSON, a wrong schema, unknown object names, bad homographies or missing images.
+    """
+    p = Path(json_path)
+    if not p.is_file():
+        raise DatasetError(f"{p}: ground-truth JSON file not found")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{p}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{p}: expected a JSON object at the top level, got {type(doc).__name__}")
+    if doc.get("format", FORMAT) != FORMAT:
+        raise DatasetError(f"{p}: format {doc.get('format')!r} is not {FORMAT!r}")
+    if doc.get("version", VERSION) != VERSION:
+        raise DatasetError(f"{p}: version {doc.get('version')!r} is not supported (expected {VERSION})")
+    base = p.parent
+
+    objs = doc.get("objects")
+    if not isinstance(objs, dict) or not objs:
+        raise DatasetError(f"{p}: 'objects' must be a non-empty mapping of name to image path")
+    objects = {}
+    for name, value in objs.items():
+        if not name:
+            raise DatasetError(f"{p}: objects: empty object name")
+        objects[name] = _path(base, value, f"{p}: objects[{name!r}]")
+
+    raw_scenes = doc.get("scenes")
+    if not isinstance(raw_scenes, list):
+        raise DatasetError(f"{p}: 'scenes' must be a list")
+    scenes = []
+    for k, s in enumerate(raw_scenes):
+        where = f"{p}: scenes[{k}]"
+        if not isinstance(s, dict):
+            raise DatasetError(f"{where}: expected an object, got {type(s).__name__}")
+        image = _path(base, s.get("image"), f"{where}.image")
+        entries = s.get("objects", [])
+        if not isinstance(entries, list):
+            raise DatasetError(f"{where}.objects: expected a list")
+        placed = []
+        for m, o in enumerate(entries):
+            w = f"{where}.objects[{m}]"
+            if not isinstance(o, dict):
+                raise DatasetError(f"{w}: expected an object with 'name' and 'homography'")
+            name = o.get("name")
+            if name not in objects:
+                raise DatasetError(f"{w}.name: {name!r} is not one of the objects {sorted(objects)}")
+            if "homography" not in o:
+                raise DatasetError(f"{w}.homography: missing")
+            placed.append(GroundTruthObject(name, check_homography(o["homography"], f"{w}.homography")))
+        tags = s.get("tags", {})
+        if not isinstance(tags, dict):
+            raise DatasetError(f"{where}.tags: expected an object")
+        scenes.append(Scene(k, image, tuple(placed), dict(tags)))
+    return ObjectsDataset(p, objects, scenes)

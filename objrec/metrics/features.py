@@ -1,0 +1,655 @@
+"""Feature metrics: repeatability and matching score (Mikolajczyk et al. 2005), mean matching accuracy.
+
+The protocol follows VLBenchmarks (Lenc, Gulshan and Vedaldi), which reproduces the IJCV 2005 benchmark:
+
+1. keypoints become circles (radius ``size / 2``) or ellipses; each set is mapped into the other image with the
+   local affine approximation of the homography at its centre;
+2. only regions fully visible in both images are kept (``n1``, ``n2``);
+3. for every candidate pair, region B is mapped into image A, both shapes are rescaled about their own centres so
+   that region A has a radius of ``normalize_radius`` (30 px), and the overlap error ``1 - |A ∩ B| / |A ∪ B|`` is
+   computed exactly;
+4. pairs with overlap error below the threshold (0.4) are correspondences; a greedy one-to-one matching by
+   increasing overlap error gives the matches;
+5. repeatability = matches / min(n1, n2). The matching score counts the pairs that a one-to-one greedy nearest
+   neighbour matching of the descriptors shares with the geometric matching, over the same denominator.
+
+References
+----------
+K. Mikolajczyk, T. Tuytelaars, C. Schmid, A. Zisserman, J. Matas, F. Schaffalitzky, T. Kadir, L. Van Gool,
+"A comparison of affine region detectors", IJCV 65(1/2):43-72, 2005. doi:10.1007/s11263-005-3848-x
+
+K. Lenc, V. Gulshan, A. Vedaldi, "VLBenchmarks", 2012. https://github.com/vlfeat/vlbenchmarks
+(``RepeatabilityBenchmark``, ``HomographyConsistencyModel``, ``fastEllipseOverlap``).
+
+V. Balntas, K. Lenc, A. Vedaldi, K. Mikolajczyk, "HPatches: A benchmark and evaluation of handcrafted and
+learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
+
+M. Dusmanu et al., "D2-Net: A trainable CNN for joint description and detection of local features", CVPR 2019
+(mean matching accuracy on HPatches sequences).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from objrec.metrics.ellipse import (
+    ellipse_overlap,
+    ellipses_from_features,
+    ellipses_in_box,
+    project_points,
+    warp_ellipses,
+)
+from objrec.types import Features
+
+__all__ = [
+    "RepeatabilityResult",
+    "MatchingScoreResult",
+    "MatchingAccuracyResult",
+    "repeatability",
+    "matching_score",
+    "mean_matching_accuracy",
+    "geometric_correspondences",
+    "greedy_one_to_one",
+    "greedy_descriptor_matches",
+    "mutual_nearest_neighbours",
+    "features_from_opencv_reference",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class RepeatabilityResult:
+    """Outcome of :func:`repeatability`.
+
+    Attributes
+    ----------
+    repeatability : float
+        ``n_matches / min(n1, n2)``; 0 when either image has no visible region.
+    n_matches : int
+        One-to-one geometric matches.
+    n_correspondences : int
+        Region pairs with overlap error below the threshold (before the one-to-one step).
+    n1, n2 : int
+        Regions of each image visible in both images.
+    matches : (K, 2) int64
+        Matched pairs as indices into the original ``f1`` and ``f2``.
+    overlap_error : (K,) float64
+        Overlap error of each match.
+    """
+
+    repeatability: float
+    n_matches: int
+    n_correspondences: int
+    n1: int
+    n2: int
+    matches: np.ndarray = field(repr=False)
+    overlap_error: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Scalars only (for JSON reports)."""
+        return {
+            "repeatability": float(self.repeatability),
+            "n_matches": int(self.n_matches),
+            "n_correspondences": int(self.n_correspondences),
+            "n1": int(self.n1),
+            "n2": int(self.n2),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class MatchingScoreResult:
+    """Outcome of :func:`matching_score`.
+
+    Attributes
+    ----------
+    matching_score : float
+        ``n_correct / min(n1, n2)``.
+    n_correct : int
+        Descriptor matches that are also geometric matches.
+    n_descriptor_matches : int
+        One-to-one descriptor matches among the visible regions (``min(n1, n2)`` when both are non-empty).
+    repeatability, n_matches, n_correspondences, n1, n2
+        The geometric side, as in :class:`RepeatabilityResult`.
+    matches : (K, 2) int64
+        The correct descriptor matches, as indices into the original ``f1`` and ``f2``.
+    """
+
+    matching_score: float
+    n_correct: int
+    n_descriptor_matches: int
+    repeatability: float
+    n_matches: int
+    n_correspondences: int
+    n1: int
+    n2: int
+    matches: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "matching_score": float(self.matching_score),
+            "n_correct": int(self.n_correct),
+            "n_descriptor_matches": int(self.n_descriptor_matches),
+            "repeatability": float(self.repeatability),
+            "n_matches": int(self.n_matches),
+            "n_correspondences": int(self.n_correspondences),
+            "n1": int(self.n1),
+            "n2": int(self.n2),
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class MatchingAccuracyResult:
+    """Outcome of :func:`mean_matching_accuracy`.
+
+    Attributes
+    ----------
+    thresholds : (T,) float64
+        Reprojection error thresholds in pixels.
+    accuracy : (T,) float64
+        Fraction of the mutual nearest-neighbour matches with error ``<= threshold`` (0 when there are none).
+    n_matches : int
+    errors : (K,) float64
+        Reprojection error of each match, ``|H x1 - x2|``.
+    matches : (K, 2) int64
+    """
+
+    thresholds: np.ndarray
+    accuracy: np.ndarray
+    n_matches: int
+    errors: np.ndarray = field(repr=False)
+    matches: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thresholds": [float(t) for t in self.thresholds],
+            "accuracy": [float(a) for a in self.accuracy],
+            "n_matches": int(self.n_matches),
+        }
+
+
+def _check_h(H: Any, name: str = "H") -> np.ndarray:
+    H = np.asarray(H, np.float64)
+    if H.shape != (3, 3) or not np.all(np.isfinite(H)):
+        raise ValueError(f"{name}: expected a finite 3x3 homography, got shape {H.shape}")
+    if abs(np.linalg.det(H)) < 1e-12 * max(np.abs(H).max() ** 3, 1e-300):
+        raise ValueError(f"{name}: the homography is singular")
+    return H
+
+
+def _hw(shape: Any, name: str) -> tuple[int, int]:
+    try:
+        h, w = int(shape[0]), int(shape[1])
+    except (TypeError, IndexError, ValueError):
+        raise ValueError(f"{name}: expected an image shape (height, width[, channels]), got {shape!r}") from None
+    if h <= 0 or w <= 0:
+        raise ValueError(f"{name}: expected a positive height and width, got {shape!r}")
+    return h, w
+
+
+def greedy_one_to_one(i: np.ndarray, j: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Greedy one-to-one matching of weighted pairs, in order of increasing ``cost``.
+
+    Equivalent to walking the pairs sorted by ``(cost, i, j)`` and keeping a pair when neither end is taken
+    (VLBenchmarks' ``greedyBipartiteMatching``). It is computed in rounds without a per-pair Python loop: each
+    round accepts every pair that is the best remaining pair of both its ends (a "locally dominant" pair), which
+    the sequential greedy walk would also accept; the result is the same matching.
+
+    Parameters
+    ----------
+    i, j : (E,) int
+        Pair endpoints.
+    cost : (E,) float
+        Lower is better.
+
+    Returns
+    -------
+    (K, 2) int64
+        Accepted pairs ``(i, j)``, sorted by ``i``.
+    """
+    i = np.asarray(i, np.int64).ravel()
+    j = np.asarray(j, np.int64).ravel()
+    cost = np.asarray(cost, np.float64).ravel()
+    if i.size == 0:
+        return np.zeros((0, 2), np.int64)
+    order = np.lexsort((j, i, cost))
+    i, j = i[order], j[order]
+    taken_i = np.zeros(i.max() + 1, bool)
+    taken_j = np.zeros(j.max() + 1, bool)
+    out_i, out_j = [], []
+    alive = np.arange(i.size)
+    while alive.size:
+        ii, jj = i[alive], j[alive]
+        # ``alive`` keeps the global order, so the first occurrence of an end is its best remaining pair.
+        best_i = np.zeros(alive.size, bool)
+        best_i[np.unique(ii, return_index=True)[1]] = True
+        best_j = np.zeros(alive.size, bool)
+        best_j[np.unique(jj, return_index=True)[1]] = True
+        acc = best_i & best_j
+        out_i.append(ii[acc])
+        out_j.append(jj[acc])
+        taken_i[ii[acc]] = True
+        taken_j[jj[acc]] = True
+        alive = alive[~(taken_i[ii] | taken_j[jj])]
+    m = np.stack([np.concatenate(out_i), np.concatenate(out_j)], axis=1)
+    return m[np.argsort(m[:, 0], kind="stable")]
+
+
+def _descriptor_distances(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances as a float32 GEMM, ``|a|^2 + |b|^2 - 2 a.b`` (the order is all that matters)."""
+    a = np.ascontiguousarray(d1, np.float32)
+    b = np.ascontiguousarray(d2, np.float32)
+    D = a @ b.T
+    D *= -2.0
+    D += (a * a).sum(1)[:, None]
+    D += (b * b).sum(1)[None, :]
+    return np.maximum(D, 0.0, out=D)
+
+
+def greedy_descriptor_matches(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """One-to-one descriptor matching by increasing L2 distance (VLBenchmarks' ``'1to1'`` strategy).
+
+    Computed as rounds of mutual nearest neighbours among the still unmatched descriptors, which gives the
+    same matching as the greedy walk over all ``N x M`` distances sorted in increasing order.
+
+    Returns
+    -------
+    (K, 2) int64
+        Pairs ``(i, j)`` sorted by ``i``; ``K = min(N, M)``.
+    """
+    n1, n2 = len(d1), len(d2)
+    if n1 == 0 or n2 == 0:
+        return np.zeros((0, 2), np.int64)
+    D = _descriptor_distances(d1, d2)
+    r_best = D.argmin(axis=1)
+    c_best = D.argmin(axis=0)
+    row_alive = np.ones(n1, bool)
+    col_alive = np.ones(n2, bool)
+    out_i, out_j = [], []
+    while True:
+        rows = np.flatnonzero(row_alive)
+        if rows.size == 0 or not col_alive.any():
+            break
+        # The first global minimum among the remaining pairs is always mutual, so every round makes progress.
+        acc_i = rows[c_best[r_best[rows]] == rows]
+        acc_j = r_best[acc_i]
+        out_i.append(acc_i)
+        out_j.append(acc_j)
+        row_alive[acc_i] = False
+        col_alive[acc_j] = False
+        D[acc_i, :] = np.inf
+        D[:, acc_j] = np.inf
+        # A nearest neighbour among the remaining ones changes only when it was taken.
+        stale_r = np.flatnonzero(row_alive & ~col_alive[r_best])
+        if stale_r.size:
+            r_best[stale_r] = D[stale_r].argmin(axis=1)
+        stale_c = np.flatnonzero(col_alive & ~row_alive[c_best])
+        if stale_c.size:
+            c_best[stale_c] = D[:, stale_c].argmin(axis=0)
+    m = np.stack([np.concatenate(out_i), np.concatenate(out_j)], axis=1)
+    return m[np.argsort(m[:, 0], kind="stable")]
+
+
+def mutual_nearest_neighbours(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """Pairs ``(i, j)`` where ``j`` is the L2 nearest neighbour of ``i`` and ``i`` that of ``j``."""
+    if len(d1) == 0 or len(d2) == 0:
+        return np.zeros((0, 2), np.int64)
+    D = _descriptor_distances(d1, d2)
+    nn12 = D.argmin(axis=1)
+    nn21 = D.argmin(axis=0)
+    i = np.flatnonzero(nn21[nn12] == np.arange(len(d1)))
+    return np.stack([i, nn12[i]], axis=1).astype(np.int64)
+
+
+def _overlap_upper_bound(
+    R1: np.ndarray, R2: np.ndarray, d: np.ndarray, area1: np.ndarray, area2: np.ndarray
+) -> np.ndarray:
+    """Upper bound on the overlap of two ellipses inside circles of radii R1, R2 whose centres are d apart."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a1 = np.arccos(np.clip((d * d + R1 * R1 - R2 * R2) / (2 * d * R1), -1, 1))
+        a2 = np.arccos(np.clip((d * d + R2 * R2 - R1 * R1) / (2 * d * R2), -1, 1))
+        k = (-d + R1 + R2) * (d + R1 - R2) * (d - R1 + R2) * (d + R1 + R2)
+        lens = R1 * R1 * a1 + R2 * R2 * a2 - 0.5 * np.sqrt(np.maximum(k, 0))
+    lens = np.where(d >= R1 + R2, 0.0, lens)
+    lens = np.where(d <= np.abs(R1 - R2), np.pi * np.minimum(R1, R2) ** 2, lens)
+    inter = np.minimum(lens, np.minimum(area1, area2))
+    # The overlap grows with the intersection at fixed areas, so the bound on one bounds the other.
+    return inter / (area1 + area2 - inter) * (1 + 1e-9)
+
+
+@dataclass(frozen=True, eq=False)
+class _Geometry:
+    vis1: np.ndarray  # indices of visible regions in f1
+    vis2: np.ndarray
+    pairs: np.ndarray  # (E, 2) correspondences, indices into vis1/vis2 positions
+    error: np.ndarray  # (E,) overlap error
+    matches: np.ndarray  # (K, 2) one-to-one, indices into vis1/vis2 positions
+    match_error: np.ndarray
+
+
+def _geometry(
+    f1: Any,
+    f2: Any,
+    H: Any,
+    shape1: Any,
+    shape2: Any,
+    overlap_threshold: float,
+    normalize_radius: float | None,
+    radius_scale: float,
+) -> _Geometry:
+    if not 0.0 < overlap_threshold < 1.0:
+        raise ValueError(f"overlap_threshold: expected a value in (0, 1), got {overlap_threshold}")
+    if normalize_radius is not None and not normalize_radius > 0:
+        raise ValueError(f"normalize_radius: expected a positive radius or None, got {normalize_radius}")
+    H = _check_h(H)
+    if H[2, 2] != 0:
+        H = H / H[2, 2]
+    h1, w1 = _hw(shape1, "shape1")
+    h2, w2 = _hw(shape2, "shape2")
+    xy1, S1 = ellipses_from_features(f1, radius_scale)
+    xy2, S2 = ellipses_from_features(f2, radius_scale)
+
+    # Regions mapped into the other image; keep those fully inside both images (VLBenchmarks' cropFrames).
+    Hinv = np.linalg.inv(H)
+    if Hinv[2, 2] != 0:
+        Hinv = Hinv / Hinv[2, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xy1w, S1w = warp_ellipses(H, xy1, S1)
+        xy2w, S2w = warp_ellipses(Hinv, xy2, S2)
+        # Points beyond the horizon line (third coordinate <= 0) have no image in the other view.
+        ok1 = ellipses_in_box(xy1, S1, w1, h1) & ellipses_in_box(xy1w, S1w, w2, h2)
+        ok1 &= xy1 @ H[2, :2] + H[2, 2] > 0
+        ok2 = ellipses_in_box(xy2w, S2w, w1, h1) & ellipses_in_box(xy2, S2, w2, h2)
+        ok2 &= xy2 @ Hinv[2, :2] + Hinv[2, 2] > 0
+    vis1 = np.flatnonzero(ok1)
+    vis2 = np.flatnonzero(ok2)
+    empty = np.zeros((0, 2), np.int64)
+    if vis1.size == 0 or vis2.size == 0:
+        return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
+
+    # Everything is compared in image A: region A against region B mapped back.
+    cA, SA = xy1[vis1], S1[vis1]
+    cB, SB = xy2w[vis2], S2w[vis2]
+    detA = np.linalg.det(SA)
+    detB = np.linalg.det(SB)
+    rA = detA**0.25  # radius of the circle with the same area
+    # Candidates as in VLBenchmarks' fastEllipseOverlap: centres closer than 4 radii of A (4 bounds the
+    # elongation of Baumberg-adapted ellipses), and an area ratio that can reach the required overlap
+    # (overlap <= min(area) / max(area)). Only these go through the exact overlap computation.
+    tree = cKDTree(cB)
+    lists = tree.query_ball_point(cA, r=4.0 * rA)
+    counts = np.fromiter((len(x) for x in lists), np.int64, len(lists))
+    ia = np.repeat(np.arange(vis1.size), counts)
+    ib = np.fromiter((k for x in lists for k in x), np.int64, int(counts.sum()))
+    ratio = np.sqrt(np.minimum(detA[ia], detB[ib]) / np.maximum(detA[ia], detB[ib]))
+    keep = ratio > 1.0 - overlap_threshold
+    ia, ib = ia[keep], ib[keep]
+
+    # Both shapes are scaled about their own centres (not the distance between them) so that region A has the
+    # normalised radius: the same position error then costs the same overlap for small and large regions.
+    s = normalize_radius / rA[ia] if normalize_radius is not None else np.ones(ia.size)
+    # A cheap exact bound first: each ellipse lies in the circle of its major semi-axis, so the intersection
+    # is at most the lens of those circles. Only pairs whose bound reaches the threshold get the exact overlap.
+    d = np.linalg.norm(cA[ia] - cB[ib], axis=1)
+    ub = _overlap_upper_bound(
+        s * np.sqrt(np.linalg.eigvalsh(SA)[:, 1])[ia],
+        s * np.sqrt(np.linalg.eigvalsh(SB)[:, 1])[ib],
+        d,
+        np.pi * s**2 * np.sqrt(detA[ia]),
+        np.pi * s**2 * np.sqrt(detB[ib]),
+    )
+    keep = ub > 1.0 - overlap_threshold
+    ia, ib, s = ia[keep], ib[keep], s[keep]
+    if ia.size == 0:
+        return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
+
+    s2 = (s * s)[:, None, None]
+    SA_p, SB_p = SA[ia] * s2, SB[ib] * s2
+    _, _, ov = ellipse_overlap(cA[ia], SA_p, cB[ib], SB_p)
+    err = 1.0 - ov
+    good = err < overlap_threshold
+    pairs = np.stack([ia[good], ib[good]], axis=1)
+    err = err[good]
+    m = greedy_one_to_one(pairs[:, 0], pairs[:, 1], err)
+    # Overlap error of each accepted pair (pairs are unique, so a lookup by (i, j) key is exact).
+    key = pairs[:, 0] * (vis2.size + 1) + pairs[:, 1]
+    order = np.argsort(key)
+    pos = order[np.searchsorted(key[order], m[:, 0] * (vis2.size + 1) + m[:, 1])] if m.size else order[:0]
+    return _Geometry(vis1, vis2, pairs, err, m, err[pos])
+
+
+def repeatability(
+    f1: Any,
+    f2: Any,
+    H: Any,
+    shape1: Any,
+    shape2: Any,
+    overlap_threshold: float = 0.4,
+    normalize_radius: float | None = 30.0,
+    radius_scale: float = 0.5,
+) -> RepeatabilityResult:
+    """Detector repeatability after Mikolajczyk et al. (2005), as computed by VLBenchmarks.
+
+    Parameters
+    ----------
+    f1, f2 : Features or tuple of (xy, S)
+        Regions in image 1 and image 2: keypoints (circles of radius ``radius_scale * size``) or ellipses as
+        centres ``(N, 2)`` and shape matrices ``(N, 2, 2)`` (``x^T S^{-1} x <= 1``).
+    H : (3, 3) array
+        Homography mapping pixels of image 1 to image 2 (``x2 ~ H x1``).
+    shape1, shape2 : tuple
+        Image shapes ``(height, width[, channels])``.
+    overlap_threshold : float
+        Maximum overlap error ``1 - |A ∩ B| / |A ∪ B|`` of a correspondence (0.4 in the paper).
+    normalize_radius : float or None
+        Rescale each pair so that the region of image 1 has this radius (30 px in the paper); None compares
+        regions at their own size.
+    radius_scale : float
+        Region radius as a multiple of the keypoint ``size`` (OpenCV's diameter, hence 0.5).
+
+    Returns
+    -------
+    RepeatabilityResult
+
+    Notes
+    -----
+    A region counts only when it lies fully inside its own image and, mapped by the affine approximation of
+    ``H`` at its centre, fully inside the other image. Candidates are pairs whose centres (in image 1) are
+    closer than four region-1 radii and whose area ratio exceeds ``1 - overlap_threshold``; their overlap is
+    computed exactly (see :func:`~objrec.metrics.ellipse.ellipse_overlap`), where the original code sampled
+    a grid.
+
+    References
+    ----------
+    K. Mikolajczyk et al., "A comparison of affine region detectors", IJCV 65(1/2):43-72, 2005.
+    doi:10.1007/s11263-005-3848-x
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> xy = np.array([[50.0, 50.0], [120.0, 80.0]])
+    >>> S = np.repeat(25.0 * np.eye(2)[None], 2, axis=0)  # circles of radius 5
+    >>> r = repeatability((xy, S), (xy + [10.0, 0.0], S), np.array([[1, 0, 10], [0, 1, 0], [0, 0, 1.0]]),
+    ...                   (200, 200), (200, 200))
+    >>> r.repeatability, r.n_matches
+    (1.0, 2)
+    """
+    g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
+    n1, n2 = g.vis1.size, g.vis2.size
+    k = g.matches.shape[0]
+    rep = k / min(n1, n2) if min(n1, n2) > 0 else 0.0
+    matches = np.stack([g.vis1[g.matches[:, 0]], g.vis2[g.matches[:, 1]]], axis=1) if k else g.matches
+    return RepeatabilityResult(float(rep), k, g.pairs.shape[0], n1, n2, matches, g.match_error)
+
+
+def _check_descriptors(f1: Any, f2: Any) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(f1, Features) or not isinstance(f2, Features):
+        raise TypeError("f1, f2: descriptor metrics need Features (with descriptors)")
+    if f1.kind != f2.kind:
+        raise ValueError(f"f1, f2: descriptors of different kinds do not match ({f1.kind!r} vs {f2.kind!r})")
+    if f1.descriptor_size != f2.descriptor_size:
+        raise ValueError(f"f1, f2: descriptor sizes differ ({f1.descriptor_size} vs {f2.descriptor_size})")
+    return f1.descriptors, f2.descriptors
+
+
+def matching_score(
+    f1: Features,
+    f2: Features,
+    H: Any,
+    shape1: Any,
+    shape2: Any,
+    overlap_threshold: float = 0.4,
+    normalize_radius: float | None = 30.0,
+    radius_scale: float = 0.5,
+    require_geometric_match: bool = True,
+) -> MatchingScoreResult:
+    """Descriptor matching score after Mikolajczyk et al. (2005), as computed by VLBenchmarks.
+
+    Among the regions visible in both images (as for :func:`repeatability`), descriptors are matched one to
+    one, greedily by increasing L2 distance. A descriptor match is correct when the pair is also a geometric
+    match; the score is ``n_correct / min(n1, n2)``.
+
+    Parameters
+    ----------
+    f1, f2 : Features
+        Keypoints with descriptors of the same kind and size.
+    H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale
+        As in :func:`repeatability`.
+    require_geometric_match : bool
+        True (VLBenchmarks' ``'MatchingScore'`` mode): the descriptor match must coincide with the one-to-one
+        geometric match. False: any pair with overlap error below the threshold counts (the paper's wording).
+
+    Returns
+    -------
+    MatchingScoreResult
+
+    References
+    ----------
+    K. Mikolajczyk et al., "A comparison of affine region detectors", IJCV 65(1/2):43-72, 2005.
+    doi:10.1007/s11263-005-3848-x
+    """
+    d1, d2 = _check_descriptors(f1, f2)
+    g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
+    n1, n2 = g.vis1.size, g.vis2.size
+    denom = min(n1, n2)
+    rep = g.matches.shape[0] / denom if denom else 0.0
+    if denom == 0:
+        return MatchingScoreResult(0.0, 0, 0, 0.0, 0, 0, n1, n2, np.zeros((0, 2), np.int64))
+    dm = greedy_descriptor_matches(d1[g.vis1], d2[g.vis2])
+    ref = g.matches if require_geometric_match else g.pairs
+    base = n2 + 1
+    correct = np.isin(dm[:, 0] * base + dm[:, 1], ref[:, 0] * base + ref[:, 1])
+    good = dm[correct]
+    matches = np.stack([g.vis1[good[:, 0]], g.vis2[good[:, 1]]], axis=1)
+    k = int(correct.sum())
+    return MatchingScoreResult(
+        k / denom, k, dm.shape[0], float(rep), g.matches.shape[0], g.pairs.shape[0], n1, n2, matches
+    )
+
+
+def mean_matching_accuracy(
+    f1: Features,
+    f2: Features,
+    H: Any,
+    thresholds: Iterable[float] = range(1, 11),
+) -> MatchingAccuracyResult:
+    """Mean matching accuracy: the fraction of mutual nearest-neighbour matches within ``t`` px, for each ``t``.
+
+    The protocol of the HPatches image-sequence evaluation in D2-Net (Dusmanu et al. 2019) and later work:
+    all keypoints, mutual nearest neighbours of the L2 descriptor distance, reprojection error
+    ``|H x1 - x2|`` measured in image 2.
+
+    Parameters
+    ----------
+    f1, f2 : Features
+    H : (3, 3) array
+        Maps image 1 to image 2.
+    thresholds : iterable of float
+        Pixel thresholds (1..10 by default).
+
+    Returns
+    -------
+    MatchingAccuracyResult
+        ``accuracy`` is 0 at every threshold when there are no matches.
+
+    References
+    ----------
+    V. Balntas, K. Lenc, A. Vedaldi, K. Mikolajczyk, "HPatches: A benchmark and evaluation of handcrafted
+    and learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
+    """
+    d1, d2 = _check_descriptors(f1, f2)
+    H = _check_h(H)
+    th = np.asarray(list(thresholds), np.float64)
+    if th.ndim != 1 or th.size == 0:
+        raise ValueError(f"thresholds: expected a non-empty sequence of pixel thresholds, got {th!r}")
+    m = mutual_nearest_neighbours(d1, d2)
+    if m.shape[0] == 0:
+        return MatchingAccuracyResult(th, np.zeros(th.size), 0, np.zeros(0), m)
+    p = project_points(H, f1.xy[m[:, 0]])
+    err = np.linalg.norm(p - f2.xy[m[:, 1]].astype(np.float64), axis=1)
+    err = np.where(np.isfinite(err), err, np.inf)
+    acc = (err[None, :] <= th[:, None]).mean(axis=1)
+    return MatchingAccuracyResult(th, acc, m.shape[0], err, m)
+
+
+def features_from_opencv_reference(npz_path: str | os.PathLike) -> Features:
+    """OpenCV's own SURF output stored in ``reference/opencv_surf/*.npz`` as :class:`~objrec.types.Features`.
+
+    The files hold ``xy``, ``size``, ``angle``, ``response``, ``octave``, ``laplacian`` and ``descriptors``
+    (float16 in the Oxford files, float32 in the box files) in OpenCV's conventions.
+
+    Raises
+    ------
+    ValueError
+        Naming the file when it is missing, not an ``.npz`` archive, or lacks an array.
+    """
+    p = Path(npz_path)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such file")
+    names = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            missing = [n for n in names if n not in z.files]
+            if missing:
+                raise ValueError(f"{p}: missing arrays {missing} (has {sorted(z.files)})")
+            arrays = {n: np.asarray(z[n]) for n in names}
+    except ValueError as exc:
+        if str(p) in str(exc):
+            raise
+        raise ValueError(f"{p}: not a readable .npz archive ({exc})") from exc
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"{p}: not a readable .npz archive ({exc})") from exc
+    arrays["descriptors"] = arrays["descriptors"].astype(np.float32)
+    try:
+        return Features(**arrays, kind="surf")
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from exc
+
+
+def geometric_correspondences(
+    f1: Any,
+    f2: Any,
+    H: Any,
+    shape1: Any,
+    shape2: Any,
+    overlap_threshold: float = 0.4,
+    normalize_radius: float | None = 30.0,
+    radius_scale: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """All region pairs with overlap error below the threshold (before the one-to-one step).
+
+    Returns
+    -------
+    pairs : (E, 2) int64
+        Indices into the original ``f1`` and ``f2``.
+    overlap_error : (E,) float64
+    """
+    g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
+    if g.pairs.shape[0] == 0:
+        return np.zeros((0, 2), np.int64), np.zeros(0)
+    return np.stack([g.vis1[g.pairs[:, 0]], g.vis2[g.pairs[:, 1]]], axis=1), g.error

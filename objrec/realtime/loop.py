@@ -1,0 +1,160 @@
+"""The streaming loop: frames from a source through the recognizer, with statistics, overlays, video out."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from objrec.draw import draw_detections
+from objrec.fileio import atomic_write_json
+from objrec.types import FrameResult
+
+__all__ = ["RunStats", "run_stream", "overlay_lines", "display_available"]
+
+
+def display_available() -> bool:
+    """A window can be opened: a desktop OS, or an X/Wayland display on Linux."""
+    import sys
+
+    if sys.platform in ("win32", "darwin"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+@dataclass
+class RunStats:
+    """Statistics of a run, in the ``--stats`` JSON schema of DESIGN.md (plus extras)."""
+
+    budget_ms: float | None
+    per_frame: list[dict[str, Any]] = field(default_factory=list)
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0
+    wall_s: float = 0.0
+
+    def add(self, index: int, r: FrameResult) -> None:
+        self.per_frame.append(
+            {
+                "index": int(index),
+                "latency_ms": round(r.latency_ms, 3),
+                "deadline_met": bool(r.deadline_met),
+                "detections": [d.to_json() for d in r.detections],
+                "skipped": list(r.skipped),
+            }
+        )
+        for k, v in r.timings_ms.items():
+            self.stage_ms[k] = self.stage_ms.get(k, 0.0) + v
+        for s in r.skipped:
+            key = s.split(":")[0].rstrip("0123456789")
+            self.skipped[key] = self.skipped.get(key, 0) + 1
+
+    @property
+    def latencies(self) -> np.ndarray:
+        return np.array([f["latency_ms"] for f in self.per_frame], np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        lat = self.latencies
+        pct = {k: float(np.percentile(lat, q)) if lat.size else 0.0 for k, q in (("p50", 50), ("p90", 90), ("p99", 99))}
+        pct["max"] = float(lat.max()) if lat.size else 0.0
+        total = sum(self.stage_ms.values()) or 1.0
+        return {
+            "frames": len(self.per_frame),
+            "budget_ms": self.budget_ms,
+            "deadline_misses": int(sum(not f["deadline_met"] for f in self.per_frame)),
+            "dropped": int(self.dropped),
+            "latency_ms": {k: round(v, 3) for k, v in pct.items()},
+            "jitter_ms": round(float(lat.std()), 3) if lat.size else 0.0,
+            "stage_share": {k: round(v / total, 4) for k, v in sorted(self.stage_ms.items())},
+            "skipped_units": dict(sorted(self.skipped.items())),
+            "wall_s": round(self.wall_s, 3),
+            "per_frame": self.per_frame,
+        }
+
+    def write(self, path: str | Path) -> None:
+        atomic_write_json(path, self.to_json())
+
+    def summary(self) -> str:
+        j = self.to_json()
+        lat = j["latency_ms"]
+        return (
+            f"{j['frames']} frames, budget {j['budget_ms']} ms: {j['deadline_misses']} deadline misses, "
+            f"{j['dropped']} dropped; latency p50 {lat['p50']:.1f} / p90 {lat['p90']:.1f} / p99 {lat['p99']:.1f} / "
+            f"max {lat['max']:.1f} ms"
+        )
+
+
+def overlay_lines(r: FrameResult, budget_ms: float | None, fps: float | None) -> list[str]:
+    use = f" ({100 * r.latency_ms / budget_ms:.0f}% of {budget_ms:g} ms)" if budget_ms else ""
+    lines = [f"latency {r.latency_ms:.1f} ms{use}" + (f"  {fps:.1f} fps" if fps else "")]
+    if r.skipped:
+        lines.append("skipped: " + ", ".join(sorted({s.split(":")[0] for s in r.skipped}))[:80])
+    return lines
+
+
+def run_stream(
+    recognizer: Any,
+    source: Any,
+    max_frames: int | None = None,
+    display: bool = False,
+    out_video: str | Path | None = None,
+    on_result: Callable[[Any, FrameResult], None] | None = None,
+    warmup_shape: tuple[int, int] | None = None,
+) -> RunStats:
+    """Process ``source`` frame by frame; latency runs from each frame's capture time to its result.
+
+    The recognizer is warmed up (JIT, buffers, cost model) before the first frame, so every frame counts.
+    """
+    recognizer.warmup(warmup_shape or (480, 640))
+    stats = RunStats(recognizer.budget_ms)
+    writer = None
+    window = "objrec" if display else None
+    t_start = time.perf_counter()
+    last = None
+    fps = None
+    try:
+        for frame in source:
+            if max_frames is not None and len(stats.per_frame) >= max_frames:
+                break
+            r = recognizer.process(frame.image, t0=frame.t_capture)
+            stats.add(frame.index, r)
+            if on_result is not None:
+                on_result(frame, r)
+            now = time.perf_counter()
+            if last is not None:
+                fps = 0.9 * fps + 0.1 / max(now - last, 1e-6) if fps else 1.0 / max(now - last, 1e-6)
+            last = now
+            if window or out_video:
+                shown = draw_detections(frame.image, r.detections, lines=overlay_lines(r, recognizer.budget_ms, fps))
+                if out_video:
+                    if writer is None:
+                        h, w = shown.shape[:2]
+                        writer = cv2.VideoWriter(
+                            str(out_video),
+                            cv2.VideoWriter_fourcc(*"mp4v"),
+                            float(getattr(source, "fps", None) or 30.0),
+                            (w, h),
+                        )
+                        if not writer.isOpened():
+                            raise OSError(f"{out_video}: cannot open for writing a video")
+                    writer.write(shown)
+                if window:
+                    cv2.imshow(window, shown)
+                    if cv2.waitKey(1) & 0xFF in (ord("q"), 27):
+                        break
+    finally:
+        stats.dropped = int(getattr(source, "dropped", 0))
+        stats.wall_s = time.perf_counter() - t_start
+        if writer is not None:
+            writer.release()
+        if window:
+            cv2.destroyAllWindows()
+        if hasattr(source, "close"):
+            source.close()
+    return stats

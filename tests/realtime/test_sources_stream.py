@@ -1,0 +1,151 @@
+"""Sources (files frame by frame, paced newest-wins), the stream generator's ground truth, the run loop."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from objrec.data import sample_objects, synthetic_cover
+from objrec.imageio import InputError
+from objrec.realtime.sources import ArraySource, ImageDirSource, LatestFrameSlot, PacedSource, VideoSource, open_source
+from objrec.realtime.stream import SceneStream
+
+
+def test_latest_frame_slot_newest_wins_and_counts_drops():
+    from objrec.realtime.sources import Frame
+
+    slot = LatestFrameSlot()
+    for i in range(5):
+        slot.put(Frame(i, np.zeros((2, 2), np.uint8), 0.0))
+    assert slot.get().index == 4 and slot.dropped == 4
+    slot.close()
+    assert slot.get() is None
+
+
+def test_image_dir_source_in_order_and_errors(tmp_path):
+    for i in (2, 0, 1):
+        cv2.imwrite(str(tmp_path / f"f{i}.png"), np.full((20, 30), i * 50, np.uint8))
+    (tmp_path / "notes.txt").write_text("ignored")
+    frames = list(ImageDirSource(tmp_path))
+    assert [f.index for f in frames] == [0, 1, 2]
+    assert [int(f.image.mean()) for f in frames] == [0, 50, 100]
+    (tmp_path / "f3.png").write_bytes(b"broken")
+    with pytest.raises(InputError, match="f3.png: not a readable image"):
+        list(ImageDirSource(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no images"):
+        ImageDirSource(empty)
+    with pytest.raises(InputError, match="no such camera index, video file or image folder"):
+        open_source(str(tmp_path / "nothing"))
+
+
+def test_video_source_every_frame(tmp_path):
+    p = tmp_path / "v.avi"
+    w = cv2.VideoWriter(str(p), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (64, 48))
+    for i in range(12):
+        w.write(np.full((48, 64, 3), i * 20, np.uint8))
+    w.release()
+    src = VideoSource(p)
+    assert src.fps == pytest.approx(25.0) and src.frame_shape == (48, 64)
+    frames = list(src)
+    assert len(frames) == 12 and [f.index for f in frames] == list(range(12))
+    bad = tmp_path / "bad.avi"
+    bad.write_bytes(b"not a video")
+    with pytest.raises(InputError, match="bad.avi"):
+        VideoSource(bad)
+
+
+def test_paced_source_drops_when_consumer_is_slow():
+    frames = [np.full((8, 8), i, np.uint8) for i in range(30)]
+    src = PacedSource(ArraySource(frames), fps=200.0)  # a frame every 5 ms
+    got = []
+    for f in src:
+        got.append(f.index)
+        time.sleep(0.02)  # the consumer takes 20 ms: about 3 of every 4 frames must be dropped
+    assert got[-1] == 29 or src.dropped > 0
+    assert src.dropped >= 10 and len(got) + src.dropped == 30
+    assert got == sorted(got)  # newest wins, never out of order
+    assert not [t for t in threading.enumerate() if t.name == "objrec-paced-source" and t.is_alive()]
+
+
+def test_stream_ground_truth_moves_enters_and_leaves():
+    objs = {"a": synthetic_cover(1, (200, 260)), "b": synthetic_cover(2, (240, 180))}
+    bgs = [np.full((480, 640, 3), v, np.uint8) for v in (30, 60)]
+    s = SceneStream(objs, bgs, n_frames=400, seed=3, pass_frames=(60, 100), pause_frames=(5, 20))
+    full, partial, absent = 0, 0, 0
+    for i in range(0, 400, 4):
+        f = s.frame(i)
+        names = {o.name for o in f.objects}
+        Hs = s.homographies(i)
+        assert names <= set(Hs)
+        absent += len(objs) - len(names)
+        for o in f.objects:
+            h = np.ptp(o.corners[:, 1])
+            assert 0.15 * 480 < h < 0.75 * 480  # 20-50% of the frame height, grown by rotation/tilt
+            full += o.visible_fraction > 0.95
+            partial += 0 < o.visible_fraction < 0.9
+    assert full > 10 and partial > 5 and absent > 5
+    a, b = s.frame(17), s.frame(17)  # reproducible (OpenCV's threaded warp may differ on a few edge pixels)
+    assert np.mean(a.image != b.image) < 1e-3
+    for oa, ob in zip(a.objects, b.objects, strict=True):
+        np.testing.assert_array_equal(oa.homography, ob.homography)
+
+
+def test_stream_truth_is_pixel_exact():
+    """A marker drawn on the model lands where the frame's homography says."""
+    obj = np.full((200, 200, 3), 40, np.uint8)
+    cv2.circle(obj, (50, 60), 6, (255, 255, 255), -1)
+    s = SceneStream({"m": obj}, [np.zeros((480, 640, 3), np.uint8)], n_frames=200, seed=0, blur_every=0,
+                    noise_sigma=0.0, pass_frames=(100, 101), pause_frames=(0, 1))
+    checked = 0
+    for i in range(0, 200, 7):
+        H = s.homographies(i).get("m")
+        if H is None:
+            continue
+        p = H @ np.array([50.0, 60.0, 1.0])
+        x, y = p[:2] / p[2]
+        if not (10 < x < 630 and 10 < y < 470):
+            continue
+        img = s.frame(i).image[:, :, 0].astype(float)
+        ys, xs = np.nonzero(img > 150)
+        near = (np.abs(xs - x) < 15) & (np.abs(ys - y) < 15)
+        assert near.sum() > 10
+        assert abs(xs[near].mean() - x) < 1.0 and abs(ys[near].mean() - y) < 1.0
+        checked += 1
+    assert checked >= 5
+
+
+def test_run_cli_on_image_folder_writes_stats(tmp_path):
+    from objrec.cli import main
+    from objrec.data import sample_background
+    from objrec.scenes import compose_scene
+
+    objs = sample_objects()
+    cv2.imwrite(str(tmp_path / "cover.png"), objs["cover"])
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i in range(4):
+        sc = compose_scene(sample_background((640, 480), seed=i), {"cover": objs["cover"]}, rng=i,
+                           frame_size=(640, 480), area_fraction=(0.15, 0.2))
+        cv2.imwrite(str(frames / f"{i:03d}.png"), sc.image)
+    assert main(["enroll", "--db", str(tmp_path / "db"), f"cover={tmp_path / 'cover.png'}"]) == 0
+    stats = tmp_path / "stats.json"
+    rc = main(["run", "--db", str(tmp_path / "db"), "--source", str(frames), "--no-display", "--budget-ms", "1000",
+               "--stats", str(stats), "--out", str(tmp_path / "out.mp4")])
+    assert rc == 0
+    doc = json.loads(stats.read_text())
+    assert {"frames", "budget_ms", "deadline_misses", "dropped", "latency_ms", "per_frame"} <= set(doc)
+    assert doc["frames"] == 4 and doc["dropped"] == 0 and doc["budget_ms"] == 1000
+    assert set(doc["latency_ms"]) == {"p50", "p90", "p99", "max"}
+    for f in doc["per_frame"]:
+        assert {"index", "latency_ms", "deadline_met", "detections"} <= set(f)
+        assert f["deadline_met"] == (f["latency_ms"] <= 1000)
+        assert [d["name"] for d in f["detections"]] == ["cover"]
+    cap = cv2.VideoCapture(str(tmp_path / "out.mp4"))
+    assert cap.isOpened() and int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 4
