@@ -12,7 +12,7 @@ import functools
 import cv2
 import numpy as np
 
-__all__ = ["sample_objects", "sample_background", "synthetic_cover", "sample_photos"]
+__all__ = ["sample_objects", "sample_background", "synthetic_cover", "sample_photos", "sample_video"]
 
 _WORDS = [
     "OBJREC",
@@ -110,3 +110,18 @@ def sample_background(size: tuple[int, int] = (960, 540), seed: int = 0) -> np.n
     x, y = int(rng.integers(0, w - d.shape[1])), int(rng.integers(0, h - d.shape[0]))
     bg[y : y + d.shape[0], x : x + d.shape[1]] = d
     return np.ascontiguousarray(bg)
+
+
+def sample_video(n_frames: int, size: tuple[int, int] = (640, 480), seed: int = 0) -> list[np.ndarray]:
+    """Background 'video' frames: a slow pan and zoom over a larger :func:`sample_background`."""
+    w, h = size
+    big = sample_background((2 * w, 2 * h), seed=seed)
+    out = []
+    for i in range(n_frames):
+        a = 0.5 - 0.5 * np.cos(2 * np.pi * i / max(n_frames, 2))
+        zoom = 1.0 + 0.3 * a
+        cw, ch = int(w * zoom), int(h * zoom)
+        x0 = int(a * (big.shape[1] - cw))
+        y0 = int((1 - a) * (big.shape[0] - ch))
+        out.append(cv2.resize(big[y0 : y0 + ch, x0 : x0 + cw], (w, h), interpolation=cv2.INTER_AREA))
+    return out

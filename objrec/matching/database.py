@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.matching.knn import ratio_match
+from objrec.matching.knn import BruteForceIndex, ratio_match
 from objrec.matching.verify import Verified, VerifyParams, verify_homography
 from objrec.types import Detection, Failure, Features
 
@@ -81,6 +81,7 @@ class DatabaseMatcher:
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
         self.xp = xp
+        self.index = BruteForceIndex(self.descriptors, self.laplacian)  # prepared once, reused every frame
 
     def __len__(self) -> int:
         return int(self.descriptors.shape[0])
@@ -93,7 +94,7 @@ class DatabaseMatcher:
             raise ValueError(f"cannot match {scene.kind!r} features against a {self.kind!r} database")
         q = self.xp.asarray(scene.descriptors)
         ql = self.xp.asarray(scene.laplacian) if self.use_laplacian else None
-        m = ratio_match(q, self.descriptors, self.ratio, self.mutual, ql, self.laplacian)
+        m = ratio_match(q, self.index, self.ratio, self.mutual, ql)
         if len(m) == 0:
             return []
         owner = self.owner[m.train_idx]

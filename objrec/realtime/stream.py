@@ -14,7 +14,7 @@ import numpy as np
 
 from objrec.scenes import Distortion, SceneObject, compose_scene, place_homography
 
-__all__ = ["StreamFrame", "SceneStream", "video_backgrounds"]
+__all__ = ["StreamFrame", "SceneStream", "video_backgrounds", "StreamScore"]
 
 
 @dataclass
@@ -198,3 +198,45 @@ class SceneStream:
     def __iter__(self) -> Iterator[StreamFrame]:
         for i in range(self.n_frames):
             yield self.frame(i)
+
+
+@dataclass
+class StreamScore:
+    """Recognition quality over a stream: recall of fully visible objects, false detections."""
+
+    visible: int = 0  # fully visible object instances
+    found: int = 0  # of those, detected with corners within tolerance
+    false: int = 0  # detections of objects not in view (or far from where they are)
+    frames: int = 0
+
+    def add(
+        self, detections: Sequence, truth: Sequence[SceneObject], tol_px: float = 10.0, min_visible: float = 0.95
+    ) -> None:
+        self.frames += 1
+        by_name = {o.name: o for o in truth}
+        for o in truth:
+            if o.visible_fraction < min_visible:
+                continue
+            self.visible += 1
+            d = next((d for d in detections if d.name == o.name), None)
+            if d is not None and np.linalg.norm(d.corners - o.corners, axis=1).max() <= tol_px:
+                self.found += 1
+        for d in detections:
+            o = by_name.get(d.name)
+            if o is None:
+                self.false += 1
+            elif o.visible_fraction >= min_visible and np.linalg.norm(d.corners - o.corners, axis=1).max() > 5 * tol_px:
+                self.false += 1  # reported far from where the object is
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.visible if self.visible else float("nan")
+
+    def to_json(self) -> dict:
+        return {
+            "frames": self.frames,
+            "visible": self.visible,
+            "found": self.found,
+            "recall": self.recall,
+            "false_detections": self.false,
+        }
