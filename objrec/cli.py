@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Add objects to a model database, created if missing. Every write is atomic.",
     )
     e.add_argument("--db", required=True, help="model database directory")
-    e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: sift)")
+    e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: surf,sift)")
     e.add_argument("--replace", action="store_true", help="replace objects that are already enrolled")
     e.add_argument("objects", nargs="+", metavar="NAME=IMAGE", help="object name and image file")
     e.set_defaults(func=cmd_enroll)
@@ -346,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--budget-ms", type=float, default=33.0, help="frame budget of the stream demo (default 33)")
     m.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     m.set_defaults(func=cmd_demo)
+
+    from objrec.evaluation.cli import register as register_eval
+
+    register_eval(sub)
     return p
 
 

@@ -39,8 +39,8 @@ log = logging.getLogger("objrec")
 CROP_MARGIN = 24
 #: A tracked object is searched for in its last outline's bounding box grown by this fraction per side.
 TRACK_GROW = 0.25
-#: The smallest resolution scale the budget may push mandatory feature extraction down to.
-MIN_SCALE = 0.35
+#: Resolution scales the budget may push mandatory feature extraction down to (cost ~ pixels).
+SCALE_LEVELS = (1.0, 0.75, 0.5, 0.35)
 
 
 @dataclass
@@ -225,7 +225,9 @@ class Recognizer:
         pred = self.cost.predict(stage, pixels)
         if pred <= share_ms:
             return 1.0
-        return float(np.clip(np.sqrt(max(share_ms, 0.0) / pred), MIN_SCALE, 1.0))
+        want = np.sqrt(max(share_ms, 0.0) / pred)
+        # A few fixed levels, so per-size buffers and tables are reused from frame to frame.
+        return float(next((s for s in SCALE_LEVELS if s <= want), SCALE_LEVELS[-1]))
 
     def _regions(self, frame: np.ndarray) -> Regions:
         h, w = frame.shape[:2]

@@ -31,6 +31,7 @@ M. Dusmanu et al., "D2-Net: A trainable CNN for joint description and detection 
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -622,7 +623,7 @@ def features_from_opencv_reference(npz_path: str | os.PathLike) -> Features:
         if str(p) in str(exc):
             raise
         raise ValueError(f"{p}: not a readable .npz archive ({exc})") from exc
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{p}: not a readable .npz archive ({exc})") from exc
     arrays["descriptors"] = arrays["descriptors"].astype(np.float32)
     try:

@@ -1,0 +1,87 @@
+"""Robustness evaluation: ``objrec eval KIND:PATH`` on standard datasets and synthetic corruption sweeps.
+
+Two kinds of evaluation:
+
+- feature level (``oxford``, ``hpatches``): for every detector and image pair ``1 -> N``, repeatability and
+  matching score (Mikolajczyk et al. 2005: overlap error < 0.4 at a 30 px normalised radius, one-to-one),
+  mean matching accuracy at 1..10 px (mutual nearest neighbours, HPatches/D2-Net style), homography accuracy
+  (``cv2.findHomography`` RANSAC 3 px on ratio-test matches at 0.8, mean corner error within 1/3/5 px), and
+  detection time per image;
+- recognition (``coil``, ``objects``, ``synthetic``): precision, recall and corner error of detected objects per
+  distortion type and level, with latency percentiles. ``coil``: view 0 of each object enrolled, every view
+  (0 included, as a control) composited into an embedded background; level = view-angle difference.
+  ``synthetic:PATH`` (a folder of object images, or ``synthetic:demo`` for :func:`objrec.data.sample_objects`):
+  sweeps built on :func:`objrec.scenes.compose_scene` with exact ground truth (see
+  :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes.
+
+Work is split into tasks, each a pure function of a JSON spec (:mod:`objrec.evaluation.tasks`); they run in
+this process or on Dask (``--workers N`` local cluster, ``--scheduler ADDRESS``), and every finished task is
+a line of ``records.jsonl``, so an interrupted run resumes where it stopped.
+
+References
+----------
+K. Mikolajczyk et al., "A comparison of affine region detectors", IJCV 65(1/2):43-72, 2005.
+doi:10.1007/s11263-005-3848-x
+
+V. Balntas, K. Lenc, A. Vedaldi, K. Mikolajczyk, "HPatches: A benchmark and evaluation of handcrafted and
+learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
+
+report.json schema
+------------------
+Files in ``--out DIR``: ``report.json``, ``report.md``, ``report.html``, ``plots/*.png``, ``records.jsonl``.
+
+report.json (``schema`` = "objrec-eval/1"; ``null`` marks an undefined number: no detections for a precision,
+a failed homography for a corner error)::
+
+    schema, objrec_version
+    dataset      {kind, path}
+    config       every option of the run (detectors, budget_ms, max_features, sweeps, ...)
+    detectors    {name: {available: bool, note: str}}   (unavailable ones are listed, not run)
+    features     null, or (oxford/hpatches):
+      summary    {detector: {n_pairs, n_features_mean, repeatability, matching_score, mma: [MMA@1..10],
+                  homography_accuracy: {"1","3","5": fraction of pairs}, corner_error_median,
+                  detect_ms: {p50, p90, max}, detect_within_budget (with --budget-ms)}}   means over pairs
+      by_kind    {kind: {detector: same as summary}}   kind: viewpoint, zoom+rotation, blur, ...
+      sequences  {seq: {kind, detectors: {detector: {index: [2..6], repeatability: [...], matching_score,
+                  mma3, corner_error, n_features: [[n1, nN], ...]}}}}
+      pairs      [{detector, seq, kind, index, pair, n_features: [n1, nN], repeatability, matching_score,
+                  n_correspondences, n_correct_matches, n_visible: [n1, n2], mma: [10], n_mutual_matches,
+                  homography: {n_ratio_matches, n_inliers, corner_error, correct: {"1","3","5": bool}},
+                  time_ms: {detect_1, detect_N}}]
+    recognition  null, or (coil/objects/synthetic):
+      summary    {detector: STATS}
+      groups     [{distortion, level, detector, **STATS}]   in sweep order
+      scenes     [{detector, scene, distortion, level, n_truth, tp, fp, fn, latency_ms}]
+      STATS =    {n_scenes, n_objects, tp, fp, fn, precision, recall, corner_error_mean, corner_error_median,
+                  latency_ms: {p50, p90, p99, max}, deadline_met_fraction (with --budget-ms)}
+    run          {mode, workers, tasks, ran, resumed, dropped_lines, wall_s, total_s, finished}
+    environment  {python, platform, cpu_count, opencv, numpy, opencv_threads}
+    notes        [str]   (unavailable detectors, missing matplotlib, parallel timings)
+    plots        [relative PNG paths]
+
+records.jsonl: one JSON object per finished task: {id, type ("pair" | "scene"), detector, label, meta,
+result, elapsed_s}; ``result`` is a ``pairs`` row (features) or {n_truth, tp, fp, fn, detections: [{name,
+score, inliers, corner_error, correct}], corner_errors, visible_fraction, latency_ms, deadline_met,
+timings_ms} (recognition). The id is ``<detector>/<label>#<hash of the task spec>``.
+"""
+
+from __future__ import annotations
+
+from objrec.evaluation.report import SCHEMA, build_report, numbers_only, write_reports
+from objrec.evaluation.runner import RecordStore, execute, run_evaluation
+from objrec.evaluation.tasks import SWEEPS, EvalConfig, build_tasks, run_task, task_id
+
+__all__ = [
+    "SCHEMA",
+    "SWEEPS",
+    "EvalConfig",
+    "RecordStore",
+    "build_tasks",
+    "build_report",
+    "execute",
+    "numbers_only",
+    "run_evaluation",
+    "run_task",
+    "task_id",
+    "write_reports",
+]

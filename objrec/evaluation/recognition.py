@@ -1,0 +1,244 @@
+"""Recognition evaluation of one scene: build (or read) the scene, recognise, score against ground truth.
+
+Two kinds of recognizer are compared:
+
+- objrec's :class:`~objrec.recognizer.Recognizer` for ``surf``/``sift`` (and their GPU/Numba twins), on a model
+  database enrolled in a per-process temporary folder from the task's object list, without prefilter or
+  tracking (every scene is an unrelated still image), with the run's ``--budget-ms``;
+- for ``opencv-sift``, ``orb`` and ``akaze``: the detector's features, Lowe's ratio test at 0.75 (on Hamming
+  distances for binary descriptors) against each object, and objrec's geometric verification
+  (:func:`~objrec.matching.verify.verify_homography`, default parameters), so that only the features differ.
+
+Scoring: a detection is a true positive when it names an object present in the scene, no better-scored
+detection already took that object, and it is localised: mean corner error at most ``corner_tolerance``
+pixels (``match="corners"``), or, for views of a 3-D object that no homography maps exactly (COIL-100 at
+other turntable angles), the centre of its outline inside the true outline (``match="centre"``).
+Precision is TP / detections, recall TP / objects present.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from objrec.evaluation.detectors import BINARY_DETECTORS, RECOGNIZER_DETECTORS, _make, _warm_up
+from objrec.evaluation.feature_eval import ratio_test_matches
+from objrec.types import Detection, Failure
+
+__all__ = ["load_source", "build_scene", "score_detections", "evaluate_scene", "RatioRecognizer"]
+
+
+@functools.lru_cache(maxsize=256)
+def _load_source_cached(source: str) -> np.ndarray:
+    if source.startswith("demo:"):
+        from objrec.data import sample_objects
+
+        objs = sample_objects()
+        name = source[5:]
+        if name not in objs:
+            raise ValueError(f"{source}: no embedded sample object {name!r} (have {sorted(objs)})")
+        return objs[name]
+    from objrec.datasets._common import load_image
+
+    return load_image(Path(source))
+
+
+def load_source(source: str) -> np.ndarray:
+    """An object image: ``demo:<name>`` for :func:`objrec.data.sample_objects`, else an image file (BGR)."""
+    img = _load_source_cached(source)
+    return img.copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _background(seed: int) -> np.ndarray:
+    from objrec.data import sample_background
+
+    return sample_background((960, 540), seed=seed)
+
+
+def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """The scene image (BGR or gray uint8) and its truth ``[{name, H, corners, visible_fraction}]``.
+
+    ``scene["mode"]`` is ``"file"`` (an image and the homographies of the objects in it) or ``"compose"`` (a
+    background from :func:`objrec.data.sample_background`, objects placed with exact homographies by
+    :func:`objrec.scenes.compose_scene`, occlusion and photometric distortion), a pure function of the spec.
+    """
+    from objrec.scenes import Distortion, compose_scene, corners_of
+
+    if scene["mode"] == "file":
+        from objrec.datasets._common import load_image
+
+        img = load_image(Path(scene["image"]))
+        truth = []
+        for t in scene["truth"]:
+            H = np.asarray(t["H"], np.float64)
+            w, h = t["size"]
+            c = cv2.perspectiveTransform(corners_of(w, h).reshape(-1, 1, 2), H).reshape(4, 2)
+            truth.append({"name": t["name"], "H": H, "corners": c, "visible_fraction": None})
+        return img, truth
+    objects = {p["name"]: load_source(p["source"]) for p in scene["place"]}
+    homs = {p["name"]: np.asarray(p["H"], np.float64) for p in scene["place"]}
+    s = compose_scene(
+        _background(int(scene["background_seed"])),
+        objects,
+        rng=int(scene["rng_seed"]),
+        frame_size=tuple(scene["frame_size"]),
+        homographies=homs,
+        inside=False,
+        occlusion=float(scene.get("occlusion", 0.0)),
+        distortion=Distortion(**scene.get("distortion", {})),
+    )
+    truth = [
+        {"name": o.name, "H": o.homography, "corners": o.corners, "visible_fraction": o.visible_fraction}
+        for o in s.objects
+    ]
+    return s.image, truth
+
+
+def _inside(point: np.ndarray, quad: np.ndarray) -> bool:
+    return cv2.pointPolygonTest(quad.astype(np.float32).reshape(-1, 1, 2), tuple(map(float, point)), False) >= 0
+
+
+def score_detections(
+    detections: list[Detection], truth: list[dict[str, Any]], match: str = "corners", corner_tolerance: float = 10.0
+) -> dict[str, Any]:
+    """Match detections to ground truth (best score first, one detection per object) and count.
+
+    Returns ``{"n_truth", "tp", "fp", "fn", "detections": [{name, score, inliers, corner_error, correct}],
+    "corner_errors": [corner error of each true positive]}``.
+    """
+    if match not in ("corners", "centre"):
+        raise ValueError(f"match: expected 'corners' or 'centre', got {match!r}")
+    by_name = {t["name"]: t for t in truth}
+    taken: set[str] = set()
+    rows, errs = [], []
+    tp = 0
+    for d in sorted(detections, key=lambda d: (-d.score, d.name)):
+        t = by_name.get(d.name)
+        err = None
+        ok = False
+        if t is not None:
+            e = float(np.linalg.norm(np.asarray(d.corners) - t["corners"], axis=1).mean())
+            err = round(e, 4) if np.isfinite(e) else None
+            if match == "corners":
+                loc = err is not None and err <= corner_tolerance
+            else:
+                loc = _inside(np.asarray(d.corners).mean(axis=0), t["corners"])
+            ok = loc and d.name not in taken
+        if ok:
+            taken.add(d.name)
+            tp += 1
+            if err is not None:
+                errs.append(err)
+        rows.append(
+            {
+                "name": d.name,
+                "score": round(float(d.score), 6),
+                "inliers": int(d.inliers),
+                "corner_error": err,
+                "correct": ok,
+            }
+        )
+    return {
+        "n_truth": len(truth),
+        "tp": tp,
+        "fp": len(detections) - tp,
+        "fn": len(truth) - tp,
+        "detections": rows,
+        "corner_errors": errs,
+    }
+
+
+class RatioRecognizer:
+    """Recognise objects with an OpenCV detector, the ratio test and objrec's verification (no budget logic)."""
+
+    def __init__(self, detector: str, objects: dict[str, np.ndarray], ratio: float = 0.75) -> None:
+        from objrec.imageio import to_gray
+
+        self.detector = detector
+        self.ratio = ratio
+        self.binary = detector in BINARY_DETECTORS
+        _warm_up(detector, 0)
+        self._det = _make(detector, 0)
+        self.models = {}
+        for name, img in objects.items():
+            g = to_gray(img)
+            self.models[name] = (self._det.detect_and_compute(g), g.shape[1], g.shape[0])
+
+    def process(self, frame: np.ndarray) -> tuple[list[Detection], dict[str, float]]:
+        from objrec.imageio import to_gray
+        from objrec.matching.verify import verify_homography
+
+        gray = to_gray(frame)
+        t0 = time.perf_counter()
+        f = self._det.detect_and_compute(gray)
+        t1 = time.perf_counter()
+        dets = []
+        for name, (mf, w, h) in self.models.items():
+            m = ratio_test_matches(mf, f, self.ratio, self.binary)
+            v = verify_homography(mf.xy[m[:, 0]], f.xy[m[:, 1]], w, h, gray.shape[:2])
+            if not isinstance(v, Failure):
+                dets.append(v.to_detection(name))
+        t2 = time.perf_counter()
+        return dets, {f"features_{self.detector}": (t1 - t0) * 1e3, "matching+verification": (t2 - t1) * 1e3}
+
+
+_tmpdirs: list[str] = []
+
+
+def _cleanup() -> None:
+    for d in _tmpdirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+atexit.register(_cleanup)
+
+
+@functools.lru_cache(maxsize=4)
+def _recognizer(detector: str, objects_json: str, budget_ms: float | None) -> Any:
+    objects = {name: load_source(src) for name, src in json.loads(objects_json)}
+    if detector not in RECOGNIZER_DETECTORS:
+        return RatioRecognizer(detector, objects)
+    from objrec.modeldb import ModelDB
+    from objrec.recognizer import Recognizer
+
+    kind, _, backend = detector.partition("-")
+    tmp = tempfile.mkdtemp(prefix="objrec-eval-db-")
+    _tmpdirs.append(tmp)
+    db = ModelDB.create(Path(tmp) / "db", detectors={kind: {}})
+    for name, img in objects.items():
+        db.enroll(name, img)
+    rec = Recognizer(db, budget_ms=budget_ms, backend=backend or "cpu", detectors=[kind], prefilter=None, track=False)
+    rec.warmup((480, 640))
+    return rec
+
+
+def evaluate_scene(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one detector's recognizer on one scene (a ``"scene"`` task; see :mod:`objrec.evaluation`)."""
+    budget = spec.get("budget_ms")
+    rec = _recognizer(spec["detector"], json.dumps(spec["objects"]), budget)
+    image, truth = build_scene(spec["scene"])
+    if isinstance(rec, RatioRecognizer):
+        t0 = time.perf_counter()
+        dets, timings = rec.process(image)
+        latency = (time.perf_counter() - t0) * 1e3
+    else:
+        r = rec.process(image)
+        dets, timings, latency = r.detections, r.timings_ms, r.latency_ms
+    out = score_detections(dets, truth, spec.get("match", "corners"), float(spec.get("corner_tolerance", 10.0)))
+    out["visible_fraction"] = [
+        None if t["visible_fraction"] is None else round(float(t["visible_fraction"]), 4) for t in truth
+    ]
+    out["latency_ms"] = round(float(latency), 3)
+    out["deadline_met"] = None if budget is None else bool(latency <= budget)
+    out["timings_ms"] = {k: round(float(v), 3) for k, v in timings.items()}
+    return out
