@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,7 +93,13 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.recognizer import Recognizer
 
     db = ModelDB.open(args.db)
-    rec = Recognizer(db, backend=args.backend, detectors=_detectors_arg(args.detectors), ratio=args.ratio)
+    rec = Recognizer(
+        db,
+        backend=args.backend,
+        detectors=_detectors_arg(args.detectors),
+        ratio=args.ratio,
+        prefilter=None if args.no_prefilter else "auto",
+    )
     results = []
     failed = False
     annotate = Path(args.annotate) if args.annotate else None
@@ -131,6 +138,28 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 # --- demo -----------------------------------------------------------------------------------------
+def _demo_recognizer(tmp: str, objects: dict, **kwargs):
+    """A temporary database of the demo objects, with the shipped prefilter when it fits this database."""
+    from importlib.resources import files
+
+    from objrec.modeldb import ModelDB
+    from objrec.prefilter import RegionPrefilter
+    from objrec.prefilter.model import StalePrefilterError
+    from objrec.recognizer import Recognizer
+
+    db = ModelDB.create(Path(tmp) / "db")
+    for name, img in objects.items():
+        db.enroll(name, img)
+    try:
+        pf = RegionPrefilter.load(files("objrec.data") / "demo_prefilter.json", database_id=db.database_id)
+    except StalePrefilterError:
+        # The photos decode a little differently with another JPEG library: the database differs.
+        print("  (shipped demo prefilter does not fit this platform's decoded images; running without it)")
+        pf = None
+    return Recognizer(db, prefilter=pf, **kwargs)
+
+
+# --- demo -----------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -138,8 +167,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from objrec.data import sample_background, sample_objects
     from objrec.draw import draw_detections
-    from objrec.modeldb import ModelDB
-    from objrec.recognizer import Recognizer
     from objrec.scenes import Distortion, compose_scene, place_homography
 
     out = Path(args.out)
@@ -165,10 +192,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         distortion=Distortion(noise_sigma=3.0, blur_sigma=0.6),
     )
     with tempfile.TemporaryDirectory(prefix="objrec-demo-") as tmp:
-        db = ModelDB.create(Path(tmp) / "db")
-        for name, img in objects.items():
-            db.enroll(name, img)
-        rec = Recognizer(db, backend=args.backend)
+        rec = _demo_recognizer(tmp, objects, backend=args.backend, track=False)
         rec.process(scene.image)  # warm-up: first-call costs are not the recognizer's steady state
         r = rec.process(scene.image)
     print(
@@ -205,11 +229,9 @@ def _demo_stream(args: argparse.Namespace, objects: dict, out: Path) -> None:
     import tempfile
 
     from objrec.data import sample_video
-    from objrec.modeldb import ModelDB
     from objrec.realtime.loop import run_stream
     from objrec.realtime.sources import ArraySource
     from objrec.realtime.stream import SceneStream, StreamScore
-    from objrec.recognizer import Recognizer
 
     stream = SceneStream(
         objects,
@@ -222,10 +244,7 @@ def _demo_stream(args: argparse.Namespace, objects: dict, out: Path) -> None:
     frames = list(stream)
     score = StreamScore()
     with tempfile.TemporaryDirectory(prefix="objrec-demo-") as tmp:
-        db = ModelDB.create(Path(tmp) / "db")
-        for name, img in objects.items():
-            db.enroll(name, img)
-        rec = Recognizer(db, budget_ms=args.budget_ms, backend=args.backend)
+        rec = _demo_recognizer(tmp, objects, budget_ms=args.budget_ms, backend=args.backend)
         stats = run_stream(
             rec,
             ArraySource([f.image for f in frames], fps=30.0),
@@ -312,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--detectors", help="subset of the database's detectors, comma-separated")
     d.add_argument("--ratio", type=float, default=0.75, help="Lowe's ratio-test threshold (default 0.75)")
     d.add_argument("--annotate", metavar="DIR", help="write annotated copies of the images here")
+    d.add_argument("--no-prefilter", action="store_true", help="search whole images even if a prefilter is trained")
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)
 
@@ -348,15 +368,22 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_demo)
 
     from objrec.evaluation.cli import register as register_eval
+    from objrec.prefilter.cli import register as register_prefilter
 
+    register_prefilter(sub)
     register_eval(sub)
     return p
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"objrec: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="objrec: %(message)s")
+    warnings.showwarning = _one_line_warning
     t0 = time.perf_counter()
     try:
         return int(args.func(args) or 0)

@@ -41,6 +41,10 @@ FORMAT = "objrec-modeldb"
 MANIFEST = "manifest.json"
 #: Model images are scaled so their longer side is at most this (features keep full-resolution coordinates).
 MAX_MODEL_SIDE = 1280
+#: Relative scales at which model features are extracted (see :func:`extract_model_features`). Extra
+#: levels (0.5) were measured to hurt: near-duplicate descriptors of one model point at two levels fail
+#: Lowe's ratio test against each other (stream recall 1.0 -> 0.87 at full resolution).
+MODEL_LEVELS = (1.0,)
 #: Detectors enrolled by default, with their parameters: SURF is the fast primary level, SIFT the robust
 #: escalation (hessian_threshold 400: the strong, repeatable blobs worth matching; OpenCV's default of 100
 #: triples the keypoints for little gain in recognition).
@@ -74,30 +78,42 @@ def _detector(kind: str, params: dict[str, Any]):
     return make_detector(kind, backend="cpu", **params)
 
 
-def extract_model_features(image: np.ndarray, detectors: dict[str, dict[str, Any]]) -> dict[str, Features]:
-    """Features of a model image for each detector, in full-resolution pixel coordinates."""
-    gray = to_gray(image)
-    h, w = gray.shape
-    scale = min(1.0, MAX_MODEL_SIDE / max(h, w))
-    if scale < 1.0:
-        import cv2
+def _scaled(f: Features, scale: float) -> Features:
+    """Features found at ``scale`` mapped back to full-resolution pixel coordinates."""
+    if scale == 1.0 or not len(f):
+        return f
+    return Features(f.xy / scale, f.size / scale, f.angle, f.response, f.octave, f.laplacian, f.descriptors, f.kind)
 
-        gray = cv2.resize(gray, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
+
+def extract_model_features(
+    image: np.ndarray, detectors: dict[str, dict[str, Any]], levels: tuple[float, ...] = MODEL_LEVELS
+) -> dict[str, Features]:
+    """Features of a model image for each detector, in full-resolution pixel coordinates.
+
+    Besides the image itself, each extra level of ``levels`` (relative scales, e.g. 0.5) adds the features
+    of a downscaled copy: a frame that sees the object small, or a recognizer that degrades resolution to
+    keep its budget, then finds model features at the scales it can detect.
+    """
+    import cv2
+
+    gray0 = to_gray(image)
+    h, w = gray0.shape
+    base = min(1.0, MAX_MODEL_SIDE / max(h, w))
     out = {}
     for kind, params in detectors.items():
-        f = _detector(kind, params).detect_and_compute(gray)
-        if scale < 1.0 and len(f):
-            f = Features(
-                f.xy / scale,
-                f.size / scale,
-                f.angle,
-                f.response,
-                f.octave,
-                f.laplacian,
-                f.descriptors,
-                f.kind,
+        det = _detector(kind, params)
+        parts = []
+        for level in levels:
+            scale = base * level
+            if min(h, w) * scale < 32:
+                break
+            gray = (
+                gray0
+                if scale == 1.0
+                else cv2.resize(gray0, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
             )
-        out[kind] = f
+            parts.append(_scaled(det.detect_and_compute(gray), scale))
+        out[kind] = Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
     return out
 
 
@@ -170,9 +186,7 @@ class ModelDB:
         except FileFormatError as exc:
             raise ModelDBError(str(exc)) from None
         if manifest.get("format") != FORMAT:
-            raise ModelDBError(
-                f"{mpath}: not an objrec model database manifest (format={manifest.get('format')!r})"
-            )
+            raise ModelDBError(f"{mpath}: not an objrec model database manifest (format={manifest.get('format')!r})")
         version = manifest.get("schema_version")
         if not isinstance(version, int):
             raise ModelDBError(f"{mpath}: schema_version missing or not an integer")
@@ -223,9 +237,7 @@ class ModelDB:
         e = self._entry(name)
         arrays = load_npz_verified(self.path / e["file"], e["sha256"])
         try:
-            feats = {
-                kind: Features.from_arrays(arrays, prefix=f"{kind}__", kind=kind) for kind in self.detectors
-            }
+            feats = {kind: Features.from_arrays(arrays, prefix=f"{kind}__", kind=kind) for kind in self.detectors}
         except (KeyError, ValueError) as exc:
             raise ModelDBError(f"{self.path / e['file']}: arrays missing or malformed ({exc})") from None
         image = arrays.get("image") if with_image else None
@@ -252,9 +264,7 @@ class ModelDB:
                 "starting with a letter or digit"
             )
         if name in self.names and not replace:
-            raise ModelDBError(
-                f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)"
-            )
+            raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         if isinstance(image, np.ndarray) or image is None:
             img = check_frame(image, f"image for {name!r}")
         else:
@@ -263,9 +273,7 @@ class ModelDB:
             img = to_bgr(img)
         feats = extract_model_features(img, self.detectors)
         if all(len(f) == 0 for f in feats.values()):
-            raise InputError(
-                f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)"
-            )
+            raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
         arrays: dict[str, np.ndarray] = {"image": img}
         for kind, f in feats.items():
             arrays.update(f.to_arrays(prefix=f"{kind}__"))

@@ -439,175 +439,363 @@ def build(t: Target):
 
     clamp_span = dev(clamp_span)
 
-    def describe_body(
-        k,
-        S,
-        H,
-        W,
-        kxy,
-        ksize,
-        upright,
-        extended,
-        ori_pts,
-        ori_w,
-        n_ori,
-        desc_w,
-        bins,
-        patch,
-        out_angle,
-        out_desc,
-        out_ok,
-    ):
-        Wp = W + 1
-        dim = 128 if extended != 0 else 64
-        kb = k * (2 * (N_ORI + 1))  # bins, patch and out_desc are flat (n * row) buffers
-        kp = k * ((PATCH + 1) * (PATCH + 1))
-        kd = k * dim
+    def box_mean_inside(S, Wp, xa, xb, ya, yb, inv_area):
+        # box_mean for a box known to lie inside [0, W-1) x [0, H-1): no clamping, truncation is floor, and the
+        # area is the keypoint's s * s (checked once per keypoint by ``window_inside``).
+        ixa = int(xa)
+        ixb = int(xb)
+        iya = int(ya)
+        iyb = int(yb)
+        fxa = xa - ixa
+        fxb = xb - ixb
+        fya = ya - iya
+        fyb = yb - iyb
+        top = row_span(S, iya * Wp, ixa, fxa, ixb, fxb)
+        top += fya * (row_span(S, (iya + 1) * Wp, ixa, fxa, ixb, fxb) - top)
+        bot = row_span(S, iyb * Wp, ixa, fxa, ixb, fxb)
+        bot += fyb * (row_span(S, (iyb + 1) * Wp, ixa, fxa, ixb, fxb) - bot)
+        return (bot - top) * inv_area
+
+    box_mean_inside = dev(box_mean_inside)
+
+    def kp_scale(k, kxy, ksize):
         # float(): NumPy 2 keeps float32 * float in float32 (the simulator); Numba and CUDA widen to float64.
-        cx = float(kxy[k, 0])
-        cy = float(kxy[k, 1])
-        s = float(ksize[k]) * 1.2 / 9.0
+        return float(kxy[k, 0]), float(kxy[k, 1]), float(ksize[k]) * 1.2 / 9.0
+
+    kp_scale = dev(kp_scale)
+
+    def ori_geometry(s, H, W):
+        # Haar wavelet of side 4s (even, OpenCV's 2 * round(2s)); gws = 0 when it cannot be sampled.
+        gws = 2 * int(math.floor(2.0 * s + 0.5))
+        if gws > H + 1 or gws > W + 1 or gws < 2:
+            return 0
+        return gws
+
+    ori_geometry = dev(ori_geometry)
+
+    def ori_sample(q, cx, cy, s, gws, S, H, W, ori_pts, ori_w, sh, sb):
+        # Haar responses of orientation sample q, added to its 5-degree group (and to its edge bin when the
+        # rounded angle is a multiple of 5): a window of rounded angles [5m - 29, 5m + 29] is then twelve groups
+        # less one edge bin, the same set of samples as OpenCV's test |angle - 5m| < 30 on cvRound(angle).
+        h = gws // 2
+        off = (gws - 1) * 0.5
+        x = int(math.floor(cx + ori_pts[q, 0] * s - off + 0.5))
+        y = int(math.floor(cy + ori_pts[q, 1] * s - off + 0.5))
+        if y < 0 or y >= H + 1 - gws or x < 0 or x >= W + 1 - gws:
+            return
+        Wp = W + 1
+        p = y * Wp + x
+        t0 = S[ux(p)]
+        t1 = S[ux(p + h)]
+        t2 = S[ux(p + gws)]
+        m0 = S[ux(p + h * Wp)]
+        m2 = S[ux(p + h * Wp + gws)]
+        b0 = S[ux(p + gws * Wp)]
+        b1 = S[ux(p + gws * Wp + h)]
+        b2 = S[ux(p + gws * Wp + gws)]
+        left = float(b1 - t1 - b0 + t0)
+        right = float(b2 - t2 - b1 + t1)
+        top = float(m2 - t2 - m0 + t0)
+        bottom = float(b2 - m2 - b0 + m0)
+        w = float(ori_w[q]) / (h * gws)
+        vx = (right - left) * w
+        vy = (top - bottom) * w  # OpenCV's dy wavelet: +1 on top, -1 below
+        ai = int(math.floor(atan2_deg(vy, vx) + 0.5))
+        if ai >= N_ORI:
+            ai -= N_ORI
+        g = (ai + 4) // 5
+        if g >= N_GRP:
+            g -= N_GRP
+        hadd(sh, sb + SH_GX + g, vx)
+        hadd(sh, sb + SH_GY + g, vy)
+        if ai - 5 * (ai // 5) == 0:
+            hadd(sh, sb + SH_EX + ai // 5, vx)
+            hadd(sh, sb + SH_EY + ai // 5, vy)
+        hadd(sh, sb + SH_NORI, 1.0)
+
+    ori_sample = dev(ori_sample)
+
+    def ori_window(m, sh, sb):
+        # Sum of the responses whose rounded angle lies within 29 degrees of 5m (wrapping at 360).
+        sx = 0.0
+        sy = 0.0
+        for d in range(-5, 7):
+            g = m + d
+            if g < 0:
+                g += N_GRP
+            elif g >= N_GRP:
+                g -= N_GRP
+            sx += sh[sb + SH_GX + g]
+            sy += sh[sb + SH_GY + g]
+        e = m + 6
+        if e >= N_GRP:
+            e -= N_GRP
+        return sx - sh[sb + SH_EX + e], sy - sh[sb + SH_EY + e]
+
+    ori_window = dev(ori_window)
+
+    def window_inside(cx, cy, s, ct, st, H, W):
+        # Whether every descriptor sample box lies inside [0, W-1) x [0, H-1) (then no sample needs clamping).
+        r = 0.5 * PATCH * s * (abs(ct) + abs(st)) + 0.5 * s + 1.0
+        return cx + 0.5 - r >= 0.0 and cx + 0.5 + r < W - 1.0 and cy + 0.5 - r >= 0.0 and cy + 0.5 + r < H - 1.0
+
+    window_inside = dev(window_inside)
+
+    def patch_sample(q, cx, cy, s, ct, st, inside, S, H, W):
+        # Descriptor window sample q (row-major, PATCH+1 per side, s apart, rotated by the keypoint angle): the
+        # mean over an s x s box (what OpenCV's bilinear window + INTER_AREA resize computes, read from the
+        # integral image so the cost does not grow with the scale).
+        npx = PATCH + 1
+        pr = q // npx
+        pc = q - pr * npx
+        v = (pr - PATCH * 0.5) * s
+        u = (pc - PATCH * 0.5) * s
+        px = cx + u * ct - v * st + 0.5
+        py = cy + u * st + v * ct + 0.5
+        hs = 0.5 * s
+        if inside:
+            return box_mean_inside(S, W + 1, px - hs, px + hs, py - hs, py + hs, 1.0 / (s * s))
+        xa, xb = clamp_span(px - hs, px + hs, W)
+        ya, yb = clamp_span(py - hs, py + hs, H)
+        return box_mean(S, W, H, xa, xb, ya, yb)
+
+    patch_sample = dev(patch_sample)
+
+    def cell_desc(c, extended, desc_w, sh, pb, out_desc, kd):
+        # Sub-region c (4x4, row-major) of the descriptor: Gaussian-weighted Haar responses of size 2s (differences
+        # of neighbouring samples) summed over its 5x5 samples; writes 4 (or 8) sums, returns their squared norm.
+        npx = PATCH + 1
+        r0 = (c // 4) * 5
+        c0 = (c - (c // 4) * 4) * 5
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        a4 = 0.0
+        a5 = 0.0
+        a6 = 0.0
+        a7 = 0.0
+        for pr in range(r0, r0 + 5):
+            for pc in range(c0, c0 + 5):
+                dw = float(desc_w[pr, pc])
+                q = pb + pr * npx + pc
+                p00 = float(sh[q])
+                p01 = float(sh[q + 1])
+                p10 = float(sh[q + npx])
+                p11 = float(sh[q + npx + 1])
+                tx = (p01 - p00 + p11 - p10) * dw
+                ty = (p10 - p00 + p11 - p01) * dw
+                if extended != 0:
+                    if ty >= 0.0:
+                        a0 += tx
+                        a1 += abs(tx)
+                    else:
+                        a2 += tx
+                        a3 += abs(tx)
+                    if tx >= 0.0:
+                        a4 += ty
+                        a5 += abs(ty)
+                    else:
+                        a6 += ty
+                        a7 += abs(ty)
+                else:
+                    a0 += tx
+                    a1 += ty
+                    a2 += abs(tx)
+                    a3 += abs(ty)
+        if extended != 0:
+            b = kd + c * 8
+            out_desc[ux(b)] = a0
+            out_desc[ux(b + 1)] = a1
+            out_desc[ux(b + 2)] = a2
+            out_desc[ux(b + 3)] = a3
+            out_desc[ux(b + 4)] = a4
+            out_desc[ux(b + 5)] = a5
+            out_desc[ux(b + 6)] = a6
+            out_desc[ux(b + 7)] = a7
+            return a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3 + a4 * a4 + a5 * a5 + a6 * a6 + a7 * a7
+        b = kd + c * 4
+        out_desc[ux(b)] = a0
+        out_desc[ux(b + 1)] = a1
+        out_desc[ux(b + 2)] = a2
+        out_desc[ux(b + 3)] = a3
+        return a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3
+
+    cell_desc = dev(cell_desc)
+
+    def desc_scale(sh, sb):
+        # L2 normalisation factor from the 16 sub-region norms (summed in a fixed order on every target).
+        sq = 0.0
+        for c in range(16):
+            sq += float(sh[sb + SH_SQ + c])
+        return 1.0 / (math.sqrt(sq) + 1.1920929e-07)  # FLT_EPSILON, as OpenCV
+
+    desc_scale = dev(desc_scale)
+
+    def best_angle(sh, sb):
+        # Sliding 60 degree window in 5 degree steps, first strongest wins (OpenCV's strict '>'); -1 when no
+        # orientation sample fell inside the image.
+        if sh[sb + SH_NORI] == 0.0:
+            return -1.0
+        best = 0.0
+        bx = 0.0
+        by = 0.0
+        for m in range(N_GRP):
+            sx, sy = ori_window(m, sh, sb)
+            mod = sx * sx + sy * sy
+            if mod > best:
+                best = mod
+                bx = sx
+                by = sy
+        angle = atan2_deg(-by, bx)
+        if angle >= 360.0:
+            angle -= 360.0
+        return angle
+
+    best_angle = dev(best_angle)
+
+    def describe_one(k, sb, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, sh, out_angle,
+                     out_desc, out_ok):
+        # One keypoint, start to end, on one thread (the CPU composition of the phases; the CUDA kernel below
+        # spreads the same phases over a block).
+        cx, cy, s = kp_scale(k, kxy, ksize)
         out_ok[k] = 0
         angle = 270.0  # OpenCV's upright convention: the window's x axis points up the image
         if upright == 0:
-            gws = 2 * int(math.floor(2.0 * s + 0.5))
-            if gws > H + 1 or gws > W + 1 or gws < 2:
+            gws = ori_geometry(s, H, W)
+            if gws == 0:
                 return
-            h = gws // 2
-            inv = 1.0 / (h * gws)
-            for b in range(2 * (N_ORI + 1)):
-                bins[ux(kb + b)] = 0.0
-            off = (gws - 1) * 0.5
-            n = 0
+            for b in range(SH_ORI):
+                sh[sb + b] = 0.0
             for q in range(n_ori):
-                x = int(math.floor(cx + ori_pts[q, 0] * s - off + 0.5))
-                y = int(math.floor(cy + ori_pts[q, 1] * s - off + 0.5))
-                if y < 0 or y >= H + 1 - gws or x < 0 or x >= W + 1 - gws:
-                    continue
-                p = y * Wp + x
-                t0 = S[ux(p)]
-                t1 = S[ux(p + h)]
-                t2 = S[ux(p + gws)]
-                m0 = S[ux(p + h * Wp)]
-                m2 = S[ux(p + h * Wp + gws)]
-                b0 = S[ux(p + gws * Wp)]
-                b1 = S[ux(p + gws * Wp + h)]
-                b2 = S[ux(p + gws * Wp + gws)]
-                left = float(b1 - t1 - b0 + t0)
-                right = float(b2 - t2 - b1 + t1)
-                top = float(m2 - t2 - m0 + t0)
-                bottom = float(b2 - m2 - b0 + m0)
-                w = float(ori_w[q])
-                vx = (right - left) * inv * w
-                vy = (top - bottom) * inv * w  # OpenCV's dy wavelet: +1 on top, -1 below
-                ai = int(math.floor(atan2_deg(vy, vx) + 0.5))
-                if ai >= N_ORI:
-                    ai -= N_ORI
-                bins[ux(kb + ai + 1)] += vx
-                bins[ux(kb + N_ORI + 1 + ai + 1)] += vy
-                n += 1
-            if n == 0:
+                ori_sample(q, cx, cy, s, gws, S, H, W, ori_pts, ori_w, sh, sb)
+            angle = best_angle(sh, sb)
+            if angle < 0.0:
                 return
-            for b in range(1, N_ORI + 1):
-                bins[ux(kb + b)] += bins[ux(kb + b - 1)]
-                bins[ux(kb + N_ORI + 1 + b)] += bins[ux(kb + N_ORI + 1 + b - 1)]
-            best = 0.0
-            bx = 0.0
-            by = 0.0
-            for wi in range(0, N_ORI, 5):
-                # rounded angles within 29 degrees of wi (OpenCV: |a - wi| < 30 or > 330)
-                lo = wi - 29
-                hi = wi + 29
-                if lo < 0:
-                    sx = bins[ux(kb + hi + 1)] + bins[ux(kb + N_ORI)] - bins[ux(kb + lo + N_ORI)]
-                    sy = (
-                        bins[ux(kb + N_ORI + 1 + hi + 1)]
-                        + bins[ux(kb + N_ORI + 1 + N_ORI)]
-                        - bins[ux(kb + N_ORI + 1 + lo + N_ORI)]
-                    )
-                elif hi >= N_ORI:
-                    sx = bins[ux(kb + N_ORI)] - bins[ux(kb + lo)] + bins[ux(kb + hi - N_ORI + 1)]
-                    sy = (
-                        bins[ux(kb + N_ORI + 1 + N_ORI)]
-                        - bins[ux(kb + N_ORI + 1 + lo)]
-                        + bins[ux(kb + N_ORI + 1 + hi - N_ORI + 1)]
-                    )
-                else:
-                    sx = bins[ux(kb + hi + 1)] - bins[ux(kb + lo)]
-                    sy = bins[ux(kb + N_ORI + 1 + hi + 1)] - bins[ux(kb + N_ORI + 1 + lo)]
-                mod = sx * sx + sy * sy
-                if mod > best:
-                    best = mod
-                    bx = sx
-                    by = sy
-            angle = atan2_deg(-float(by), float(bx))
-            if angle >= 360.0:
-                angle -= 360.0
         out_angle[k] = angle
-        # Descriptor window: PATCH+1 samples per side, s apart, rotated by the keypoint angle; each sample is the
-        # mean over an s x s box (what OpenCV's bilinear window + INTER_AREA resize computes, read from the
-        # integral image so the cost does not grow with the scale).
         t = angle * (math.pi / 180.0)
         ct = math.cos(t)
         st = math.sin(t)
-        hs = 0.5 * s
-        npx = PATCH + 1
-        for pr in range(npx):
-            v = (pr - PATCH * 0.5) * s
-            for pc in range(npx):
-                u = (pc - PATCH * 0.5) * s
-                px = cx + u * ct - v * st + 0.5
-                py = cy + u * st + v * ct + 0.5
-                xa, xb = clamp_span(px - hs, px + hs, W)
-                ya, yb = clamp_span(py - hs, py + hs, H)
-                patch[ux(kp + pr * npx + pc)] = box_mean(S, W, H, xa, xb, ya, yb)
-        for d in range(dim):
-            out_desc[ux(kd + d)] = 0.0
-        for pr in range(PATCH):
-            for pc in range(PATCH):
-                dw = float(desc_w[pr, pc])
-                q = pr * npx + pc
-                p00 = patch[ux(kp + q)]
-                p01 = patch[ux(kp + q + 1)]
-                p10 = patch[ux(kp + q + npx)]
-                p11 = patch[ux(kp + q + npx + 1)]
-                tx = (p01 - p00 + p11 - p10) * dw
-                ty = (p10 - p00 + p11 - p01) * dw
-                cell = (pr // 5) * 4 + pc // 5
-                if extended != 0:
-                    base = cell * 8
-                    if ty >= 0.0:
-                        out_desc[ux(kd + base)] += tx
-                        out_desc[ux(kd + base + 1)] += abs(tx)
-                    else:
-                        out_desc[ux(kd + base + 2)] += tx
-                        out_desc[ux(kd + base + 3)] += abs(tx)
-                    if tx >= 0.0:
-                        out_desc[ux(kd + base + 4)] += ty
-                        out_desc[ux(kd + base + 5)] += abs(ty)
-                    else:
-                        out_desc[ux(kd + base + 6)] += ty
-                        out_desc[ux(kd + base + 7)] += abs(ty)
-                else:
-                    base = cell * 4
-                    out_desc[ux(kd + base)] += tx
-                    out_desc[ux(kd + base + 1)] += ty
-                    out_desc[ux(kd + base + 2)] += abs(tx)
-                    out_desc[ux(kd + base + 3)] += abs(ty)
-        sq = 0.0
-        for d in range(dim):
-            sq += out_desc[ux(kd + d)] * out_desc[ux(kd + d)]
-        scale = 1.0 / (math.sqrt(sq) + 1.1920929e-07)  # FLT_EPSILON, as OpenCV
+        pb = sb + SH_PATCH
+        if window_inside(cx, cy, s, ct, st, H, W):
+            for q in range(N_PATCH):
+                sh[pb + q] = patch_sample(q, cx, cy, s, ct, st, True, S, H, W)
+        else:
+            for q in range(N_PATCH):
+                sh[pb + q] = patch_sample(q, cx, cy, s, ct, st, False, S, H, W)
+        dim = 128 if extended != 0 else 64
+        kd = k * dim
+        for c in range(16):
+            sh[sb + SH_SQ + c] = cell_desc(c, extended, desc_w, sh, pb, out_desc, kd)
+        scale = desc_scale(sh, sb)
         for d in range(dim):
             out_desc[ux(kd + d)] = out_desc[ux(kd + d)] * scale
         out_ok[k] = 1
 
+    if t.is_cuda:
+        describe = _cuda_describe(
+            t, kp_scale, ori_geometry, ori_sample, ori_window, best_angle, window_inside, patch_sample, cell_desc,
+            desc_scale,
+        )
+    else:
+        describe = _cpu_describe(t, describe_one)
+
     return {
-        "det": t.grid2d(det_body, nargs=13),
+        "det": t.grid2d(det_body, nargs=15),
         "nms": t.grid2d(nms_body, nargs=11),
         "interp": t.grid1d(interp_body, nargs=15),
-        "describe": t.grid1d(describe_body, nargs=16),
+        "describe": describe,
     }
+
+
+def _cpu_describe(t: Target, describe_one):
+    """``describe(n, chunk, ..., scratch, ...)``: keypoints in chunks of ``chunk`` over ``prange``, each chunk with
+    its own ``SH_LEN`` slice of ``scratch`` (stays in cache across the chunk; no per-keypoint buffers)."""
+    import numba
+
+    one = numba.njit(cache=False)(describe_one)
+
+    def describe(n, chunk, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, scratch, out_angle,
+                 out_desc, out_ok):
+        nch = (n + chunk - 1) // chunk
+        for c in numba.prange(nch):
+            sb = c * SH_LEN
+            for k in range(c * chunk, min(n, c * chunk + chunk)):
+                one(k, sb, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, scratch,
+                    out_angle, out_desc, out_ok)
+
+    return numba.njit(parallel=t.parallel, cache=False)(describe)
+
+
+def _cuda_describe(t, kp_scale, ori_geometry, ori_sample, ori_window, best_angle, window_inside, patch_sample,
+                   cell_desc, desc_scale):
+    """One block of ``DESC_THREADS`` per keypoint: threads share the orientation samples, the 72 windows, the
+    441 window samples and the 16 sub-regions; the histogram, window sums, samples and norms live in shared memory.
+    Every ``syncthreads`` is reached by all threads of the block (decisions are broadcast through shared memory)."""
+    from numba import cuda, float32
+
+    def kernel(n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc,
+               out_ok):
+        k = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        nt = cuda.blockDim.x
+        sh = cuda.shared.array(SH_LEN, float32)
+        if k >= n:
+            return  # the whole block leaves together
+        cx, cy, s = kp_scale(k, kxy, ksize)
+        gws = ori_geometry(s, H, W)
+        for b in range(tid, SH_ORI, nt):
+            sh[b] = 0.0
+        cuda.syncthreads()
+        if upright == 0 and gws > 0:
+            for q in range(tid, n_ori, nt):
+                ori_sample(q, cx, cy, s, gws, S, H, W, ori_pts, ori_w, sh, 0)
+        cuda.syncthreads()
+        if tid == 0:
+            if upright != 0:
+                sh[SH_ANGLE] = 270.0
+            elif gws == 0:
+                sh[SH_ANGLE] = -1.0
+            else:
+                sh[SH_ANGLE] = best_angle(sh, 0)
+        cuda.syncthreads()
+        angle = float(sh[SH_ANGLE])
+        if angle < 0.0:
+            if tid == 0:
+                out_ok[k] = 0
+            return  # every thread read the same flag after the barrier
+        rad = angle * (math.pi / 180.0)
+        ct = math.cos(rad)
+        st = math.sin(rad)
+        inside = window_inside(cx, cy, s, ct, st, H, W)
+        for q in range(tid, N_PATCH, nt):
+            sh[SH_PATCH + q] = patch_sample(q, cx, cy, s, ct, st, inside, S, H, W)
+        cuda.syncthreads()
+        dim = 128 if extended != 0 else 64
+        kd = k * dim
+        for c in range(tid, 16, nt):
+            sh[SH_SQ + c] = cell_desc(c, extended, desc_w, sh, SH_PATCH, out_desc, kd)
+        cuda.syncthreads()
+        scale = desc_scale(sh, 0)
+        for d in range(tid, dim, nt):
+            out_desc[kd + d] = out_desc[kd + d] * scale
+        if tid == 0:
+            out_angle[k] = angle
+            out_ok[k] = 1
+
+    kern = cuda.jit(kernel)
+
+    def launch(n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc,
+               out_ok, stream=0):
+        if n <= 0:
+            return
+        t.launches += 1
+        kern[n, DESC_THREADS, stream](
+            n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok
+        )
+
+    launch.kernel = kern
+    return launch
 
 
 @functools.cache

@@ -1,0 +1,336 @@
+"""Our SIFT: one set of kernels (:mod:`objrec.features._sift_kernels`) built for CUDA and for the CPU.
+
+``SIFT(backend="gpu")`` runs the CUDA build on CuPy arrays that stay on the device from the uploaded frame
+to the descriptors; ``SIFT(backend="numba")`` runs the same element functions built with ``numba.njit``,
+the CPU twin that CI uses as the oracle for the GPU code (and compares with OpenCV). Results follow
+OpenCV's ``cv::SIFT`` conventions (octave -1 upsampled base, packed octave field, size, angle measured
+clockwise as OpenCV reports it, descriptors scaled by 512 and saturated to uchar values, as float32).
+
+A frame costs ``2 (n_layers + 3) n_octaves - 2`` blur launches (the horizontal pass of each new octave
+decimates the previous one on the fly, the vertical pass writes the DoG plane), one extremum launch for
+every octave at once, one refinement + orientation launch over the compacted candidates, and two
+descriptor launches; the compactions are CuPy calls (``flatnonzero``, ``unique``). Per-resolution buffers
+(pyramid, DoG, flags) are allocated once and reused.
+
+Differences from OpenCV, on purpose: the mask is applied before ``n_features`` keeps the strongest (OpenCV
+keeps the best of the whole image and then drops those outside the mask), and duplicate keypoints are
+recognised by their refined integer location (OpenCV compares the floating-point fields).
+
+References
+----------
+D. G. Lowe, "Distinctive image features from scale-invariant keypoints", IJCV 60(2), 2004.
+doi:10.1023/B:VISI.0000029664.99615.94
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from objrec.features import _sift_kernels as K
+from objrec.types import Features
+
+__all__ = ["implementation", "SiftRunner", "runner"]
+
+SIFT_INIT_SIGMA = 0.5
+
+
+def _gaussian_taps(sig: float) -> np.ndarray:
+    """OpenCV's GaussianBlur kernel for a float image: ``ksize = cvRound(sig * 8 + 1) | 1``, normalised, float32."""
+    ksize = int(round(sig * 8 + 1)) | 1
+    x = np.arange(ksize, dtype=np.float64) - (ksize - 1) / 2
+    w = np.exp(-(x * x) / (2 * sig * sig))
+    return (w / w.sum()).astype(np.float32)
+
+
+def _level_sigmas(n_layers: int, sigma: float) -> list[float]:
+    """Incremental sigmas of levels 1 .. n_layers + 2 (level 0 is the octave base), as buildGaussianPyramid."""
+    k = 2.0 ** (1.0 / n_layers)
+    out = [float(sigma)]
+    for i in range(1, n_layers + 3):
+        prev = k ** (i - 1) * sigma
+        total = prev * k
+        out.append(math.sqrt(total * total - prev * prev))
+    return out
+
+
+class _Plan:
+    """Per-resolution layout and buffers (kept and reused across frames of the same size)."""
+
+    def __init__(self, H: int, W: int, n_layers: int, sigma: float, xp: Any, chunked: bool) -> None:
+        rows, cols = 2 * H, 2 * W
+        self.H, self.W = H, W
+        m = min(rows, cols)
+        self.n_oct = int(round(math.log(m) / math.log(2.0) - 2)) + 1 if m > 0 else 0
+        self.n_layers = n_layers
+        dims = []
+        for _ in range(max(self.n_oct, 0)):
+            dims.append((rows, cols))
+            rows, cols = rows // 2, cols // 2
+        self.dims = dims
+        oinfo = np.zeros((max(self.n_oct, 1), K.OINFO), np.int64)
+        g = d = f = r0 = 0
+        for o, (r, c) in enumerate(dims):
+            oinfo[o] = (g, d, f, r, c, r0)
+            g += (n_layers + 3) * r * c
+            d += (n_layers + 2) * r * c
+            f += n_layers * r * c
+            r0 += r
+        self.total_rows = r0
+        self.oinfo_host = oinfo
+        # Level 0 (the base) is blurred from the assumed 0.5 of the frame (x2 after upsampling); the others
+        # incrementally from the level below.
+        sig_base = math.sqrt(max(sigma * sigma - SIFT_INIT_SIGMA * SIFT_INIT_SIGMA * 4, 0.01))
+        sigs = [sig_base] + _level_sigmas(n_layers, sigma)[1:]
+        taps = [_gaussian_taps(s) for s in sigs]
+        kmax = max(len(t) for t in taps)
+        wts = np.zeros((len(taps), kmax), np.float32)
+        for i, t in enumerate(taps):
+            wts[i, : len(t)] = t
+        self.radius = [(len(t) - 1) // 2 for t in taps]
+        c0 = dims[0][1] if dims else 1
+        self.chunk = c0 if chunked else 1
+        self.xp = xp
+        self.oinfo = xp.asarray(oinfo)
+        self.wts = xp.asarray(wts)
+        self.gauss = xp.empty(max(g, 1), np.float32)
+        self.dog = xp.empty(max(d, 1), np.float32)
+        self.flags = xp.empty(max(f, 1), np.uint8)
+        self.tmp = xp.empty(max(dims[0][0] * dims[0][1], 1) if dims else 1, np.float32)
+        self.no_mask = xp.zeros(1, np.uint8)
+        self._cap: dict[str, Any] = {}
+
+    def grid_w(self, cols: int) -> int:
+        return (cols + self.chunk - 1) // self.chunk
+
+    def scratch(self, name: str, n: int, tail: tuple, dtype) -> Any:
+        """A buffer of at least ``n`` rows, grown geometrically and reused; the first ``n`` rows returned."""
+        buf = self._cap.get(name)
+        if buf is None or buf.shape[0] < n:
+            buf = self.xp.empty((max(n, 64) * 3 // 2,) + tail, dtype)
+            self._cap[name] = buf
+        return buf[:n]
+
+
+class SiftRunner:
+    """The SIFT pipeline for one target (``"cpu"`` with NumPy, ``"cuda"`` with CuPy or the simulator).
+
+    ``last_stats_`` after each call: ``candidates``, ``keypoints``, ``launches`` (our kernels; CuPy's
+    compaction calls come on top), ``h2d_bytes`` / ``d2h_bytes`` where the arrays live on a device.
+    """
+
+    def __init__(self, target: str, xp: Any) -> None:
+        self.target = target
+        self.xp = xp
+        self._plans: dict[tuple, _Plan] = {}
+        self.last_stats_: dict[str, Any] = {}
+
+    @property
+    def kernels(self) -> dict:
+        return K.kernels_for(self.target)
+
+    def plan(self, H: int, W: int, n_layers: int, sigma: float) -> _Plan:
+        key = (H, W, n_layers, float(sigma))
+        p = self._plans.get(key)
+        if p is None:
+            chunked = self.target == "cpu" or K._simulated()
+            p = self._plans[key] = _Plan(H, W, n_layers, sigma, self.xp, chunked)
+        return p
+
+    # -- stages -------------------------------------------------------------------------------------
+    def pyramid(self, img: Any, p: _Plan) -> None:
+        """Gaussian levels and DoG planes of every octave into ``p.gauss`` / ``p.dog``."""
+        kern = self.kernels
+        hblur, vblur = kern["hblur"], kern["vblur"]
+        nl = p.n_layers
+        r0, c0 = p.dims[0]
+        # the x2 frame goes to level 1's place (free until level 1 is written)
+        up = int(p.oinfo_host[0, K.GOFF]) + r0 * c0
+        kern["up"](r0, p.grid_w(c0), img.reshape(-1), p.H, p.W, p.gauss[up:], c0, p.chunk)
+        hblur(r0, p.grid_w(c0), p.gauss, up, r0, c0, 0.0, 0.0, 0, p.tmp, c0, p.wts, 0, p.radius[0], p.gauss, 0, p.chunk)
+        vblur(r0, p.grid_w(c0), p.tmp, p.gauss, 0, r0, c0, p.wts, 0, p.radius[0], p.dog, 0, 0, 0, p.chunk)
+        oi = p.oinfo_host
+        for o, (rows, cols) in enumerate(p.dims):
+            plane = rows * cols
+            g0 = int(oi[o, K.GOFF])
+            d0 = int(oi[o, K.DOFF])
+            for lv in range(1, nl + 3):
+                if lv == 1 and o > 0:
+                    pr, pc = p.dims[o - 1]
+                    soff = int(oi[o - 1, K.GOFF]) + nl * pr * pc
+                    # OpenCV's resize INTER_NEAREST: source index floor(x * ifx), ifx = 1 / (dst / src)
+                    ifx = 1.0 / (cols / pc)
+                    ify = 1.0 / (rows / pr)
+                    args = (p.gauss, soff, pr, pc, ifx, ify, 1)
+                else:
+                    args = (p.gauss, g0 + (lv - 1) * plane, rows, cols, 0.0, 0.0, 0)
+                hblur(rows, p.grid_w(cols), *args, p.tmp, cols, p.wts, lv, p.radius[lv], p.gauss, g0, p.chunk)
+                vblur(
+                    rows, p.grid_w(cols), p.tmp, p.gauss, g0 + lv * plane, rows, cols, p.wts, lv, p.radius[lv],
+                    p.dog, d0 + (lv - 1) * plane, g0 + (lv - 1) * plane, 1, p.chunk,
+                )  # fmt: skip
+
+    def detect(self, sift: Any, img: Any, mask: Any | None, p: _Plan) -> dict | None:
+        """Extrema, refinement, orientation, selection: keypoint arrays on ``xp`` (None if there are none)."""
+        xp = self.xp
+        kern = self.kernels
+        nl = p.n_layers
+        # OpenCV's pre-threshold, in grey levels of the float pyramid
+        thr = float(math.floor(0.5 * sift.contrast_threshold / nl * 255))
+        c0 = p.dims[0][1]
+        kern["extrema"](p.total_rows, p.grid_w(c0), p.dog, p.flags, p.oinfo, p.n_oct, nl, thr, p.chunk)
+        cand = xp.flatnonzero(p.flags)
+        n = int(cand.size)
+        self.last_stats_["candidates"] = n
+        self.last_stats_["d2h_bytes"] += 8
+        if n == 0:
+            return None
+        ok = p.scratch("ok", n, (), np.uint8)
+        key = p.scratch("key", n, (), np.int64)
+        xy = p.scratch("xy", n, (2,), np.float32)
+        size = p.scratch("size", n, (), np.float32)
+        resp = p.scratch("resp", n, (), np.float32)
+        octv = p.scratch("octv", n, (), np.int32)
+        ol = p.scratch("ol", n, (2,), np.int32)
+        pf = p.scratch("pf", n, (2,), np.float32)
+        nori = p.scratch("nori", n, (), np.int32)
+        ang = p.scratch("ang", n, (K.MAX_ORI,), np.float32)
+        hist = p.scratch("hist", n, (K.HIST_SCRATCH,), np.float64)
+        if mask is None:
+            m, use, mh, mw = p.no_mask, 0, 1, 1
+        else:
+            m, use, (mh, mw) = mask.reshape(-1), 1, mask.shape
+        kern["refine"](
+            n, cand, p.dog, p.gauss, p.oinfo, p.n_oct, nl, float(sift.contrast_threshold),
+            float(sift.edge_threshold), float(sift.sigma), m, use, mh, mw,
+            ok, key, xy, size, resp, octv, ol, pf, nori, ang, hist,
+        )  # fmt: skip
+        idx = xp.flatnonzero(ok)
+        if int(idx.size) == 0:
+            return None
+        # Candidates that converged to the same sample give the same keypoint: keep one of each.
+        _, first = xp.unique(key[idx], return_index=True)
+        idx = idx[first]
+        slots = xp.arange(K.MAX_ORI)[None, :] < nori[idx][:, None]
+        sel = xp.flatnonzero(slots)
+        rows = idx[sel // K.MAX_ORI]
+        out = {
+            "xy": xy[rows],
+            "size": size[rows],
+            "angle": ang[rows, sel % K.MAX_ORI],
+            "response": resp[rows],
+            "octave": octv[rows],
+            "ol": ol[rows],
+            "pf": pf[rows],
+        }
+        total = int(rows.size)
+        self.last_stats_["d2h_bytes"] += 16
+        nf = int(sift.n_features)
+        if nf > 0 and total > nf:
+            # KeyPointsFilter::retainBest: the n best, plus any tied with the n-th
+            kth = -xp.partition(-out["response"], nf - 1)[nf - 1]
+            keep = xp.flatnonzero(out["response"] >= kth)
+            out = {k: v[keep] for k, v in out.items()}
+        return out
+
+    def describe(self, kp: dict, p: _Plan) -> Any:
+        """128-d descriptors (uchar values as float32) of the keypoints in ``kp``."""
+        xp = self.xp
+        n = int(kp["xy"].shape[0])
+        raw = p.scratch("raw", n, (K.DESC_DIM,), np.float32)
+        desc = xp.empty((n, K.DESC_DIM), np.float32)
+        kern = self.kernels
+        args = (kp["ol"], kp["pf"], kp["size"], kp["angle"], p.gauss, p.oinfo, raw.reshape(-1), desc.reshape(-1))
+        if self.target == "cuda":  # a thread per cell, then a thread per keypoint to normalise
+            kern["desc"](n * K.DESC_W * K.DESC_W, *args, 1)
+            kern["finish"](n, raw.reshape(-1), desc.reshape(-1))
+        else:
+            kern["desc"](n, *args, K.DESC_W * K.DESC_W)
+        return desc
+
+    def run(self, sift: Any, img: Any, mask: Any | None = None) -> dict | None:
+        """Everything on ``xp``: a dict of keypoint arrays and ``desc``, or None when nothing is found."""
+        t = K.target_for(self.target)
+        before = t.launches
+        H, W = (int(s) for s in img.shape)
+        p = self.plan(H, W, int(sift.n_octave_layers), float(sift.sigma))
+        self.last_stats_ = {"candidates": 0, "keypoints": 0, "h2d_bytes": 0, "d2h_bytes": 0, "n_octaves": p.n_oct}
+        out = None
+        if p.n_oct > 0:
+            self.pyramid(img, p)
+            out = self.detect(sift, img, mask, p)
+            if out is not None:
+                out["desc"] = self.describe(out, p)
+                self.last_stats_["keypoints"] = int(out["xy"].shape[0])
+        self.last_stats_["launches"] = t.launches - before if t.is_cuda else None
+        return out
+
+    def features(self, sift: Any, img: np.ndarray, mask: np.ndarray | None = None) -> Features:
+        """Host images in, host :class:`Features` out (uploading to and downloading from the device if any)."""
+        xp = self.xp
+        t0 = time.perf_counter()
+        if xp is np:
+            d_img, d_mask = np.ascontiguousarray(img, np.uint8), None if mask is None else np.ascontiguousarray(mask)
+            up = 0
+        else:
+            d_img = xp.asarray(np.ascontiguousarray(img, np.uint8))
+            d_mask = None if mask is None else xp.asarray(np.ascontiguousarray(mask, np.uint8))
+            up = img.nbytes + (0 if mask is None else mask.nbytes)
+        out = self.run(sift, d_img, d_mask)
+        self.last_stats_["h2d_bytes"] += up
+        if out is None:
+            return Features.empty(K.DESC_DIM, "sift")
+        host = {k: (v if xp is np else v.get()) for k, v in out.items() if k not in ("ol", "pf")}
+        if xp is not np:
+            self.last_stats_["d2h_bytes"] += sum(int(v.nbytes) for v in host.values())
+        n = host["xy"].shape[0]
+        self.last_stats_["wall_ms"] = (time.perf_counter() - t0) * 1e3
+        return Features(
+            xy=host["xy"],
+            size=host["size"],
+            angle=host["angle"],
+            response=host["response"],
+            octave=host["octave"],
+            laplacian=np.zeros(n, np.int8),
+            descriptors=host["desc"],
+            kind="sift",
+        )
+
+
+_RUNNERS: dict[tuple[str, str], SiftRunner] = {}
+
+
+def runner(target: str, xp: Any = None) -> SiftRunner:
+    """The shared runner for ``target`` ("cpu" or "cuda") and array module (default: NumPy on the CPU, CuPy on
+    a real GPU, NumPy under the simulator)."""
+    if xp is None:
+        if target == "cuda" and not K._simulated():
+            import cupy as xp  # noqa: PLC0415 - optional dependency, imported on use
+        else:
+            xp = np
+    key = (target, xp.__name__)
+    r = _RUNNERS.get(key)
+    if r is None:
+        r = _RUNNERS[key] = SiftRunner(target, xp)
+    return r
+
+
+def implementation(backend: str):
+    """``impl(sift, gray_uint8, mask_or_None) -> Features`` for ``backend`` "numba" (CPU twin) or "gpu"."""
+    if backend == "numba":
+        target = "cpu"
+    elif backend == "gpu":
+        target = "cuda"
+    else:
+        raise ValueError(f"backend: expected 'gpu' or 'numba', got {backend!r}")
+
+    def impl(sift: Any, gray: np.ndarray, mask: np.ndarray | None) -> Features:
+        r = runner(target)
+        feats = r.features(sift, gray, mask)
+        sift.last_stats_ = dict(r.last_stats_)
+        return feats
+
+    return impl
