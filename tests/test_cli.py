@@ -27,8 +27,13 @@ def files(tmp_path_factory):
     for name in ("dahlia", "cover"):
         paths[name] = d / f"{name}.png"
         cv2.imwrite(str(paths[name]), objs[name])
-    scene = compose_scene(sample_background((800, 600)), {"cover": objs["cover"]}, rng=2, frame_size=(800, 600),
-                          area_fraction=(0.12, 0.18))
+    scene = compose_scene(
+        sample_background((800, 600)),
+        {"cover": objs["cover"]},
+        rng=2,
+        frame_size=(800, 600),
+        area_fraction=(0.12, 0.18),
+    )
     paths["scene"] = d / "scene.png"
     cv2.imwrite(str(paths["scene"]), scene.image)
     paths["truth"] = scene.truth("cover")

@@ -51,8 +51,11 @@ def test_box_in_scene_corners_within_3px(shared_data, tmp_path):
     d = r.detections[0]
     err = _corner_error(d.homography, H_true, model.shape[1], model.shape[0])
     assert err.max() < 3.0, err
-    np.testing.assert_allclose(d.corners, cv2.perspectiveTransform(
-        np.float64([[[0, 0], [324, 0], [324, 223], [0, 223]]]), d.homography)[0], atol=1e-6)
+    np.testing.assert_allclose(
+        d.corners,
+        cv2.perspectiveTransform(np.float64([[[0, 0], [324, 0], [324, 223], [0, 223]]]), d.homography)[0],
+        atol=1e-6,
+    )
 
 
 OXFORD_CASES = [(s, n) for s in ("boat", "bark", "leuven", "ubc", "bikes", "trees") for n in (2, 3)] + [
@@ -118,8 +121,9 @@ def test_coil_objects_found_in_generated_scenes_and_nothing_else(shared_data, co
         name = names[i % len(names)]
         obj = cv2.imread(str(shared_data / f"objects/coil100/{name}__0.png"))
         obj = cv2.resize(obj, None, fx=2.5, fy=2.5, interpolation=cv2.INTER_CUBIC)
-        s = compose_scene(bg, {name: obj}, rng, frame_size=(640, 480), area_fraction=(0.15, 0.25), max_rotation=20,
-                          max_tilt=0.05)
+        s = compose_scene(
+            bg, {name: obj}, rng, frame_size=(640, 480), area_fraction=(0.15, 0.25), max_rotation=20, max_tilt=0.05
+        )
         r = rec.process(s.image)
         wrong = [d.name for d in r.detections if d.name != name]
         assert not wrong, f"scene {i}: false detections {wrong}"
@@ -137,8 +141,14 @@ def test_generated_scenes_objects_located_and_absent_ones_not_reported(tmp_path)
     rng = np.random.default_rng(11)
     for i in range(4):
         present = dict(list(objects.items())[i % 3 : i % 3 + 2])
-        s = compose_scene(sample_background((800, 600), seed=i), present, rng, frame_size=(800, 600),
-                          area_fraction=(0.08, 0.15), distortion=Distortion(noise_sigma=3.0))
+        s = compose_scene(
+            sample_background((800, 600), seed=i),
+            present,
+            rng,
+            frame_size=(800, 600),
+            area_fraction=(0.08, 0.15),
+            distortion=Distortion(noise_sigma=3.0),
+        )
         r = rec.process(s.image)
         reported = {d.name for d in r.detections}
         assert reported <= set(present), f"scene {i}: reported absent objects {reported - set(present)}"

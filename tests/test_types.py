@@ -10,8 +10,9 @@ from objrec.types import Detection, Failure, Features, FrameResult, Regions
 
 def _features(n: int, d: int = 64) -> Features:
     rng = np.random.default_rng(0)
-    return Features(rng.random((n, 2)), np.ones(n), np.zeros(n), np.ones(n), np.zeros(n), np.ones(n), rng.random((n, d)),
-                    "surf")
+    return Features(
+        rng.random((n, 2)), np.ones(n), np.zeros(n), np.ones(n), np.zeros(n), np.ones(n), rng.random((n, d)), "surf"
+    )
 
 
 def test_features_casts_and_validates():

@@ -96,6 +96,7 @@ def test_recognizer_degrades_under_a_tight_budget_with_fake_clock(tmp_path):
     for n, img in objs.items():
         db.enroll(n, img)
     scene = compose_scene(sample_background((640, 480)), objs, rng=1, frame_size=(640, 480), area_fraction=(0.1, 0.15))
+
     class TickClock(FakeClock):
         """Every reading costs 1 ms: the frame's work takes deterministic, nonzero time."""
 

@@ -101,8 +101,16 @@ def test_stream_truth_is_pixel_exact():
     """A marker drawn on the model lands where the frame's homography says."""
     obj = np.full((200, 200, 3), 40, np.uint8)
     cv2.circle(obj, (50, 60), 6, (255, 255, 255), -1)
-    s = SceneStream({"m": obj}, [np.zeros((480, 640, 3), np.uint8)], n_frames=200, seed=0, blur_every=0,
-                    noise_sigma=0.0, pass_frames=(100, 101), pause_frames=(0, 1))
+    s = SceneStream(
+        {"m": obj},
+        [np.zeros((480, 640, 3), np.uint8)],
+        n_frames=200,
+        seed=0,
+        blur_every=0,
+        noise_sigma=0.0,
+        pass_frames=(100, 101),
+        pause_frames=(0, 1),
+    )
     checked = 0
     for i in range(0, 200, 7):
         H = s.homographies(i).get("m")
@@ -131,13 +139,32 @@ def test_run_cli_on_image_folder_writes_stats(tmp_path):
     frames = tmp_path / "frames"
     frames.mkdir()
     for i in range(4):
-        sc = compose_scene(sample_background((640, 480), seed=i), {"cover": objs["cover"]}, rng=i,
-                           frame_size=(640, 480), area_fraction=(0.15, 0.2))
+        sc = compose_scene(
+            sample_background((640, 480), seed=i),
+            {"cover": objs["cover"]},
+            rng=i,
+            frame_size=(640, 480),
+            area_fraction=(0.15, 0.2),
+        )
         cv2.imwrite(str(frames / f"{i:03d}.png"), sc.image)
     assert main(["enroll", "--db", str(tmp_path / "db"), f"cover={tmp_path / 'cover.png'}"]) == 0
     stats = tmp_path / "stats.json"
-    rc = main(["run", "--db", str(tmp_path / "db"), "--source", str(frames), "--no-display", "--budget-ms", "1000",
-               "--stats", str(stats), "--out", str(tmp_path / "out.mp4")])
+    rc = main(
+        [
+            "run",
+            "--db",
+            str(tmp_path / "db"),
+            "--source",
+            str(frames),
+            "--no-display",
+            "--budget-ms",
+            "1000",
+            "--stats",
+            str(stats),
+            "--out",
+            str(tmp_path / "out.mp4"),
+        ]
+    )
     assert rc == 0
     doc = json.loads(stats.read_text())
     assert {"frames", "budget_ms", "deadline_misses", "dropped", "latency_ms", "per_frame"} <= set(doc)
