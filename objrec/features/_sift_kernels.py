@@ -66,7 +66,7 @@ ATAN_P7 = -0.04432655554792128 * _R2D
 
 
 def build(t: Target) -> dict:
-    """Build the SIFT launchers for target ``t``: ``hblur``, ``vblur``, ``extrema``, ``refine``, ``desc``, ``finish``."""
+    """The SIFT launchers for ``t``: ``up``, ``hblur``, ``vblur``, ``extrema``, ``refine``, ``desc``, ``finish``."""
     dev = t.device
 
     def rint(v):
@@ -146,7 +146,8 @@ def build(t: Target) -> dict:
     def hblur_body(y, xc, src, soff, srows, scols, ifx, ify, down, dst, cols, wts, wrow, radius, lvl0, l0off, chunk):
         # down == 0: blur the plane at soff (same size); down == 1: the source is the previous octave's level
         # n_layers, decimated on the fly as resize INTER_NEAREST (index floor(x * src / dst)); the decimated
-        # sample at the centre is written to lvl0 (the new octave's base).
+        # sample at the centre is written to lvl0 (the new octave's base). A tap-outer loop over the row
+        # (vectorisable on the CPU) was measured slower than this per-pixel one, so both devices share it.
         j0 = xc * chunk
         j1 = min(j0 + chunk, cols)
         out = y * cols
@@ -321,10 +322,16 @@ def build(t: Target) -> dict:
             dyy = (float(dog[p + cols]) + float(dog[p - cols]) - 2.0 * v) * img_scale
             dss = (float(dog[p + plane]) + float(dog[p - plane]) - 2.0 * v) * img_scale
             dxy = (
-                float(dog[p + cols + 1]) - float(dog[p + cols - 1]) - float(dog[p - cols + 1]) + float(dog[p - cols - 1])
+                float(dog[p + cols + 1])
+                - float(dog[p + cols - 1])
+                - float(dog[p - cols + 1])
+                + float(dog[p - cols - 1])
             ) * cs
             dxs = (
-                float(dog[p + plane + 1]) - float(dog[p + plane - 1]) - float(dog[p - plane + 1]) + float(dog[p - plane - 1])
+                float(dog[p + plane + 1])
+                - float(dog[p + plane - 1])
+                - float(dog[p - plane + 1])
+                + float(dog[p - plane - 1])
             ) * cs
             dys = (
                 float(dog[p + plane + cols])
@@ -366,7 +373,9 @@ def build(t: Target) -> dict:
             return
         dxx = (float(dog[p + 1]) + float(dog[p - 1]) - 2.0 * v) * img_scale
         dyy = (float(dog[p + cols]) + float(dog[p - cols]) - 2.0 * v) * img_scale
-        dxy = (float(dog[p + cols + 1]) - float(dog[p + cols - 1]) - float(dog[p - cols + 1]) + float(dog[p - cols - 1])) * cs
+        dxy = (
+            float(dog[p + cols + 1]) - float(dog[p + cols - 1]) - float(dog[p - cols + 1]) + float(dog[p - cols - 1])
+        ) * cs
         tr = dxx + dyy
         det = dxx * dyy - dxy * dxy
         if det <= 0.0 or tr * tr * edge_thr >= (edge_thr + 1.0) * (edge_thr + 1.0) * det:

@@ -57,6 +57,16 @@ def _level_sigmas(n_layers: int, sigma: float) -> list[float]:
     return out
 
 
+def _numba_view(a: Any) -> Any:
+    """A Numba device array sharing a CuPy array's memory (no copy, no stream synchronisation: CuPy and
+    the kernels both use the default stream); NumPy arrays pass through (CPU build, simulator)."""
+    if type(a).__module__.split(".")[0] != "cupy":
+        return a
+    from numba import cuda
+
+    return cuda.as_cuda_array(a, sync=False)
+
+
 class _Plan:
     """Per-resolution layout and buffers (kept and reused across frames of the same size)."""
 
@@ -102,6 +112,9 @@ class _Plan:
         self.tmp = xp.empty(max(dims[0][0] * dims[0][1], 1) if dims else 1, np.float32)
         self.no_mask = xp.zeros(1, np.uint8)
         self._cap: dict[str, Any] = {}
+        # What the kernels get: Numba views of the persistent buffers, made once (a CuPy array passed to a
+        # launch is re-imported, and its stream synchronised, at each of the ~60 launches of a frame).
+        self.k = {n: _numba_view(getattr(self, n)) for n in ("oinfo", "wts", "gauss", "dog", "flags", "tmp", "no_mask")}
 
     def grid_w(self, cols: int) -> int:
         return (cols + self.chunk - 1) // self.chunk
@@ -113,6 +126,13 @@ class _Plan:
             buf = self.xp.empty((max(n, 64) * 3 // 2,) + tail, dtype)
             self._cap[name] = buf
         return buf[:n]
+
+    def gauss_at(self, off: int) -> Any:
+        """The Gaussian buffer from ``off`` on (a cached view: the x2 frame's place)."""
+        v = self._cap.get(("gauss_at", off))
+        if v is None:
+            v = self._cap[("gauss_at", off)] = _numba_view(self.gauss[off:])
+        return v
 
 
 class SiftRunner:
@@ -143,15 +163,18 @@ class SiftRunner:
     # -- stages -------------------------------------------------------------------------------------
     def pyramid(self, img: Any, p: _Plan) -> None:
         """Gaussian levels and DoG planes of every octave into ``p.gauss`` / ``p.dog``."""
+        k = p.k
         kern = self.kernels
         hblur, vblur = kern["hblur"], kern["vblur"]
         nl = p.n_layers
         r0, c0 = p.dims[0]
         # the x2 frame goes to level 1's place (free until level 1 is written)
         up = int(p.oinfo_host[0, K.GOFF]) + r0 * c0
-        kern["up"](r0, p.grid_w(c0), img.reshape(-1), p.H, p.W, p.gauss[up:], c0, p.chunk)
-        hblur(r0, p.grid_w(c0), p.gauss, up, r0, c0, 0.0, 0.0, 0, p.tmp, c0, p.wts, 0, p.radius[0], p.gauss, 0, p.chunk)
-        vblur(r0, p.grid_w(c0), p.tmp, p.gauss, 0, r0, c0, p.wts, 0, p.radius[0], p.dog, 0, 0, 0, p.chunk)
+        kern["up"](r0, p.grid_w(c0), _numba_view(img.reshape(-1)), p.H, p.W, p.gauss_at(up), c0, p.chunk)
+        ch = p.chunk
+        g, w, r = k["gauss"], k["wts"], p.radius[0]
+        hblur(r0, p.grid_w(c0), g, up, r0, c0, 0.0, 0.0, 0, k["tmp"], c0, w, 0, r, g, 0, ch)
+        vblur(r0, p.grid_w(c0), k["tmp"], g, 0, r0, c0, w, 0, r, k["dog"], 0, 0, 0, ch)
         oi = p.oinfo_host
         for o, (rows, cols) in enumerate(p.dims):
             plane = rows * cols
@@ -164,24 +187,25 @@ class SiftRunner:
                     # OpenCV's resize INTER_NEAREST: source index floor(x * ifx), ifx = 1 / (dst / src)
                     ifx = 1.0 / (cols / pc)
                     ify = 1.0 / (rows / pr)
-                    args = (p.gauss, soff, pr, pc, ifx, ify, 1)
+                    args = (k["gauss"], soff, pr, pc, ifx, ify, 1)
                 else:
-                    args = (p.gauss, g0 + (lv - 1) * plane, rows, cols, 0.0, 0.0, 0)
-                hblur(rows, p.grid_w(cols), *args, p.tmp, cols, p.wts, lv, p.radius[lv], p.gauss, g0, p.chunk)
+                    args = (k["gauss"], g0 + (lv - 1) * plane, rows, cols, 0.0, 0.0, 0)
+                hblur(rows, p.grid_w(cols), *args, k["tmp"], cols, k["wts"], lv, p.radius[lv], k["gauss"], g0, ch)
                 vblur(
-                    rows, p.grid_w(cols), p.tmp, p.gauss, g0 + lv * plane, rows, cols, p.wts, lv, p.radius[lv],
-                    p.dog, d0 + (lv - 1) * plane, g0 + (lv - 1) * plane, 1, p.chunk,
+                    rows, p.grid_w(cols), k["tmp"], k["gauss"], g0 + lv * plane, rows, cols, k["wts"], lv, p.radius[lv],
+                    k["dog"], d0 + (lv - 1) * plane, g0 + (lv - 1) * plane, 1, ch,
                 )  # fmt: skip
 
     def detect(self, sift: Any, img: Any, mask: Any | None, p: _Plan) -> dict | None:
         """Extrema, refinement, orientation, selection: keypoint arrays on ``xp`` (None if there are none)."""
         xp = self.xp
         kern = self.kernels
+        k = p.k
         nl = p.n_layers
         # OpenCV's pre-threshold, in grey levels of the float pyramid
         thr = float(math.floor(0.5 * sift.contrast_threshold / nl * 255))
         c0 = p.dims[0][1]
-        kern["extrema"](p.total_rows, p.grid_w(c0), p.dog, p.flags, p.oinfo, p.n_oct, nl, thr, p.chunk)
+        kern["extrema"](p.total_rows, p.grid_w(c0), k["dog"], k["flags"], k["oinfo"], p.n_oct, nl, thr, p.chunk)
         cand = xp.flatnonzero(p.flags)
         n = int(cand.size)
         self.last_stats_["candidates"] = n
@@ -200,13 +224,14 @@ class SiftRunner:
         ang = p.scratch("ang", n, (K.MAX_ORI,), np.float32)
         hist = p.scratch("hist", n, (K.HIST_SCRATCH,), np.float64)
         if mask is None:
-            m, use, mh, mw = p.no_mask, 0, 1, 1
+            m, use, mh, mw = k["no_mask"], 0, 1, 1
         else:
-            m, use, (mh, mw) = mask.reshape(-1), 1, mask.shape
+            m, use, (mh, mw) = _numba_view(mask.reshape(-1)), 1, mask.shape
+        v = _numba_view
         kern["refine"](
-            n, cand, p.dog, p.gauss, p.oinfo, p.n_oct, nl, float(sift.contrast_threshold),
+            n, v(cand), k["dog"], k["gauss"], k["oinfo"], p.n_oct, nl, float(sift.contrast_threshold),
             float(sift.edge_threshold), float(sift.sigma), m, use, mh, mw,
-            ok, key, xy, size, resp, octv, ol, pf, nori, ang, hist,
+            v(ok), v(key), v(xy), v(size), v(resp), v(octv), v(ol), v(pf), v(nori), v(ang), v(hist),
         )  # fmt: skip
         idx = xp.flatnonzero(ok)
         if int(idx.size) == 0:
@@ -233,7 +258,7 @@ class SiftRunner:
             # KeyPointsFilter::retainBest: the n best, plus any tied with the n-th
             kth = -xp.partition(-out["response"], nf - 1)[nf - 1]
             keep = xp.flatnonzero(out["response"] >= kth)
-            out = {k: v[keep] for k, v in out.items()}
+            out = {name: a[keep] for name, a in out.items()}
         return out
 
     def describe(self, kp: dict, p: _Plan) -> Any:
@@ -243,10 +268,13 @@ class SiftRunner:
         raw = p.scratch("raw", n, (K.DESC_DIM,), np.float32)
         desc = xp.empty((n, K.DESC_DIM), np.float32)
         kern = self.kernels
-        args = (kp["ol"], kp["pf"], kp["size"], kp["angle"], p.gauss, p.oinfo, raw.reshape(-1), desc.reshape(-1))
+        k = p.k
+        v = _numba_view
+        raw1, desc1 = v(raw.reshape(-1)), v(desc.reshape(-1))
+        args = (v(kp["ol"]), v(kp["pf"]), v(kp["size"]), v(kp["angle"]), k["gauss"], k["oinfo"], raw1, desc1)
         if self.target == "cuda":  # a thread per cell, then a thread per keypoint to normalise
             kern["desc"](n * K.DESC_W * K.DESC_W, *args, 1)
-            kern["finish"](n, raw.reshape(-1), desc.reshape(-1))
+            kern["finish"](n, raw1, desc1)
         else:
             kern["desc"](n, *args, K.DESC_W * K.DESC_W)
         return desc
