@@ -81,7 +81,12 @@ def main() -> int:
     ap.add_argument("--train-scenes", type=int, default=500)
     ap.add_argument("--test-scenes", type=int, default=120)
     ap.add_argument("--timing-frames", type=int, default=20)
-    ap.add_argument("--crop-margin", type=int, default=24, help="px added around boxes for SIFT crops")
+    ap.add_argument(
+        "--crop-margin",
+        type=int,
+        default=0,
+        help="px added around boxes for SIFT crops (the boxes already carry the prefilter margin; objrec.recognizer.CROP_MARGIN)",
+    )
     ap.add_argument("--recognition-objects", type=int, default=1, help="objects per recognition scene (1-3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the figures here")
