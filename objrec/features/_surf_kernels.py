@@ -7,6 +7,14 @@ into launchers for a :class:`~objrec.kernels.Target`. Stages, in order of a fram
 ``nms``      threshold, mask test and 3x3x3 non-maximum suppression; writes one flag per middle-layer sample.
 ``interp``   one candidate (a flat flag index): quadratic sub-pixel/sub-scale fit, Laplacian sign.
 ``describe`` one keypoint: orientation (sliding 60 degree window over Haar responses) and the 4x4 descriptor.
+           Written as phases (orientation responses, binning, windows, window samples, sub-regions, norm):
+           the CPU composes them on one thread per keypoint (chunks of keypoints over ``prange``, loops that
+           gather from the integral image split from the arithmetic so the latter vectorises); the CUDA kernel
+           runs one block of ``DESC_THREADS`` per keypoint, threads over the samples, bins and sums in shared
+           memory.
+
+``det`` can visit only the columns that prefilter boxes reach (``DET_BOXES``), and counts on the CPU the
+Hessians it evaluates and the samples it visits.
 
 Arrays are flat where that lets one buffer hold every octave (one launch for all of them): ``S`` and ``M``
 are the raveled integral images of the frame and of the mask (row stride ``Wp = W + 1``), ``det`` holds
@@ -29,7 +37,7 @@ import numpy as np
 
 from objrec.kernels import Target, get_target
 
-__all__ = ["build", "kernels_for", "OINFO", "LINFO", "N_ORI", "PATCH"]
+__all__ = ["build", "kernels_for", "OINFO", "LINFO", "N_ORI", "PATCH", "SH_LEN", "DESC_THREADS"]
 
 # Columns of oinfo (per octave) and linfo (per octave and layer).
 OFF, ROWS, COLS, STEP, ROW0, FOFF = 0, 1, 2, 3, 4, 5
@@ -38,12 +46,61 @@ SIZE, MARGIN, NI, NJ, REACH, NMS_MARGIN = 0, 1, 2, 3, 4, 5
 LINFO = 6
 
 PATCH = 20  # descriptor samples per side (each s wide), as in the paper and OpenCV
-N_ORI = 360  # one orientation bin per rounded degree: OpenCV's window test works on cvRound(angle)
+N_PATCH = (PATCH + 1) * (PATCH + 1)  # window samples: PATCH + 1 per side (Haar responses are their differences)
+N_ORI = 360  # orientation angles are rounded to whole degrees: OpenCV's window test works on cvRound(angle)
+N_GRP = N_ORI // 5  # 5-degree groups of rounded angles, one per position of the sliding window
+
+# Per-keypoint scratch of ``describe`` (float32): shared memory of a block on the GPU, a slice per chunk of
+# keypoints on the CPU. Orientation groups (x, y sums), the edge bins (angles that are multiples of 5), the
+# sample count, the winning angle, the 16 sub-region norms and the descriptor window samples.
+SH_GX, SH_GY, SH_EX, SH_EY = 0, N_GRP, 2 * N_GRP, 3 * N_GRP + 8  # edge bins: 8 spares each
+SH_NORI = 4 * N_GRP + 16
+SH_ORI = SH_NORI + 1  # what is zeroed before the orientation samples are added
+SH_ANGLE = SH_ORI
+SH_SQ = SH_ANGLE + 2
+SH_PATCH = SH_SQ + 16
+SH_LEN = SH_PATCH + N_PATCH
+DESC_THREADS = 64
+# CPU-only float64 scratch of ``describe`` (per chunk): orientation responses, one row of window boxes.
+N_ORI_MAX = 128  # orientation samples: 109 for radius 6
+T_VX, T_VY, T_AI = 0, N_ORI_MAX, 2 * N_ORI_MAX
+T_XA, T_XB, T_YA, T_YB, T_FA, T_FB, T_GA, T_GB = (3 * N_ORI_MAX + 32 * i for i in range(8))
+T_LEN = 3 * N_ORI_MAX + 32 * 8  # threads per keypoint on the GPU: two warps over 109 orientation and 441 window samples
+
+# Detector modes (``det``): every sample; samples with mask pixels under their filters; only the columns
+# that boxes (prefilter regions) reach; both.
+DET_ALL, DET_MASK, DET_BOXES, DET_BOXES_MASK = 0, 1, 2, 3
+
+
+cuda = None  # numba.cuda, bound on the first CUDA build (a module global: the simulator swaps those in kernels)
+
+
+def _bind_cuda() -> None:
+    global cuda
+    if cuda is None:
+        from numba import cuda as _cuda
+
+        cuda = _cuda
+
+
+def _atomic_add(a, i, v):
+    # Threads of a block add into the same shared bins (or rows of a counter).
+    cuda.atomic.add(a, i, v)
 
 
 def build(t: Target):
     """Build the SURF launchers for target ``t``; returns a dict of ``det``, ``nms``, ``interp``, ``describe``."""
     dev = t.device
+
+    if t.is_cuda:
+        _bind_cuda()
+        hadd = _atomic_add
+    else:
+
+        def hadd(a, i, v):
+            a[i] += v
+
+    hadd = dev(hadd)
 
     def box4(A, p, o0, o1, o2, o3):
         # Box sum from four corner offsets around flat index p (OpenCV's p0 + p3 - p1 - p2).
@@ -124,7 +181,27 @@ def build(t: Target):
 
     mask_hit = dev(mask_hit)
 
-    def det_body(y, xc, S, M, det, oinfo, linfo, boxes, wts, use_mask, n_oct, n_layers, H, W, chunk):
+    def hess_runs(S, M, det, out, pb, off, wt, ja, jb, ya, yb, step, r, W):
+        # Runs of samples with some mask pixel under the filters of the candidates they neighbour are computed
+        # in the same tight loop as without a mask; the others are set to zero. Returns the samples computed.
+        n = 0
+        j = ja
+        while j < jb:
+            while j < jb and not mask_hit(M, ya, yb, step * j, step, r, W):
+                det[out + j] = 0.0
+                j += 1
+            j1 = j
+            while j1 < jb and mask_hit(M, ya, yb, step * j1, step, r, W):
+                j1 += 1
+            for jj in range(j, j1):
+                det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
+            n += j1 - j
+            j = j1
+        return n
+
+    hess_runs = dev(hess_runs)
+
+    def det_body(y, xc, S, M, det, oinfo, linfo, boxes, wts, mode, n_oct, n_layers, H, W, chunk, rbox, nbox, counts):
         # One row segment [xc * chunk, xc * chunk + chunk) of one octave, every layer: chunk = 1 on the GPU (a
         # thread per sample), a whole row on the CPU (the box offsets stay in registers across the row).
         o = find_octave(y, oinfo, n_oct, ROW0)
@@ -138,6 +215,8 @@ def build(t: Target):
         step = oinfo[o, STEP]
         plane = rows * cols
         Wp = W + 1
+        n_eval = 0
+        n_visit = 0
         for l in range(n_layers):
             m = linfo[o, l, MARGIN]
             nj = linfo[o, l, NJ]
@@ -235,23 +314,45 @@ def build(t: Target):
             ya = max(step * i - r, 0) * Wp
             yb = min(step * i + step + r, H) * Wp
             pb = i0 * step * Wp - m * step
-            if use_mask == 0:
+            if mode == DET_ALL:
                 for j in range(ja, jb):
                     det[ux(out + j)] = hess(S, pb + j * step, off, wt)
+                n_eval += jb - ja
+                n_visit += jb - ja
+            elif mode == DET_MASK:
+                n_eval += hess_runs(S, M, det, out, pb, off, wt, ja, jb, ya, yb, step, r, W)
+                n_visit += jb - ja
             else:
-                # Runs of samples with some mask pixel under the filters of the candidates they neighbour are
-                # computed in the same tight loop as without a mask; the others are set to zero.
+                # Prefilter boxes (sorted by x0 on the host): visit only the union of the columns whose filters
+                # reach a box, so the work follows the boxes' area, not the frame's. A sample is visited here
+                # exactly when the mask of the union of the boxes would pass ``mask_hit``.
                 j = ja
-                while j < jb:
-                    while j < jb and not mask_hit(M, ya, yb, step * j, step, r, W):
-                        det[out + j] = 0.0
-                        j += 1
-                    j1 = j
-                    while j1 < jb and mask_hit(M, ya, yb, step * j1, step, r, W):
-                        j1 += 1
-                    for jj in range(j, j1):
-                        det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
-                    j = j1
+                for b in range(nbox):
+                    if rbox[b, 1] >= step * i + step + r or rbox[b, 3] <= step * i - r:
+                        continue
+                    e = rbox[b, 0] - step - r
+                    lo = 0 if e < 0 else e // step + 1
+                    hi = (rbox[b, 2] + r + step - 1) // step
+                    lo = max(lo, j)
+                    hi = min(hi, jb)
+                    if hi <= lo:
+                        continue
+                    for jj in range(j, lo):
+                        det[out + jj] = 0.0
+                    if mode == DET_BOXES_MASK:
+                        n_eval += hess_runs(S, M, det, out, pb, off, wt, lo, hi, ya, yb, step, r, W)
+                    else:
+                        for jj in range(lo, hi):
+                            det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
+                        n_eval += hi - lo
+                    n_visit += hi - lo
+                    j = hi
+                for jj in range(j, jb):
+                    det[out + jj] = 0.0
+        if counts.shape[0] > 1:
+            # counts: Hessians evaluated per grid row, then samples visited (mask tests included) per row
+            hadd(counts, y, n_eval)
+            hadd(counts, counts.shape[0] // 2 + y, n_visit)
 
     def nms_body(y, xc, det, flags, oinfo, linfo, M, use_mask, n_oct, n_mid, thr, W, chunk):
         o = find_octave(y, oinfo, n_oct, ROW0)
@@ -384,6 +485,18 @@ def build(t: Target):
 
     row_span = dev(row_span)
 
+    def row_span_u(S, p, ixa, fxa, ixb, fxb):
+        # row_span with unsigned flat indices (p, ixa, ixb are np.uint64).
+        one = np.uint64(1)
+        sa = S[p + ixa]
+        sb = S[p + ixb]
+        d = float(sb - sa)
+        d += fxb * float(S[p + ixb + one] - sb)
+        d -= fxa * float(S[p + ixa + one] - sa)
+        return d
+
+    row_span_u = dev(row_span_u)
+
     def box_mean(S, W, H, xa, xb, ya, yb):
         # Mean of the piecewise-constant image over [xa, xb) x [ya, yb) (integral-image coordinates, inside
         # [0, W] x [0, H]): the integral image is bilinear inside each cell, so four rows of four reads suffice.
@@ -406,27 +519,16 @@ def build(t: Target):
 
     def atan2_deg(y, x):
         # OpenCV's fastAtan2 polynomial (degrees in [0, 360), error about 0.01 degree): cheaper than libm's atan2,
-        # and the same rounding of angles to whole degrees as OpenCV's orientation histogram.
+        # and the same rounding of angles to whole degrees as OpenCV's orientation histogram. Written with
+        # selects instead of branches: the quadrant of a Haar response is a coin toss for the branch predictor.
         ax = abs(x)
         ay = abs(y)
-        if ax >= ay:
-            c = ay / (ax + 2.220446049250313e-16)
-            c2 = c * c
-            a = (
-                ((-2.5397245532480937 * c2 + 8.914000133129813) * c2 - 18.66744610461362) * c2 + 57.283623713809675
-            ) * c
-        else:
-            c = ax / (ay + 2.220446049250313e-16)
-            c2 = c * c
-            a = (
-                90.0
-                - (((-2.5397245532480937 * c2 + 8.914000133129813) * c2 - 18.66744610461362) * c2 + 57.283623713809675)
-                * c
-            )
-        if x < 0.0:
-            a = 180.0 - a
-        if y < 0.0:
-            a = 360.0 - a
+        c = min(ax, ay) / (max(ax, ay) + 2.220446049250313e-16)
+        c2 = c * c
+        a = (((-2.5397245532480937 * c2 + 8.914000133129813) * c2 - 18.66744610461362) * c2 + 57.283623713809675) * c
+        a = 90.0 - a if ay > ax else a
+        a = 180.0 - a if x < 0.0 else a
+        a = 360.0 - a if y < 0.0 else a
         return a
 
     atan2_deg = dev(atan2_deg)
@@ -439,22 +541,29 @@ def build(t: Target):
 
     clamp_span = dev(clamp_span)
 
-    def box_mean_inside(S, Wp, xa, xb, ya, yb, inv_area):
-        # box_mean for a box known to lie inside [0, W-1) x [0, H-1): no clamping, truncation is floor, and the
-        # area is the keypoint's s * s (checked once per keypoint by ``window_inside``).
-        ixa = int(xa)
-        ixb = int(xb)
-        iya = int(ya)
-        iyb = int(yb)
-        fxa = xa - ixa
-        fxb = xb - ixb
-        fya = ya - iya
-        fyb = yb - iyb
-        top = row_span(S, iya * Wp, ixa, fxa, ixb, fxb)
-        top += fya * (row_span(S, (iya + 1) * Wp, ixa, fxa, ixb, fxb) - top)
-        bot = row_span(S, iyb * Wp, ixa, fxa, ixb, fxb)
-        bot += fyb * (row_span(S, (iyb + 1) * Wp, ixa, fxa, ixb, fxb) - bot)
+    def box_from_floors(S, Wp, fa, fb, ga, gb, xa, xb, ya, yb, inv_area):
+        # Mean over [xa, xb) x [ya, yb) inside the image from the floors of its edges (fa = floor(xa) ...): the
+        # integral image is bilinear inside each cell, so four rows of four reads suffice. Unsigned indices and
+        # fractions taken in floating point (measured 25% faster than int() round trips with signed indices).
+        ixa = np.uint64(fa)
+        ixb = np.uint64(fb)
+        wp = np.uint64(Wp)
+        p0 = np.uint64(ga) * wp
+        p2 = np.uint64(gb) * wp
+        top = row_span_u(S, p0, ixa, xa - fa, ixb, xb - fb)
+        top += (ya - ga) * (row_span_u(S, p0 + wp, ixa, xa - fa, ixb, xb - fb) - top)
+        bot = row_span_u(S, p2, ixa, xa - fa, ixb, xb - fb)
+        bot += (yb - gb) * (row_span_u(S, p2 + wp, ixa, xa - fa, ixb, xb - fb) - bot)
         return (bot - top) * inv_area
+
+    box_from_floors = dev(box_from_floors)
+
+    def box_mean_inside(S, Wp, xa, xb, ya, yb, inv_area):
+        # box_mean for a box known to lie inside [0, W-1) x [0, H-1): no clamping, and the area is the
+        # keypoint's s * s (checked once per keypoint by ``window_inside``).
+        return box_from_floors(
+            S, Wp, math.floor(xa), math.floor(xb), math.floor(ya), math.floor(yb), xa, xb, ya, yb, inv_area
+        )
 
     box_mean_inside = dev(box_mean_inside)
 
@@ -473,16 +582,15 @@ def build(t: Target):
 
     ori_geometry = dev(ori_geometry)
 
-    def ori_sample(q, cx, cy, s, gws, S, H, W, ori_pts, ori_w, sh, sb):
-        # Haar responses of orientation sample q, added to its 5-degree group (and to its edge bin when the
-        # rounded angle is a multiple of 5): a window of rounded angles [5m - 29, 5m + 29] is then twelve groups
-        # less one edge bin, the same set of samples as OpenCV's test |angle - 5m| < 30 on cvRound(angle).
+    def ori_response(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w):
+        # Gaussian-weighted Haar responses (dx, dy) of side gws at orientation sample q; valid = 0 when the
+        # wavelet leaves the image (OpenCV skips those samples).
         h = gws // 2
         off = (gws - 1) * 0.5
         x = int(math.floor(cx + ori_pts[q, 0] * s - off + 0.5))
         y = int(math.floor(cy + ori_pts[q, 1] * s - off + 0.5))
         if y < 0 or y >= H + 1 - gws or x < 0 or x >= W + 1 - gws:
-            return
+            return 0, 0.0, 0.0
         Wp = W + 1
         p = y * Wp + x
         t0 = S[ux(p)]
@@ -497,21 +605,40 @@ def build(t: Target):
         right = float(b2 - t2 - b1 + t1)
         top = float(m2 - t2 - m0 + t0)
         bottom = float(b2 - m2 - b0 + m0)
-        w = float(ori_w[q]) / (h * gws)
-        vx = (right - left) * w
-        vy = (top - bottom) * w  # OpenCV's dy wavelet: +1 on top, -1 below
+        w = float(ori_w[q]) * inv
+        return 1, (right - left) * w, (top - bottom) * w  # OpenCV's dy wavelet: +1 on top, -1 below
+
+    ori_response = dev(ori_response)
+
+    def ori_angle(vx, vy):
+        # The response's angle rounded to a whole degree, in [0, 360).
         ai = int(math.floor(atan2_deg(vy, vx) + 0.5))
-        if ai >= N_ORI:
-            ai -= N_ORI
+        return ai - N_ORI if ai >= N_ORI else ai
+
+    ori_angle = dev(ori_angle)
+
+    def ori_bin(q, ai, vx, vy, sh, sb):
+        # Adds a response to its 5-degree group (and to its edge bin when the rounded angle is a multiple of 5):
+        # a window of rounded angles [5m - 29, 5m + 29] is then twelve groups less one edge bin, the same set of
+        # samples as OpenCV's test |angle - 5m| < 30 on cvRound(angle).
         g = (ai + 4) // 5
-        if g >= N_GRP:
-            g -= N_GRP
+        g = g - N_GRP if g >= N_GRP else g
+        e = ai // 5
+        # Not a multiple of 5: into one of 8 spare edge bins, never read (a select, not a branch the predictor
+        # misses one time in five; rotating spares keep successive samples off one memory dependency chain).
+        e = e if ai == 5 * e else N_GRP + (q & 7)
         hadd(sh, sb + SH_GX + g, vx)
         hadd(sh, sb + SH_GY + g, vy)
-        if ai - 5 * (ai // 5) == 0:
-            hadd(sh, sb + SH_EX + ai // 5, vx)
-            hadd(sh, sb + SH_EY + ai // 5, vy)
-        hadd(sh, sb + SH_NORI, 1.0)
+        hadd(sh, sb + SH_EX + e, vx)
+        hadd(sh, sb + SH_EY + e, vy)
+
+    ori_bin = dev(ori_bin)
+
+    def ori_sample(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w, sh, sb):
+        valid, vx, vy = ori_response(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w)
+        if valid != 0:
+            ori_bin(q, ori_angle(vx, vy), vx, vy, sh, sb)
+        return valid
 
     ori_sample = dev(ori_sample)
 
@@ -541,22 +668,26 @@ def build(t: Target):
 
     window_inside = dev(window_inside)
 
-    def patch_sample(q, cx, cy, s, ct, st, inside, S, H, W):
-        # Descriptor window sample q (row-major, PATCH+1 per side, s apart, rotated by the keypoint angle): the
-        # mean over an s x s box (what OpenCV's bilinear window + INTER_AREA resize computes, read from the
-        # integral image so the cost does not grow with the scale).
-        npx = PATCH + 1
-        pr = q // npx
-        pc = q - pr * npx
+    def patch_box(pr, pc, cx, cy, s, ct, st):
+        # Box of descriptor window sample (pr, pc) (PATCH+1 per side, s apart, rotated by the keypoint angle), in
+        # integral-image coordinates: its s x s box mean is what OpenCV's bilinear window + INTER_AREA resize
+        # computes, read from the integral image so the cost does not grow with the scale.
         v = (pr - PATCH * 0.5) * s
         u = (pc - PATCH * 0.5) * s
         px = cx + u * ct - v * st + 0.5
         py = cy + u * st + v * ct + 0.5
         hs = 0.5 * s
+        return px - hs, px + hs, py - hs, py + hs
+
+    patch_box = dev(patch_box)
+
+    def patch_sample(q, cx, cy, s, ct, st, inside, S, H, W):
+        pr = q // (PATCH + 1)
+        xa, xb, ya, yb = patch_box(pr, q - pr * (PATCH + 1), cx, cy, s, ct, st)
         if inside:
-            return box_mean_inside(S, W + 1, px - hs, px + hs, py - hs, py + hs, 1.0 / (s * s))
-        xa, xb = clamp_span(px - hs, px + hs, W)
-        ya, yb = clamp_span(py - hs, py + hs, H)
+            return box_mean_inside(S, W + 1, xa, xb, ya, yb, 1.0 / (s * s))
+        xa, xb = clamp_span(xa, xb, W)
+        ya, yb = clamp_span(ya, yb, H)
         return box_mean(S, W, H, xa, xb, ya, yb)
 
     patch_sample = dev(patch_sample)
@@ -579,10 +710,10 @@ def build(t: Target):
             for pc in range(c0, c0 + 5):
                 dw = float(desc_w[pr, pc])
                 q = pb + pr * npx + pc
-                p00 = float(sh[q])
-                p01 = float(sh[q + 1])
-                p10 = float(sh[q + npx])
-                p11 = float(sh[q + npx + 1])
+                p00 = float(sh[ux(q)])
+                p01 = float(sh[ux(q + 1)])
+                p10 = float(sh[ux(q + npx)])
+                p11 = float(sh[ux(q + npx + 1)])
                 tx = (p01 - p00 + p11 - p10) * dw
                 ty = (p10 - p00 + p11 - p01) * dw
                 if extended != 0:
@@ -634,19 +765,35 @@ def build(t: Target):
 
     def best_angle(sh, sb):
         # Sliding 60 degree window in 5 degree steps, first strongest wins (OpenCV's strict '>'); -1 when no
-        # orientation sample fell inside the image.
+        # orientation sample fell inside the image. The window moves by one group per step (float64 running
+        # sums of float32 groups); its edge bin is subtracted per window.
         if sh[sb + SH_NORI] == 0.0:
             return -1.0
+        rx = 0.0
+        ry = 0.0
+        for d in range(-5, 7):
+            g = d + N_GRP if d < 0 else d
+            rx += sh[sb + SH_GX + g]
+            ry += sh[sb + SH_GY + g]
         best = 0.0
         bx = 0.0
         by = 0.0
         for m in range(N_GRP):
-            sx, sy = ori_window(m, sh, sb)
+            e = m + 6
+            e = e - N_GRP if e >= N_GRP else e
+            sx = rx - sh[sb + SH_EX + e]
+            sy = ry - sh[sb + SH_EY + e]
             mod = sx * sx + sy * sy
             if mod > best:
                 best = mod
                 bx = sx
                 by = sy
+            gi = m + 7
+            gi = gi - N_GRP if gi >= N_GRP else gi
+            go = m - 5
+            go = go + N_GRP if go < 0 else go
+            rx += float(sh[sb + SH_GX + gi]) - float(sh[sb + SH_GX + go])
+            ry += float(sh[sb + SH_GY + gi]) - float(sh[sb + SH_GY + go])
         angle = atan2_deg(-by, bx)
         if angle >= 360.0:
             angle -= 360.0
@@ -654,10 +801,31 @@ def build(t: Target):
 
     best_angle = dev(best_angle)
 
-    def describe_one(k, sb, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, sh, out_angle,
-                     out_desc, out_ok):
-        # One keypoint, start to end, on one thread (the CPU composition of the phases; the CUDA kernel below
-        # spreads the same phases over a block).
+    def describe_one(
+        k,
+        sb,
+        S,
+        H,
+        W,
+        kxy,
+        ksize,
+        upright,
+        extended,
+        ori_pts,
+        ori_w,
+        n_ori,
+        desc_w,
+        sh,
+        tmp,
+        tb,
+        out_angle,
+        out_desc,
+        out_ok,
+    ):
+        # One keypoint, start to end, on one thread: the CPU composition of the phases (the CUDA kernel spreads
+        # the same phases over a block). Loops that gather from the integral image are split from the arithmetic
+        # around them (through the float64 scratch ``tmp``), so that the arithmetic vectorises: measured 1.8x on
+        # the window samples.
         cx, cy, s = kp_scale(k, kxy, ksize)
         out_ok[k] = 0
         angle = 270.0  # OpenCV's upright convention: the window's x axis points up the image
@@ -667,8 +835,23 @@ def build(t: Target):
                 return
             for b in range(SH_ORI):
                 sh[sb + b] = 0.0
+            inv = 1.0 / ((gws // 2) * gws)
+            n_in = 0
             for q in range(n_ori):
-                ori_sample(q, cx, cy, s, gws, S, H, W, ori_pts, ori_w, sh, sb)
+                valid, vx, vy = ori_response(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w)
+                tmp[ux(tb + T_VX + q)] = vx
+                tmp[ux(tb + T_VY + q)] = vy
+                tmp[ux(tb + T_AI + q)] = valid
+                n_in += valid
+            for q in range(n_ori):
+                vx = tmp[ux(tb + T_VX + q)]
+                vy = tmp[ux(tb + T_VY + q)]
+                tmp[ux(tb + T_AI + q)] = ori_angle(vx, vy) if tmp[ux(tb + T_AI + q)] else -1
+            for q in range(n_ori):
+                ai = int(tmp[ux(tb + T_AI + q)])
+                if ai >= 0:
+                    ori_bin(q, ai, tmp[ux(tb + T_VX + q)], tmp[ux(tb + T_VY + q)], sh, sb)
+            sh[sb + SH_NORI] = n_in
             angle = best_angle(sh, sb)
             if angle < 0.0:
                 return
@@ -677,12 +860,38 @@ def build(t: Target):
         ct = math.cos(t)
         st = math.sin(t)
         pb = sb + SH_PATCH
+        npx = PATCH + 1
         if window_inside(cx, cy, s, ct, st, H, W):
-            for q in range(N_PATCH):
-                sh[pb + q] = patch_sample(q, cx, cy, s, ct, st, True, S, H, W)
+            inv_area = 1.0 / (s * s)
+            Wp = W + 1
+            for pr in range(npx):
+                for pc in range(npx):
+                    xa, xb, ya, yb = patch_box(pr, pc, cx, cy, s, ct, st)
+                    tmp[ux(tb + T_XA + pc)] = xa
+                    tmp[ux(tb + T_XB + pc)] = xb
+                    tmp[ux(tb + T_YA + pc)] = ya
+                    tmp[ux(tb + T_YB + pc)] = yb
+                    tmp[ux(tb + T_FA + pc)] = math.floor(xa)
+                    tmp[ux(tb + T_FB + pc)] = math.floor(xb)
+                    tmp[ux(tb + T_GA + pc)] = math.floor(ya)
+                    tmp[ux(tb + T_GB + pc)] = math.floor(yb)
+                for pc in range(npx):
+                    sh[ux(pb + pr * npx + pc)] = box_from_floors(
+                        S,
+                        Wp,
+                        tmp[ux(tb + T_FA + pc)],
+                        tmp[ux(tb + T_FB + pc)],
+                        tmp[ux(tb + T_GA + pc)],
+                        tmp[ux(tb + T_GB + pc)],
+                        tmp[ux(tb + T_XA + pc)],
+                        tmp[ux(tb + T_XB + pc)],
+                        tmp[ux(tb + T_YA + pc)],
+                        tmp[ux(tb + T_YB + pc)],
+                        inv_area,
+                    )
         else:
             for q in range(N_PATCH):
-                sh[pb + q] = patch_sample(q, cx, cy, s, ct, st, False, S, H, W)
+                sh[ux(pb + q)] = patch_sample(q, cx, cy, s, ct, st, False, S, H, W)
         dim = 128 if extended != 0 else 64
         kd = k * dim
         for c in range(16):
@@ -694,14 +903,22 @@ def build(t: Target):
 
     if t.is_cuda:
         describe = _cuda_describe(
-            t, kp_scale, ori_geometry, ori_sample, ori_window, best_angle, window_inside, patch_sample, cell_desc,
+            t,
+            kp_scale,
+            ori_geometry,
+            ori_sample,
+            hadd,
+            best_angle,
+            window_inside,
+            patch_sample,
+            cell_desc,
             desc_scale,
         )
     else:
         describe = _cpu_describe(t, describe_one)
 
     return {
-        "det": t.grid2d(det_body, nargs=15),
+        "det": t.grid2d(det_body, nargs=16),
         "nms": t.grid2d(nms_body, nargs=11),
         "interp": t.grid1d(interp_body, nargs=15),
         "describe": describe,
@@ -715,27 +932,67 @@ def _cpu_describe(t: Target, describe_one):
 
     one = numba.njit(cache=False)(describe_one)
 
-    def describe(n, chunk, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, scratch, out_angle,
-                 out_desc, out_ok):
+    def describe(
+        n,
+        chunk,
+        S,
+        H,
+        W,
+        kxy,
+        ksize,
+        upright,
+        extended,
+        ori_pts,
+        ori_w,
+        n_ori,
+        desc_w,
+        scratch,
+        tmp,
+        out_angle,
+        out_desc,
+        out_ok,
+    ):
         nch = (n + chunk - 1) // chunk
         for c in numba.prange(nch):
             sb = c * SH_LEN
+            tb = c * T_LEN
             for k in range(c * chunk, min(n, c * chunk + chunk)):
-                one(k, sb, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, scratch,
-                    out_angle, out_desc, out_ok)
+                one(
+                    k,
+                    sb,
+                    S,
+                    H,
+                    W,
+                    kxy,
+                    ksize,
+                    upright,
+                    extended,
+                    ori_pts,
+                    ori_w,
+                    n_ori,
+                    desc_w,
+                    scratch,
+                    tmp,
+                    tb,
+                    out_angle,
+                    out_desc,
+                    out_ok,
+                )
 
     return numba.njit(parallel=t.parallel, cache=False)(describe)
 
 
-def _cuda_describe(t, kp_scale, ori_geometry, ori_sample, ori_window, best_angle, window_inside, patch_sample,
-                   cell_desc, desc_scale):
+def _cuda_describe(
+    t, kp_scale, ori_geometry, ori_sample, hadd, best_angle, window_inside, patch_sample, cell_desc, desc_scale
+):
     """One block of ``DESC_THREADS`` per keypoint: threads share the orientation samples, the 72 windows, the
     441 window samples and the 16 sub-regions; the histogram, window sums, samples and norms live in shared memory.
     Every ``syncthreads`` is reached by all threads of the block (decisions are broadcast through shared memory)."""
-    from numba import cuda, float32
+    from numba import float32
 
-    def kernel(n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc,
-               out_ok):
+    _bind_cuda()  # the kernel reads the module global ``cuda`` (the simulator swaps it for its own)
+
+    def kernel(n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok):
         k = cuda.blockIdx.x
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
@@ -748,18 +1005,23 @@ def _cuda_describe(t, kp_scale, ori_geometry, ori_sample, ori_window, best_angle
             sh[b] = 0.0
         cuda.syncthreads()
         if upright == 0 and gws > 0:
+            inv = 1.0 / ((gws // 2) * gws)
+            n_in = 0
             for q in range(tid, n_ori, nt):
-                ori_sample(q, cx, cy, s, gws, S, H, W, ori_pts, ori_w, sh, 0)
+                n_in += ori_sample(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w, sh, 0)
+            if n_in > 0:
+                hadd(sh, SH_NORI, float(n_in))
         cuda.syncthreads()
         if tid == 0:
-            if upright != 0:
-                sh[SH_ANGLE] = 270.0
-            elif gws == 0:
-                sh[SH_ANGLE] = -1.0
-            else:
-                sh[SH_ANGLE] = best_angle(sh, 0)
+            a = 270.0  # OpenCV's upright convention
+            if upright == 0:
+                a = best_angle(sh, 0) if gws > 0 else -1.0
+            # float64 through float32 shared memory: the value and its remainder, so every thread (and the CPU
+            # build) rotates the window by the same angle
+            sh[SH_ANGLE] = a
+            sh[SH_ANGLE + 1] = a - float(sh[SH_ANGLE])
         cuda.syncthreads()
-        angle = float(sh[SH_ANGLE])
+        angle = float(sh[SH_ANGLE]) + float(sh[SH_ANGLE + 1])
         if angle < 0.0:
             if tid == 0:
                 out_ok[k] = 0
@@ -785,8 +1047,9 @@ def _cuda_describe(t, kp_scale, ori_geometry, ori_sample, ori_window, best_angle
 
     kern = cuda.jit(kernel)
 
-    def launch(n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc,
-               out_ok, stream=0):
+    def launch(
+        n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok, stream=0
+    ):
         if n <= 0:
             return
         t.launches += 1

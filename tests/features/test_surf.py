@@ -20,7 +20,7 @@ from objrec.features import SURF
 from objrec.features import _surf_kernels as K
 from objrec.features.surf import _integral, hessian_boxes, surf_plan
 from objrec.imageio import InputError
-from objrec.types import Features
+from objrec.types import Features, Regions
 
 # --------------------------------------------------------------------------- helpers
 
@@ -172,7 +172,8 @@ def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None):
     gr, gc = plan["grid"]
     kern = K.kernels_for("cpu")
     args = (S, M, det, plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"], int(mask is not None))
-    kern["det"](gr, 1, *args, plan["n_oct"], plan["n_layers"], H, W, gc)
+    no_boxes, counts = np.zeros((1, 4), np.int32), np.zeros(2 * gr + 2, np.int64)
+    kern["det"](gr, 1, *args, plan["n_oct"], plan["n_layers"], H, W, gc, no_boxes, 0, counts)
     return plan, det, S, M
 
 
@@ -253,8 +254,10 @@ def test_cross_regression_from_opencv():
 def test_max_features_keeps_the_strongest():
     img = _textured(160, 200, seed=4)
     full = SURF(100, backend="cpu").detect_and_compute(img)
-    top = SURF(100, max_features=25, backend="cpu").detect_and_compute(img)
+    s = SURF(100, max_features=25, backend="cpu")
+    top = s.detect_and_compute(img)
     assert len(full) > 25 and len(top) == 25
+    assert s.last_stats_["described"] == 25, "the strongest are chosen before description, not after"
     np.testing.assert_array_equal(top.xy, full.xy[:25])
     np.testing.assert_array_equal(top.descriptors, full.descriptors[:25])
     assert len(SURF(100, max_features=0, backend="cpu").detect_and_compute(img)) == 0
@@ -296,6 +299,67 @@ def test_mask_restricts_computation_and_results():
     assert computed < 0.6
     # an empty mask computes nothing and finds nothing
     assert len(s.detect_and_compute(img, np.zeros(img.shape, bool))) == 0
+
+
+def _same_features(a: Features, b: Features) -> None:
+    assert len(a) == len(b)
+    for name in ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_regions_equal_the_mask_of_their_union_and_restrict_the_work():
+    img = _textured(200, 240, seed=5)
+    # overlapping boxes, one reaching past the frame (clipped), one tiny
+    boxes = np.array([[20, 30, 110, 120], [90, 100, 170, 190], [200, -10, 260, 60], [5, 180, 9, 184]], np.int32)
+    regions = Regions(boxes, np.ones(len(boxes), np.float32))
+    union = np.zeros(img.shape, np.uint8)
+    for x0, y0, x1, y1 in boxes:
+        union[max(y0, 0) : y1, max(x0, 0) : x1] = 1
+    s = SURF(100, backend="cpu")
+    by_mask = s.detect_and_compute(img, union)
+    det_mask = next(iter(s._plans_.values()))["det"].copy()
+    stats_mask = dict(s.last_stats_)
+    by_regions = s.detect_and_compute(img, regions=regions)
+    det_regions = next(iter(s._plans_.values()))["det"]
+    stats_regions = dict(s.last_stats_)
+    assert len(by_regions) > 10
+    _same_features(by_regions, by_mask)
+    np.testing.assert_array_equal(det_regions, det_mask)
+    # the same Hessians are evaluated, but the boxes path visits only the columns their filters reach
+    assert stats_regions["det_samples"] == stats_mask["det_samples"]
+    assert stats_mask["det_visited"] == stats_mask["det_samples_frame"]
+    assert stats_regions["det_visited"] == stats_regions["det_samples"]
+    assert stats_regions["det_visited"] < 0.8 * stats_mask["det_visited"]
+    # keypoints lie inside the union (OpenCV's mask rule puts the centre's filter half inside)
+    xi, yi = by_regions.xy.astype(int).T
+    assert union[np.clip(yi, 0, 199), np.clip(xi, 0, 239)].mean() > 0.9
+
+
+def test_regions_with_mask_small_regions_and_edge_cases():
+    img = _textured(200, 240, seed=6)
+    s = SURF(100, backend="cpu")
+    mask = np.zeros(img.shape, np.uint8)
+    mask[:, 50:200] = 1
+    boxes = np.array([[10, 10, 120, 150]], np.int32)
+    regions = Regions(boxes, np.ones(1, np.float32))
+    both = s.detect_and_compute(img, mask, regions)
+    visited_both = s.last_stats_["det_visited"]
+    inter = mask.copy()
+    inter[:, :] = 0
+    inter[10:150, 50:120] = 1
+    _same_features(both, s.detect_and_compute(img, inter))
+    assert visited_both < s.last_stats_["det_visited"]
+    # a region covering the frame is the same as no region
+    _same_features(s.detect_and_compute(img, regions=Regions.full(240, 200)), s.detect_and_compute(img))
+    # a small region: work proportional to it
+    small = Regions(np.array([[100, 80, 140, 120]], np.int32), np.ones(1, np.float32))
+    s.detect_and_compute(img, regions=small)
+    assert s.last_stats_["det_visited"] < 0.25 * s.last_stats_["det_samples_frame"]
+    # no boxes: nothing visited, nothing found
+    assert len(s.detect_and_compute(img, regions=Regions.empty())) == 0
+    assert s.last_stats_["det_visited"] == 0
+    with pytest.raises(InputError, match="regions"):
+        s.detect_and_compute(img, regions=np.array([[0, 0, 10, 10]]))
 
 
 def test_bool_mask_equals_uint8_mask():
