@@ -60,6 +60,9 @@ SH_ANGLE = SH_ORI
 SH_SQ = SH_ANGLE + 2
 SH_PATCH = SH_SQ + 16
 SH_LEN = SH_PATCH + N_PATCH
+# LLVM may reassociate and contract in the CPU describe (no nnan/ninf: NaN and inf keep their meaning):
+# measured 11% faster, descriptors within 3e-7 and the same angles on 4000 keypoints.
+DESC_FASTMATH = frozenset({"contract", "reassoc", "nsz", "arcp"})
 DESC_THREADS = 64
 # CPU-only float64 scratch of ``describe`` (per chunk): orientation responses, one row of window boxes.
 N_ORI_MAX = 128  # orientation samples: 109 for radius 6
@@ -930,7 +933,7 @@ def _cpu_describe(t: Target, describe_one):
     its own ``SH_LEN`` slice of ``scratch`` (stays in cache across the chunk; no per-keypoint buffers)."""
     import numba
 
-    one = numba.njit(cache=False)(describe_one)
+    one = numba.njit(cache=False, fastmath=set(DESC_FASTMATH))(describe_one)
 
     def describe(
         n,
