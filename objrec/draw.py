@@ -72,10 +72,6 @@ def draw_detections(
         cv2.putText(out, label, (int(x) + 2, y), cv2.FONT_HERSHEY_SIMPLEX, fs, (0, 0, 0), thick, cv2.LINE_AA)
     for i, text in enumerate(lines):
         y = int((24 + 22 * i) * scale)
-        cv2.putText(
-            out, text, (8, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (0, 0, 0), thick + 2, cv2.LINE_AA
-        )
-        cv2.putText(
-            out, text, (8, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (255, 255, 255), thick, cv2.LINE_AA
-        )
+        cv2.putText(out, text, (8, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (0, 0, 0), thick + 2, cv2.LINE_AA)
+        cv2.putText(out, text, (8, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (255, 255, 255), thick, cv2.LINE_AA)
     return out

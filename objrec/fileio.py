@@ -90,6 +90,4 @@ def load_npz_verified(path: str | os.PathLike, expected_sha256: str | None) -> d
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise FileFormatError(
-            f"{path}: not a readable .npz array file ({type(exc).__name__}: {exc})"
-        ) from None
+        raise FileFormatError(f"{path}: not a readable .npz array file ({type(exc).__name__}: {exc})") from None

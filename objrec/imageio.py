@@ -32,9 +32,7 @@ def check_frame(frame: Any, name: str = "frame") -> np.ndarray:
     if frame.size == 0:
         raise InputError(f"{name}: empty image (shape {frame.shape})")
     if frame.dtype != np.uint8:
-        hint = (
-            " (16-bit: scale to 8 bit, e.g. (img >> 8).astype(np.uint8))" if frame.dtype == np.uint16 else ""
-        )
+        hint = " (16-bit: scale to 8 bit, e.g. (img >> 8).astype(np.uint8))" if frame.dtype == np.uint16 else ""
         raise InputError(f"{name}: expected dtype uint8, got {frame.dtype}{hint}")
     if frame.ndim == 3 and frame.shape[2] == 1:
         frame = frame[:, :, 0]
@@ -44,9 +42,7 @@ def check_frame(frame: Any, name: str = "frame") -> np.ndarray:
     if h < 16 or w < 16:
         raise InputError(f"{name}: image {w}x{h} is too small (need at least 16x16)")
     if h * w > MAX_PIXELS:
-        raise InputError(
-            f"{name}: image {w}x{h} exceeds the limit of {MAX_PIXELS} pixels; downscale it first"
-        )
+        raise InputError(f"{name}: image {w}x{h} exceeds the limit of {MAX_PIXELS} pixels; downscale it first")
     return frame
 
 

@@ -34,9 +34,7 @@ __all__ = ["Target", "get_target"]
 class Target:
     """A compilation target: ``"cpu"`` (numba.njit) or ``"cuda"`` (numba.cuda.jit, real or simulated)."""
 
-    def __init__(
-        self, name: str, parallel: bool = True, block1d: int = 128, block2d: tuple[int, int] = (8, 32)
-    ):
+    def __init__(self, name: str, parallel: bool = True, block1d: int = 128, block2d: tuple[int, int] = (8, 32)):
         if name not in ("cpu", "cuda"):
             raise ValueError(f"target: expected 'cpu' or 'cuda', got {name!r}")
         self.name = name
@@ -68,12 +66,7 @@ class Target:
 
             ns["cuda"] = cuda
             if ndim == 1:
-                src = (
-                    f"def kernel(n{sep}{args}):\n"
-                    f"    i = cuda.grid(1)\n"
-                    f"    if i < n:\n"
-                    f"        body(i{sep}{args})\n"
-                )
+                src = f"def kernel(n{sep}{args}):\n    i = cuda.grid(1)\n    if i < n:\n        body(i{sep}{args})\n"
             else:
                 src = (
                     f"def kernel(h, w{sep}{args}):\n"

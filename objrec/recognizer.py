@@ -86,6 +86,8 @@ class Recognizer:
         Re-verify last frame's objects first in a window around them.
     clock : object with ``now() -> ms``, optional
         For tests (a fake clock); default ``time.perf_counter``.
+    scene_max_features : int, optional
+        With a budget, SURF describes at most this many of a frame's strongest keypoints.
 
     Examples
     --------
@@ -108,6 +110,7 @@ class Recognizer:
         track: bool = True,
         clock: Any = None,
         max_regions: int = 8,
+        scene_max_features: int | None = 800,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -131,7 +134,11 @@ class Recognizer:
         self._sizes = {o.name: (o.width, o.height) for o in objects}
         from objrec.features import make_detector
 
-        self._extractors = {k: make_detector(k, backend=backend, **self.db.detectors[k]) for k in self.kinds}
+        params = {k: dict(self.db.detectors[k]) for k in self.kinds}
+        if budget_ms is not None and "surf" in params and scene_max_features:
+            # Under a budget, describe only the strongest responses: SURF picks them before description.
+            params["surf"].setdefault("max_features", int(scene_max_features))
+        self._extractors = {k: make_detector(k, backend=backend, **params[k]) for k in self.kinds}
         xp: Any = np
         if self.backend == "gpu":
             import cupy

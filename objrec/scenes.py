@@ -205,9 +205,7 @@ def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray) -> np.ndarra
     return alpha >= 128
 
 
-def _fit_background(
-    background: np.ndarray, frame_size: tuple[int, int], rng: np.random.Generator
-) -> np.ndarray:
+def _fit_background(background: np.ndarray, frame_size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     fw, fh = frame_size
     bg = to_bgr(check_frame(background, "background"))
     bh, bw = bg.shape[:2]

@@ -24,9 +24,7 @@ def _as(name: str, a: Any, dtype: Any, shape_tail: tuple[int | None, ...], n: in
         raise ValueError(f"{name}: expected {n} rows (one per keypoint/box), got {arr.shape[0]}")
     for axis, want in enumerate(shape_tail, start=1):
         if want is not None and arr.shape[axis] != want:
-            raise ValueError(
-                f"{name}: expected shape (N, {', '.join(str(s) for s in shape_tail)}), got {arr.shape}"
-            )
+            raise ValueError(f"{name}: expected shape (N, {', '.join(str(s) for s in shape_tail)}), got {arr.shape}")
     return arr
 
 
@@ -231,9 +229,7 @@ class Detection:
             raise ValueError(f"score: expected a value in [0, 1], got {score}")
         H = np.asarray(self.homography, np.float64)
         if H.shape != (3, 3) or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
-            raise ValueError(
-                f"homography: expected a finite 3x3 matrix with H[2,2] != 0, got shape {H.shape}"
-            )
+            raise ValueError(f"homography: expected a finite 3x3 matrix with H[2,2] != 0, got shape {H.shape}")
         corners = np.asarray(self.corners, np.float64)
         if corners.shape != (4, 2):
             raise ValueError(f"corners: expected shape (4, 2), got {corners.shape}")

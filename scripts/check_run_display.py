@@ -58,20 +58,33 @@ def main() -> int:
     frames = tmp / "frames"
     frames.mkdir()
     for i in range(40):
-        s = compose_scene(sample_background((640, 480), seed=i % 3), {"cover": obj}, rng=i, frame_size=(640, 480),
-                          area_fraction=(0.15, 0.2), max_rotation=20)
+        s = compose_scene(
+            sample_background((640, 480), seed=i % 3),
+            {"cover": obj},
+            rng=i,
+            frame_size=(640, 480),
+            area_fraction=(0.15, 0.2),
+            max_rotation=20,
+        )
         cv2.imwrite(str(frames / f"{i:03d}.png"), s.image)
     objrec = [sys.executable, "-m", "objrec"]
     subprocess.run(objrec + ["enroll", "--db", str(tmp / "db"), f"cover={tmp / 'cover.png'}"], check=True)
     display = ":97"
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    xvfb = subprocess.Popen(
+        ["Xvfb", display, "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb")
     try:
         time.sleep(1.5)
-        run = subprocess.Popen(objrec + ["run", "--db", str(tmp / "db"), "--source", str(frames), "--realtime",
-                                         "--budget-ms", "200"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+        run = subprocess.Popen(
+            objrec + ["run", "--db", str(tmp / "db"), "--source", str(frames), "--realtime", "--budget-ms", "200"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         shot = None
         for _ in range(60):  # wait until the window shows something, then take the screenshot
             time.sleep(0.5)
@@ -98,8 +111,10 @@ def main() -> int:
     outline = int((shot == color_for("cover")).all(axis=2).sum())
     white = int((shot == 255).all(axis=2).sum())
     ok = outline > 50 and white > 50
-    print(f"{'PASS' if ok else 'FAIL'}: screenshot {shot.shape[1]}x{shot.shape[0]}, {outline} outline pixels of "
-          f"'cover', {white} white overlay-text pixels; run: {out.strip().splitlines()[-1] if out.strip() else ''}")
+    print(
+        f"{'PASS' if ok else 'FAIL'}: screenshot {shot.shape[1]}x{shot.shape[0]}, {outline} outline pixels of "
+        f"'cover', {white} white overlay-text pixels; run: {out.strip().splitlines()[-1] if out.strip() else ''}"
+    )
     return 0 if ok else 1
 
 

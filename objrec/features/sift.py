@@ -106,9 +106,7 @@ class SIFT:
                 if self.backend == "auto":
                     resolved = "cpu"
                 else:
-                    raise NotImplementedError(
-                        f"SIFT backend={resolved!r} is not built in this version of objrec"
-                    )
+                    raise NotImplementedError(f"SIFT backend={resolved!r} is not built in this version of objrec")
             else:
                 return impl(self, img, m)
         kps, desc = self._opencv().detectAndCompute(img, m)

@@ -57,9 +57,7 @@ class DatabaseMatcher:
         numpy or cupy; with cupy the database descriptors stay resident on the device.
     """
 
-    def __init__(
-        self, objects: list[Any], kind: str, ratio: float = 0.75, mutual: bool = False, xp: Any = np
-    ):
+    def __init__(self, objects: list[Any], kind: str, ratio: float = 0.75, mutual: bool = False, xp: Any = np):
         self.kind = kind
         self.ratio = ratio
         self.mutual = mutual
@@ -101,9 +99,7 @@ class DatabaseMatcher:
         out = []
         for oi in np.unique(owner):
             sel = owner == oi
-            out.append(
-                Candidate(int(oi), self.xy[m.train_idx[sel]], scene.xy[m.query_idx[sel]], m.ratio[sel])
-            )
+            out.append(Candidate(int(oi), self.xy[m.train_idx[sel]], scene.xy[m.query_idx[sel]], m.ratio[sel]))
         out.sort(key=lambda c: -len(c.model_xy))
         return out
 

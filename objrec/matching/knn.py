@@ -169,9 +169,7 @@ class Matches:
 
     @classmethod
     def empty(cls) -> Matches:
-        return cls(
-            np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.float32)
-        )
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.float32))
 
 
 def ratio_match(

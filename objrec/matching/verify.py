@@ -177,9 +177,7 @@ def verify_homography(
     if k / n < p.min_inlier_ratio:
         return Failure("low_inlier_ratio", f"{k}/{n} < {p.min_inlier_ratio}")
     # Many matches onto one scene point (repeated texture) or from one model point are not evidence.
-    distinct = min(
-        len(np.unique(np.round(model_xy[inl]), axis=0)), len(np.unique(np.round(scene_xy[inl]), axis=0))
-    )
+    distinct = min(len(np.unique(np.round(model_xy[inl]), axis=0)), len(np.unique(np.round(scene_xy[inl]), axis=0)))
     if distinct < p.min_inliers:
         return Failure("too_few_distinct", f"{distinct} distinct inlier points < {p.min_inliers}")
     # Inliers on (nearly) one line do not constrain a homography: require spread in two directions.
