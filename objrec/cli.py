@@ -82,6 +82,14 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
         print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts})")
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
+    if args.train_prefilter:
+        from objrec.prefilter.model import RegionPrefilter
+
+        pf = RegionPrefilter().train(db, None, progress=True)
+        jpath, _ = pf.save(RegionPrefilter.default_path(db))
+        print(f"trained the prefilter for this content (embedded backgrounds): {jpath}")
+    elif (Path(args.db) / "prefilter.json").exists():
+        print("note: the database changed, so its prefilter is stale; retrain with objrec train-prefilter")
     return EXIT_OK
 
 
@@ -315,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--db", required=True, help="model database directory")
     e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: surf,sift)")
     e.add_argument("--replace", action="store_true", help="replace objects that are already enrolled")
+    e.add_argument(
+        "--train-prefilter",
+        action="store_true",
+        help="retrain the database's prefilter afterwards on embedded backgrounds (off by default; "
+        "objrec train-prefilter --backgrounds uses your own)",
+    )
     e.add_argument("objects", nargs="+", metavar="NAME=IMAGE", help="object name and image file")
     e.set_defaults(func=cmd_enroll)
 

@@ -138,3 +138,19 @@ def test_demo_runs_on_embedded_data(tmp_path):
         assert err < 2.0, line
     img = cv2.imread(str(tmp_path / "demo" / "demo_result.png"))
     assert img is not None and img.shape == (540, 960, 3)
+
+
+def test_enroll_train_prefilter_then_stale_after_change(files, tmp_path):
+    from objrec import ModelDB
+    from objrec.prefilter import RegionPrefilter
+
+    db = tmp_path / "db"
+    r = run_cli("enroll", "--db", str(db), "--train-prefilter", f"cover={files['cover']}")
+    assert r.returncode == 0, r.stderr
+    assert (db / "prefilter.json").exists() and RegionPrefilter.load_for(ModelDB.open(db))
+    r = run_cli("enroll", "--db", str(db), f"dahlia={files['dahlia']}")
+    assert r.returncode == 0 and "prefilter is stale" in r.stdout
+    r = run_cli("detect", "--db", str(db), "--json", str(files["scene"]))
+    assert r.returncode == 0
+    assert "warning" in r.stderr and "without the prefilter" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert [d["name"] for d in json.loads(r.stdout)["results"][0]["detections"]] == ["cover"]
