@@ -304,12 +304,92 @@ class Recognizer:
             timings[stage] = timings.get(stage, 0.0) + self.clock.now() - t
             return out
 
-        # 1. tracked objects first, best (most recently confirmed) first; the first one is mandatory.
         tracks = sorted(self._tracks.values(), key=lambda t: t.age) if self.track else []
+        if primary == "surf":
+            unsure = self._search_masked(frame, gray, sched, tracks, found, rejections, timed)
+        else:
+            unsure = self._search_crops(frame, gray, sched, tracks, found, rejections, timed)
+
+        # 3. escalation: the secondary detector (SIFT) where the primary was unsure.
+        self._escalate(gray, sched, unsure, found, rejections, timed)
+        return self._finish(found, rejections, timings, sched)
+
+    def _search_masked(self, frame, gray, sched, tracks, found, rejections, timed) -> list:
+        """One SURF pass over the union of the tracking windows and the prefilter's regions.
+
+        SURF computes responses only inside a mask, so its cost follows the searched area; one pass avoids
+        paying per-call overhead for every window. Candidates of tracked objects are verified first.
+        """
+        h, w = gray.shape
+        primary = self.primary
+        boxes = [b for b in (self._track_box(tr, w, h) for tr in tracks) if b is not None]
+        regions = timed("prefilter", lambda: self._regions(frame)) if self.prefilter is not None else Regions.full(w, h)
+        boxes += [tuple(int(v) for v in b) for b in regions.boxes[: self.max_regions]]
+        if not boxes:
+            return []
+        mask = np.zeros((h, w), np.uint8)
+        for x0, y0, x1, y1 in boxes:
+            mask[y0:y1, x0:x1] = 1
+        area = int(mask.sum())
+        if area > 0.9 * h * w:
+            mask, area = None, h * w
+        stage = f"features_{primary}"
+        # Mandatory extraction degrades resolution rather than be late; 60% of what is left goes to it.
+        scale = self._degrade_scale(stage, area, 0.6 * sched.remaining())
+        if scale < 1.0:
+            sched.skipped.append("full_resolution")
+        _, feats = sched.run(
+            f"search:{primary}",
+            lambda: timed(stage, lambda: self.extract(gray, primary, None, scale, mask)),
+            size=area * scale * scale,
+            mandatory=True,
+            stage=stage,
+        )
+        matcher = self._matchers[primary]
+        cands = timed("matching", lambda: matcher.candidates(feats))
+        rank = {tr.name: i for i, tr in enumerate(tracks)}
+        cands.sort(key=lambda c: (rank.get(matcher.names[c.object_index], len(rank)), -len(c.model_xy)))
+        unsure = []
+        for j, c in enumerate(cands):
+            name = matcher.names[c.object_index]
+            v = self._verify_unit(sched, c, name, (h, w), mandatory=(j == 0), timed=timed)
+            if v is None:
+                continue
+            if isinstance(v, Failure):
+                rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
+                if v.reason in ("too_few_inliers", "low_inlier_ratio", "too_few_matches"):
+                    unsure.append((0, 0, w, h))
+            else:
+                found[name] = v.to_detection(name)
+        return unsure
+
+    def _verify_unit(self, sched, c, name, shape, mandatory, timed):
+        """Verify one candidate as a scheduled unit; None when the budget did not admit it."""
+        wm, hm = self._sizes[name]
+        ran, v = sched.run(
+            f"verify:{name}",
+            lambda: timed(
+                "verification", lambda: verify_homography(c.model_xy, c.scene_xy, wm, hm, shape, self.verify_params)
+            ),
+            size=len(c.model_xy),
+            mandatory=mandatory,
+            stage="verify",
+        )
+        return v if ran else None
+
+    @staticmethod
+    def _track_box(tr: _Track, w: int, h: int) -> tuple[int, int, int, int] | None:
+        lo, hi = tr.corners.min(axis=0), tr.corners.max(axis=0)
+        grow = (hi - lo) * TRACK_GROW
+        return _clip_box(*(lo - grow), *(hi + grow), w, h)
+
+    def _search_crops(self, frame, gray, sched, tracks, found, rejections, timed) -> list:
+        """Detectors without masks (SIFT): tracking windows, then the prefilter's regions, as crops."""
+        h, w = gray.shape
+        primary = self.primary
+        # 1. tracked objects first, best (most recently confirmed) first; the first one is mandatory.
         for i, tr in enumerate(tracks):
-            lo, hi = tr.corners.min(axis=0), tr.corners.max(axis=0)
-            grow = (hi - lo) * TRACK_GROW
-            box = _clip_box(*(lo - grow), *(hi + grow), w, h)
+            box = self._track_box(tr, w, h)
             if box is None:
                 continue
             area = (box[2] - box[0]) * (box[3] - box[1])
@@ -330,15 +410,8 @@ class Recognizer:
         stage = f"features_{primary}"
         boxes = [tuple(int(v) for v in b) for b in regions.boxes[: self.max_regions]]
         boxes = [b for b in boxes if not (covered and _inside_any(b, covered))]
-        if boxes and primary == "surf" and len(boxes) > 1:
-            # SURF restricts its responses to a mask: one pass over the union of the regions.
-            mask = np.zeros((h, w), np.uint8)
-            for x0, y0, x1, y1 in boxes:
-                mask[y0:y1, x0:x1] = 1
-            batches = [((0, 0, w, h), mask, int(mask.sum()))]
-        else:
-            batches = [(b, None, (b[2] - b[0]) * (b[3] - b[1])) for b in boxes]
-        for i, (box, mask, area) in enumerate(batches):
+        for i, box in enumerate(boxes):
+            area = (box[2] - box[0]) * (box[3] - box[1])
             mandatory = i == 0 and not found
 
             # Mandatory extraction degrades resolution rather than be late; 60% of what is left goes to it.
@@ -346,8 +419,8 @@ class Recognizer:
             if scale < 1.0:
                 sched.skipped.append(f"full_resolution:{i}")
 
-            def extract_unit(box=box, scale=scale, mask=mask):
-                return timed(stage, lambda: self.extract(gray, primary, box, scale, mask))
+            def extract_unit(box=box, scale=scale):
+                return timed(stage, lambda: self.extract(gray, primary, box, scale))
 
             ran, feats = sched.run(
                 f"region{i}:{primary}", extract_unit, size=area * scale * scale, mandatory=mandatory, stage=stage
@@ -358,22 +431,8 @@ class Recognizer:
             cands = [c for c in cands if self._matchers[primary].names[c.object_index] not in found]
             for j, c in enumerate(cands):
                 name = self._matchers[primary].names[c.object_index]
-                wm, hm = self._sizes[name]
-
-                def verify_unit(c=c, wm=wm, hm=hm):
-                    return timed(
-                        "verification",
-                        lambda: verify_homography(c.model_xy, c.scene_xy, wm, hm, (h, w), self.verify_params),
-                    )
-
-                ran, v = sched.run(
-                    f"verify:{name}",
-                    verify_unit,
-                    size=len(c.model_xy),
-                    mandatory=(mandatory and j == 0),
-                    stage="verify",
-                )
-                if not ran:
+                v = self._verify_unit(sched, c, name, (h, w), mandatory=(mandatory and j == 0), timed=timed)
+                if v is None:
                     continue
                 if isinstance(v, Failure):
                     rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
@@ -382,7 +441,10 @@ class Recognizer:
                 else:
                     found[name] = v.to_detection(name)
 
-        # 3. escalation: the secondary detector (SIFT) where the primary was unsure.
+        return unsure
+
+    def _escalate(self, gray, sched, unsure, found, rejections, timed) -> None:
+        h, w = gray.shape
         for kind in self.kinds[1:]:
             for k, box in enumerate(dict.fromkeys(unsure)):
                 area = (box[2] - box[0]) * (box[3] - box[1])
@@ -402,6 +464,7 @@ class Recognizer:
                     else:
                         found[name] = v.to_detection(name)
 
+    def _finish(self, found, rejections, timings, sched) -> FrameResult:
         # 4. tracks for the next frame: confirmed objects refreshed, lost ones aged out after one frame.
         if self.track:
             for name in list(self._tracks):
