@@ -30,8 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cv2
 import numpy as np
+from baseline_findobj import _threads  # noqa: E402  (one thread report for every bench)
 
 FRAME = (1920, 1080)
 
@@ -83,23 +85,6 @@ def _placements(objects: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for (name, img), (c, s, r, t) in zip(objects.items(), spots, strict=False):
         out[name] = place_homography((img.shape[1], img.shape[0]), c, s, r, t)
     return out
-
-
-def _threads() -> dict[str, object]:
-    info: dict[str, object] = {"cv2": cv2.getNumThreads(), "cpu_count": os.cpu_count()}
-    try:
-        import numba
-
-        info["numba"] = numba.get_num_threads()
-    except ImportError:
-        pass
-    try:
-        from threadpoolctl import threadpool_info
-
-        info["blas"] = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
-    except ImportError:
-        pass
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:

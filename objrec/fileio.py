@@ -21,6 +21,7 @@ __all__ = [
     "sha256_bytes",
     "load_npz_verified",
     "read_json",
+    "check_manifest_header",
 ]
 
 
@@ -91,3 +92,18 @@ def load_npz_verified(path: str | os.PathLike, expected_sha256: str | None) -> d
             return {k: z[k] for k in z.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
         raise FileFormatError(f"{path}: not a readable .npz array file ({type(exc).__name__}: {exc})") from None
+
+
+def check_manifest_header(
+    path: Path, manifest: dict[str, Any], fmt: str, schema_version: int, what: str, error: type[Exception]
+) -> None:
+    """Raise ``error`` naming ``path`` unless ``manifest`` is of format ``fmt`` and a schema this code reads."""
+    if manifest.get("format") != fmt:
+        raise error(f"{path}: not an objrec {what} manifest (format={manifest.get('format')!r})")
+    version = manifest.get("schema_version")
+    if not isinstance(version, int):
+        raise error(f"{path}: schema_version missing or not an integer")
+    if version > schema_version:
+        raise error(
+            f"{path}: schema version {version} is newer than this objrec supports ({schema_version}); upgrade objrec"
+        )

@@ -26,6 +26,7 @@ from objrec.fileio import (
     FileFormatError,
     atomic_write_bytes,
     atomic_write_json,
+    check_manifest_header,
     load_npz_verified,
     npz_bytes,
     read_json,
@@ -185,16 +186,7 @@ class ModelDB:
             manifest = read_json(mpath)
         except FileFormatError as exc:
             raise ModelDBError(str(exc)) from None
-        if manifest.get("format") != FORMAT:
-            raise ModelDBError(f"{mpath}: not an objrec model database manifest (format={manifest.get('format')!r})")
-        version = manifest.get("schema_version")
-        if not isinstance(version, int):
-            raise ModelDBError(f"{mpath}: schema_version missing or not an integer")
-        if version > SCHEMA_VERSION:
-            raise ModelDBError(
-                f"{mpath}: schema version {version} is newer than this objrec supports ({SCHEMA_VERSION}); "
-                "upgrade objrec"
-            )
+        check_manifest_header(mpath, manifest, FORMAT, SCHEMA_VERSION, "model database", ModelDBError)
         objs = manifest.get("objects")
         if not isinstance(objs, list) or not isinstance(manifest.get("detectors"), dict):
             raise ModelDBError(f"{mpath}: manifest lacks 'objects' list or 'detectors' table")

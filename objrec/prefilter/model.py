@@ -18,6 +18,7 @@ from objrec.fileio import (
     FileFormatError,
     atomic_write_bytes,
     atomic_write_json,
+    check_manifest_header,
     load_npz_verified,
     npz_bytes,
     read_json,
@@ -649,16 +650,7 @@ class RegionPrefilter(BaseEstimator):
             m = read_json(jpath, "prefilter manifest")
         except FileFormatError as exc:
             raise PrefilterError(str(exc)) from None
-        if m.get("format") != FORMAT:
-            raise PrefilterError(f"{jpath}: not an objrec prefilter manifest (format={m.get('format')!r})")
-        version = m.get("schema_version")
-        if not isinstance(version, int):
-            raise PrefilterError(f"{jpath}: schema_version missing or not an integer")
-        if version > SCHEMA_VERSION:
-            raise PrefilterError(
-                f"{jpath}: schema version {version} is newer than this objrec supports "
-                f"({SCHEMA_VERSION}); upgrade objrec"
-            )
+        check_manifest_header(jpath, m, FORMAT, SCHEMA_VERSION, "prefilter", PrefilterError)
         try:
             arrays_entry = m["arrays"]
             npath = jpath.parent / Path(arrays_entry["file"]).name
