@@ -357,6 +357,33 @@ def build(t: Target):
             hadd(counts, y, n_eval)
             hadd(counts, counts.shape[0] // 2 + y, n_visit)
 
+    def above_row(det, c, v, cols):
+        # v = det[c] above its 8 neighbours in its own layer: every comparison made, no early exit, so that the
+        # CPU loop over a row vectorises instead of mispredicting a branch per sample.
+        return (
+            (v > det[ux(c - 1)])
+            & (v > det[ux(c + 1)])
+            & (v > det[ux(c - cols - 1)])
+            & (v > det[ux(c - cols)])
+            & (v > det[ux(c - cols + 1)])
+            & (v > det[ux(c + cols - 1)])
+            & (v > det[ux(c + cols)])
+            & (v > det[ux(c + cols + 1)])
+        )
+
+    above_row = dev(above_row)
+
+    def above_layers(det, c, v, plane, cols):
+        # v above the 9 samples of the layers below and above (checked only where above_row held).
+        for sl in range(-1, 2, 2):
+            for dy in range(-1, 2):
+                for dx in range(-1, 2):
+                    if det[ux(c + sl * plane + dy * cols + dx)] >= v:
+                        return False
+        return True
+
+    above_layers = dev(above_layers)
+
     def nms_body(y, xc, det, flags, oinfo, linfo, M, use_mask, n_oct, n_mid, thr, W, chunk):
         o = find_octave(y, oinfo, n_oct, ROW0)
         i = y - oinfo[o, ROW0]
@@ -380,10 +407,18 @@ def build(t: Target):
             cb = oinfo[o, OFF] + l * plane + i * cols
             size = linfo[o, l, SIZE]
             m = linfo[o, l, MARGIN]
-            for j in range(max(jlo, mg), min(jhi, cols - mg)):
+            ja = max(jlo, mg)
+            jb = min(jhi, cols - mg)
+            # Pass 1 (vectorised on the CPU): threshold and the 8 neighbours in the layer.
+            for j in range(ja, jb):
                 c = cb + j
                 v = det[ux(c)]
-                if v > thr:
+                flags[ux(fb + j)] = (v > thr) & above_row(det, c, v, cols)
+            # Pass 2 (the few survivors): mask test, then the layers below and above.
+            for j in range(ja, jb):
+                if flags[ux(fb + j)] != 0:
+                    c = cb + j
+                    v = det[ux(c)]
                     ok = True
                     if use_mask != 0:
                         # OpenCV: the mean of the mask over the filter footprint must reach 0.5.
@@ -391,15 +426,8 @@ def build(t: Target):
                         e = size * Wp
                         s = M[q + e + size] - M[q + size] - M[q + e] + M[q]
                         ok = 2 * s >= size * size
-                    if ok:
-                        for dl in range(-1, 2):
-                            for dy in range(-1, 2):
-                                for dx in range(-1, 2):
-                                    if dl != 0 or dy != 0 or dx != 0:
-                                        if det[ux(c + dl * plane + dy * cols + dx)] >= v:
-                                            ok = False
-                    if ok:
-                        flags[ux(fb + j)] = 1
+                    if not ok or not above_layers(det, c, v, plane, cols):
+                        flags[ux(fb + j)] = 0
 
     def interp_body(
         k, cand, det, oinfo, linfo, boxes, wts, S, n_oct, W, out_xy, out_size, out_resp, out_lap, out_oct, out_ok

@@ -451,8 +451,12 @@ class SURF:
         kern["interp"](n, cand, det, oinfo, linfo, hboxes, wts, S, n_oct, W, xy, size, resp, lap, octv, ok)
         keep = xp.flatnonzero(ok)
         xy, size, resp, lap, octv = xy[keep], size[keep], resp[keep], lap[keep], octv[keep]
-        # OpenCV's KeypointGreater: response, size, octave descending, then y descending, x ascending.
-        order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
+        # OpenCV's KeypointGreater: response, size, octave descending, then y descending, x ascending. Responses
+        # rarely tie, so one key usually decides (4x cheaper than the five-key lexsort, which settles ties).
+        order = xp.argsort(-resp, kind="stable")
+        rs = resp[order]
+        if bool((rs[1:] == rs[:-1]).any()):
+            order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
         if self.max_features is not None:
             order = order[: int(self.max_features)]
         xy, size, resp, lap, octv = xy[order], size[order], resp[order], lap[order], octv[order]
