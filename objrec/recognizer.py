@@ -14,6 +14,8 @@ Without a budget everything runs, so results are the best the pipeline can do.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
 import logging
 from dataclasses import dataclass
@@ -110,7 +112,7 @@ class Recognizer:
         track: bool = True,
         clock: Any = None,
         max_regions: int = 8,
-        scene_max_features: int | None = 800,
+        scene_max_features: int | None = 1500,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -138,6 +140,7 @@ class Recognizer:
         if budget_ms is not None and "surf" in params and scene_max_features:
             # Under a budget, describe only the strongest responses: SURF picks them before description.
             params["surf"].setdefault("max_features", int(scene_max_features))
+        self._scene_cap = int(params.get("surf", {}).get("max_features") or 2000)
         self._extractors = {k: make_detector(k, backend=backend, **params[k]) for k in self.kinds}
         xp: Any = np
         if self.backend == "gpu":
@@ -200,13 +203,15 @@ class Recognizer:
         box: tuple[int, int, int, int] | None = None,
         scale: float = 1.0,
         mask: np.ndarray | None = None,
+        regions: list[tuple[int, int, int, int]] | None = None,
     ) -> Features:
         """Features of ``kind`` in frame coordinates.
 
         ``box`` (x0, y0, x1, y1) extracts from a crop grown by CROP_MARGIN; ``mask`` (frame-sized, nonzero =
-        search) restricts a detector that supports it (SURF computes responses only there); ``scale < 1``
-        extracts from a downscaled image (the budget's degrade path) and maps positions and sizes back to
-        full-resolution pixels.
+        search) restricts a detector that supports it (SURF computes responses only there); ``regions``
+        (boxes in frame pixels, SURF only, whole frame) restricts SURF to their union and its detector visits
+        only the columns they reach, so the cost follows their area; ``scale < 1`` extracts from a downscaled
+        image (the budget's degrade path) and maps positions and sizes back to full-resolution pixels.
         """
         h, w = gray.shape
         x0, y0, x1, y1 = box if box is not None else (0, 0, w, h)
@@ -221,7 +226,14 @@ class Recognizer:
             crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
             if m is not None:
                 m = cv2.resize(m, size, interpolation=cv2.INTER_NEAREST)
-        f = self._extractors[kind].detect_and_compute(crop, m)
+        if regions is not None:
+            k = crop.shape[1] / cw
+            b = np.array(regions, np.float64).reshape(-1, 4) * k
+            b[:, :2], b[:, 2:] = np.floor(b[:, :2]), np.ceil(b[:, 2:])
+            r = Regions(b.astype(np.int32), np.ones(len(b), np.float32))
+            f = self._extractors[kind].detect_and_compute(crop, m, regions=r)
+        else:
+            f = self._extractors[kind].detect_and_compute(crop, m)
         if not len(f):
             return f
         if scale < 1.0:
@@ -248,6 +260,12 @@ class Recognizer:
         want = np.sqrt(max(share_ms, 0.0) / pred)
         # A few fixed levels, so per-size buffers and tables are reused from frame to frame.
         return float(next((s for s in SCALE_LEVELS if s <= want), SCALE_LEVELS[-1]))
+
+    def _learned(self, stage: str, size: float) -> float:
+        """The cost model's prediction for ``stage``, or 0 until it has learned the stage."""
+        if self.cost.samples(stage) < self.cost.min_samples:
+            return 0.0
+        return self.cost.predict(stage, size)
 
     def _regions(self, frame: np.ndarray) -> Regions:
         h, w = frame.shape[:2]
@@ -278,7 +296,8 @@ class Recognizer:
         gc_was = gc.isenabled()
         gc.disable()  # a collection inside the frame would be unbudgeted latency
         try:
-            result = self._process(frame, sched)
+            with _one_blas_thread():
+                result = self._process(frame, sched)
         finally:
             if gc_was:
                 gc.enable()
@@ -327,26 +346,34 @@ class Recognizer:
         boxes += [tuple(int(v) for v in b) for b in regions.boxes[: self.max_regions]]
         if not boxes:
             return []
-        mask = np.zeros((h, w), np.uint8)
+        cover = np.zeros((h, w), np.uint8)
         for x0, y0, x1, y1 in boxes:
-            mask[y0:y1, x0:x1] = 1
-        area = int(mask.sum())
-        if area > 0.9 * h * w:
-            mask, area = None, h * w
+            cover[y0:y1, x0:x1] = 1
+        area = int(cover.sum())
+        search = None if area > 0.9 * h * w else boxes
+        if search is None:
+            area = h * w
         stage = f"features_{primary}"
-        # Mandatory extraction degrades resolution rather than be late; 60% of what is left goes to it.
-        scale = self._degrade_scale(stage, area, 0.6 * sched.remaining())
+        # Mandatory extraction degrades resolution rather than be late, but only when it would not fit with
+        # the matching and first verification after it: a lower resolution loses the smaller objects.
+        after = self._learned("matching", self._scene_cap) + self._learned("verify", 100)
+        scale = self._degrade_scale(stage, area, sched.remaining() - after)
         if scale < 1.0:
             sched.skipped.append("full_resolution")
         _, feats = sched.run(
             f"search:{primary}",
-            lambda: timed(stage, lambda: self.extract(gray, primary, None, scale, mask)),
+            lambda: timed(stage, lambda: self.extract(gray, primary, None, scale, regions=search)),
             size=area * scale * scale,
             mandatory=True,
             stage=stage,
         )
         matcher = self._matchers[primary]
-        cands = timed("matching", lambda: matcher.candidates(feats))
+        _, cands = sched.run(
+            "matching",
+            lambda: timed("matching", lambda: matcher.candidates(feats)),
+            size=len(feats),
+            mandatory=True,
+        )
         rank = {tr.name: i for i, tr in enumerate(tracks)}
         cands.sort(key=lambda c: (rank.get(matcher.names[c.object_index], len(rank)), -len(c.model_xy)))
         unsure = []
@@ -358,7 +385,9 @@ class Recognizer:
             if isinstance(v, Failure):
                 rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
                 if v.reason in ("too_few_inliers", "low_inlier_ratio", "too_few_matches"):
-                    unsure.append((0, 0, w, h))
+                    box = _match_box(c.scene_xy, w, h)
+                    if box is not None:
+                        unsure.append(box)
             else:
                 found[name] = v.to_detection(name)
         return unsure
@@ -481,6 +510,36 @@ class Recognizer:
     def reset(self) -> None:
         """Forget tracked objects (a new, unrelated sequence of frames follows)."""
         self._tracks.clear()
+
+
+def _match_box(xy: np.ndarray, w: int, h: int, grow: float = 0.5) -> tuple[int, int, int, int] | None:
+    """Where an unsure candidate's matches lie (middle 90% of them, grown by ``grow`` per side): the crop
+    the escalation detector searches, instead of the whole frame."""
+    if len(xy) < 2:
+        return None
+    lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)
+    g = np.maximum((hi - lo) * grow, 32.0)
+    return _clip_box(*(lo - g), *(hi + g), w, h)
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a dependency of scikit-learn
+        return None
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> Any:
+    """BLAS on one thread for the frame (restored after it).
+
+    A frame's matrix products are small, and OpenBLAS's worker threads spin for a while after each one: on
+    a 2-core machine they took the cores from the Numba threads of the next frame's SURF, 8.6 -> 15 ms
+    (measured after a matching call). The limit is process-wide while the frame runs, 2 us to set and restore.
+    """
+    c = _blas_controller()
+    return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")
 
 
 def _inside_any(box: tuple[int, int, int, int], quads: list[np.ndarray], inverse: bool = False) -> bool:
