@@ -43,6 +43,14 @@ log = logging.getLogger("objrec")
 CROP_MARGIN = 0
 #: A tracked object is searched for in its last outline's bounding box grown by this fraction per side.
 TRACK_GROW = 0.25
+#: Degrade levels of the mandatory search, lightest first: (prefilter regions searched, fraction of the
+#: scene feature cap described, resolution scale). A feedback controller on the mandatory part's share of
+#: the budget (frame start to the end of matching; optional work only fills slack, so it says nothing
+#: about the load) moves one level up after a frame whose share exceeded DEGRADE_HIGH, and one level down
+#: after DEGRADE_CALM frames in a row under DEGRADE_LOW: when the machine is loaded (another process on
+#: the cores), mandatory work shrinks instead of every frame being late.
+DEGRADE_LEVELS = ((8, 1.0, 1.0), (4, 0.6, 1.0), (2, 0.4, 1.0), (1, 0.3, 0.75), (1, 0.15, 0.75))
+DEGRADE_HIGH, DEGRADE_LOW, DEGRADE_CALM = 0.7, 0.5, 10
 #: Resolution scales the budget may push mandatory feature extraction down to (cost ~ pixels). Lower
 #: levels were measured to lose the objects: SURF(400) stream recall 1.0 at 1, 0.83 at 0.75, 0 at 0.5.
 SCALE_LEVELS = (1.0, 0.75)
@@ -141,6 +149,9 @@ class Recognizer:
             # Under a budget, describe only the strongest responses: SURF picks them before description.
             params["surf"].setdefault("max_features", int(scene_max_features))
         self._scene_cap = int(params.get("surf", {}).get("max_features") or 2000)
+        self.level = 0  # degrade level (DEGRADE_LEVELS), moved by the mandatory time of the frames before
+        self._calm = 0
+        self._mandatory_ms: float | None = None
         self._extractors = {k: make_detector(k, backend=backend, **params[k]) for k in self.kinds}
         xp: Any = np
         if self.backend == "gpu":
@@ -151,7 +162,7 @@ class Recognizer:
         self.prefilter = self._load_prefilter(prefilter)
         self.clock = clock or PerfClock()
         self.cost = CostModel()
-        self.scheduler = FrameScheduler(budget_ms, self.cost, self.clock)
+        self.scheduler = FrameScheduler(budget_ms, self.cost, self.clock, safety_ms=2.0)
         self._tracks: dict[str, _Track] = {}
         self.last_rejections: list[Rejection] = []
         self.frames = 0
@@ -193,6 +204,7 @@ class Recognizer:
         finally:
             self.scheduler.budget_ms = budget
             self._tracks.clear()
+            self.level, self._calm = 0, 0  # warm-up frames (compilation) say nothing about the load
         gc.collect()
 
     # -- stages ------------------------------------------------------------------------------------
@@ -261,6 +273,24 @@ class Recognizer:
         # A few fixed levels, so per-size buffers and tables are reused from frame to frame.
         return float(next((s for s in SCALE_LEVELS if s <= want), SCALE_LEVELS[-1]))
 
+    def _adapt_level(self, latency_ms: float) -> None:
+        """One degrade level up after a frame whose mandatory part used more than DEGRADE_HIGH of the budget,
+        one down after DEGRADE_CALM frames in a row under DEGRADE_LOW."""
+        if self.budget_ms is None:
+            self.level = 0
+            return
+        use = latency_ms / self.budget_ms
+        if use > DEGRADE_HIGH:
+            self.level = min(self.level + 1, len(DEGRADE_LEVELS) - 1)
+            self._calm = 0
+        elif use < DEGRADE_LOW and self.level > 0:
+            self._calm += 1
+            if self._calm >= DEGRADE_CALM:
+                self.level -= 1
+                self._calm = 0
+        else:
+            self._calm = 0
+
     def _learned(self, stage: str, size: float) -> float:
         """The cost model's prediction for ``stage``, or 0 until it has learned the stage."""
         if self.cost.samples(stage) < self.cost.min_samples:
@@ -293,6 +323,7 @@ class Recognizer:
         """
         sched = self.scheduler
         sched.start(t0)
+        self._mandatory_ms = None
         gc_was = gc.isenabled()
         gc.disable()  # a collection inside the frame would be unbudgeted latency
         try:
@@ -303,6 +334,7 @@ class Recognizer:
                 gc.enable()
         result.latency_ms = sched.elapsed()
         result.deadline_met = self.budget_ms is None or result.latency_ms <= self.budget_ms
+        self._adapt_level(self._mandatory_ms if self._mandatory_ms is not None else result.latency_ms)
         if sched.remaining() > 5.0:
             gc.collect(0)  # in the slack, the youngest generation only
         self.frames += 1
@@ -343,7 +375,10 @@ class Recognizer:
         primary = self.primary
         boxes = [b for b in (self._track_box(tr, w, h) for tr in tracks) if b is not None]
         regions = timed("prefilter", lambda: self._regions(frame)) if self.prefilter is not None else Regions.full(w, h)
-        boxes += [tuple(int(v) for v in b) for b in regions.boxes[: self.max_regions]]
+        n_regions, cap_share, level_scale = DEGRADE_LEVELS[self.level]
+        if self.level:
+            sched.skipped.append(f"degrade_level:{self.level}")
+        boxes += [tuple(int(v) for v in b) for b in regions.boxes[: min(self.max_regions, n_regions)]]
         if not boxes:
             return []
         cover = np.zeros((h, w), np.uint8)
@@ -357,9 +392,12 @@ class Recognizer:
         # Mandatory extraction degrades resolution rather than be late, but only when it would not fit with
         # the matching and first verification after it: a lower resolution loses the smaller objects.
         after = self._learned("matching", self._scene_cap) + self._learned("verify", 100)
-        scale = self._degrade_scale(stage, area, sched.remaining() - after)
+        scale = min(level_scale, self._degrade_scale(stage, area, sched.remaining() - after))
         if scale < 1.0:
             sched.skipped.append("full_resolution")
+        ext = self._extractors[primary]
+        if self.budget_ms is not None and hasattr(ext, "max_features"):
+            ext.max_features = max(100, int(self._scene_cap * cap_share))
         _, feats = sched.run(
             f"search:{primary}",
             lambda: timed(stage, lambda: self.extract(gray, primary, None, scale, regions=search)),
@@ -374,6 +412,7 @@ class Recognizer:
             size=len(feats),
             mandatory=True,
         )
+        self._mandatory_ms = sched.elapsed()
         rank = {tr.name: i for i, tr in enumerate(tracks)}
         cands.sort(key=lambda c: (rank.get(matcher.names[c.object_index], len(rank)), -len(c.model_xy)))
         unsure = []

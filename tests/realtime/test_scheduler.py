@@ -110,3 +110,66 @@ def test_recognizer_degrades_under_a_tight_budget_with_fake_clock(tmp_path):
     assert any(s.startswith("verify:") for s in r.skipped)
     full = Recognizer(db, budget_ms=None, clock=FakeClock(), track=False).process(scene.image)
     assert len(full.detections) == 3 and full.skipped == []
+
+
+def test_frame_runs_blas_on_one_thread_and_restores_it(tmp_path):
+    """BLAS's spinning workers would steal the cores from the next stage: one thread inside a frame only."""
+    from threadpoolctl import threadpool_info
+
+    from objrec import ModelDB, Recognizer
+    from objrec.data import sample_background, sample_objects
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    db = ModelDB.create(tmp_path / "db")
+    for n, img in sample_objects().items():
+        db.enroll(n, img)
+    rec = Recognizer(db, budget_ms=None, track=False)
+    seen = []
+    inner = rec._process
+
+    def spy(frame, sched):
+        seen.append(blas_threads())
+        return inner(frame, sched)
+
+    rec._process = spy
+    before = blas_threads()
+    rec.process(sample_background((320, 240)))
+    assert seen and seen[0] and all(n == 1 for n in seen[0])
+    assert blas_threads() == before
+
+
+def test_degrade_level_follows_the_load_of_the_mandatory_part(tmp_path):
+    """Up one level per frame whose mandatory part used more than DEGRADE_HIGH of the budget, down one after
+    DEGRADE_CALM quiet frames in a row; and the level shrinks what the mandatory search may describe."""
+    import objrec.recognizer as R
+    from objrec import ModelDB, Recognizer
+    from objrec.data import sample_objects
+
+    db = ModelDB.create(tmp_path / "db")
+    for n, img in sample_objects().items():
+        db.enroll(n, img)
+    rec = Recognizer(db, budget_ms=30.0, clock=FakeClock(), track=False)
+    top = len(R.DEGRADE_LEVELS) - 1
+    busy, quiet, middle = 30.0 * (R.DEGRADE_HIGH + 0.05), 30.0 * (R.DEGRADE_LOW - 0.05), 30.0 * 0.6
+    for k in range(top + 3):
+        rec._adapt_level(busy)
+        assert rec.level == min(k + 1, top)
+    for _ in range(R.DEGRADE_CALM - 1):
+        rec._adapt_level(quiet)
+    assert rec.level == top
+    rec._adapt_level(middle)  # not quiet: the count starts again
+    for _ in range(R.DEGRADE_CALM - 1):
+        rec._adapt_level(quiet)
+    assert rec.level == top
+    rec._adapt_level(quiet)
+    assert rec.level == top - 1
+    # Levels only ever shrink the search.
+    regions, share, scale = zip(*R.DEGRADE_LEVELS, strict=True)
+    assert list(regions) == sorted(regions, reverse=True) and list(share) == sorted(share, reverse=True)
+    assert list(scale) == sorted(scale, reverse=True) and R.DEGRADE_LEVELS[0] == (8, 1.0, 1.0)
+    # Without a budget there is nothing to degrade.
+    free = Recognizer(db, budget_ms=None, clock=FakeClock(), track=False)
+    free._adapt_level(1e6)
+    assert free.level == 0
