@@ -16,7 +16,8 @@ from objrec.backend import get_array_module
 
 __all__ = ["knn2", "Matches", "ratio_match", "BruteForceIndex"]
 
-#: Query rows per GEMM block: 2048 x M float32 keeps a block under ~64 MB for M = 8k.
+#: Query rows per GEMM block: 2048 x M float32 keeps a block under ~64 MB for M = 8k (256-2048 measured
+#: within noise of each other at 23.7k x 3k on 2 cores).
 DEFAULT_BLOCK = 2048
 #: Opposite Laplacian signs never pair; distances of L2-normalised descriptors are below this bound.
 _LAPLACIAN_WEIGHT = 2.0
@@ -99,15 +100,22 @@ class BruteForceIndex:
                 index[sel] = xp.where(si >= 0, rows[xp.maximum(si, 0)], -1)
                 dist2[sel] = sd
             return index, dist2
-        qs = q
         k = min(2, m)
-        ones = xp.ones((min(self.block, n), 1), dtype=xp.float32)
-        for s in range(0, n, self.block):
-            qb = qs[s : s + self.block]
-            nb = qb.shape[0]
-            d = xp.concatenate([qb, ones[:nb]], axis=1) @ self._t_aug_T
+        # The augmented query [q, 1] once, and one output block reused: a fresh block per iteration costs
+        # page faults on every write (measured 100 -> 89 ms for 23.7k x 3k SIFT on 2 cores, of which the
+        # products alone are 66 ms).
+        qa = xp.empty((n, self.dim + 1), dtype=xp.float32)
+        qa[:, : self.dim] = q
+        qa[:, self.dim] = 1.0
+        bs = min(self.block, n)
+        buf = xp.empty((bs, m), dtype=xp.float32)
+        for s in range(0, n, bs):
+            nb = min(bs, n - s)
+            d = buf[:nb]
+            xp.matmul(qa[s : s + nb], self._t_aug_T, out=d)
             cand, val = _topk(d, k, xp)
             index[s : s + nb, :k] = cand
+            qb = q[s : s + nb]
             dist2[s : s + nb, :k] = val + (qb * qb).sum(axis=1)[:, None]
         xp.maximum(dist2, 0, out=dist2)
         return index, dist2
