@@ -14,8 +14,6 @@ Without a budget everything runs, so results are the best the pipeline can do.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import gc
 import logging
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec._threads import one_blas_thread
 from objrec.backend import resolve_backend
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher, Rejection
@@ -327,7 +326,7 @@ class Recognizer:
         gc_was = gc.isenabled()
         gc.disable()  # a collection inside the frame would be unbudgeted latency
         try:
-            with _one_blas_thread():
+            with one_blas_thread():
                 result = self._process(frame, sched)
         finally:
             if gc_was:
@@ -559,26 +558,6 @@ def _match_box(xy: np.ndarray, w: int, h: int, grow: float = 0.5) -> tuple[int, 
     lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)
     g = np.maximum((hi - lo) * grow, 32.0)
     return _clip_box(*(lo - g), *(hi + g), w, h)
-
-
-@functools.cache
-def _blas_controller() -> Any:
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - a dependency of scikit-learn
-        return None
-    return ThreadpoolController()
-
-
-def _one_blas_thread() -> Any:
-    """BLAS on one thread for the frame (restored after it).
-
-    A frame's matrix products are small, and OpenBLAS's worker threads spin for a while after each one: on
-    a 2-core machine they took the cores from the Numba threads of the next frame's SURF, 8.6 -> 15 ms
-    (measured after a matching call). The limit is process-wide while the frame runs, 2 us to set and restore.
-    """
-    c = _blas_controller()
-    return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")
 
 
 def _inside_any(box: tuple[int, int, int, int], quads: list[np.ndarray], inverse: bool = False) -> bool:

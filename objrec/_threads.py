@@ -1,0 +1,52 @@
+"""Threads shared by the CPU paths: a worker pool sized to the usable cores, and one-thread BLAS sections."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+__all__ = ["usable_cores", "worker_pool", "one_blas_thread"]
+
+_lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_pool() -> ThreadPoolExecutor:
+    """A process-wide pool of ``usable_cores()`` threads, made on first use (again after a fork)."""
+    global _pool
+    with _lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(usable_cores(), thread_name_prefix="objrec"))
+        return _pool[1]
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - a dependency of scikit-learn
+        return None
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> Any:
+    """Context: BLAS on one thread inside, the previous setting restored after (process-wide, ~2 us).
+
+    OpenBLAS's worker threads spin for a while after each product; on a 2-core machine they took the cores
+    from the Numba threads of the next stage (SURF 8.6 -> 15 ms after a matching call), and threads of our
+    own that each run a one-thread product on part of the rows beat one product on two BLAS threads.
+    """
+    c = _blas_controller()
+    return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")
