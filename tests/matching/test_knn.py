@@ -239,3 +239,18 @@ def test_knn2_and_ratio_match_agree_with_opencv_bfmatcher(shared_data):
     got = {q: t for q, t in zip(m.query_idx.tolist(), m.train_idx.tolist(), strict=True) if not border[q]}
     assert got == {q: t for q, t in want.items() if not border[q]}
     assert len(want) > 50
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_knn2_rows_split_over_cores_equal_brute_force(monkeypatch, cores):
+    """Enough queries to take the CPU path that splits rows over the cores (uneven shares with 3)."""
+    import objrec.matching.knn as K
+
+    monkeypatch.setattr(K, "usable_cores", lambda: cores)
+    rng = np.random.default_rng(11)
+    n = 4 * K.CPU_BLOCK * cores + 37
+    query, train = _structured(rng, n, 300, dim=64)
+    idx, d2 = K.BruteForceIndex(train).knn2(query)
+    ref_idx, ref_d2 = _ref_knn2(query, train)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(d2, ref_d2, rtol=1e-4, atol=1e-4)
