@@ -272,13 +272,13 @@ class Recognizer:
         # A few fixed levels, so per-size buffers and tables are reused from frame to frame.
         return float(next((s for s in SCALE_LEVELS if s <= want), SCALE_LEVELS[-1]))
 
-    def _adapt_level(self, latency_ms: float) -> None:
+    def _adapt_level(self, mandatory_ms: float) -> None:
         """One degrade level up after a frame whose mandatory part used more than DEGRADE_HIGH of the budget,
         one down after DEGRADE_CALM frames in a row under DEGRADE_LOW."""
         if self.budget_ms is None:
             self.level = 0
             return
-        use = latency_ms / self.budget_ms
+        use = mandatory_ms / self.budget_ms
         if use > DEGRADE_HIGH:
             self.level = min(self.level + 1, len(DEGRADE_LEVELS) - 1)
             self._calm = 0
