@@ -10,32 +10,19 @@ and results are compared with tolerances.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import cv2
 import numpy as np
 import pytest
 
 from objrec.features import SIFT, sift_gpu
 from objrec.features import _sift_kernels as K
 
+from ._images import box_crop_64
+
 pytestmark = pytest.mark.cudasim
 
 
 def _image() -> np.ndarray:
-    """64x64: a crop of OpenCV's box.png when the shared data is there, else synthetic blobs."""
-    for parent in Path(__file__).resolve().parents:
-        p = parent / "shared" / "data" / "opencv_samples" / "box.png"
-        if p.exists():
-            img = cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)
-            return np.ascontiguousarray(img[60:124, 100:164])
-    rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:64, 0:64]
-    img = np.full((64, 64), 128.0)
-    for _ in range(20):
-        cy, cx, s = rng.uniform(8, 56), rng.uniform(8, 56), rng.uniform(1.2, 4)
-        img += rng.choice([-1, 1]) * 90 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * s * s))
-    return np.clip(img, 0, 255).astype(np.uint8)
+    return box_crop_64(n_blobs=20, min_sigma=1.2)
 
 
 def _match(cpu, gpu):

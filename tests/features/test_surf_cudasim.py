@@ -8,31 +8,18 @@ threads per described keypoint (about a second each), hence the small ``max_feat
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 import pytest
 
 from objrec.features.surf import SURF
 
+from ._images import box_crop_64
+
 pytestmark = pytest.mark.cudasim
 
 
 def _image() -> np.ndarray:
-    """A 64x64 textured image: a crop of OpenCV's box.png when the shared data is there, else synthetic blobs."""
-    from pathlib import Path
-
-    for parent in Path(__file__).resolve().parents:
-        p = parent / "shared" / "data" / "opencv_samples" / "box.png"
-        if p.exists():
-            img = cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)
-            return np.ascontiguousarray(img[60:124, 100:164])
-    rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:64, 0:64]
-    img = np.full((64, 64), 128.0)
-    for _ in range(14):
-        cy, cx, s = rng.uniform(8, 56), rng.uniform(8, 56), rng.uniform(1.5, 4)
-        img += rng.choice([-1, 1]) * 90 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * s * s))
-    return np.clip(img, 0, 255).astype(np.uint8)
+    return box_crop_64(n_blobs=14, min_sigma=1.5)
 
 
 def _compare(cpu, gpu, xy_tol=0.1, desc_tol=1e-4):
