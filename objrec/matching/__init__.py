@@ -1,13 +1,15 @@
 """Matching: blocked-GEMM 2-NN with Lowe's ratio test, grouping by object, geometric verification."""
 
 from objrec.matching.database import Candidate, DatabaseMatcher, Rejection
-from objrec.matching.knn import Matches, knn2, ratio_match
+from objrec.matching.knn import BruteForceIndex, Matches, SpillIndex, knn2, ratio_match
 from objrec.matching.verify import REASONS, Verified, VerifyParams, quad_checks, verify_homography
 
 __all__ = [
     "knn2",
     "ratio_match",
     "Matches",
+    "BruteForceIndex",
+    "SpillIndex",
     "DatabaseMatcher",
     "Candidate",
     "Rejection",

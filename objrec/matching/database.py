@@ -7,11 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from objrec.matching.knn import BruteForceIndex, ratio_match
+from objrec.matching.knn import BruteForceIndex, SpillIndex, ratio_match
 from objrec.matching.verify import Verified, VerifyParams, verify_homography
 from objrec.types import Detection, Failure, Features
 
-__all__ = ["DatabaseMatcher", "Candidate", "Rejection"]
+__all__ = ["DatabaseMatcher", "Candidate", "Rejection", "SPILL_MIN_TRAIN"]
+
+#: Databases with at least this many descriptors of a kind without Laplacian signs (SIFT) are searched
+#: through a :class:`~objrec.matching.knn.SpillIndex` unless ``exact=True``; smaller ones exactly.
+SPILL_MIN_TRAIN = 2048
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,22 @@ class DatabaseMatcher:
         Keep only mutual nearest neighbours.
     xp : module
         numpy or cupy; with cupy the database descriptors stay resident on the device.
+    exact : bool
+        Exact brute-force 2-NN for every database size. By default a database of ``SPILL_MIN_TRAIN``
+        descriptors or more without Laplacian signs is searched through a one-level spill tree of two exact
+        leaves (:class:`~objrec.matching.knn.SpillIndex`), about half the work; SURF's sign split already
+        halves it exactly.
     """
 
-    def __init__(self, objects: list[Any], kind: str, ratio: float = 0.75, mutual: bool = False, xp: Any = np):
+    def __init__(
+        self,
+        objects: list[Any],
+        kind: str,
+        ratio: float = 0.75,
+        mutual: bool = False,
+        xp: Any = np,
+        exact: bool = False,
+    ):
         self.kind = kind
         self.ratio = ratio
         self.mutual = mutual
@@ -79,7 +96,11 @@ class DatabaseMatcher:
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
         self.xp = xp
-        self.index = BruteForceIndex(self.descriptors, self.laplacian)  # prepared once, reused every frame
+        # Prepared once, reused every frame.
+        if exact or self.use_laplacian or len(self.descriptors) < SPILL_MIN_TRAIN:
+            self.index: BruteForceIndex | SpillIndex = BruteForceIndex(self.descriptors, self.laplacian)
+        else:
+            self.index = SpillIndex(self.descriptors)
 
     def __len__(self) -> int:
         return int(self.descriptors.shape[0])
