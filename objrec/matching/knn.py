@@ -102,12 +102,7 @@ class BruteForceIndex:
             if lap.shape != (n,):
                 raise ValueError(f"knn2: expected ({n},) query Laplacian signs, got shape {lap.shape}")
             for sign, rows, sub in self._groups:
-                sel = xp.nonzero(lap == sign)[0]
-                if int(sel.shape[0]) == 0:
-                    continue
-                si, sd = sub.knn2(q[sel])
-                index[sel] = xp.where(si >= 0, rows[xp.maximum(si, 0)], -1)
-                dist2[sel] = sd
+                _search_part(sub, rows, q, lap == sign, index, dist2)
             return index, dist2
         k = min(2, m)
         # The augmented query [q, 1] once, and one output block per worker reused: a fresh block per
@@ -227,13 +222,19 @@ class SpillIndex:
         with one_blas_thread() if xp is np else contextlib.nullcontext():
             high = (q @ self.axis) >= self.split
             for side, (rows, leaf) in zip((~high, high), self._leaves, strict=True):
-                sel = xp.nonzero(side)[0]
-                if int(sel.shape[0]) == 0:
-                    continue
-                si, sd = leaf.knn2(q[sel])
-                index[sel] = xp.where(si >= 0, rows[xp.maximum(si, 0)], -1)
-                dist2[sel] = sd
+                _search_part(leaf, rows, q, side, index, dist2)
         return index, dist2
+
+
+def _search_part(part: BruteForceIndex, rows: Any, q: Any, which: Any, index: Any, dist2: Any) -> None:
+    """2-NN of the queries where ``which`` holds among ``part`` (train rows ``rows``), into ``index``/``dist2``."""
+    xp = part.xp
+    sel = xp.nonzero(which)[0]
+    if int(sel.shape[0]) == 0:
+        return
+    si, sd = part.knn2(q[sel])
+    index[sel] = xp.where(si >= 0, rows[xp.maximum(si, 0)], -1)
+    dist2[sel] = sd
 
 
 def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
