@@ -66,6 +66,11 @@ class LatestFrameSlot:
             f, self._frame = self._frame, None
             return f
 
+    def frames(self) -> Iterator[Frame]:
+        """The newest frame each time the consumer asks, until the producer closes the slot."""
+        while (f := self.get()) is not None:
+            yield f
+
 
 class _Source:
     dropped = 0
@@ -171,11 +176,7 @@ class PacedSource(_Source):
         self._thread = threading.Thread(target=self._run, name="objrec-paced-source", daemon=True)
         self._thread.start()
         try:
-            while True:
-                f = self._slot.get()
-                if f is None:
-                    break
-                yield f
+            yield from self._slot.frames()
         finally:
             self.close()
 
@@ -250,11 +251,7 @@ class CameraSource(_Source):
         t = threading.Thread(target=self._run, name=f"objrec-camera-{self.index}", daemon=True)
         t.start()
         try:
-            while True:
-                f = self._slot.get()
-                if f is None:
-                    break
-                yield f
+            yield from self._slot.frames()
         finally:
             self.close()
             t.join(timeout=2.0)

@@ -176,3 +176,62 @@ def test_run_cli_on_image_folder_writes_stats(tmp_path):
         assert [d["name"] for d in f["detections"]] == ["cover"]
     cap = cv2.VideoCapture(str(tmp_path / "out.mp4"))
     assert cap.isOpened() and int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 4
+
+
+class _FakeCamera:
+    """A cv2.VideoCapture stand-in: the first open yields 3 frames, a reconnect 2 more, later opens fail."""
+
+    opens = 0
+
+    def __init__(self, index):
+        type(self).opens += 1
+        self.left = {1: 3, 2: 2}.get(type(self).opens, 0)
+        self.is_open = type(self).opens <= 2
+        self.start = 0 if type(self).opens == 1 else 100
+
+    def isOpened(self):  # noqa: N802 - cv2's name
+        return self.is_open
+
+    def get(self, prop):
+        return {cv2.CAP_PROP_FPS: 25.0, cv2.CAP_PROP_FRAME_WIDTH: 8, cv2.CAP_PROP_FRAME_HEIGHT: 6}.get(prop, 0.0)
+
+    def set(self, prop, value):
+        return True
+
+    def read(self):
+        if not self.is_open or self.left == 0:
+            return False, None
+        self.left -= 1
+        value = self.start + self.left
+        return True, np.full((6, 8, 3), value, np.uint8)
+
+    def release(self):
+        self.is_open = False
+
+
+def test_camera_source_reconnects_after_a_lost_camera_then_ends_cleanly(monkeypatch):
+    from objrec.realtime.sources import CameraSource
+
+    monkeypatch.setattr(_FakeCamera, "opens", 0)
+    monkeypatch.setattr(cv2, "VideoCapture", _FakeCamera)
+    src = CameraSource(0, retries=2)
+    assert src.fps == 25.0 and src.frame_shape == (6, 8)
+    got = []
+    for f in src:
+        got.append((f.index, int(f.image[0, 0, 0])))
+        time.sleep(0.01)  # a consumer slower than the camera: older frames are dropped, not queued
+    # 5 frames in all (3, then 2 after the one reconnect); what the consumer missed is counted as dropped.
+    assert src.reconnects == 1
+    assert len(got) + src.dropped == 5
+    assert [i for i, _ in got] == sorted({i for i, _ in got}) and got[-1][0] == 4
+    assert got[-1][1] == 100  # the newest frame of the reconnected camera
+    assert _FakeCamera.opens == 4  # the first open, the reconnect, and two failed reopens before giving up
+
+
+def test_camera_source_that_cannot_open_names_the_camera(monkeypatch):
+    from objrec.realtime.sources import CameraSource
+
+    monkeypatch.setattr(_FakeCamera, "opens", 2)  # every open fails from here on
+    monkeypatch.setattr(cv2, "VideoCapture", _FakeCamera)
+    with pytest.raises(InputError, match="camera 7: cannot be opened"):
+        CameraSource(7)
