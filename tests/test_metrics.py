@@ -199,6 +199,21 @@ def test_identity_with_identical_features_gives_one():
     np.testing.assert_array_equal(r.matches, np.stack([np.arange(80)] * 2, 1))
     ms = matching_score(f, f, np.eye(3), (400, 400), (400, 400))
     assert ms.matching_score == 1.0 and ms.n_correct == 80 and ms.repeatability == 1.0
+    # Reports get the scalars as plain Python numbers, never the per-match arrays.
+    d = ms.to_dict()
+    assert d == {
+        "matching_score": 1.0,
+        "n_correct": 80,
+        "n_descriptor_matches": 80,
+        "repeatability": 1.0,
+        "n_matches": 80,
+        "n_correspondences": d["n_correspondences"],
+        "n1": 80,
+        "n2": 80,
+    }
+    assert d["n_correspondences"] >= 80
+    assert all(type(v) in (int, float) for v in d.values())
+    assert r.to_dict() == {k: d[k] for k in ("repeatability", "n_matches", "n_correspondences", "n1", "n2")}
 
 
 def test_known_translation_and_scale_homographies():

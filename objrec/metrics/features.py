@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,16 @@ __all__ = [
     "mutual_nearest_neighbours",
     "features_from_opencv_reference",
 ]
+
+
+def _scalar_fields(result: Any) -> dict[str, Any]:
+    """A result's scalar fields as plain ``int``/``float`` (the per-match arrays, kept out of repr, left out)."""
+    out: dict[str, Any] = {}
+    for f in fields(result):
+        if f.repr:
+            v = getattr(result, f.name)
+            out[f.name] = int(v) if isinstance(v, int | np.integer) else float(v)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,13 +104,7 @@ class RepeatabilityResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Scalars only (for JSON reports)."""
-        return {
-            "repeatability": float(self.repeatability),
-            "n_matches": int(self.n_matches),
-            "n_correspondences": int(self.n_correspondences),
-            "n1": int(self.n1),
-            "n2": int(self.n2),
-        }
+        return _scalar_fields(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,16 +136,8 @@ class MatchingScoreResult:
     matches: np.ndarray = field(repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "matching_score": float(self.matching_score),
-            "n_correct": int(self.n_correct),
-            "n_descriptor_matches": int(self.n_descriptor_matches),
-            "repeatability": float(self.repeatability),
-            "n_matches": int(self.n_matches),
-            "n_correspondences": int(self.n_correspondences),
-            "n1": int(self.n1),
-            "n2": int(self.n2),
-        }
+        """Scalars only (for JSON reports)."""
+        return _scalar_fields(self)
 
 
 @dataclass(frozen=True, eq=False)
