@@ -32,10 +32,26 @@ _WORDS = [
 
 @functools.cache
 def sample_photos() -> dict[str, np.ndarray]:
-    """scikit-learn's two sample photographs as BGR uint8 (427x640)."""
-    from sklearn.datasets import load_sample_image
+    """scikit-learn's two sample photographs as BGR uint8 (427x640).
 
-    return {n: np.ascontiguousarray(load_sample_image(f"{n}.jpg")[:, :, ::-1]) for n in ("china", "flower")}
+    Decoded by OpenCV from the files scikit-learn installs: its own ``load_sample_image`` needs Pillow, which
+    is not a dependency of objrec (a plain ``pip install objrec`` has none). Both decoders give the same
+    pixels for these files.
+    """
+    from importlib import resources
+
+    out = {}
+    for n in ("china", "flower"):
+        ref = resources.files("sklearn.datasets.images") / f"{n}.jpg"
+        try:
+            data = ref.read_bytes()
+        except OSError as e:
+            raise FileNotFoundError(f"{ref}: scikit-learn's sample image is missing ({e})") from e
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+        if img is None:
+            raise ValueError(f"{ref}: scikit-learn's sample image cannot be decoded")
+        out[n] = img
+    return out
 
 
 def synthetic_cover(seed: int, size: tuple[int, int] = (300, 400)) -> np.ndarray:
