@@ -250,12 +250,10 @@ def main() -> int:
 
 
 def _detectors() -> dict:
-    try:
-        from objrec.features.surf import SURF  # noqa: F401
+    """The library's default detectors (what a user who enrols with ``ModelDB.create`` gets)."""
+    from objrec.modeldb import DEFAULT_DETECTORS
 
-        return {"surf": {}, "sift": {"n_features": 0}}
-    except ImportError:
-        return {"sift": {"n_features": 0}}
+    return {k: dict(v) for k, v in DEFAULT_DETECTORS.items()}
 
 
 def _plot_sweep(rows: list[dict], path: Path) -> None:
