@@ -107,6 +107,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         detectors=_detectors_arg(args.detectors),
         ratio=args.ratio,
         prefilter=None if args.no_prefilter else "auto",
+        exact_matching=args.exact_matching,
     )
     results = []
     failed = False
@@ -346,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--ratio", type=float, default=0.75, help="Lowe's ratio-test threshold (default 0.75)")
     d.add_argument("--annotate", metavar="DIR", help="write annotated copies of the images here")
     d.add_argument("--no-prefilter", action="store_true", help="search whole images even if a prefilter is trained")
+    d.add_argument(
+        "--exact-matching",
+        action="store_true",
+        help="exact brute-force 2-NN for every database size (default: a spill-tree index for SIFT databases "
+        "of 2048+ descriptors, about half the work)",
+    )
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)
 

@@ -97,6 +97,9 @@ class Recognizer:
         For tests (a fake clock); default ``time.perf_counter``.
     scene_max_features : int, optional
         With a budget, SURF describes at most this many of a frame's strongest keypoints.
+    exact_matching : bool
+        Exact brute-force 2-NN for every database; by default a SIFT database of 2048+ descriptors is searched
+        through a spill tree of two exact leaves (see ``objrec.matching.DatabaseMatcher``).
 
     Examples
     --------
@@ -120,6 +123,7 @@ class Recognizer:
         clock: Any = None,
         max_regions: int = 8,
         scene_max_features: int | None = 1500,
+        exact_matching: bool = False,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -157,7 +161,9 @@ class Recognizer:
             import cupy
 
             xp = cupy
-        self._matchers = {k: DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp) for k in self.kinds}
+        self._matchers = {
+            k: DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching) for k in self.kinds
+        }
         self.prefilter = self._load_prefilter(prefilter)
         self.clock = clock or PerfClock()
         self.cost = CostModel()

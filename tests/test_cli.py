@@ -71,6 +71,16 @@ def test_enroll_then_detect_json(files, tmp_path):
     np.testing.assert_allclose(corners, files["truth"].corners, atol=3.0)
 
 
+def test_detect_with_exact_matching(files, tmp_path):
+    db = tmp_path / "db"
+    assert run_cli("enroll", "--db", str(db), f"cover={files['cover']}").returncode == 0
+    r = run_cli("detect", "--db", str(db), "--json", "--exact-matching", str(files["scene"]))
+    assert r.returncode == 0, r.stderr
+    (det,) = json.loads(r.stdout)["results"][0]["detections"]
+    assert det["name"] == "cover"
+    np.testing.assert_allclose(np.array(det["corners"]), files["truth"].corners, atol=3.0)
+
+
 def test_detect_unreadable_image_reports_error_and_continues(files, tmp_path):
     db = tmp_path / "db"
     assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0

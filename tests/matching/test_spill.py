@@ -207,3 +207,29 @@ def test_spill_index_on_cupy_equals_numpy(gpu_device):
     agree = (cupy.asnumpy(i_g)[:, 0] == i_c[:, 0]).mean()
     assert agree > 0.999  # queries within float rounding of the split may take the other leaf
     np.testing.assert_allclose(cupy.asnumpy(d_g)[:, 0], d_c[:, 0], rtol=1e-3, atol=1e-2)
+
+
+def test_recognizer_exact_matching_option_and_same_detections(tmp_path):
+    """``Recognizer(exact_matching=True)`` searches by brute force; on a scene of three enrolled objects it
+    reports what the default (spill-tree) search reports, at the same corners."""
+    from objrec import ModelDB, Recognizer
+    from objrec.data import sample_background, sample_objects, synthetic_cover
+    from objrec.scenes import compose_scene
+
+    objs = sample_objects()
+    db = ModelDB.create(tmp_path / "db")
+    for n, img in objs.items():
+        db.enroll(n, img)
+    db.enroll("poster", synthetic_cover(77, (900, 1200)))  # not in the scene; the database passes SPILL_MIN_TRAIN
+    assert sum(len(o.features["sift"]) for o in db.objects()) >= SPILL_MIN_TRAIN
+    scene = compose_scene(sample_background((800, 600)), objs, rng=6, frame_size=(800, 600), area_fraction=(0.08, 0.1))
+    default = Recognizer(db, detectors=["sift"], prefilter=None)
+    exact = Recognizer(db, detectors=["sift"], prefilter=None, exact_matching=True)
+    assert isinstance(default._matchers["sift"].index, SpillIndex)
+    assert isinstance(exact._matchers["sift"].index, BruteForceIndex)
+    a, b = default.process(scene.image), exact.process(scene.image)
+    assert sorted(d.name for d in a.detections) == sorted(d.name for d in b.detections) == sorted(objs)
+    for d in a.detections:
+        other = next(e for e in b.detections if e.name == d.name)
+        assert np.abs(d.corners - other.corners).max() < 1.0
+        assert np.abs(d.corners - scene.truth(d.name).corners).max() < 3.0
