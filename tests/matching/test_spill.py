@@ -188,6 +188,7 @@ def test_spill_index_keeps_the_ground_truth_correct_matches_of_exact_matching(sh
         total += len(ce)
         wrong["exact"] += len(exact) - len(ce)
         wrong["spill"] += len(spill) - len(cs)
+    print(f"spill index kept {kept}/{total} = {kept / total:.4f} of the correct exact matches; wrong: {wrong}")
     assert total > 10000
     assert kept >= 0.995 * total, (kept, total)
     assert wrong["spill"] <= 1.05 * wrong["exact"] + 5, wrong
