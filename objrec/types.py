@@ -6,17 +6,31 @@ Every type is a small dataclass of arrays, validated on construction (the style 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Features", "Regions", "Detection", "FrameResult", "Failure"]
+__all__ = ["Features", "Regions", "Detection", "FrameResult", "Failure", "SkipRecord"]
+
+_FEATURE_ARRAYS = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
 
 
-def _as(name: str, a: Any, dtype: Any, shape_tail: tuple[int | None, ...], n: int | None) -> np.ndarray:
-    """Return ``a`` as a contiguous array of ``dtype`` or raise a ``ValueError`` that names ``name``."""
-    arr = np.ascontiguousarray(np.asarray(a), dtype=dtype)
+def _xp_of(a: Any) -> Any:
+    """``cupy`` for a CuPy array, else ``numpy`` (CuPy is imported only when one is seen)."""
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _as(name: str, a: Any, dtype: Any, shape_tail: tuple[int | None, ...], n: int | None) -> Any:
+    """Return ``a`` as a contiguous array of ``dtype`` (NumPy, or CuPy for a CuPy input) or raise a
+    ``ValueError`` that names ``name``."""
+    xp = _xp_of(a)
+    arr = xp.ascontiguousarray(xp.asarray(a), dtype=dtype)
     want_ndim = 1 + len(shape_tail)
     if arr.ndim != want_ndim:
         raise ValueError(f"{name}: expected {want_ndim}-d array, got shape {arr.shape}")
@@ -50,6 +64,12 @@ class Features:
         One descriptor per keypoint.
     kind : str
         Which descriptor family ("sift", "surf", ...): descriptors of different kinds never match.
+
+    Notes
+    -----
+    The arrays are NumPy arrays, or all CuPy arrays for features computed on the GPU: they stay on the
+    device until a stage asks for a compact host result (``to_host`` copies everything, which the frame
+    loop avoids). ``xp`` is the array module of the arrays.
     """
 
     xy: np.ndarray
@@ -62,6 +82,8 @@ class Features:
     kind: str = "unknown"
 
     def __post_init__(self) -> None:
+        if len({_xp_of(getattr(self, k)).__name__ for k in _FEATURE_ARRAYS}) != 1:
+            raise ValueError("Features: arrays must all be NumPy or all CuPy arrays")
         xy = _as("xy", self.xy, np.float32, (2,), None)
         n = xy.shape[0]
         set_ = object.__setattr__
@@ -97,31 +119,38 @@ class Features:
             kind=kind,
         )
 
-    def subset(self, index: np.ndarray) -> Features:
-        """Features selected by a boolean mask or an index array."""
-        return Features(
-            self.xy[index],
-            self.size[index],
-            self.angle[index],
-            self.response[index],
-            self.octave[index],
-            self.laplacian[index],
-            self.descriptors[index],
-            self.kind,
-        )
+    @property
+    def xp(self) -> Any:
+        """The array module of the arrays (numpy or cupy)."""
+        return _xp_of(self.xy)
+
+    def replace(self, **changes: Any) -> Features:
+        """A copy with some fields replaced (validated like a new instance)."""
+        return dataclasses.replace(self, **changes)
+
+    def subset(self, index: Any) -> Features:
+        """Features selected by a boolean mask or an index array (of the same array module)."""
+        return Features(*(getattr(self, k)[index] for k in _FEATURE_ARRAYS), self.kind)
 
     def shifted(self, dx: float, dy: float) -> Features:
         """The same features with positions translated (crop coordinates to frame coordinates)."""
-        return Features(
-            self.xy + np.float32([dx, dy]),
-            self.size,
-            self.angle,
-            self.response,
-            self.octave,
-            self.laplacian,
-            self.descriptors,
-            self.kind,
-        )
+        if not dx and not dy:
+            return self
+        return self.replace(xy=self.xy + self.xp.asarray([dx, dy], np.float32))
+
+    def scaled(self, sx: float, sy: float | None = None) -> Features:
+        """Positions multiplied by ``(sx, sy)`` and sizes by ``sx`` (an image resized by ``1/s`` back to the
+        original's pixels: a keypoint's size follows the horizontal scale, as OpenCV's keypoints do)."""
+        sy = sx if sy is None else sy
+        if sx == 1.0 and sy == 1.0:
+            return self
+        return self.replace(xy=self.xy * self.xp.asarray([sx, sy], np.float32), size=self.size * np.float32(sx))
+
+    def to_host(self) -> Features:
+        """The same features with NumPy arrays (a copy from the device for CuPy features)."""
+        if self.xp is np:
+            return self
+        return Features(*(getattr(self, k).get() for k in _FEATURE_ARRAYS), self.kind)
 
     @staticmethod
     def concatenate(parts: list[Features]) -> Features:
@@ -131,27 +160,17 @@ class Features:
         dims = {p.descriptor_size for p in parts}
         if len(kinds) != 1 or len(dims) != 1:
             raise ValueError(f"concatenate: mixed kinds {sorted(kinds)} or descriptor sizes {sorted(dims)}")
-        cat = np.concatenate
-        return Features(
-            cat([p.xy for p in parts]),
-            cat([p.size for p in parts]),
-            cat([p.angle for p in parts]),
-            cat([p.response for p in parts]),
-            cat([p.octave for p in parts]),
-            cat([p.laplacian for p in parts]),
-            cat([p.descriptors for p in parts]),
-            parts[0].kind,
-        )
+        cat = parts[0].xp.concatenate
+        return Features(*(cat([getattr(p, k) for p in parts]) for k in _FEATURE_ARRAYS), parts[0].kind)
 
     def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
-        """Plain arrays for ``np.savez`` (the kind travels in the manifest)."""
-        names = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
-        return {prefix + k: getattr(self, k) for k in names}
+        """Plain host arrays for ``np.savez`` (the kind travels in the manifest)."""
+        host = self.to_host()
+        return {prefix + k: getattr(host, k) for k in _FEATURE_ARRAYS}
 
     @classmethod
     def from_arrays(cls, arrays: Any, prefix: str = "", kind: str = "unknown") -> Features:
-        names = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
-        return cls(*(arrays[prefix + k] for k in names), kind=kind)
+        return cls(*(arrays[prefix + k] for k in _FEATURE_ARRAYS), kind=kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,12 +208,28 @@ class Regions:
         """One region covering the whole frame (what 'no prefilter' means)."""
         return cls(np.array([[0, 0, width, height]], np.int32), np.ones(1, np.float32))
 
+    def __getitem__(self, index: Any) -> Regions:
+        """The regions selected by a slice, boolean mask or index array (order kept)."""
+        if isinstance(index, int | np.integer):
+            index = slice(int(index), int(index) + 1)
+        return Regions(self.boxes[index], self.scores[index])
+
+    @classmethod
+    def from_boxes(cls, boxes: Any, scores: Any = None) -> Regions:
+        """Regions from a sequence of ``(x0, y0, x1, y1)`` boxes (scores default to 1)."""
+        b = np.asarray(boxes, np.int32).reshape(-1, 4)
+        s = np.ones(len(b), np.float32) if scores is None else scores
+        return cls(b, s)
+
+    def concat(self, other: Regions) -> Regions:
+        """These regions followed by ``other``'s."""
+        return Regions(np.concatenate([self.boxes, other.boxes]), np.concatenate([self.scores, other.scores]))
+
     def area_fraction(self, width: int, height: int) -> float:
         """Fraction of the frame covered by the union of the boxes."""
-        cover = np.zeros((height, width), bool)
-        for x0, y0, x1, y1 in self.boxes:
-            cover[max(y0, 0) : max(y1, 0), max(x0, 0) : max(x1, 0)] = True
-        return float(cover.mean()) if cover.size else 0.0
+        from objrec.boxes import union_area
+
+        return union_area(self, (height, width)) / float(width * height) if width * height else 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,6 +283,38 @@ class Detection:
         }
 
 
+@dataclass(frozen=True)
+class SkipRecord:
+    """Work of a frame that was not done, and why.
+
+    Attributes
+    ----------
+    unit : str
+        The kind of work ("verify", "escalate", "track", "region", "degrade", "full_resolution", ...).
+    reason : str
+        Why: ``"budget"`` (predicted not to fit what was left of the budget), ``"degrade"`` (left out by the
+        degrade level in force), ...
+    subject : str
+        What the unit was for (an object name, a region index, a degrade level); empty when nothing.
+    predicted_ms : float or None
+        The cost model's prediction for the unit, when one was made.
+    """
+
+    unit: str
+    reason: str
+    subject: str = ""
+    predicted_ms: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.predicted_ms
+        return {
+            "unit": self.unit,
+            "reason": self.reason,
+            "subject": self.subject,
+            "predicted_ms": None if p is None or not np.isfinite(p) else round(float(p), 3),
+        }
+
+
 @dataclass(eq=False)
 class FrameResult:
     """What the recognizer returns for one frame.
@@ -261,20 +328,23 @@ class FrameResult:
         ``latency_ms <= budget_ms``; True when there is no budget.
     timings_ms : dict
         Stage name to milliseconds.
-    skipped : list of str
-        Optional work that was not done to keep the budget.
+    skipped : list of SkipRecord
+        Work that was not done to keep the budget.
     """
 
     detections: list[Detection] = field(default_factory=list)
     latency_ms: float = 0.0
     deadline_met: bool = True
     timings_ms: dict[str, float] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[SkipRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for d in self.detections:
             if not isinstance(d, Detection):
                 raise TypeError(f"detections: expected Detection items, got {type(d).__name__}")
+        for r in self.skipped:
+            if not isinstance(r, SkipRecord):
+                raise TypeError(f"skipped: expected SkipRecord items, got {type(r).__name__}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -282,7 +352,7 @@ class FrameResult:
             "latency_ms": round(self.latency_ms, 3),
             "deadline_met": self.deadline_met,
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
-            "skipped": list(self.skipped),
+            "skipped": [r.to_json() for r in self.skipped],
         }
 
 

@@ -1,0 +1,111 @@
+"""Box geometry shared by every stage: boxes are ``(x0, y0, x1, y1)`` int pixels, x1/y1 exclusive.
+
+A frame's boxes travel as :class:`objrec.types.Regions`; these functions are the one place where boxes
+are clipped, grown, rasterised, compared with outlines or derived from point sets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objrec.types import Regions
+
+__all__ = [
+    "MIN_BOX_SIDE",
+    "clip_box",
+    "box_area",
+    "grow_regions",
+    "regions_to_mask",
+    "union_area",
+    "outline_box",
+    "points_box",
+    "box_inside_outline",
+    "outline_inside_box",
+]
+
+#: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
+MIN_BOX_SIDE = 16
+
+
+def clip_box(
+    x0: float, y0: float, x1: float, y1: float, width: int, height: int, min_side: int = MIN_BOX_SIDE
+) -> tuple[int, int, int, int] | None:
+    """The box rounded outwards to whole pixels and clipped to the frame; None when less than ``min_side``
+    remains on either axis."""
+    bx0, by0 = max(0, int(np.floor(x0))), max(0, int(np.floor(y0)))
+    bx1, by1 = min(width, int(np.ceil(x1))), min(height, int(np.ceil(y1)))
+    if bx1 - bx0 < min_side or by1 - by0 < min_side:
+        return None
+    return bx0, by0, bx1, by1
+
+
+def box_area(box: tuple[int, int, int, int] | np.ndarray) -> int:
+    return int((box[2] - box[0]) * (box[3] - box[1]))
+
+
+def grow_regions(regions: Regions, shape: tuple[int, int], margin: int) -> Regions:
+    """Every box grown by ``margin`` px per side and clipped to a frame of ``shape`` (rows, cols)."""
+    if not len(regions) or margin == 0:
+        return regions
+    h, w = shape[:2]
+    b = regions.boxes.astype(np.int64)
+    out = np.stack(
+        [
+            np.maximum(b[:, 0] - margin, 0),
+            np.maximum(b[:, 1] - margin, 0),
+            np.minimum(b[:, 2] + margin, w),
+            np.minimum(b[:, 3] + margin, h),
+        ],
+        axis=1,
+    )
+    keep = (out[:, 2] > out[:, 0]) & (out[:, 3] > out[:, 1])
+    return Regions(out[keep].astype(np.int32), regions.scores[keep])
+
+
+def regions_to_mask(regions: Regions, shape: tuple[int, int], dtype: type = bool) -> np.ndarray:
+    """A mask of ``shape`` (rows, cols) and ``dtype``, 1 (True) inside the union of the boxes."""
+    h, w = shape[:2]
+    mask = np.zeros((h, w), dtype)
+    for x0, y0, x1, y1 in regions.boxes:
+        mask[max(y0, 0) : max(min(y1, h), 0), max(x0, 0) : max(min(x1, w), 0)] = 1
+    return mask
+
+
+def union_area(regions: Regions, shape: tuple[int, int]) -> int:
+    """Pixels of a frame of ``shape`` covered by the union of the boxes."""
+    return int(regions_to_mask(regions, shape).sum(dtype=np.int64))
+
+
+def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tuple[int, int, int, int] | None:
+    """Bounding box of an outline ((N, 2) points), grown by ``grow`` times its size per side, clipped."""
+    lo, hi = outline.min(axis=0), outline.max(axis=0)
+    g = (hi - lo) * grow
+    return clip_box(*(lo - g), *(hi + g), width, height)
+
+
+def points_box(
+    xy: np.ndarray, width: int, height: int, grow: float = 0.5, min_grow: float = 32.0
+) -> tuple[int, int, int, int] | None:
+    """Where a point set lies: the box of its middle 90% (robust to a few stray matches), grown by ``grow``
+    times its size per side but at least ``min_grow`` px, clipped; None for fewer than 2 points."""
+    if len(xy) < 2:
+        return None
+    lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)
+    g = np.maximum((hi - lo) * grow, min_grow)
+    return clip_box(*(lo - g), *(hi + g), width, height)
+
+
+def box_inside_outline(box: tuple[int, int, int, int], outline: np.ndarray, slack: float = 4.0) -> bool:
+    """True when ``box`` lies within the outline's bounding box (``slack`` px of tolerance)."""
+    lo, hi = outline.min(axis=0), outline.max(axis=0)
+    return bool(
+        box[0] >= lo[0] - slack and box[1] >= lo[1] - slack and box[2] <= hi[0] + slack and box[3] <= hi[1] + slack
+    )
+
+
+def outline_inside_box(outline: np.ndarray, box: tuple[int, int, int, int], slack: float = 4.0) -> bool:
+    """True when the outline's bounding box lies within ``box`` (``slack`` px of tolerance)."""
+    lo, hi = outline.min(axis=0), outline.max(axis=0)
+    return bool(
+        lo[0] >= box[0] - slack and lo[1] >= box[1] - slack and hi[0] <= box[2] + slack and hi[1] <= box[3] + slack
+    )
