@@ -342,6 +342,7 @@ class FrameResult:
         for d in self.detections:
             if not isinstance(d, Detection):
                 raise TypeError(f"detections: expected Detection items, got {type(d).__name__}")
+        self.skipped = [SkipRecord(r, "budget") if isinstance(r, str) else r for r in self.skipped]
         for r in self.skipped:
             if not isinstance(r, SkipRecord):
                 raise TypeError(f"skipped: expected SkipRecord items, got {type(r).__name__}")
