@@ -12,7 +12,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Features", "Regions", "Detection", "FrameResult", "Failure", "SkipRecord"]
+__all__ = [
+    "Features",
+    "Regions",
+    "SearchPlan",
+    "Candidate",
+    "Rejection",
+    "Detection",
+    "FrameResult",
+    "Failure",
+    "SkipRecord",
+]
 
 _FEATURE_ARRAYS = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
 
@@ -233,6 +243,80 @@ class Regions:
 
 
 @dataclass(frozen=True, eq=False)
+class SearchPlan:
+    """Where and how a frame's primary features are extracted (the search plan stage's output).
+
+    Attributes
+    ----------
+    regions : Regions or None
+        The boxes to search, in priority order (tracking windows first, then the prefilter's regions);
+        None searches the whole frame.
+    scale : float
+        Resolution scale of the extraction (1 = full resolution); features come back in full-resolution
+        pixels whatever the scale.
+    max_features : int or None
+        At most this many of the strongest keypoints are described (None: the detector's own setting).
+    pixels : int
+        Full-resolution pixels searched (the cost model's size for extraction).
+    """
+
+    regions: Regions | None
+    scale: float = 1.0
+    max_features: int | None = None
+    pixels: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.scale <= 1.0:
+            raise ValueError(f"scale: expected a value in (0, 1], got {self.scale}")
+        if self.max_features is not None and self.max_features < 1:
+            raise ValueError(f"max_features: expected a positive int or None, got {self.max_features}")
+
+    @property
+    def empty(self) -> bool:
+        """True when there is nothing to search (no regions and not the whole frame)."""
+        return self.regions is not None and len(self.regions) == 0
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """Putative matches of one enrolled object in a frame (the matching stage's output), on the host.
+
+    Attributes
+    ----------
+    object_index : int
+        The object's row in the matcher's database.
+    model_xy, scene_xy : (M, 2) float32
+        Matched positions in model-image pixels and in frame pixels.
+    ratio : (M,) float32
+        Lowe's distance ratio of each match.
+    name : str
+        The object's name.
+    model_size : (int, int)
+        The model image's (width, height), whose corners the verified homography maps.
+    """
+
+    object_index: int
+    model_xy: np.ndarray
+    scene_xy: np.ndarray
+    ratio: np.ndarray
+    name: str = ""
+    model_size: tuple[int, int] = (0, 0)
+
+    def __len__(self) -> int:
+        return int(len(self.model_xy))
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate that did not become a detection, and why (a key of ``objrec.matching.REASONS``)."""
+
+    name: str
+    reason: str
+    matches: int
+    detail: str = ""
+
+
+@dataclass(frozen=True, eq=False)
 class Detection:
     """One recognised object.
 
@@ -342,7 +426,6 @@ class FrameResult:
         for d in self.detections:
             if not isinstance(d, Detection):
                 raise TypeError(f"detections: expected Detection items, got {type(d).__name__}")
-        self.skipped = [SkipRecord(r, "budget") if isinstance(r, str) else r for r in self.skipped]
         for r in self.skipped:
             if not isinstance(r, SkipRecord):
                 raise TypeError(f"skipped: expected SkipRecord items, got {type(r).__name__}")

@@ -268,7 +268,11 @@ class SURF:
 
     # ------------------------------------------------------------------ public API
     def detect_and_compute(
-        self, gray: np.ndarray, mask: np.ndarray | None = None, regions: Regions | None = None
+        self,
+        gray: np.ndarray,
+        mask: np.ndarray | None = None,
+        regions: Regions | None = None,
+        max_features: int | None = None,
     ) -> Features:
         """Detect keypoints and compute descriptors on a gray (or BGR) uint8 image.
 
@@ -282,6 +286,9 @@ class SURF:
             Boxes ``(x0, y0, x1, y1)`` from the prefilter. The result equals that of a mask covering the union
             of the boxes (intersected with ``mask`` when both are given), but the detector visits only the
             columns whose filters reach a box, so its cost follows the boxes' area. No boxes: no features.
+        max_features : int, optional
+            For this call, describe at most this many of the strongest keypoints (the smaller of this and
+            the detector's ``max_features``): a caller under a time budget pays only for what it keeps.
 
         Returns
         -------
@@ -291,9 +298,12 @@ class SURF:
         img, m = self._check_input(gray, mask)
         boxes = _check_regions(regions, img.shape)
         resolved = resolve_backend(self.backend, "SURF")
+        cap = self.max_features if max_features is None else int(max_features)
+        if max_features is not None and self.max_features is not None:
+            cap = min(cap, int(self.max_features))
         if resolved == "gpu":
-            return self._run_gpu(img, m, boxes)
-        return self._run(img, m, np, "cpu", boxes)
+            return self._run_gpu(img, m, boxes, cap)
+        return self._run(img, m, np, "cpu", boxes, cap)
 
     def detect(self, gray: np.ndarray, mask: np.ndarray | None = None, regions: Regions | None = None) -> Features:
         """Keypoints with orientation (the descriptors are computed too: they cost little next to detection)."""
@@ -363,16 +373,25 @@ class SURF:
             cache[key] = plan
         return plan
 
-    def _run(self, img: Any, mask: Any, xp: ModuleType, target: str, boxes: np.ndarray | None = None) -> Features:
+    def _run(
+        self,
+        img: Any,
+        mask: Any,
+        xp: ModuleType,
+        target: str,
+        boxes: np.ndarray | None = None,
+        max_features: int | None = None,
+    ) -> Features:
+        cap = self.max_features if max_features is None else max_features
         if target == "cuda":
             from objrec.kernels import get_target
 
             t = get_target("cuda")
             before = t.launches
-            out = self._pipeline(img, mask, xp, target, boxes)
+            out = self._pipeline(img, mask, xp, target, boxes, cap)
             self.last_stats_["launches"] = t.launches - before
         else:
-            out = self._pipeline(img, mask, xp, target, boxes)
+            out = self._pipeline(img, mask, xp, target, boxes, cap)
         return self._to_features(out)
 
     def _to_features(self, out: dict[str, Any]) -> Features:
@@ -384,11 +403,18 @@ class SURF:
         )
 
     def _pipeline(
-        self, img: Any, mask: Any, xp: ModuleType, target: str, boxes: np.ndarray | None = None
+        self,
+        img: Any,
+        mask: Any,
+        xp: ModuleType,
+        target: str,
+        boxes: np.ndarray | None = None,
+        max_features: int | None = None,
     ) -> dict[str, Any]:
         """All stages on arrays of ``xp`` with the kernels of ``target``; results stay in ``xp`` arrays.
 
-        ``boxes`` (host int32 (N, 4), clipped to the frame, sorted by x0) restricts the detector to the regions.
+        ``boxes`` (host int32 (N, 4), clipped to the frame, sorted by x0) restricts the detector to the regions;
+        at most ``max_features`` of the strongest keypoints are described.
         """
         kern = K.kernels_for(target)
         H, W = (int(v) for v in img.shape)
@@ -457,8 +483,8 @@ class SURF:
         rs = resp[order]
         if bool((rs[1:] == rs[:-1]).any()):
             order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
-        if self.max_features is not None:
-            order = order[: int(self.max_features)]
+        if max_features is not None:
+            order = order[: int(max_features)]
         xy, size, resp, lap, octv = xy[order], size[order], resp[order], lap[order], octv[order]
         n = int(xy.shape[0])
         if n == 0:
@@ -538,9 +564,11 @@ class SURF:
         img, m = self._check_input(gray, mask)
         return self._run(img, m, np, target, _check_regions(regions, img.shape))
 
-    def _run_gpu(self, img: np.ndarray, mask: np.ndarray | None, boxes: np.ndarray | None = None) -> Features:
+    def _run_gpu(
+        self, img: np.ndarray, mask: np.ndarray | None, boxes: np.ndarray | None = None, max_features: int | None = None
+    ) -> Features:
         import cupy as cp
 
         d_img = cp.asarray(img)
         d_mask = None if mask is None else cp.asarray(mask)
-        return self._run(d_img, d_mask, cp, "cuda", boxes)
+        return self._run(d_img, d_mask, cp, "cuda", boxes, max_features)

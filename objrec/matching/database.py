@@ -7,42 +7,25 @@ from typing import Any
 
 import numpy as np
 
+from objrec.backend import to_numpy
 from objrec.matching.knn import BruteForceIndex, SpillIndex, ratio_match
-from objrec.matching.verify import Verified, VerifyParams, verify_homography
-from objrec.types import Detection, Failure, Features
+from objrec.matching.verifier import CandidateVerifier
+from objrec.matching.verify import VerifyParams
+from objrec.types import Candidate, Detection, Features, Rejection
 
-__all__ = ["DatabaseMatcher", "Candidate", "Rejection", "SPILL_MIN_TRAIN"]
+__all__ = ["DatabaseMatcher", "Candidate", "Rejection", "MatchOutcome", "SPILL_MIN_TRAIN"]
 
 #: Databases with at least this many descriptors of a kind without Laplacian signs (SIFT) are searched
 #: through a :class:`~objrec.matching.knn.SpillIndex` unless ``exact=True``; smaller ones exactly.
 SPILL_MIN_TRAIN = 2048
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """Putative matches of one object: model and scene coordinates."""
-
-    object_index: int
-    model_xy: np.ndarray
-    scene_xy: np.ndarray
-    ratio: np.ndarray
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A candidate that did not become a detection, and why (a key of ``REASONS``)."""
-
-    name: str
-    reason: str
-    matches: int
-    detail: str = ""
-
-
 @dataclass
 class MatchOutcome:
+    """Verified candidates as detections (best first) and the rejected ones with their reasons."""
+
     detections: list[Detection] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
-    verified: dict[str, Verified] = field(default_factory=dict)
 
 
 class DatabaseMatcher:
@@ -106,7 +89,10 @@ class DatabaseMatcher:
         return int(self.descriptors.shape[0])
 
     def candidates(self, scene: Features) -> list[Candidate]:
-        """Ratio-test matches of ``scene`` features, grouped per object, most matches first."""
+        """Ratio-test matches of ``scene`` features, grouped per object, most matches first.
+
+        Features on the device stay there: only the matches' scene positions come back to the host.
+        """
         if len(scene) == 0 or len(self) == 0:
             return []
         if scene.kind != self.kind:
@@ -116,12 +102,22 @@ class DatabaseMatcher:
         m = ratio_match(q, self.index, self.ratio, self.mutual, ql)
         if len(m) == 0:
             return []
+        scene_xy = to_numpy(scene.xy[scene.xp.asarray(m.query_idx)])
         owner = self.owner[m.train_idx]
         out = []
         for oi in np.unique(owner):
             sel = owner == oi
-            out.append(Candidate(int(oi), self.xy[m.train_idx[sel]], scene.xy[m.query_idx[sel]], m.ratio[sel]))
-        out.sort(key=lambda c: -len(c.model_xy))
+            out.append(
+                Candidate(
+                    int(oi),
+                    self.xy[m.train_idx[sel]],
+                    scene_xy[sel],
+                    m.ratio[sel],
+                    self.names[oi],
+                    self.sizes[oi],
+                )
+            )
+        out.sort(key=lambda c: -len(c))
         return out
 
     def verify(
@@ -131,19 +127,14 @@ class DatabaseMatcher:
         params: VerifyParams | None = None,
         max_candidates: int | None = None,
     ) -> MatchOutcome:
-        """Verify candidates (best first); every rejected one gets a reason code."""
+        """Verify candidates (best first) without a budget; every rejected one gets a reason code."""
+        verifier = CandidateVerifier(params)
         out = MatchOutcome()
         for rank, c in enumerate(candidates):
-            name = self.names[c.object_index]
             if max_candidates is not None and rank >= max_candidates:
-                out.rejections.append(Rejection(name, "not_verified", len(c.model_xy), "candidate limit"))
+                out.rejections.append(Rejection(c.name, "not_verified", len(c), "candidate limit"))
                 continue
-            w, h = self.sizes[c.object_index]
-            v = verify_homography(c.model_xy, c.scene_xy, w, h, scene_shape, params)
-            if isinstance(v, Failure):
-                out.rejections.append(Rejection(name, v.reason, len(c.model_xy), v.detail))
-                continue
-            out.verified[name] = v
-            out.detections.append(v.to_detection(name))
+            v = verifier.verify(c, scene_shape)
+            (out.rejections if isinstance(v, Rejection) else out.detections).append(v)
         out.detections.sort(key=lambda d: -d.score)
         return out

@@ -46,14 +46,13 @@ class RunStats:
                 "latency_ms": round(r.latency_ms, 3),
                 "deadline_met": bool(r.deadline_met),
                 "detections": [d.to_json() for d in r.detections],
-                "skipped": list(r.skipped),
+                "skipped": [s.to_json() for s in r.skipped],
             }
         )
         for k, v in r.timings_ms.items():
             self.stage_ms[k] = self.stage_ms.get(k, 0.0) + v
         for s in r.skipped:
-            key = s.split(":")[0].rstrip("0123456789")
-            self.skipped[key] = self.skipped.get(key, 0) + 1
+            self.skipped[s.unit] = self.skipped.get(s.unit, 0) + 1
 
     @property
     def latencies(self) -> np.ndarray:
@@ -94,7 +93,7 @@ def overlay_lines(r: FrameResult, budget_ms: float | None, fps: float | None) ->
     use = f" ({100 * r.latency_ms / budget_ms:.0f}% of {budget_ms:g} ms)" if budget_ms else ""
     lines = [f"latency {r.latency_ms:.1f} ms{use}" + (f"  {fps:.1f} fps" if fps else "")]
     if r.skipped:
-        lines.append("skipped: " + ", ".join(sorted({s.split(":")[0] for s in r.skipped}))[:80])
+        lines.append("skipped: " + ", ".join(sorted({s.unit for s in r.skipped}))[:80])
     return lines
 
 

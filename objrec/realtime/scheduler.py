@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler"]
+from objrec.types import SkipRecord
+
+__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler", "UnitRecord"]
 
 
 class PerfClock:
@@ -120,7 +122,10 @@ class CostModel:
 
 @dataclass
 class UnitRecord:
-    name: str
+    """One unit offered to the scheduler: its prediction, its time when it ran."""
+
+    unit: str
+    subject: str
     predicted_ms: float
     actual_ms: float | None
     admitted: bool
@@ -129,6 +134,10 @@ class UnitRecord:
 
 class FrameScheduler:
     """Admits optional units while the cost model predicts they fit the frame's remaining budget.
+
+    Every unit is run through :meth:`run`: mandatory units always run, optional ones only when predicted
+    to fit; each one's time teaches the cost model and is added to the frame's per-stage timings; every
+    unit left out becomes a :class:`~objrec.types.SkipRecord`.
 
     Parameters
     ----------
@@ -149,13 +158,15 @@ class FrameScheduler:
         self.safety_ms = safety_ms
         self.t0 = self.clock.now()
         self.records: list[UnitRecord] = []
-        self.skipped: list[str] = []
+        self.skipped: list[SkipRecord] = []
+        self.timings: dict[str, float] = {}
 
     def start(self, t0: float | None = None) -> None:
         """Start a frame; ``t0`` is when the frame was handed over (default: now)."""
         self.t0 = self.clock.now() if t0 is None else t0
         self.records = []
         self.skipped = []
+        self.timings = {}
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -168,32 +179,44 @@ class FrameScheduler:
     def fits(self, stage: str, size: float = 1.0) -> bool:
         return self.budget_ms is None or self.cost.predict(stage, size) <= self.remaining()
 
+    def learned(self, stage: str, size: float = 1.0) -> float:
+        """The cost model's prediction for ``stage``, or 0 until it has learned the stage."""
+        if self.cost.samples(stage) < self.cost.min_samples:
+            return 0.0
+        return self.cost.predict(stage, size)
+
     def run(
         self,
-        name: str,
+        unit: str,
         fn: Callable[[], Any],
         size: float = 1.0,
         mandatory: bool = False,
         stage: str | None = None,
+        subject: str = "",
+        timing: str | None = None,
     ) -> tuple[bool, Any]:
         """Run ``fn`` if mandatory or predicted to fit; learn its time. Returns ``(ran, result)``.
 
-        ``stage`` names the cost-model entry (default ``name``): units of one kind share it.
+        ``stage`` names the cost-model entry (default ``unit``): units of one kind share it. ``timing``
+        names the entry of the frame's timings the time is added to (default ``stage``). ``subject`` says
+        what the unit was for (an object name, a region) in the records.
         """
-        stage = stage or name
+        stage = stage or unit
         predicted = self.cost.predict(stage, size)
         if not mandatory and self.budget_ms is not None and predicted > self.remaining():
-            self.records.append(UnitRecord(name, predicted, None, False, False))
-            self.skipped.append(name)
+            self.records.append(UnitRecord(unit, subject, predicted, None, False, False))
+            self.skipped.append(SkipRecord(unit, "budget", subject, predicted))
             return False, None
         t = self.clock.now()
         result = fn()
         actual = self.clock.now() - t
         self.cost.observe(stage, size, actual)  # an overrun teaches the model too
-        self.records.append(UnitRecord(name, predicted, actual, True, mandatory))
+        key = timing or stage
+        self.timings[key] = self.timings.get(key, 0.0) + actual
+        self.records.append(UnitRecord(unit, subject, predicted, actual, True, mandatory))
         return True, result
 
-    def skip(self, name: str) -> None:
-        """Record optional work that was not even offered (e.g. after an earlier unit overran)."""
-        self.records.append(UnitRecord(name, float("nan"), None, False, False))
-        self.skipped.append(name)
+    def skip(self, unit: str, reason: str, subject: str = "", predicted_ms: float | None = None) -> None:
+        """Record work that was left out without being offered (e.g. by the degrade level in force)."""
+        self.records.append(UnitRecord(unit, subject, float("nan"), None, False, False))
+        self.skipped.append(SkipRecord(unit, reason, subject, predicted_ms))

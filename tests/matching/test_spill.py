@@ -226,8 +226,8 @@ def test_recognizer_exact_matching_option_and_same_detections(tmp_path):
     scene = compose_scene(sample_background((800, 600)), objs, rng=6, frame_size=(800, 600), area_fraction=(0.08, 0.1))
     default = Recognizer(db, detectors=["sift"], prefilter=None)
     exact = Recognizer(db, detectors=["sift"], prefilter=None, exact_matching=True)
-    assert isinstance(default._matchers["sift"].index, SpillIndex)
-    assert isinstance(exact._matchers["sift"].index, BruteForceIndex)
+    assert isinstance(default.matchers["sift"].index, SpillIndex)
+    assert isinstance(exact.matchers["sift"].index, BruteForceIndex)
     a, b = default.process(scene.image), exact.process(scene.image)
     assert sorted(d.name for d in a.detections) == sorted(d.name for d in b.detections) == sorted(objs)
     for d in a.detections:

@@ -1,0 +1,111 @@
+"""The feature stage of the frame pipeline: a search plan in, features in frame pixels out.
+
+Detectors that restrict their own work to boxes (SURF evaluates responses only inside them) get the whole
+frame and the plan's regions in one pass; the others (SIFT, whose pyramid covers whatever image it is
+given) get one crop per box. On the GPU the frame is uploaded once per frame and crops are device slices;
+keypoints and descriptors stay on the device (CuPy-backed :class:`~objrec.types.Features`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import cv2
+import numpy as np
+
+from objrec.backend import resolve_backend
+from objrec.types import Features, Regions, SearchPlan
+
+__all__ = ["FeatureStage"]
+
+#: Crops are never resized below this many pixels per side.
+MIN_SIDE = 16
+
+
+def _resize(img: Any, size: tuple[int, int]) -> Any:
+    """Area-average resize to ``size`` (width, height) of a NumPy or CuPy image."""
+    if type(img).__module__.split(".")[0] != "cupy":
+        return cv2.resize(img, size, interpolation=cv2.INTER_AREA)
+    from cupyx.scipy import ndimage
+
+    zoom = (size[1] / img.shape[0], size[0] / img.shape[1])
+    out = ndimage.zoom(img.astype(np.float32), zoom, order=1, grid_mode=True, mode="nearest")
+    return (out + 0.5).clip(0, 255).astype(np.uint8)
+
+
+class FeatureStage:
+    """Extract features of each enrolled detector kind from a frame, following a search plan.
+
+    Parameters
+    ----------
+    params : dict
+        Detector kind to its parameters (as stored in the model database).
+    backend : {"auto", "cpu", "gpu"}
+        Where the detectors run.
+    """
+
+    def __init__(self, params: dict[str, dict[str, Any]], backend: str = "auto") -> None:
+        from objrec.features import make_detector
+
+        self.backend = resolve_backend(backend, "FeatureStage")
+        self.detectors = {k: make_detector(k, backend=backend, **p) for k, p in params.items()}
+        sig = {k: inspect.signature(d.detect_and_compute).parameters for k, d in self.detectors.items()}
+        self._boxes_native = {k: "regions" in s for k, s in sig.items()}
+        self._capped = {k: "max_features" in s for k, s in sig.items()}
+        self._host: np.ndarray | None = None
+        self._device: Any = None
+
+    def begin_frame(self, gray: np.ndarray) -> None:
+        """Hand over the frame's gray image; on the GPU it is uploaded once, on first use."""
+        self._host, self._device = gray, None
+
+    def _image(self) -> Any:
+        if self.backend != "gpu":
+            return self._host
+        if self._device is None:
+            import cupy
+
+            self._device = cupy.asarray(self._host)
+        return self._device
+
+    def extract(self, kind: str, plan: SearchPlan) -> Features:
+        """Features of ``kind`` in frame pixels where ``plan`` says to search."""
+        det = self.detectors[kind]
+        img = self._image()
+        kw = {"max_features": plan.max_features} if plan.max_features and self._capped[kind] else {}
+        if plan.empty:
+            return Features.empty(det.descriptor_size, kind)
+        if plan.regions is None or self._boxes_native[kind]:
+            return self._extract_frame(det, img, plan.regions, plan.scale, kw)
+        parts = [self._extract_crop(det, img, box, plan.scale, kw) for box in plan.regions.boxes.tolist()]
+        parts = [p for p in parts if len(p)]
+        return Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
+
+    @staticmethod
+    def _extract_frame(det: Any, img: Any, regions: Regions | None, scale: float, kw: dict) -> Features:
+        """One pass over the whole frame, restricted to ``regions`` by the detector itself."""
+        h, w = img.shape[:2]
+        if scale < 1.0:
+            img = _resize(img, (max(MIN_SIDE, round(w * scale)), max(MIN_SIDE, round(h * scale))))
+        if regions is not None:
+            k = img.shape[1] / w
+            b = regions.boxes.astype(np.float64) * k
+            b[:, :2], b[:, 2:] = np.floor(b[:, :2]), np.ceil(b[:, 2:])
+            kw = {**kw, "regions": Regions(b.astype(np.int32), regions.scores)}
+        f = det.detect_and_compute(img, None, **kw)
+        return f.scaled(w / img.shape[1], h / img.shape[0]) if len(f) else f
+
+    @staticmethod
+    def _extract_crop(det: Any, img: Any, box: list[int], scale: float, kw: dict) -> Features:
+        """Features of one box, extracted from its crop (resized by ``scale``) and shifted into the frame."""
+        x0, y0, x1, y1 = box
+        xp = np if isinstance(img, np.ndarray) else __import__("cupy")
+        crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
+        ch, cw = crop.shape[:2]
+        if scale < 1.0:
+            crop = _resize(crop, (max(MIN_SIDE, round(cw * scale)), max(MIN_SIDE, round(ch * scale))))
+        f = det.detect_and_compute(crop, None, **kw)
+        if not len(f):
+            return f
+        return f.scaled(cw / crop.shape[1], ch / crop.shape[0]).shifted(x0, y0)

@@ -1,0 +1,97 @@
+"""The verification unit: one candidate in, a detection or a rejection with its reason out.
+
+Every path of the frame pipeline (tracked objects, the prefilter's regions, escalation) verifies through
+:meth:`CandidateVerifier.run`, which offers each candidate to the frame's scheduler as a unit, so no
+verification runs outside the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from objrec.boxes import points_box
+from objrec.matching.verify import VerifyParams, verify_homography
+from objrec.types import Candidate, Detection, Failure, Rejection
+
+__all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS"]
+
+#: Rejections that say "too little evidence" rather than "wrong geometry": the matches' area is worth a
+#: second look with a stronger detector.
+UNSURE_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio", "too_few_matches"})
+
+
+@dataclass
+class FrameVerdicts:
+    """What the verification units of one frame decided.
+
+    Attributes
+    ----------
+    shape : (int, int)
+        The frame's (rows, cols).
+    found : dict
+        Object name to its :class:`~objrec.types.Detection`.
+    rejections : list of Rejection
+    unsure : list of (x0, y0, x1, y1)
+        Where candidates rejected for too little evidence had their matches (frame pixels).
+    """
+
+    shape: tuple[int, int]
+    found: dict[str, Detection] = field(default_factory=dict)
+    rejections: list[Rejection] = field(default_factory=list)
+    unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+    def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
+        if isinstance(verdict, Detection):
+            self.found[verdict.name] = verdict
+            return
+        self.rejections.append(verdict)
+        if verdict.reason in UNSURE_REASONS:
+            h, w = self.shape
+            box = points_box(candidate.scene_xy, w, h)
+            if box is not None and box not in self.unsure:
+                self.unsure.append(box)
+
+    def detections(self) -> list[Detection]:
+        """The detections, highest score first."""
+        return sorted(self.found.values(), key=lambda d: -d.score)
+
+
+class CandidateVerifier:
+    """Geometric verification of candidates (:func:`~objrec.matching.verify.verify_homography`).
+
+    Parameters
+    ----------
+    params : VerifyParams, optional
+    """
+
+    def __init__(self, params: VerifyParams | None = None) -> None:
+        self.params = params or VerifyParams()
+
+    def verify(self, candidate: Candidate, frame_shape: tuple[int, int]) -> Detection | Rejection:
+        """The candidate's detection, or its rejection with the reason code."""
+        w, h = candidate.model_size
+        v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, self.params)
+        if isinstance(v, Failure):
+            return Rejection(candidate.name, v.reason, len(candidate), v.detail)
+        return v.to_detection(candidate.name)
+
+    def run(self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: Any, first_mandatory: bool) -> None:
+        """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.
+
+        The first candidate is mandatory when ``first_mandatory`` (the frame's best candidate); the others
+        run only while the scheduler predicts they fit.
+        """
+        for j, c in enumerate(candidates):
+            if c.name in verdicts.found:
+                continue
+            ran, v = sched.run(
+                "verify",
+                lambda c=c: self.verify(c, verdicts.shape),
+                size=len(c),
+                mandatory=first_mandatory and j == 0,
+                subject=c.name,
+                timing="verification",
+            )
+            if ran:
+                verdicts.add(c, v)

@@ -1,0 +1,70 @@
+"""The feature stage: features in frame pixels equal the detectors' own on the same pixels."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from objrec.data import sample_background
+from objrec.features import SIFT, SURF
+from objrec.features.extract import FeatureStage
+from objrec.types import Regions, SearchPlan
+
+
+@pytest.fixture(scope="module")
+def gray():
+    return cv2.cvtColor(sample_background((320, 240), seed=4), cv2.COLOR_BGR2GRAY)
+
+
+def _sorted_xy(f):
+    return f.xy[np.lexsort((f.xy[:, 1], f.xy[:, 0]))]
+
+
+def test_surf_regions_in_one_pass_equal_surf_with_the_same_regions(gray):
+    stage = FeatureStage({"surf": {"hessian_threshold": 400}}, backend="cpu")
+    stage.begin_frame(gray)
+    regions = Regions.from_boxes([[10, 20, 150, 140], [200, 100, 310, 230]])
+    got = stage.extract("surf", SearchPlan(regions, pixels=1))
+    ref = SURF(400, backend="cpu").detect_and_compute(gray, regions=regions)
+    assert len(got) == len(ref) > 10
+    np.testing.assert_array_equal(got.xy, ref.xy)
+    np.testing.assert_array_equal(got.descriptors, ref.descriptors)
+
+
+def test_feature_cap_describes_the_strongest_only(gray):
+    stage = FeatureStage({"surf": {"hessian_threshold": 100}}, backend="cpu")
+    stage.begin_frame(gray)
+    full = stage.extract("surf", SearchPlan(None))
+    capped = stage.extract("surf", SearchPlan(None, max_features=25))
+    assert len(full) > 25 and len(capped) == 25
+    np.testing.assert_array_equal(capped.response, full.response[:25])
+
+
+def test_sift_crops_are_shifted_into_the_frame(gray):
+    stage = FeatureStage({"sift": {}}, backend="cpu")
+    stage.begin_frame(gray)
+    box = [40, 30, 240, 200]
+    got = stage.extract("sift", SearchPlan(Regions.from_boxes([box])))
+    ref = SIFT(backend="cpu").detect_and_compute(np.ascontiguousarray(gray[30:200, 40:240]))
+    assert len(got) == len(ref) > 10
+    np.testing.assert_allclose(got.xy, ref.xy + np.float32([40, 30]))
+    assert np.all((got.xy >= [40, 30]) & (got.xy < [240, 200]))
+
+
+def test_lower_resolution_comes_back_in_full_resolution_pixels(gray):
+    stage = FeatureStage({"surf": {"hessian_threshold": 400}}, backend="cpu")
+    stage.begin_frame(gray)
+    got = stage.extract("surf", SearchPlan(None, scale=0.75))
+    small = cv2.resize(gray, (240, 180), interpolation=cv2.INTER_AREA)
+    ref = SURF(400, backend="cpu").detect_and_compute(small)
+    assert len(got) == len(ref) > 5
+    np.testing.assert_allclose(got.xy, ref.xy * np.float32([320 / 240, 240 / 180]), rtol=1e-6)
+    np.testing.assert_allclose(got.size, ref.size * (320 / 240), rtol=1e-6)
+
+
+def test_empty_plan_gives_empty_features(gray):
+    stage = FeatureStage({"surf": {}}, backend="cpu")
+    stage.begin_frame(gray)
+    f = stage.extract("surf", SearchPlan(Regions.empty()))
+    assert len(f) == 0 and f.descriptors.shape == (0, 64) and f.kind == "surf"

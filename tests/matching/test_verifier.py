@@ -1,0 +1,83 @@
+"""The verification unit: its verdicts equal verify_homography's, and every candidate is a scheduler unit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
+from objrec.matching.verify import VerifyParams, verify_homography
+from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
+from objrec.types import Candidate, Detection, Failure, Rejection
+
+
+def _candidate(name: str, n_true: int, n_noise: int, seed: int) -> tuple[Candidate, np.ndarray]:
+    """Matches of a 200x100 model under a known homography, plus uniform outliers."""
+    rng = np.random.default_rng(seed)
+    H = np.array([[1.2, 0.1, 150.0], [-0.05, 1.1, 90.0], [1e-4, 0.0, 1.0]])
+    m = rng.uniform([0, 0], [200, 100], (n_true, 2))
+    hom = np.c_[m, np.ones(n_true)] @ H.T
+    s = hom[:, :2] / hom[:, 2:]
+    mo = rng.uniform([0, 0], [200, 100], (n_noise, 2))
+    so = rng.uniform([0, 0], [640, 480], (n_noise, 2))
+    model_xy = np.vstack([m, mo]).astype(np.float32)
+    scene_xy = np.vstack([s, so]).astype(np.float32)
+    n = n_true + n_noise
+    return Candidate(0, model_xy, scene_xy, np.full(n, 0.5, np.float32), name, (200, 100)), H
+
+
+def test_verdict_equals_verify_homography():
+    params = VerifyParams()
+    v = CandidateVerifier(params)
+    good, H = _candidate("good", 60, 20, 0)
+    det = v.verify(good, (480, 640))
+    ref = verify_homography(good.model_xy, good.scene_xy, 200, 100, (480, 640), params)
+    assert isinstance(det, Detection) and not isinstance(ref, Failure)
+    assert det.name == "good" and det.inliers == ref.n_inliers
+    np.testing.assert_allclose(det.homography, ref.homography)
+    truth = np.c_[[[0, 0], [200, 0], [200, 100], [0, 100]], np.ones(4)] @ H.T
+    np.testing.assert_allclose(det.corners, truth[:, :2] / truth[:, 2:], atol=0.5)
+    weak, _ = _candidate("weak", 4, 30, 1)
+    rej = v.verify(weak, (480, 640))
+    ref = verify_homography(weak.model_xy, weak.scene_xy, 200, 100, (480, 640), params)
+    assert isinstance(rej, Rejection) and rej.reason == ref.reason and rej.matches == 34
+
+
+def test_every_candidate_is_a_scheduler_unit_and_weak_ones_mark_unsure_boxes():
+    clock = FakeClock()
+    cost = CostModel(prior_ms={"verify": 50.0}, min_samples=1000)  # optional verifications never fit
+    sched = FrameScheduler(30.0, cost, clock, safety_ms=0.0)
+    sched.start()
+    weak, _ = _candidate("weak", 3, 40, 2)
+    good, _ = _candidate("good", 60, 10, 3)
+    other, _ = _candidate("other", 60, 10, 4)
+    verdicts = FrameVerdicts((480, 640))
+    CandidateVerifier().run([weak, good, other], verdicts, sched, first_mandatory=True)
+    # The first is mandatory (runs though predicted over budget), the others are left out and recorded.
+    assert [(r.unit, r.subject, r.admitted) for r in sched.records] == [
+        ("verify", "weak", True),
+        ("verify", "good", False),
+        ("verify", "other", False),
+    ]
+    assert [(r.unit, r.reason, r.subject) for r in sched.skipped] == [
+        ("verify", "budget", "good"),
+        ("verify", "budget", "other"),
+    ]
+    assert verdicts.found == {} and [r.name for r in verdicts.rejections] == ["weak"]
+    # Where the weak candidate's matches lie is marked for a second look, inside the frame.
+    assert len(verdicts.unsure) == 1
+    x0, y0, x1, y1 = verdicts.unsure[0]
+    assert 0 <= x0 < x1 <= 640 and 0 <= y0 < y1 <= 480
+
+
+@pytest.mark.parametrize("budget", [None, 1e6])
+def test_with_room_every_candidate_is_verified_and_found_objects_are_not_verified_twice(budget):
+    sched = FrameScheduler(budget, CostModel(prior_ms={"verify": 1.0}), FakeClock())
+    sched.start()
+    good, _ = _candidate("good", 60, 10, 5)
+    verdicts = FrameVerdicts((480, 640))
+    v = CandidateVerifier()
+    v.run([good], verdicts, sched, first_mandatory=False)
+    v.run([good], verdicts, sched, first_mandatory=False)
+    assert list(verdicts.found) == ["good"] and len(sched.records) == 1
+    assert [d.name for d in verdicts.detections()] == ["good"]

@@ -1,0 +1,34 @@
+"""The per-frame guard: no garbage collection and one BLAS thread inside a frame, both restored after."""
+
+from __future__ import annotations
+
+import gc
+
+from threadpoolctl import threadpool_info
+
+from objrec.realtime.guard import collect_in_slack, frame_guard
+
+
+def _blas_threads():
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_guard_disables_gc_and_limits_blas_inside_and_restores_both():
+    before_gc, before_blas = gc.isenabled(), _blas_threads()
+    with frame_guard():
+        assert not gc.isenabled()
+        assert all(n == 1 for n in _blas_threads())
+    assert gc.isenabled() == before_gc and _blas_threads() == before_blas
+
+
+def test_guard_restores_after_an_exception():
+    try:
+        with frame_guard():
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert gc.isenabled()
+
+
+def test_collect_only_with_slack():
+    assert collect_in_slack(10.0) and not collect_in_slack(1.0)

@@ -1,0 +1,125 @@
+"""The Recognizer wires the stages: every unit goes through the scheduler, the frame runs guarded."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from objrec import ModelDB, Recognizer
+from objrec.data import sample_background, sample_objects
+from objrec.realtime.scheduler import FakeClock
+from objrec.scenes import compose_scene
+
+
+class TickClock(FakeClock):
+    """Every reading costs 1 ms: a frame's work takes deterministic, nonzero time."""
+
+    def now(self):
+        self.t += 1.0
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    d = ModelDB.create(tmp_path_factory.mktemp("rec") / "db")
+    for n, img in sample_objects().items():
+        d.enroll(n, img)
+    return d
+
+
+@pytest.fixture(scope="module")
+def scene():
+    objs = sample_objects()
+    return compose_scene(sample_background((640, 480)), objs, rng=1, frame_size=(640, 480), area_fraction=(0.1, 0.15))
+
+
+def _placed(scene, d) -> bool:
+    """The outline agrees with the ground truth within 5% of the object's diagonal in the frame (the
+    scene occludes some objects in part, which costs a few pixels)."""
+    truth = scene.truth(d.name).corners
+    diagonal = float(np.linalg.norm(truth.max(axis=0) - truth.min(axis=0)))
+    return float(np.abs(d.corners - truth).max()) < 0.05 * diagonal
+
+
+def test_tight_budget_verifies_only_the_mandatory_candidate_and_records_the_rest(db, scene):
+    rec = Recognizer(db, budget_ms=8.0, clock=TickClock(), track=False)
+    r = rec.process(scene.image)
+    assert len(r.detections) == 1
+    left = [s for s in r.skipped if s.unit == "verify"]
+    assert left and all(s.reason == "budget" and s.subject in db.names for s in left)
+    assert {"features_surf", "matching", "verification"} <= set(r.timings_ms)
+    full = Recognizer(db, budget_ms=None, clock=FakeClock(), track=False).process(scene.image)
+    assert sorted(d.name for d in full.detections) == sorted(db.names) and full.skipped == []
+    assert all(_placed(scene, d) for d in full.detections)
+
+
+def test_escalation_verifies_through_the_scheduler(db, scene):
+    """Primary candidates cut to 6 matches are rejected as unsure; SIFT on their boxes finds the objects,
+    each escalation and each of its verifications a scheduler unit."""
+    rec = Recognizer(db, budget_ms=None, track=False)
+    primary = rec.matchers["surf"]
+    real = primary.candidates
+
+    def weak(feats):
+        return [dataclasses.replace(c, model_xy=c.model_xy[:6], scene_xy=c.scene_xy[:6]) for c in real(feats)]
+
+    primary.candidates = weak
+    r = rec.process(scene.image)
+    assert {x.reason for x in rec.last_rejections} <= {"too_few_matches", "too_few_inliers"}
+    units = [(u.unit, u.admitted) for u in rec.scheduler.records]
+    assert ("escalate", True) in units
+    first_escalation = units.index(("escalate", True))
+    assert ("verify", True) in units[first_escalation:]
+    assert sorted(d.name for d in r.detections) == sorted(db.names)
+    assert all(_placed(scene, d) for d in r.detections)
+    # Under a budget with no room left, escalation is recorded as skipped instead of running.
+    tight = Recognizer(db, budget_ms=8.0, clock=TickClock(), track=False)
+    tight.matchers["surf"].candidates = weak
+    for _ in range(3):  # the cost model learns the escalation's cost
+        t = tight.process(scene.image)
+    assert any(s.unit == "escalate" and s.reason == "budget" for s in t.skipped)
+
+
+def test_frame_runs_blas_on_one_thread_and_restores_it(db):
+    """BLAS's spinning workers would steal the cores from the next stage: one thread inside a frame only."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    rec = Recognizer(db, budget_ms=None, track=False)
+    seen = []
+    inner = rec.features.extract
+
+    def spy(kind, plan):
+        seen.append(blas_threads())
+        return inner(kind, plan)
+
+    rec.features.extract = spy
+    before = blas_threads()
+    rec.process(sample_background((320, 240)))
+    assert seen and seen[0] and all(n == 1 for n in seen[0])
+    assert blas_threads() == before
+
+
+def test_tracked_object_is_searched_in_its_window_first(db, scene):
+    rec = Recognizer(db, budget_ms=None)
+    first = rec.process(scene.image)
+    assert len(first.detections) == 3
+    w = rec.tracker.windows(640, 480)
+    assert len(w) == 3
+    second = rec.process(scene.image)
+    assert sorted(d.name for d in second.detections) == sorted(db.names)
+    verified = [u.subject for u in rec.scheduler.records if u.unit == "verify"]
+    assert set(verified[:3]) == set(db.names)
+
+
+def test_result_is_json_friendly(db, scene):
+    import json
+
+    r = Recognizer(db, budget_ms=8.0, clock=TickClock(), track=False).process(scene.image)
+    j = json.loads(json.dumps(r.to_json()))
+    assert set(j) == {"detections", "latency_ms", "deadline_met", "timings_ms", "skipped"}
+    assert all(set(s) == {"unit", "reason", "subject", "predicted_ms"} for s in j["skipped"])
