@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import resolve_backend
-from objrec.features.extract import FeatureStage
+from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher
 from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
@@ -33,9 +33,6 @@ from objrec.realtime.tracker import Tracker
 from objrec.types import FrameResult, Regions, Rejection, SearchPlan
 
 __all__ = ["Recognizer"]
-
-#: The order in which detector kinds serve: the first enrolled is primary, the next the escalation.
-KIND_ORDER = ("surf", "sift")
 
 
 class Recognizer:
@@ -103,7 +100,7 @@ class Recognizer:
             raise ValueError(f"{self.db.path}: the model database is empty; enroll objects first")
         self.budget_ms = budget_ms
         self.backend = resolve_backend(backend, "Recognizer")
-        self.kinds = _detector_kinds(self.db, detectors)
+        self.kinds = detector_kinds(self.db, detectors)
         self.primary = self.kinds[0]
         objects = self.db.objects()
         xp = __import__("cupy") if self.backend == "gpu" else np
@@ -124,23 +121,9 @@ class Recognizer:
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
         """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts."""
-        from objrec.data import synthetic_cover
-        from objrec.scenes import compose_scene
+        from objrec.realtime.warmup import warm_up
 
-        h, w = frame_shape[:2]
-        bg = synthetic_cover(99, (w, h))
-        objs = {n: self.db.image(n) for n in self.db.names[:2]}
-        rng = np.random.default_rng(0)
-        budget, self.scheduler.budget_ms = self.scheduler.budget_ms, None
-        try:
-            for _ in range(repeats):
-                self.process(compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image)
-                self.process(bg)
-        finally:
-            self.scheduler.budget_ms = budget
-            self.tracker.reset()
-            self.degrade.reset()  # warm-up frames (compilation) say nothing about the load
-        collect_in_slack(float("inf"))
+        warm_up(self, frame_shape, repeats)
 
     def process(self, frame: np.ndarray, t0: float | None = None) -> FrameResult:
         """Recognise objects in one frame (gray or BGR uint8).
@@ -203,17 +186,6 @@ class Recognizer:
     def reset(self) -> None:
         """Forget tracked objects (a new, unrelated sequence of frames follows)."""
         self.tracker.reset()
-
-
-def _detector_kinds(db: ModelDB, detectors: list[str] | None) -> list[str]:
-    """The detector kinds to use, primary first; each must be enrolled in ``db``."""
-    kinds = list(db.detectors) if detectors is None else list(detectors)
-    for k in kinds:
-        if k not in db.detectors:
-            raise ValueError(f"detectors: {k!r} is not enrolled in {db.path} (has {list(db.detectors)})")
-    if not kinds:
-        raise ValueError("detectors: need at least one detector kind")
-    return sorted(kinds, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER))
 
 
 def _load_prefilter(db: ModelDB, prefilter: Any) -> tuple[Any, str]:

@@ -17,7 +17,10 @@ import numpy as np
 from objrec.backend import resolve_backend
 from objrec.types import Features, Regions, SearchPlan
 
-__all__ = ["FeatureStage"]
+__all__ = ["FeatureStage", "detector_kinds", "KIND_ORDER"]
+
+#: The order in which detector kinds serve: the first enrolled is primary, the next the escalation.
+KIND_ORDER = ("surf", "sift")
 
 #: Crops are never resized below this many pixels per side.
 MIN_SIDE = 16
@@ -109,3 +112,14 @@ class FeatureStage:
         if not len(f):
             return f
         return f.scaled(cw / crop.shape[1], ch / crop.shape[0]).shifted(x0, y0)
+
+
+def detector_kinds(db: Any, detectors: list[str] | None) -> list[str]:
+    """The detector kinds of ``db`` to use (all enrolled ones by default), primary first (``KIND_ORDER``)."""
+    kinds = list(db.detectors) if detectors is None else list(detectors)
+    for k in kinds:
+        if k not in db.detectors:
+            raise ValueError(f"detectors: {k!r} is not enrolled in {db.path} (has {list(db.detectors)})")
+    if not kinds:
+        raise ValueError("detectors: need at least one detector kind")
+    return sorted(kinds, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER))
