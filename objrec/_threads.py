@@ -44,9 +44,9 @@ def _blas_controller() -> Any:
 def one_blas_thread() -> Any:
     """Context: BLAS on one thread inside, the previous setting restored after (process-wide, ~2 us).
 
-    OpenBLAS's worker threads spin for a while after each product; on a 2-core machine they took the cores
-    from the Numba threads of the next stage (SURF 8.6 -> 15 ms after a matching call), and threads of our
-    own that each run a one-thread product on part of the rows beat one product on two BLAS threads.
+    OpenBLAS's worker threads spin for a while after each product; on a machine with few cores they take the
+    cores from the Numba threads of the next stage, and threads of our own that each run a one-thread product
+    on part of the rows beat one product on two BLAS threads.
     """
     c = _blas_controller()
     return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")

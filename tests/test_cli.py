@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md: commands, JSON shape, exit codes, one-line errors."""
+"""The CLI contract: commands, JSON shape, exit codes, one-line errors."""
 
 from __future__ import annotations
 

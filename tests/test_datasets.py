@@ -93,7 +93,7 @@ def test_graf_homography_agrees_with_sift_matches(shared_data):
     p2 = np.float64([k2[m.trainIdx].pt for m in good])
     q = np.c_[p1, np.ones(len(p1))] @ pair.H.T
     err = np.linalg.norm(q[:, :2] / q[:, 2:] - p2, axis=1)
-    assert np.mean(err < 3.0) > 0.75  # data README: 87% with 2000 features
+    assert np.mean(err < 3.0) > 0.75
 
 
 # --- Oxford and HPatches, malformed layouts ---------------------------------------------------------------------

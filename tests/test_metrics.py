@@ -469,7 +469,7 @@ def test_sift_on_graf_falls_with_viewpoint_and_leuven_is_repeatable(shared_data,
         res = matching_score(f1, fn, np.loadtxt(root / "graf" / f"H1to{n}p"), s1, sn)
         rep.append(res.repeatability)
         ms.append(res.matching_score)
-    # Measured: repeatability 0.65, 0.52, 0.25, 0.00, 0.00; matching score 0.47, 0.31, 0.09, 0.00, 0.00.
+    # Repeatability and matching score fall with the viewpoint change; SIFT fails beyond about 50 degrees.
     assert rep[0] > 0.5
     assert all(a >= b for a, b in zip(rep, rep[1:], strict=False)) and rep[0] > rep[2] > rep[4]
     assert ms[4] < 0.1 and ms[0] > 0.3
@@ -477,6 +477,6 @@ def test_sift_on_graf_falls_with_viewpoint_and_leuven_is_repeatable(shared_data,
     f2, s2 = oxford_sift("leuven", 2)
     H = np.loadtxt(root / "leuven" / "H1to2p")  # H[2,2] != 1 in this file
     res = matching_score(f1, f2, H, s1, s2)
-    assert res.repeatability > 0.5  # measured 0.62
+    assert res.repeatability > 0.5
     mma = mean_matching_accuracy(f1, f2, H)
-    assert mma.accuracy[2] > 0.8 and np.all(np.diff(mma.accuracy) >= 0)  # measured 0.90 at 3 px
+    assert mma.accuracy[2] > 0.8 and np.all(np.diff(mma.accuracy) >= 0)

@@ -18,17 +18,17 @@ from objrec.backend import get_array_module
 
 __all__ = ["knn2", "Matches", "ratio_match", "BruteForceIndex", "SpillIndex"]
 
-#: Query rows per GEMM block: 2048 x M float32 keeps a block under ~64 MB for M = 8k (256-2048 measured
-#: within noise of each other at 23.7k x 3k on 2 cores).
+#: Query rows per GEMM block: 2048 x M float32 keeps a block under ~64 MB for M = 8k; block sizes from 256
+#: up perform alike, the products being bound by writing their output.
 DEFAULT_BLOCK = 2048
 #: Query rows per product when the CPU rows are split over the cores (a 128 x 3k block is 1.5 MB, in cache).
 CPU_BLOCK = 128
 #: Opposite Laplacian signs never pair; distances of L2-normalised descriptors are below this bound.
 _LAPLACIAN_WEIGHT = 2.0
 #: Half-width of the overlap of a :class:`SpillIndex`'s two leaves, as a share of the median train descriptor
-#: norm (41 for OpenCV's SIFT, whose descriptors have norm ~512). On issue 2's 14 Oxford pairs (uncapped SIFT)
-#: the split kept 99.9% of the ratio-test matches the true homography confirms (99.5% on the worst pair);
-#: with the models capped at 1000 features, no overlap kept 85-100% per pair and this margin 97-100%.
+#: norm (41 for OpenCV's SIFT, whose descriptors have norm ~512). Without an overlap, a query near the split
+#: loses its true neighbour on the other side; ``tests/matching/test_spill.py`` checks what this margin keeps
+#: on the Oxford pairs against exact matching.
 SPILL_MARGIN = 0.08
 
 
@@ -49,9 +49,8 @@ class BruteForceIndex:
     One GEMM per block computes ``|t|² − 2 q·t`` directly, by augmenting the query with a column of
     ones and the train matrix with ``|t|²`` (``[q, 1] · [−2t, |t|²]ᵀ``); ``|q|²`` does not change the
     ranking, so it is added to the two selected values only. Elementwise passes over the block would cost
-    more than the GEMM itself. A PCA-reduced ranking with exact re-ranking was tried and dropped: at
-    20k x 3k SIFT descriptors it agreed with exact matching but was not faster, the block GEMM being
-    bound by writing its output.
+    more than the GEMM itself. The block GEMM is bound by writing its output, so reducing the descriptor
+    dimension (PCA with exact re-ranking) does not make it faster.
     """
 
     def __init__(self, train: Any, laplacian: Any | None = None, block: int = DEFAULT_BLOCK) -> None:
@@ -68,8 +67,7 @@ class BruteForceIndex:
         self.laplacian = None if laplacian is None else xp.asarray(laplacian)
         self.train = t
         # With signs, one unsigned index per sign: a query is ranked against its own sign's rows only (SURF's
-        # rule, exactly), half the products (measured 6.6 -> 4 ms per frame of SURF matching in the real-time
-        # stream).
+        # rule, exactly), about half the products.
         self._groups: list[tuple[int, Any, BruteForceIndex]] = []
         if laplacian is not None:
             lap = self.laplacian
@@ -113,8 +111,7 @@ class BruteForceIndex:
         workers = usable_cores() if xp is np else 1
         if workers > 1 and n >= 4 * CPU_BLOCK * workers:
             # CPU: each core runs one-thread products on its share of the rows, blocks small enough to stay in
-            # its cache for the top-2 passes (23.7k x 3k SIFT on 2 cores: 89 ms with two BLAS threads on
-            # 2048-row blocks, 70 ms so; the products alone take 66 ms).
+            # its cache for the top-2 passes (two BLAS threads on large blocks spend longer in those passes).
             bs = min(self.block, CPU_BLOCK)
             cuts = [n * i // workers for i in range(workers + 1)]
             with one_blas_thread():
@@ -218,7 +215,7 @@ class SpillIndex:
         if n == 0:
             return index, dist2
         # One BLAS thread on the CPU: a two-thread product here leaves OpenBLAS's threads spinning through
-        # the leaves' per-core products (measured 95 against 50 ms at 23.7k x 3k SIFT on 2 cores).
+        # the leaves' per-core products, which then run at about half speed.
         with one_blas_thread() if xp is np else contextlib.nullcontext():
             high = (q @ self.axis) >= self.split
             for side, (rows, leaf) in zip((~high, high), self._leaves, strict=True):
@@ -241,8 +238,7 @@ def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
     """Indices and values of the ``k`` smallest entries per row, ascending; ``d`` is overwritten.
 
     Repeated ``argmin`` (SIMD-vectorised in NumPy, a tree reduction in CuPy) beats ``argpartition`` and a
-    Numba insertion pass for k = 2: measured 2.7 ms per argmin against 36 ms for a Numba top-2 pass on a
-    2048 x 3000 block (2 cores).
+    Numba insertion pass for k = 2 by an order of magnitude.
     """
     n = d.shape[0]
     rows = xp.arange(n)

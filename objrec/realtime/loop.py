@@ -30,7 +30,7 @@ def display_available() -> bool:
 
 @dataclass
 class RunStats:
-    """Statistics of a run, in the ``--stats`` JSON schema of DESIGN.md (plus extras)."""
+    """Statistics of a run, in the ``objrec run --stats`` JSON schema (see the README), plus extras."""
 
     budget_ms: float | None
     per_frame: list[dict[str, Any]] = field(default_factory=list)
