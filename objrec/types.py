@@ -331,7 +331,10 @@ class Detection:
     homography : (3, 3) float64
         Maps model-image pixels to scene pixels, normalised so ``H[2, 2] == 1``.
     corners : (4, 2) float64
-        The model's ``(0,0), (w,0), (w,h), (0,h)`` mapped into the scene, as (x, y).
+        The model's ``(0,0), (w,0), (w,h), (0,h)`` mapped into the scene, as (x, y); corners of an object
+        partly outside the frame lie outside the image.
+    visible_fraction : float
+        Share of the model's area that lies inside the frame, in [0, 1].
     """
 
     name: str
@@ -339,6 +342,7 @@ class Detection:
     inliers: int
     homography: np.ndarray
     corners: np.ndarray
+    visible_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -352,6 +356,10 @@ class Detection:
         corners = np.asarray(self.corners, np.float64)
         if corners.shape != (4, 2):
             raise ValueError(f"corners: expected shape (4, 2), got {corners.shape}")
+        visible = float(self.visible_fraction)
+        if not 0.0 <= visible <= 1.0:
+            raise ValueError(f"visible_fraction: expected a value in [0, 1], got {visible}")
+        object.__setattr__(self, "visible_fraction", visible)
         object.__setattr__(self, "score", score)
         object.__setattr__(self, "inliers", int(self.inliers))
         object.__setattr__(self, "homography", H / H[2, 2])
@@ -364,6 +372,7 @@ class Detection:
             "inliers": self.inliers,
             "homography": [[float(v) for v in row] for row in self.homography],
             "corners": [[float(v) for v in row] for row in self.corners],
+            "visible_fraction": round(self.visible_fraction, 4),
         }
 
 

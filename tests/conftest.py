@@ -50,3 +50,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_sim)
         elif sim and not is_sim:
             item.add_marker(skip_main)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line saying how the Dask tests ended, so a CI log shows that they ran."""
+    counts: dict[str, int] = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            if "dask" in getattr(rep, "keywords", {}) and rep.when in ("call", "setup"):
+                if outcome == "passed" and rep.when != "call":
+                    continue
+                counts[outcome] = counts.get(outcome, 0) + 1
+    if counts:
+        terminalreporter.write_line("dask tests: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))

@@ -59,7 +59,7 @@ def test_enroll_then_detect_json(files, tmp_path):
     assert res["image"] == str(files["scene"])
     assert isinstance(res["timings_ms"], dict) and all(v >= 0 for v in res["timings_ms"].values())
     (det,) = res["detections"]
-    assert set(det) == {"name", "score", "inliers", "homography", "corners"}
+    assert set(det) == {"name", "score", "inliers", "homography", "corners", "visible_fraction"}
     assert det["name"] == "cover" and 0 <= det["score"] <= 1 and det["inliers"] >= 10
     H = np.array(det["homography"])
     assert H.shape == (3, 3) and H[2, 2] == 1.0
@@ -79,6 +79,7 @@ def test_detect_with_exact_matching(files, tmp_path):
     (det,) = json.loads(r.stdout)["results"][0]["detections"]
     assert det["name"] == "cover"
     np.testing.assert_allclose(np.array(det["corners"]), files["truth"].corners, atol=3.0)
+    assert abs(det["visible_fraction"] - files["truth"].visible_fraction) < 0.02
 
 
 def test_detect_unreadable_image_reports_error_and_continues(files, tmp_path):

@@ -1,4 +1,11 @@
-"""Geometric verification: homography by OpenCV's USAC with degeneracy checks and reason codes."""
+"""Geometric verification: homography by OpenCV's USAC with degeneracy checks and reason codes.
+
+The checks judge the geometry of the view, never the object's size in the frame: an object larger than the
+frame, or partly outside it, is a detection whose outline (corners) may lie outside the image and whose
+``visible_fraction`` says how much of the model the frame shows. What is judged: the model must lie in front
+of the camera, map to a simple convex quadrilateral with its orientation kept, through a well-conditioned
+homography, with enough of it visible; the inliers must spread over the visible part in two directions.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,16 @@ import numpy as np
 
 from objrec.types import Detection, Failure
 
-__all__ = ["VerifyParams", "Verified", "verify_homography", "quad_checks", "score_from_inliers", "REASONS"]
+__all__ = [
+    "VerifyParams",
+    "Verified",
+    "verify_homography",
+    "quad_checks",
+    "visible_part",
+    "homography_condition",
+    "score_from_inliers",
+    "REASONS",
+]
 
 #: Every reason a candidate can be rejected for.
 REASONS = {
@@ -19,11 +35,14 @@ REASONS = {
     "low_inlier_ratio": "inliers / matches below min_inlier_ratio",
     "too_few_distinct": "inliers cluster on too few distinct model or scene points",
     "collinear": "inliers lie (nearly) on one line, in the model or the scene",
+    "inliers_clustered": "the inliers cover too small a part of the visible outline (min_inlier_coverage)",
     "not_verified": "not verified: beyond the candidate limit or the frame budget",
+    "behind_camera": "the homography sends part of the model behind the camera",
     "not_convex": "the projected model outline is not a convex quadrilateral",
     "self_intersecting": "the projected outline crosses itself",
     "mirrored": "the homography flips the model (negative orientation)",
-    "area": "projected area outside [min_area_px, max_area_fraction of the scene]",
+    "ill_conditioned": "the normalised homography's condition number exceeds max_condition",
+    "area": "visible projected area below min_area_px (or the outline above max_area_fraction of the frame)",
     "scale_change": "area change versus the model outside the allowed range",
     "aspect": "aspect ratio change beyond max_aspect_change",
     "perspective": "perspective terms too strong (extreme foreshortening)",
@@ -39,7 +58,14 @@ _METHODS = {
 
 @dataclass(frozen=True)
 class VerifyParams:
-    """Verification parameters (all exposed to users; defaults tuned for 640x480 to 1080p frames)."""
+    """Verification parameters (all exposed to users; defaults chosen for 640x480 to 1080p frames).
+
+    ``min_area_px`` applies to the part of the outline inside the frame; ``max_area_fraction`` (None: no
+    limit) caps the whole outline's area as a multiple of the frame's, for callers who know their objects
+    never come closer; ``max_condition`` bounds the condition number of the homography between the model
+    and the frame each scaled to unit size; ``min_inlier_coverage`` is the least area of the inliers'
+    convex hull, as a share of the visible outline's area.
+    """
 
     method: str = "magsac"
     reproj_threshold: float = 5.0
@@ -49,7 +75,9 @@ class VerifyParams:
     min_inliers: int = 10
     min_inlier_ratio: float = 0.15
     min_area_px: float = 400.0
-    max_area_fraction: float = 1.5
+    max_area_fraction: float | None = None
+    max_condition: float = 1e4
+    min_inlier_coverage: float = 0.01
     scale_range: tuple[float, float] = (1e-3, 64.0)
     max_aspect_change: float = 5.0
     max_perspective: float = 0.8
@@ -70,9 +98,10 @@ class Verified:
     score: float
     corners: np.ndarray
     info: dict = field(default_factory=dict)
+    visible_fraction: float = 1.0
 
     def to_detection(self, name: str) -> Detection:
-        return Detection(name, self.score, self.n_inliers, self.homography, self.corners)
+        return Detection(name, self.score, self.n_inliers, self.homography, self.corners, self.visible_fraction)
 
 
 def _cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
@@ -85,17 +114,61 @@ def _segments_cross(p1, p2, p3, p4) -> bool:
     return (d1 * d2 < 0) and (d3 * d4 < 0)
 
 
+def _polygon_area(poly: np.ndarray) -> float:
+    x, y = poly[:, 0], poly[:, 1]
+    return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
+
+
+def _map(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    hom = np.c_[pts, np.ones(len(pts))] @ H.T
+    return hom[:, :2] / hom[:, 2:3]
+
+
+def homography_condition(H: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]) -> float:
+    """Condition number of ``H`` between the model and the frame, each scaled and centred to unit size
+    (Hartley's normalisation: without it the number would measure the pixel units, not the mapping)."""
+
+    def unit(w: float, h: float) -> np.ndarray:
+        s = 2.0 / max(w, h, 1.0)
+        return np.array([[s, 0, -s * w / 2], [0, s, -s * h / 2], [0, 0, 1.0]])
+
+    fh, fw = frame_shape[:2]
+    Hn = unit(fw, fh) @ H @ np.linalg.inv(unit(width, height))
+    sv = np.linalg.svd(Hn / np.abs(Hn).max(), compute_uv=False)
+    return float(sv[0] / sv[2]) if sv[2] > 0 else float("inf")
+
+
+def visible_part(
+    H: np.ndarray, corners: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]
+) -> tuple[np.ndarray, float, float]:
+    """The part of a projected outline inside the frame: ``(polygon, area_px, visible_fraction)``.
+
+    ``corners`` is the model outline mapped by ``H`` (convex, in front of the camera); the polygon is its
+    intersection with the frame in frame pixels, and ``visible_fraction`` the share of the model's area it
+    shows (measured back in model pixels, so foreshortening does not bias it).
+    """
+    fh, fw = frame_shape[:2]
+    frame = np.float32([[0, 0], [fw, 0], [fw, fh], [0, fh]])
+    area, poly = cv2.intersectConvexConvex(np.float32(corners), frame)
+    if poly is None or area <= 0:
+        return np.zeros((0, 2), np.float64), 0.0, 0.0
+    poly = poly.reshape(-1, 2).astype(np.float64)
+    model_area = _polygon_area(_map(np.linalg.inv(H), poly))
+    return poly, float(area), float(min(1.0, model_area / float(width * height)))
+
+
 def quad_checks(
     H: np.ndarray, width: int, height: int, scene_shape: tuple[int, int], p: VerifyParams
 ) -> tuple[str | None, np.ndarray]:
     """Degeneracy checks of a homography through the model outline it produces.
 
-    Returns ``(reason or None, corners)``; ``corners`` are the model's (0,0),(w,0),(w,h),(0,h) mapped.
+    Returns ``(reason or None, corners)``; ``corners`` are the model's (0,0),(w,0),(w,h),(0,h) mapped
+    (NaN when part of the model lies behind the camera). The outline may reach beyond the frame.
     """
     src = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)
     hom = np.c_[src, np.ones(4)] @ H.T
     if np.any(hom[:, 2] <= 1e-9):
-        return "perspective", np.full((4, 2), np.nan)
+        return "behind_camera", np.full((4, 2), np.nan)
     q = hom[:, :2] / hom[:, 2:3]
     if _segments_cross(q[0], q[1], q[2], q[3]) or _segments_cross(q[1], q[2], q[3], q[0]):
         return "self_intersecting", q
@@ -105,12 +178,15 @@ def quad_checks(
     # Image coordinates (y down): the model outline (0,0),(w,0),(w,h),(0,h) turns with positive cross.
     if turns[0] < 0:
         return "mirrored", q
-    area = 0.5 * abs(sum(q[i, 0] * q[(i + 1) % 4, 1] - q[(i + 1) % 4, 0] * q[i, 1] for i in range(4)))
-    sh, sw = scene_shape
-    if area < p.min_area_px or area > p.max_area_fraction * sw * sh:
+    if homography_condition(H, width, height, scene_shape) > p.max_condition:
+        return "ill_conditioned", q
+    area = _polygon_area(q)
+    sh, sw = scene_shape[:2]
+    if p.max_area_fraction is not None and area > p.max_area_fraction * sw * sh:
         return "area", q
-    rel = area / float(width * height)
-    if not p.scale_range[0] <= rel <= p.scale_range[1]:
+    if visible_part(H, q, width, height, scene_shape)[1] < p.min_area_px:
+        return "area", q
+    if not p.scale_range[0] <= area / float(width * height) <= p.scale_range[1]:
         return "scale_change", q
     # Aspect: mean lengths of opposite sides against the model's w/h.
     wq = 0.5 * (np.linalg.norm(q[1] - q[0]) + np.linalg.norm(q[2] - q[3]))
@@ -192,5 +268,12 @@ def verify_homography(
     reason, corners = quad_checks(H, width, height, scene_shape, p)
     if reason is not None:
         return Failure(reason, REASONS[reason])
+    poly, visible_px, visible = visible_part(H, corners, width, height, scene_shape)
+    # Inliers in one small patch of a large visible outline (repeated texture, a logo shared by many
+    # objects) do not show that the rest of the outline is there.
+    hull = cv2.convexHull(np.float32(scene_xy[inl])).reshape(-1, 2).astype(np.float64)
+    coverage = _polygon_area(hull) / max(visible_px, 1e-9)
+    if coverage < p.min_inlier_coverage:
+        return Failure("inliers_clustered", f"inlier hull covers {coverage:.3f} of the visible outline")
     score = score_from_inliers(k, n, p.min_inliers)
-    return Verified(H, inl, k, score, corners, {"matches": n})
+    return Verified(H, inl, k, score, corners, {"matches": n, "inlier_coverage": coverage}, visible)

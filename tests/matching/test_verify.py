@@ -11,6 +11,7 @@ from objrec.matching.verify import (
     REASONS,
     Verified,
     VerifyParams,
+    homography_condition,
     quad_checks,
     score_from_inliers,
     verify_homography,
@@ -186,9 +187,10 @@ def test_tiny_view_is_rejected_for_area():
     H = np.diag([0.05, 0.05, 1.0])  # 16 x 12 px: 192 px² < 400
     H[:2, 2] = 200
     assert _reason(_verify_view(H)) == "area"
-    # And a view much larger than the scene.
+    # A view much larger than the frame is judged by its geometry, not its size; a caller may cap it.
     big = np.diag([4.0, 4.0, 1.0])
-    assert quad_checks(big, MODEL_W, MODEL_H, SCENE, VerifyParams())[0] == "area"
+    assert quad_checks(big, MODEL_W, MODEL_H, SCENE, VerifyParams())[0] is None
+    assert quad_checks(big, MODEL_W, MODEL_H, SCENE, VerifyParams(max_area_fraction=1.5))[0] == "area"
 
 
 def test_scale_change_is_rejected():
@@ -213,14 +215,14 @@ def test_extreme_perspective_is_rejected():
 
 def test_bow_tie_view_is_rejected():
     # The model outline mapped onto a crossing quadrilateral. Any such homography sends part of the model
-    # through the line at infinity, so it is caught (as "perspective": a corner has w <= 0) before the
-    # self-intersection test can see it.
+    # through the line at infinity, so it is caught before the
+    # self-intersection test can see it (a corner has w <= 0: behind the camera).
     bow = [[100, 100], [400, 350], [400, 100], [100, 350]]
     H = _h_to(bow)
     w = (np.c_[_corners(), np.ones(4)] @ H.T)[:, 2]
     assert np.any(w <= 0)
-    assert _reason(_verify_view(H)) in ("perspective", "self_intersecting")
-    assert quad_checks(H, MODEL_W, MODEL_H, SCENE, VerifyParams())[0] in ("perspective", "self_intersecting")
+    assert _reason(_verify_view(H)) in ("behind_camera", "self_intersecting")
+    assert quad_checks(H, MODEL_W, MODEL_H, SCENE, VerifyParams())[0] == "behind_camera"
 
 
 def test_degenerate_rank_deficient_h_is_not_convex():
@@ -264,6 +266,9 @@ def test_every_reason_has_a_description():
         "not_convex",
         "self_intersecting",
         "mirrored",
+        "behind_camera",
+        "ill_conditioned",
+        "inliers_clustered",
         "area",
         "scale_change",
         "aspect",
@@ -290,3 +295,59 @@ def test_score_from_inliers_monotone_and_bounded():
     assert all(b <= a for a, b in zip(by_matches, by_matches[1:], strict=False))
     assert score_from_inliers(10_000, 10_000, mi) == pytest.approx(1.0, abs=1e-6)
     assert score_from_inliers(5, 0, mi) == 0.0
+
+
+def _visible_fraction_by_sampling(H, frame_shape, n=400):
+    """Share of a dense grid of model points that lands inside the frame (an independent estimate)."""
+    xs, ys = np.meshgrid((np.arange(n) + 0.5) * MODEL_W / n, (np.arange(n) + 0.5) * MODEL_H / n)
+    p = _project(H, np.c_[xs.ravel(), ys.ravel()])
+    fh, fw = frame_shape
+    return float(np.mean((p[:, 0] >= 0) & (p[:, 0] <= fw) & (p[:, 1] >= 0) & (p[:, 1] <= fh)))
+
+
+@pytest.mark.parametrize(
+    "quad",
+    [
+        [[-200, -150], [500, -100], [560, 420], [-150, 380]],  # a close-up: every corner outside the frame
+        [[400, 100], [900, 150], [880, 420], [420, 400]],  # half outside on the right
+        [[100, 300], [500, 280], [520, 700], [90, 650]],  # foreshortened, bottom part outside
+    ],
+)
+def test_object_partly_outside_the_frame_is_a_detection_with_its_visible_fraction(quad):
+    H = _h_to(quad)
+    v = _verify_view(H)
+    assert isinstance(v, Verified), v
+    np.testing.assert_allclose(v.corners, np.float64(quad), atol=1.0)  # the full outline, beyond the frame
+    assert v.visible_fraction == pytest.approx(_visible_fraction_by_sampling(H, SCENE), abs=0.01)
+    assert 0.0 < v.visible_fraction < 1.0
+    d = v.to_detection("x")
+    assert d.visible_fraction == v.visible_fraction and d.to_json()["visible_fraction"] == round(d.visible_fraction, 4)
+
+
+def test_part_of_the_model_behind_the_camera_is_rejected_with_its_own_reason():
+    # Strong perspective: the model's right edge maps through the line at infinity.
+    H = np.array([[1.0, 0, 100], [0, 1.0, 100], [-1.0 / 250, 0, 1.0]])
+    w = (np.c_[_corners(), np.ones(4)] @ H.T)[:, 2]
+    assert np.any(w <= 0) and np.any(w > 0)
+    assert quad_checks(H, MODEL_W, MODEL_H, SCENE, VerifyParams())[0] == "behind_camera"
+
+
+def test_ill_conditioned_homography_is_rejected():
+    # Nearly rank-deficient: the model collapses onto a thin sliver along a diagonal.
+    H = np.array([[1.0, 1.0, 100], [1.0, 1.0005, 100], [0, 0, 1]])
+    assert homography_condition(H, MODEL_W, MODEL_H, SCENE) > 1e4
+    assert quad_checks(H, MODEL_W, MODEL_H, SCENE, VerifyParams(scale_range=(1e-9, 1e9)))[0] == "ill_conditioned"
+    for quad in ([[100, 100], [420, 100], [420, 340], [100, 340]], [[150, 90], [452, 120], [430, 370], [170, 340]]):
+        assert homography_condition(_h_to(quad), MODEL_W, MODEL_H, SCENE) < 100
+
+
+def test_inliers_in_one_small_patch_of_a_large_outline_are_rejected():
+    """Matches from a 12 x 12 px corner of the model agree on a homography, but say nothing about the rest."""
+    rng = np.random.default_rng(7)
+    H = _h_to([[100, 100], [420, 100], [420, 340], [100, 340]])
+    model = rng.uniform([5, 5], [17, 17], (40, 2))
+    scene = _project(H, model) + rng.normal(0, 0.2, (40, 2))
+    v = verify_homography(model, scene, MODEL_W, MODEL_H, SCENE, VerifyParams(min_spread=0.0))
+    assert not v and v.reason in ("inliers_clustered", "too_few_distinct")
+    spread = rng.uniform([5, 5], [MODEL_W - 5, MODEL_H - 5], (40, 2))
+    assert verify_homography(spread, _project(H, spread), MODEL_W, MODEL_H, SCENE, VerifyParams())
