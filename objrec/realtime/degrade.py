@@ -108,7 +108,7 @@ class DegradeController:
 def fit_scale(predicted_ms: float, share_ms: float, scales: Sequence[float] = SCALE_LEVELS) -> float:
     """The largest of ``scales`` at which work predicted to take ``predicted_ms`` at full resolution fits
     ``share_ms`` (cost proportional to pixels, so to the scale squared); the smallest when none fits."""
-    if predicted_ms <= share_ms:
+    if predicted_ms <= 0.0 or predicted_ms <= share_ms:
         return 1.0
     want = np.sqrt(max(share_ms, 0.0) / predicted_ms)
     return float(next((s for s in scales if s <= want), scales[-1]))
