@@ -4,7 +4,8 @@ A frame flows through the stages of the pipeline, each a unit of its own package
 
     prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
     ->  features (``objrec.features.extract``)  ->  matching (``objrec.matching.database``)
-    ->  verification (``objrec.matching.verifier``)  ->  escalation where unsure  ->  tracking
+    ->  verification (``objrec.matching.verifier``, with guided matching as a second chance)
+    ->  escalation where unsure  ->  tracking
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
 extraction, matching and the best candidate's verification are mandatory; the other candidates and the
@@ -160,6 +161,7 @@ class Recognizer:
             _, cands = run("matching", lambda: self.matchers[self.primary].candidates(feats), len(feats), True)
             mandatory_ms = sched.elapsed()
             self.verifier.run(self.tracker.prioritise(cands), verdicts, sched, first_mandatory=True)
+            self.verifier.second_chance(verdicts, self.matchers[self.primary], feats, sched)
         self._escalate(verdicts, sched)
         self.tracker.update(verdicts.found)
         return verdicts, mandatory_ms

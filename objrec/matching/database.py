@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import to_numpy
+from objrec.matching.guided import guided_matches
 from objrec.matching.knn import BruteForceIndex, SpillIndex, ratio_match
 from objrec.matching.verifier import CandidateVerifier
 from objrec.matching.verify import VerifyParams
@@ -75,6 +76,7 @@ class DatabaseMatcher:
             if feats
             else (np.zeros(0, np.int32))
         )
+        self._start = np.r_[0, np.cumsum([len(f) for f in feats])].astype(np.int64)
         self.use_laplacian = kind == "surf"
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
@@ -119,6 +121,31 @@ class DatabaseMatcher:
             )
         out.sort(key=lambda c: -len(c))
         return out
+
+    def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
+        """The candidate's object matched again against ``scene`` within ``radius`` px of where ``H`` (model
+        to frame) puts each of its keypoints (:func:`~objrec.matching.guided.guided_matches`)."""
+        lo, hi = self._start[candidate.object_index], self._start[candidate.object_index + 1]
+        sign = self.laplacian[lo:hi] if self.use_laplacian else None
+        mi, si = guided_matches(
+            H,
+            self.xy[lo:hi],
+            self.descriptors[lo:hi],
+            scene.xy,
+            scene.descriptors,
+            radius,
+            model_sign=sign,
+            scene_sign=scene.laplacian if self.use_laplacian else None,
+        )
+        scene_xy = to_numpy(scene.xy[scene.xp.asarray(si)])
+        return Candidate(
+            candidate.object_index,
+            self.xy[lo:hi][mi],
+            scene_xy,
+            np.full(len(mi), np.nan, np.float32),
+            candidate.name,
+            candidate.model_size,
+        )
 
     def verify(
         self,

@@ -11,14 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objrec.boxes import points_box
+from objrec.matching.guided import tentative_homography
 from objrec.matching.verify import VerifyParams, verify_homography
 from objrec.types import Candidate, Detection, Failure, Rejection
 
-__all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS"]
+__all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS"]
 
 #: Rejections that say "too little evidence" rather than "wrong geometry": the matches' area is worth a
 #: second look with a stronger detector.
 UNSURE_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio", "too_few_matches"})
+#: Rejections whose few inliers may define a tentative homography for guided matching.
+RETRY_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio"})
 
 
 @dataclass
@@ -34,18 +37,24 @@ class FrameVerdicts:
     rejections : list of Rejection
     unsure : list of (x0, y0, x1, y1)
         Where candidates rejected for too little evidence had their matches (frame pixels).
+    retry : list of Candidate
+        Candidates whose few inliers deserve guided matching.
     """
 
     shape: tuple[int, int]
     found: dict[str, Detection] = field(default_factory=dict)
     rejections: list[Rejection] = field(default_factory=list)
     unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
+    retry: list[Candidate] = field(default_factory=list)
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
         if isinstance(verdict, Detection):
             self.found[verdict.name] = verdict
+            self.rejections = [r for r in self.rejections if r.name != verdict.name]
             return
         self.rejections.append(verdict)
+        if verdict.reason in RETRY_REASONS:
+            self.retry.append(candidate)
         if verdict.reason in UNSURE_REASONS:
             h, w = self.shape
             box = points_box(candidate.scene_xy, w, h)
@@ -95,3 +104,26 @@ class CandidateVerifier:
             )
             if ran:
                 verdicts.add(c, v)
+
+    def second_chance(self, verdicts: FrameVerdicts, matcher: Any, scene: Any, sched: Any) -> None:
+        """Guided matching for the candidates with too little evidence, each an optional scheduler unit.
+
+        A tentative homography from the candidate's few inliers guides ``matcher.guided`` (the object's
+        keypoints matched again against ``scene`` near their predicted positions); the new matches are
+        verified like any candidate, and only a detection changes the frame's verdicts.
+        """
+        retry, verdicts.retry = verdicts.retry, []
+        for c in retry:
+            if c.name in verdicts.found:
+                continue
+
+            def unit(c: Candidate = c) -> tuple[Candidate, Detection | Rejection] | None:
+                H = tentative_homography(c.model_xy, c.scene_xy, c.model_size, verdicts.shape, self.params)
+                if H is None:
+                    return None
+                g = matcher.guided(c, scene, H)
+                return g, self.verify(g, verdicts.shape)
+
+            ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
+            if ran and out is not None and isinstance(out[1], Detection):
+                verdicts.add(*out)

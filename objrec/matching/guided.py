@@ -1,0 +1,90 @@
+"""Guided matching: a second chance for a candidate with too little evidence.
+
+A candidate with a handful of inliers among its ratio-test matches is neither confirmed nor refuted by them.
+Its tentative homography predicts where each model keypoint must appear in the frame; matching every model
+keypoint only against the frame's keypoints within ``radius`` pixels of that prediction, with a looser
+ratio (the window has already removed most of the competition Lowe's test guards against), recovers the
+true matches the global ratio test lost, while adding few wrong ones (they must fall in the window too).
+The result is verified again as usual (USAC, local optimisation, least-squares refit on all inliers), so a
+wrong tentative homography gains nothing.
+
+References
+----------
+R. Hartley, A. Zisserman, "Multiple View Geometry in Computer Vision", 2nd ed., 2004, sec. 4.9 (guided
+matching).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import numpy as np
+
+from objrec.backend import to_numpy
+from objrec.matching.verify import VerifyParams, quad_checks
+
+__all__ = ["tentative_homography", "guided_matches"]
+
+
+def tentative_homography(
+    model_xy: np.ndarray,
+    scene_xy: np.ndarray,
+    model_size: tuple[int, int],
+    frame_shape: tuple[int, int],
+    params: VerifyParams,
+    min_inliers: int = 5,
+) -> np.ndarray | None:
+    """A homography from a few matches (MAGSAC at twice the verification threshold), or None when fewer
+    than ``min_inliers`` support it or its outline fails the geometric checks."""
+    if len(model_xy) < max(min_inliers, 4):
+        return None
+    src = np.ascontiguousarray(model_xy, np.float64).reshape(-1, 1, 2)
+    dst = np.ascontiguousarray(scene_xy, np.float64).reshape(-1, 1, 2)
+    cv2.setRNGSeed(0)
+    H, mask = cv2.findHomography(src, dst, cv2.USAC_MAGSAC, 2.0 * params.reproj_threshold, maxIters=params.max_iters)
+    if H is None or mask is None or int(mask.sum()) < min_inliers or not np.all(np.isfinite(H)):
+        return None
+    H = H / H[2, 2]
+    reason, _ = quad_checks(H, model_size[0], model_size[1], frame_shape, params)
+    return None if reason is not None else H
+
+
+def guided_matches(
+    H: np.ndarray,
+    model_xy: np.ndarray,
+    model_desc: Any,
+    scene_xy: Any,
+    scene_desc: Any,
+    radius: float = 12.0,
+    ratio: float = 0.9,
+    model_sign: Any = None,
+    scene_sign: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Matches of model keypoints to frame keypoints within ``radius`` px of where ``H`` predicts them.
+
+    Each model keypoint takes its nearest frame descriptor among those in its window if that is closer than
+    ``ratio`` times the second nearest in the window (a lone keypoint in the window is taken); keypoints
+    of opposite Laplacian signs (SURF) never match. Descriptor arrays may be NumPy or CuPy (the work stays
+    where they are); returns host index arrays ``(model_idx, scene_idx)``.
+    """
+    xp = type(scene_desc).__module__.split(".")[0] == "cupy" and __import__("cupy") or np
+    hom = np.c_[model_xy, np.ones(len(model_xy))] @ H.T
+    ok = hom[:, 2] > 1e-9
+    pred = np.full((len(model_xy), 2), np.nan, np.float32)
+    pred[ok] = (hom[ok, :2] / hom[ok, 2:3]).astype(np.float32)
+    p, s = xp.asarray(pred), xp.asarray(scene_xy, dtype=np.float32)
+    near = ((p[:, None, :] - s[None, :, :]) ** 2).sum(axis=2) <= radius * radius
+    if model_sign is not None and scene_sign is not None:
+        near &= xp.asarray(model_sign)[:, None] == xp.asarray(scene_sign)[None, :]
+    m, q = xp.asarray(model_desc, dtype=np.float32), xp.asarray(scene_desc, dtype=np.float32)
+    d2 = (m * m).sum(axis=1)[:, None] + (q * q).sum(axis=1)[None, :] - 2.0 * (m @ q.T)
+    d2 = xp.where(near, xp.maximum(d2, 0.0), xp.inf)
+    best = d2.argmin(axis=1)
+    rows = xp.arange(d2.shape[0])
+    d1 = d2[rows, best]
+    d2[rows, best] = xp.inf
+    dn = d2.min(axis=1)
+    keep = xp.isfinite(d1) & (~xp.isfinite(dn) | (d1 < (ratio * ratio) * dn))
+    mi = xp.flatnonzero(keep)
+    return to_numpy(mi).astype(np.int64), to_numpy(best[mi]).astype(np.int64)
