@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numba
 import numpy as np
 
@@ -39,6 +40,8 @@ __all__ = [
     "pixel_maps_xp",
     "appearance_luts",
     "work_shape",
+    "work_image",
+    "check_luts",
 ]
 
 #: Per-pixel maps, summed in integral images (channel order of ``pixel_maps``).
@@ -144,6 +147,25 @@ def work_shape(height: int, width: int, work_size: int) -> tuple[int, int]:
     return max(1, round(height * s)), max(1, round(width * s))
 
 
+def work_image(bgr: Any, work_size: int, xp: Any = np) -> Any:
+    """A BGR uint8 frame reduced to the working resolution (:func:`work_shape`) by area averaging.
+
+    NumPy frames go through ``cv2.resize`` (``INTER_AREA``). CuPy frames stay on the device: they are
+    averaged over whole blocks of ``f x f`` pixels (``f`` the integer scale factor) after cropping the
+    frame to a multiple of the working size, which differs from OpenCV at fractional scales.
+    """
+    fh, fw = bgr.shape[:2]
+    wh, ww = work_shape(fh, fw, work_size)
+    if (wh, ww) == (fh, fw):
+        return bgr
+    if xp is np:
+        return cv2.resize(bgr, (ww, wh), interpolation=cv2.INTER_AREA)
+    f = max(1, min(fh // wh, fw // ww))
+    crop = bgr[: wh * f, : ww * f].astype(xp.float32)
+    small = crop.reshape(wh, f, ww, f, 3).mean(axis=(1, 3))
+    return (small + 0.5).astype(xp.uint8)
+
+
 @dataclass(frozen=True)
 class CellGrid:
     """Cell edges at working resolution (``ys``: ny+1 row edges, ``xs``: nx+1 column edges)."""
@@ -171,8 +193,8 @@ def cell_grid(height: int, width: int, cell_size: int) -> CellGrid:
 @numba.njit(cache=True)
 def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):  # pragma: no cover
     # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
-    # row, reduced to cell sums at the end of the row of cells. Serial on purpose: ~77k pixels cost
-    # about a millisecond, less than waking and waiting for threads on a busy 2-core machine.
+    # row, reduced to cell sums at the end of the row of cells. Serial on purpose: a working-resolution
+    # frame is small enough that waking and waiting for threads costs more than the pass itself.
     h, w = bgr.shape[0], bgr.shape[1]
     nx = xs.shape[0] - 1
     nc = acc.shape[2]
@@ -351,7 +373,8 @@ def _check_small(bgr: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(bgr)
 
 
-def _luts(color_lut: Any, texture_lut: Any) -> tuple[np.ndarray, np.ndarray]:
+def check_luts(color_lut: Any, texture_lut: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The back-projection tables as contiguous float32 (zero tables for None), shapes checked."""
     cl = np.zeros(N_COLOR_CODES, np.float32) if color_lut is None else np.ascontiguousarray(color_lut, np.float32)
     tl = np.zeros(N_TEXTURE_CODES, np.float32) if texture_lut is None else np.ascontiguousarray(texture_lut, np.float32)
     if cl.shape != (N_COLOR_CODES,) or tl.shape != (N_TEXTURE_CODES,):
@@ -374,7 +397,7 @@ def pixel_maps(
     histograms) and as the reference the cell features are checked against.
     """
     bgr = _check_small(bgr)
-    return pixel_maps_xp(bgr, *_luts(color_lut, texture_lut), params, np)
+    return pixel_maps_xp(bgr, *check_luts(color_lut, texture_lut), params, np)
 
 
 def cell_features(
@@ -393,7 +416,7 @@ def cell_features(
     grid : CellGrid
     """
     bgr = _check_small(bgr)
-    cl, tl = _luts(color_lut, texture_lut)
+    cl, tl = check_luts(color_lut, texture_lut)
     fp = (params or FeatureParams()).as_array()
     h, w = bgr.shape[:2]
     grid = cell_grid(h, w, cell_size)
@@ -448,7 +471,7 @@ def pixel_maps_xp(
     bi = bgr.astype(xp.int32)
     ccode = (bi[:, :, 0] >> 4) * 256 + (bi[:, :, 1] >> 4) * 16 + (bi[:, :, 2] >> 4)
     sat = (bgr.max(axis=2).astype(xp.int32) - bgr.min(axis=2)).astype(f32)
-    cl, tl = (xp.asarray(v, dtype=f32) for v in _luts(color_lut, texture_lut))
+    cl, tl = (xp.asarray(v, dtype=f32) for v in check_luts(color_lut, texture_lut))
     maps = xp.stack(
         [
             gray,
