@@ -191,20 +191,12 @@ def cell_grid(height: int, width: int, cell_size: int) -> CellGrid:
 # CPU: Numba
 # --------------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):  # pragma: no cover
-    # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
-    # row, reduced to cell sums at the end of the row of cells. Serial on purpose: a working-resolution
-    # frame is small enough that waking and waiting for threads costs more than the pass itself.
+def _gray_gradients_nb(bgr):  # pragma: no cover
+    # Gray level padded by one replicated pixel (clamped borders without branches), its central-difference
+    # gradient, and the horizontal 3-sums of the gradient products (padded the same way, for the 3x3 mean
+    # structure tensor).
     h, w = bgr.shape[0], bgr.shape[1]
-    nx = xs.shape[0] - 1
-    nc = acc.shape[2]
-    edge_t2 = fp[0] * fp[0]
-    corner_t = fp[1]
-    lbp_t = fp[2]
-    c1, c2, c3 = fp[3], fp[4], fp[5]
-    f9 = np.float32(9.0)
     half = np.float32(0.5)
-    # Gray level, padded by one replicated pixel (clamped borders without branches).
     gp = np.empty((h + 2, w + 2), np.float32)
     for y in range(h):
         for x in range(w):
@@ -217,7 +209,6 @@ def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):
         gp[y + 1, w + 1] = gp[y + 1, w]
     gp[0, :] = gp[1, :]
     gp[h + 1, :] = gp[h, :]
-    # Central-difference gradient and its products (padded the same way), then horizontal 3-sums.
     gx = np.empty((h, w), np.float32)
     gy = np.empty((h, w), np.float32)
     P = np.empty((3, h + 2, w + 2), np.float32)
@@ -241,6 +232,24 @@ def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):
         for y in range(h + 2):
             for x in range(w):
                 Hs[k, y, x] = P[k, y, x] + P[k, y, x + 1] + P[k, y, x + 2]
+    return gp, gx, gy, Hs
+
+
+@numba.njit(cache=True)
+def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, ys, xs, acc):  # pragma: no cover
+    # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
+    # row, reduced to cell sums at the end of the row of cells. Serial on purpose: a working-resolution
+    # frame is small enough that waking and waiting for threads costs more than the pass itself.
+    h, w = bgr.shape[0], bgr.shape[1]
+    nx = xs.shape[0] - 1
+    nc = acc.shape[2]
+    edge_t2 = fp[0] * fp[0]
+    corner_t = fp[1]
+    lbp_t = fp[2]
+    c1, c2, c3 = fp[3], fp[4], fp[5]
+    f9 = np.float32(9.0)
+    half = np.float32(0.5)
+    gp, gx, gy, Hs = _gray_gradients_nb(bgr)
     row = np.empty((nc, w), np.float32)
     colsum = np.zeros((nc, w), np.float64)
     i = 0
@@ -422,7 +431,7 @@ def cell_features(
     grid = cell_grid(h, w, cell_size)
     ny, nx = grid.shape
     acc = np.empty((ny, nx, N_MAPS), np.float64)
-    _grid_sums_nb(bgr, cl, tl, fp, RIU2, _NB_DY, _NB_DX, grid.ys, grid.xs, acc)
+    _grid_sums_nb(bgr, cl, tl, fp, RIU2, grid.ys, grid.xs, acc)
     G = np.empty((ny + 1, nx + 1, N_MAPS), np.float64)
     _grid_integral_nb(acc, G)
     out = np.empty((ny * nx, len(FEATURE_NAMES)), np.float32)
