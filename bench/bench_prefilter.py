@@ -1,4 +1,4 @@
-"""Acceptance benchmark of the region prefilter (issue 5).
+"""Acceptance benchmark of the region prefilter.
 
 Trains a prefilter for the three demo objects (objrec.data.sample_objects) on scenes composed over the
 first half of vtest.avi's frames plus the embedded sample backgrounds, then measures on held-out scenes
@@ -30,7 +30,7 @@ from objrec.data import sample_objects
 from objrec.features import SIFT
 from objrec.matching import DatabaseMatcher, VerifyParams
 from objrec.prefilter import RegionPrefilter, expand_regions, regions_to_mask
-from objrec.prefilter.training import default_backgrounds
+from objrec.prefilter.scenes import default_backgrounds
 from objrec.scenes import Distortion, compose_scene
 from objrec.types import Features
 

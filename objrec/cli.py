@@ -83,7 +83,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts})")
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
     if args.train_prefilter:
-        from objrec.prefilter.model import RegionPrefilter
+        from objrec.prefilter.estimator import RegionPrefilter
 
         pf = RegionPrefilter().train(db, None, progress=True)
         jpath, _ = pf.save(RegionPrefilter.default_path(db))

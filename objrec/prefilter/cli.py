@@ -23,7 +23,7 @@ def _frame_size(text: str) -> tuple[int, int]:
 def cmd_train_prefilter(args: argparse.Namespace) -> int:
     """Train a prefilter for ``--db`` and store it (default: with the database)."""
     from objrec.modeldb import ModelDB
-    from objrec.prefilter.model import RegionPrefilter
+    from objrec.prefilter.estimator import RegionPrefilter
 
     db = ModelDB.open(args.db)
     out = Path(args.out) if args.out else RegionPrefilter.default_path(db)

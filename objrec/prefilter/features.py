@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import cv2
 import numba
 import numpy as np
 
@@ -39,6 +40,8 @@ __all__ = [
     "pixel_maps_xp",
     "appearance_luts",
     "work_shape",
+    "work_image",
+    "check_luts",
 ]
 
 #: Per-pixel maps, summed in integral images (channel order of ``pixel_maps``).
@@ -144,6 +147,25 @@ def work_shape(height: int, width: int, work_size: int) -> tuple[int, int]:
     return max(1, round(height * s)), max(1, round(width * s))
 
 
+def work_image(bgr: Any, work_size: int, xp: Any = np) -> Any:
+    """A BGR uint8 frame reduced to the working resolution (:func:`work_shape`) by area averaging.
+
+    NumPy frames go through ``cv2.resize`` (``INTER_AREA``). CuPy frames stay on the device: they are
+    averaged over whole blocks of ``f x f`` pixels (``f`` the integer scale factor) after cropping the
+    frame to a multiple of the working size, which differs from OpenCV at fractional scales.
+    """
+    fh, fw = bgr.shape[:2]
+    wh, ww = work_shape(fh, fw, work_size)
+    if (wh, ww) == (fh, fw):
+        return bgr
+    if xp is np:
+        return cv2.resize(bgr, (ww, wh), interpolation=cv2.INTER_AREA)
+    f = max(1, min(fh // wh, fw // ww))
+    crop = bgr[: wh * f, : ww * f].astype(xp.float32)
+    small = crop.reshape(wh, f, ww, f, 3).mean(axis=(1, 3))
+    return (small + 0.5).astype(xp.uint8)
+
+
 @dataclass(frozen=True)
 class CellGrid:
     """Cell edges at working resolution (``ys``: ny+1 row edges, ``xs``: nx+1 column edges)."""
@@ -169,20 +191,12 @@ def cell_grid(height: int, width: int, cell_size: int) -> CellGrid:
 # CPU: Numba
 # --------------------------------------------------------------------------------------------------
 @numba.njit(cache=True)
-def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):  # pragma: no cover
-    # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
-    # row, reduced to cell sums at the end of the row of cells. Serial on purpose: ~77k pixels cost
-    # about a millisecond, less than waking and waiting for threads on a busy 2-core machine.
+def _gray_gradients_nb(bgr):  # pragma: no cover
+    # Gray level padded by one replicated pixel (clamped borders without branches), its central-difference
+    # gradient, and the horizontal 3-sums of the gradient products (padded the same way, for the 3x3 mean
+    # structure tensor).
     h, w = bgr.shape[0], bgr.shape[1]
-    nx = xs.shape[0] - 1
-    nc = acc.shape[2]
-    edge_t2 = fp[0] * fp[0]
-    corner_t = fp[1]
-    lbp_t = fp[2]
-    c1, c2, c3 = fp[3], fp[4], fp[5]
-    f9 = np.float32(9.0)
     half = np.float32(0.5)
-    # Gray level, padded by one replicated pixel (clamped borders without branches).
     gp = np.empty((h + 2, w + 2), np.float32)
     for y in range(h):
         for x in range(w):
@@ -195,7 +209,6 @@ def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):
         gp[y + 1, w + 1] = gp[y + 1, w]
     gp[0, :] = gp[1, :]
     gp[h + 1, :] = gp[h, :]
-    # Central-difference gradient and its products (padded the same way), then horizontal 3-sums.
     gx = np.empty((h, w), np.float32)
     gy = np.empty((h, w), np.float32)
     P = np.empty((3, h + 2, w + 2), np.float32)
@@ -219,6 +232,24 @@ def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):
         for y in range(h + 2):
             for x in range(w):
                 Hs[k, y, x] = P[k, y, x] + P[k, y, x + 1] + P[k, y, x + 2]
+    return gp, gx, gy, Hs
+
+
+@numba.njit(cache=True)
+def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, ys, xs, acc):  # pragma: no cover
+    # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
+    # row, reduced to cell sums at the end of the row of cells. Serial on purpose: a working-resolution
+    # frame is small enough that waking and waiting for threads costs more than the pass itself.
+    h, w = bgr.shape[0], bgr.shape[1]
+    nx = xs.shape[0] - 1
+    nc = acc.shape[2]
+    edge_t2 = fp[0] * fp[0]
+    corner_t = fp[1]
+    lbp_t = fp[2]
+    c1, c2, c3 = fp[3], fp[4], fp[5]
+    f9 = np.float32(9.0)
+    half = np.float32(0.5)
+    gp, gx, gy, Hs = _gray_gradients_nb(bgr)
     row = np.empty((nc, w), np.float32)
     colsum = np.zeros((nc, w), np.float64)
     i = 0
@@ -351,7 +382,8 @@ def _check_small(bgr: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(bgr)
 
 
-def _luts(color_lut: Any, texture_lut: Any) -> tuple[np.ndarray, np.ndarray]:
+def check_luts(color_lut: Any, texture_lut: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The back-projection tables as contiguous float32 (zero tables for None), shapes checked."""
     cl = np.zeros(N_COLOR_CODES, np.float32) if color_lut is None else np.ascontiguousarray(color_lut, np.float32)
     tl = np.zeros(N_TEXTURE_CODES, np.float32) if texture_lut is None else np.ascontiguousarray(texture_lut, np.float32)
     if cl.shape != (N_COLOR_CODES,) or tl.shape != (N_TEXTURE_CODES,):
@@ -374,7 +406,7 @@ def pixel_maps(
     histograms) and as the reference the cell features are checked against.
     """
     bgr = _check_small(bgr)
-    return pixel_maps_xp(bgr, *_luts(color_lut, texture_lut), params, np)
+    return pixel_maps_xp(bgr, *check_luts(color_lut, texture_lut), params, np)
 
 
 def cell_features(
@@ -393,13 +425,13 @@ def cell_features(
     grid : CellGrid
     """
     bgr = _check_small(bgr)
-    cl, tl = _luts(color_lut, texture_lut)
+    cl, tl = check_luts(color_lut, texture_lut)
     fp = (params or FeatureParams()).as_array()
     h, w = bgr.shape[:2]
     grid = cell_grid(h, w, cell_size)
     ny, nx = grid.shape
     acc = np.empty((ny, nx, N_MAPS), np.float64)
-    _grid_sums_nb(bgr, cl, tl, fp, RIU2, _NB_DY, _NB_DX, grid.ys, grid.xs, acc)
+    _grid_sums_nb(bgr, cl, tl, fp, RIU2, grid.ys, grid.xs, acc)
     G = np.empty((ny + 1, nx + 1, N_MAPS), np.float64)
     _grid_integral_nb(acc, G)
     out = np.empty((ny * nx, len(FEATURE_NAMES)), np.float32)
@@ -448,7 +480,7 @@ def pixel_maps_xp(
     bi = bgr.astype(xp.int32)
     ccode = (bi[:, :, 0] >> 4) * 256 + (bi[:, :, 1] >> 4) * 16 + (bi[:, :, 2] >> 4)
     sat = (bgr.max(axis=2).astype(xp.int32) - bgr.min(axis=2)).astype(f32)
-    cl, tl = (xp.asarray(v, dtype=f32) for v in _luts(color_lut, texture_lut))
+    cl, tl = (xp.asarray(v, dtype=f32) for v in check_luts(color_lut, texture_lut))
     maps = xp.stack(
         [
             gray,

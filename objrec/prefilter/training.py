@@ -1,17 +1,22 @@
-"""Training data for the prefilter: enrolled objects composited into backgrounds, cells labelled by overlap."""
+"""Training a prefilter for a model database, and choosing its region threshold.
+
+:func:`train_prefilter` composes the database's objects into backgrounds
+(:func:`objrec.prefilter.scenes.generate_scenes`), learns the colour/texture back-projection tables on
+half of the scenes (:func:`learn_appearance`), computes the cell features of every scene
+(:func:`scene_features`), fits :class:`~objrec.prefilter.estimator.RegionPrefilter` with whole scenes
+held out, and on those held-out scenes chooses the threshold whose *regions* keep ``target_recall`` of the
+object area (:func:`calibrate_region_threshold`).
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
-from objrec.imageio import InputError, check_frame, read_image, to_bgr
+from objrec.boxes import regions_to_mask
+from objrec.prefilter.estimator import RegionPrefilter, calibration_split
 from objrec.prefilter.features import (
     N_COLOR_CODES,
     N_TEXTURE_CODES,
@@ -20,177 +25,27 @@ from objrec.prefilter.features import (
     cell_features,
     cell_grid,
     pixel_maps,
-    work_shape,
 )
-from objrec.scenes import Distortion, compose_scene
+from objrec.prefilter.regions import cells_to_regions
+from objrec.prefilter.scenes import SceneSet, default_backgrounds, generate_scenes, load_backgrounds
 
-__all__ = ["load_backgrounds", "default_backgrounds", "SceneSet", "generate_scenes", "VIDEO_EXTENSIONS"]
-
-VIDEO_EXTENSIONS = (".avi", ".mp4", ".mov", ".mkv", ".m4v", ".webm", ".mpg", ".mpeg")
-_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm", ".ppm", ".webp")
-
-
-def _read_video(path: Path, step: int, max_frames: int | None) -> list[np.ndarray]:
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise InputError(f"{path}: not a readable video")
-    frames = []
-    i = 0
-    try:
-        while max_frames is None or len(frames) < max_frames:
-            ok, f = cap.read()
-            if not ok:
-                break
-            if i % step == 0:
-                frames.append(to_bgr(check_frame(f, f"{path} frame {i}")))
-            i += 1
-    finally:
-        cap.release()
-    if not frames:
-        raise InputError(f"{path}: video has no readable frames")
-    return frames
-
-
-def load_backgrounds(
-    sources: Iterable[str | os.PathLike | np.ndarray], video_step: int = 10, max_video_frames: int | None = None
-) -> list[np.ndarray]:
-    """Background images (BGR uint8) from arrays, image files, folders of images and videos.
-
-    Videos contribute every ``video_step``-th frame (consecutive frames are near duplicates).
-    Errors name the path that could not be used.
-    """
-    if video_step < 1:
-        raise ValueError(f"video_step: expected an integer >= 1, got {video_step}")
-    out: list[np.ndarray] = []
-    for src in sources:
-        if isinstance(src, np.ndarray):
-            out.append(to_bgr(check_frame(src, "background")))
-            continue
-        p = Path(src)
-        if not p.exists():
-            raise InputError(f"{p}: background path does not exist")
-        if p.is_dir():
-            files = sorted(f for f in p.iterdir() if f.suffix.lower() in _IMAGE_EXTENSIONS + VIDEO_EXTENSIONS)
-            if not files:
-                raise InputError(f"{p}: folder holds no images or videos")
-            out.extend(load_backgrounds(files, video_step, max_video_frames))
-        elif p.suffix.lower() in VIDEO_EXTENSIONS:
-            out.extend(_read_video(p, video_step, max_video_frames))
-        else:
-            out.append(to_bgr(read_image(p)))
-    if not out:
-        raise InputError("backgrounds: none given")
-    return out
-
-
-def default_backgrounds(n: int = 8) -> list[np.ndarray]:
-    """Backgrounds that need no files: the embedded sample backgrounds plus smooth and noisy textures."""
-    from objrec.data import sample_background
-
-    out = [sample_background((960, 540), seed=s) for s in range(n)]
-    rng = np.random.default_rng(12345)
-    for _ in range(max(2, n // 2)):
-        base = rng.integers(0, 256, (6, 8, 3)).astype(np.uint8)
-        img = cv2.resize(base, (960, 540), interpolation=cv2.INTER_CUBIC)
-        noise = cv2.GaussianBlur(rng.normal(0, 12, (540, 960)).astype(np.float32), (0, 0), 2.0)
-        out.append(np.clip(img.astype(np.float32) + noise[:, :, None], 0, 255).astype(np.uint8))
-    return out
-
-
-@dataclass
-class SceneSet:
-    """Generated training scenes at working resolution.
-
-    ``images``: BGR uint8 work-resolution frames; ``fractions``: per scene, object fraction of every cell
-    (row-major, as the features); ``masks``: per scene, work-resolution object coverage (float32 0..1).
-    """
-
-    images: list[np.ndarray]
-    fractions: list[np.ndarray]
-    masks: list[np.ndarray]
-    n_objects: list[int]
-
-
-def cell_fractions(mask: np.ndarray, cell_size: int) -> np.ndarray:
-    """Mean of ``mask`` over each cell of :func:`cell_grid` (row-major)."""
-    h, w = mask.shape
-    g = cell_grid(h, w, cell_size)
-    sums = np.add.reduceat(np.add.reduceat(mask.astype(np.float64), g.ys[:-1], axis=0), g.xs[:-1], axis=1)
-    area = np.diff(g.ys)[:, None] * np.diff(g.xs)[None, :]
-    return (sums / area).ravel()
-
-
-def _random_distortion(rng: np.random.Generator) -> Distortion:
-    return Distortion(
-        gain=float(rng.uniform(0.7, 1.3)),
-        gamma=float(rng.uniform(0.8, 1.25)),
-        blur_sigma=float(rng.choice([0.0, 0.0, rng.uniform(0.3, 1.5)])),
-        motion_blur=int(rng.choice([0, 0, 0, rng.integers(3, 9)])),
-        noise_sigma=float(rng.uniform(0.0, 5.0)),
-        jpeg_quality=int(rng.integers(40, 95)) if rng.random() < 0.3 else None,
-    )
-
-
-def generate_scenes(
-    objects: dict[str, np.ndarray],
-    backgrounds: Sequence[np.ndarray],
-    n_scenes: int,
-    work_size: int,
-    cell_size: int,
-    frame_size: tuple[int, int] = (640, 480),
-    area_fraction: tuple[float, float] = (0.03, 0.3),
-    empty_fraction: float = 0.15,
-    max_objects: int = 3,
-    seed: int | None = 0,
-    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
-) -> SceneSet:
-    """Compose ``n_scenes`` frames with :func:`objrec.scenes.compose_scene`: 0..``max_objects`` enrolled
-    objects each (a share ``empty_fraction`` with none), random pose, partial visibility at the border,
-    occlusion and photometric distortion; reduced to the working resolution."""
-    if not objects:
-        raise ValueError("objects: need at least one enrolled object to train a prefilter")
-    if not backgrounds:
-        raise ValueError("backgrounds: need at least one background image")
-    rng = np.random.default_rng(seed)
-    names = list(objects)
-    fw, fh = frame_size
-    wh, ww = work_shape(fh, fw, work_size)
-    out = SceneSet([], [], [], [])
-    it: Iterable[int] = range(n_scenes)
-    if progress is not None:
-        it = progress(it)
-    for _ in it:
-        bg = backgrounds[int(rng.integers(len(backgrounds)))]
-        if rng.random() < empty_fraction:
-            chosen: list[str] = []
-        else:
-            k = int(rng.integers(1, min(max_objects, len(names)) + 1))
-            chosen = list(rng.choice(names, k, replace=False))
-        scene = compose_scene(
-            bg,
-            {n: objects[n] for n in chosen},
-            rng,
-            frame_size=frame_size,
-            area_fraction=area_fraction,
-            max_rotation=60.0,
-            max_tilt=0.2,
-            inside=bool(rng.random() < 0.7),
-            occlusion=float(rng.choice([0.0, 0.0, rng.uniform(0.05, 0.3)])),
-            distortion=_random_distortion(rng),
-        )
-        img = cv2.resize(scene.image, (ww, wh), interpolation=cv2.INTER_AREA)
-        mask = cv2.resize((scene.object_mask > 0).astype(np.float32), (ww, wh), interpolation=cv2.INTER_AREA)
-        out.images.append(img)
-        out.masks.append(mask)
-        out.fractions.append(cell_fractions(mask, cell_size))
-        out.n_objects.append(len(chosen))
-    return out
+__all__ = [
+    "train_prefilter",
+    "learn_appearance",
+    "scene_features",
+    "scene_region_masks",
+    "calibrate_region_threshold",
+    "region_report",
+]
 
 
 def learn_appearance(
     scenes: SceneSet, which: Sequence[int], params: FeatureParams | None = None, prior: float = 1e-3
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Colour and texture back-projection tables from object vs background pixels of ``scenes[which]``."""
+    """Colour and texture back-projection tables from object vs background pixels of ``scenes[which]``.
+
+    A pixel counts as object where the scene's coverage mask is at least 0.5.
+    """
     hc_o = np.zeros(N_COLOR_CODES)
     hc_b = np.zeros(N_COLOR_CODES)
     ht_o = np.zeros(N_TEXTURE_CODES)
@@ -208,7 +63,7 @@ def learn_appearance(
 def scene_features(
     scenes: SceneSet, cell_size: int, color_lut: np.ndarray, texture_lut: np.ndarray, params: FeatureParams | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stacked cell features, object fraction per cell and scene index per cell."""
+    """Stacked cell features, object fraction per cell and scene index per cell, scene after scene."""
     xs, fr, gr = [], [], []
     for i, img in enumerate(scenes.images):
         X, _ = cell_features(img, cell_size, color_lut, texture_lut, params)
@@ -216,3 +71,175 @@ def scene_features(
         fr.append(scenes.fractions[i])
         gr.append(np.full(len(X), i, np.int64))
     return np.concatenate(xs), np.concatenate(fr), np.concatenate(gr)
+
+
+def scene_region_masks(
+    pf: RegionPrefilter,
+    scenes: SceneSet,
+    X: np.ndarray,
+    groups: np.ndarray,
+    which: Sequence[int],
+    frame_size: tuple[int, int],
+    threshold: float,
+) -> list[np.ndarray]:
+    """Boolean working-resolution masks of the regions ``pf`` proposes on scenes ``which`` at ``threshold``.
+
+    ``X`` and ``groups`` are the scenes' cell features and scene indices (:func:`scene_features`); the
+    margin is scaled from the frame (``frame_size`` (w, h)) to the working resolution.
+    """
+    out = []
+    for sidx in which:
+        wh, ww = scenes.images[sidx].shape[:2]
+        grid = cell_grid(wh, ww, pf.cell_size)
+        scores = pf.cell_scores(X[groups == sidx]).reshape(grid.shape)
+        margin = int(round(pf.margin * ww / frame_size[0]))
+        regions = cells_to_regions(scores, grid, (wh, ww), threshold, int(pf.dilate), float(pf.min_fill), margin)
+        out.append(regions_to_mask(regions, (wh, ww)))
+    return out
+
+
+def _region_recall(masks: list[np.ndarray], scenes: SceneSet, which: Sequence[int]) -> float:
+    """Share of the object coverage of scenes ``which`` inside their region masks."""
+    total = sum(float(scenes.masks[i].sum()) for i in which)
+    kept = sum(float((m * scenes.masks[i]).sum()) for m, i in zip(masks, which, strict=True))
+    return kept / max(total, 1e-12)
+
+
+def calibrate_region_threshold(
+    pf: RegionPrefilter,
+    scenes: SceneSet,
+    X: np.ndarray,
+    groups: np.ndarray,
+    which: Sequence[int],
+    frame_size: tuple[int, int],
+) -> float:
+    """Largest threshold whose regions keep ``pf.target_recall`` of the object area on scenes ``which``.
+
+    Thresholds are chosen where they matter, after dilation and grouping into boxes: a missed cell
+    inside an object is covered by its group's box, so a threshold chosen on cells alone would keep
+    more than needed. The candidates are 0 and the distinct positive cell scores of those scenes; the
+    search is a bisection, as the kept area only shrinks when the threshold grows.
+
+    Returns
+    -------
+    float
+        ``pf.stage_thresholds_[-1]`` when none of the scenes holds an object.
+    """
+    which = [int(i) for i in which if scenes.n_objects[int(i)] > 0]
+    if not which:
+        return float(pf.stage_thresholds_[-1])
+    cand = np.unique(pf.cell_scores(X[np.isin(groups, which)]))
+    cand = np.concatenate([[0.0], cand[cand > 0]])
+
+    def recall(t: float) -> float:
+        return _region_recall(scene_region_masks(pf, scenes, X, groups, which, frame_size, t), scenes, which)
+
+    lo, hi = 0, len(cand) - 1  # threshold 0 keeps every cell that reached the last stage
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if recall(float(cand[mid])) >= pf.target_recall:
+            lo = mid
+        else:
+            hi = mid - 1
+    return float(cand[lo])
+
+
+def region_report(
+    pf: RegionPrefilter,
+    scenes: SceneSet,
+    X: np.ndarray,
+    groups: np.ndarray,
+    which: Sequence[int],
+    frame_size: tuple[int, int],
+) -> dict[str, Any]:
+    """Object area kept and empty-scene area rejected by ``pf``'s regions at ``pf.threshold_`` on ``which``."""
+    which = [int(i) for i in which]
+    masks = scene_region_masks(pf, scenes, X, groups, which, frame_size, pf.threshold_)
+    with_obj = [(m, i) for m, i in zip(masks, which, strict=True) if scenes.n_objects[i] > 0]
+    empty = [m for m, i in zip(masks, which, strict=True) if scenes.n_objects[i] == 0]
+    return {
+        "calibration_scenes": len(which),
+        "calibration_region_area_recall": (
+            _region_recall([m for m, _ in with_obj], scenes, [i for _, i in with_obj]) if with_obj else None
+        ),
+        "calibration_empty_area_rejected": float(np.mean([1 - m.mean() for m in empty])) if empty else None,
+        "threshold": pf.threshold_,
+    }
+
+
+def _progress_bar(enabled: bool) -> Callable[[Iterable[Any]], Iterable[Any]] | None:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    def bar(it: Iterable[Any]) -> Iterable[Any]:
+        return tqdm(it, desc="composing scenes", unit="scene")
+
+    return bar
+
+
+def train_prefilter(
+    db: Any,
+    backgrounds: Any = None,
+    prefilter: RegionPrefilter | None = None,
+    n_scenes: int = 400,
+    frame_size: tuple[int, int] = (640, 480),
+    seed: int | None = 0,
+    progress: bool = False,
+    video_step: int = 10,
+) -> RegionPrefilter:
+    """Fit a prefilter on scenes generated from a database's enrolled objects and ``backgrounds``.
+
+    Parameters
+    ----------
+    db : ModelDB
+        Its objects' images are composited into the backgrounds (:func:`objrec.scenes.compose_scene`).
+    backgrounds : sequence of arrays or paths (images, folders, videos), optional
+        Default: :func:`objrec.prefilter.scenes.default_backgrounds` (embedded, no files).
+    prefilter : RegionPrefilter, optional
+        The estimator to fit, in place, with its parameters (default: ``RegionPrefilter()``).
+    n_scenes : int
+        Scenes to generate; the even-numbered half also estimate the appearance tables, so the trees
+        see their effect on scenes they were not estimated from, as on a new background.
+    frame_size : (w, h)
+    seed : int or None
+        Seed of the scene generator (the trees use ``prefilter.random_state``).
+    progress : bool
+        Show a tqdm progress bar.
+    video_step : int
+        Every ``video_step``-th frame of a background video is used.
+
+    Returns
+    -------
+    RegionPrefilter
+        ``prefilter``, fitted, with ``database_id_``, ``object_names_`` and a ``training_report_``; with
+        ``threshold="auto"`` its ``threshold_`` is the one :func:`calibrate_region_threshold` chose.
+    """
+    pf = RegionPrefilter() if prefilter is None else prefilter
+    pf._check_params()
+    if not isinstance(n_scenes, (int, np.integer)) or n_scenes < 4:
+        raise ValueError(f"n_scenes: expected an integer >= 4, got {n_scenes!r}")
+    names = list(db.names)
+    if not names:
+        raise ValueError(f"{db.path}: the database has no enrolled objects; enroll some before training")
+    objects = {n: db.image(n) for n in names}
+    bgs = default_backgrounds() if backgrounds is None else load_backgrounds(backgrounds, video_step)
+    scenes = generate_scenes(
+        objects, bgs, n_scenes, pf.work_size, pf.cell_size, frame_size, seed=seed, progress=_progress_bar(progress)
+    )
+    fp = FeatureParams()
+    cl, tl = learn_appearance(scenes, range(0, n_scenes, 2), fp)
+    X, frac, groups = scene_features(scenes, pf.cell_size, cl, tl, fp)
+    y = (frac >= pf.label_overlap).astype(np.int64)
+    _, cal = calibration_split(len(X), pf.calibration_fraction, groups, pf.random_state)
+    pf.fit(X, y, groups=groups, recall_weight=frac, calibration=cal, color_lut=cl, texture_lut=tl, feature_params=fp)
+    pf.database_id_ = str(db.database_id)
+    pf.object_names_ = names
+    cal_scenes = np.unique(groups[cal])
+    if pf.threshold == "auto":
+        pf.threshold_ = calibrate_region_threshold(pf, scenes, X, groups, cal_scenes, frame_size)
+    pf.training_report_.update(region_report(pf, scenes, X, groups, cal_scenes, frame_size))
+    pf.training_report_.update(
+        {"n_scenes": int(n_scenes), "n_backgrounds": len(bgs), "frame_size": list(frame_size), "seed": seed}
+    )
+    return pf

@@ -19,7 +19,7 @@ from typing import Any
 import numba
 import numpy as np
 
-__all__ = ["FlatTree", "FlatCascade", "predict_proba_flat", "cascade_scores", "cascade_scores_xp"]
+__all__ = ["FlatTree", "FlatCascade", "cascade_scores"]
 
 
 @dataclass(frozen=True)
@@ -188,9 +188,6 @@ class FlatCascade:
         if n_features is not None and np.any(~leaf & ((self.feature < 0) | (self.feature >= n_features))):
             raise ValueError(f"tree arrays: feature index outside 0..{n_features - 1}")
 
-    def scores(self, X: np.ndarray) -> np.ndarray:
-        return cascade_scores(X, self)
-
 
 @functools.cache
 def _sklearn_normalizes() -> bool:
@@ -249,10 +246,6 @@ def _cascade_nb(X, roots, left, right, feature, threshold, mgl, pp, st, out):  #
         out[i] = s
 
 
-def predict_proba_flat(tree: FlatTree, X: np.ndarray) -> np.ndarray:
-    return tree.predict_proba(X)
-
-
 def cascade_scores(X: np.ndarray, cascade: FlatCascade) -> np.ndarray:
     """Positive-class score of every row of ``X`` through the cascade (one compiled call).
 
@@ -273,35 +266,4 @@ def cascade_scores(X: np.ndarray, cascade: FlatCascade) -> np.ndarray:
         c.stage_thresholds,
         out,
     )
-    return out
-
-
-def cascade_scores_xp(X: Any, cascade: FlatCascade, xp: Any = np) -> Any:
-    """Array-code twin of :func:`cascade_scores` (NumPy or CuPy): all rows advance one level per step."""
-    X = xp.asarray(X, dtype=xp.float32)
-    n = X.shape[0]
-    c = cascade
-    left, right = xp.asarray(c.left), xp.asarray(c.right)
-    feat, thr = xp.asarray(c.feature), xp.asarray(c.threshold)
-    mgl, pp = xp.asarray(c.missing_go_to_left).astype(bool), xp.asarray(c.positive_proba)
-    rows = xp.arange(n)
-    out = xp.zeros(n, xp.float64)
-    alive = xp.ones(n, bool)
-    ns = len(c.roots)
-    for k in range(ns):
-        node = xp.full(n, int(c.roots[k]), xp.int64)
-        while True:
-            inner = left[node] != -1
-            if not bool(inner.any()):
-                break
-            v = X[rows, feat[node]]
-            go_left = xp.where(xp.isnan(v), mgl[node], v.astype(xp.float64) <= thr[node])
-            nxt = xp.where(go_left, left[node], right[node])
-            node = xp.where(inner, nxt, node)
-        s = pp[node]
-        out = xp.where(alive, s, out)
-        if k < ns - 1:
-            stop = alive & (s < c.stage_thresholds[k])
-            out = xp.where(stop, s - 1.0, out)
-            alive &= ~stop
     return out

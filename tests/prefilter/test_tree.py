@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.tree import DecisionTreeClassifier
 
-from objrec.prefilter.tree import FlatCascade, FlatTree, cascade_scores, cascade_scores_xp
+from objrec.prefilter.tree import FlatCascade, FlatTree, cascade_scores
 
 
 def _data(seed: int, n: int = 2000, d: int = 6, nan: float = 0.0):
@@ -69,7 +69,7 @@ def test_missing_values_follow_missing_go_to_left():
     np.testing.assert_array_equal(flat.predict_proba(Xt), clf.predict_proba(Xt))
 
 
-def test_cascade_single_stage_and_xp_twin():
+def test_cascade_single_stage_and_two_stages():
     X, y = _data(8, nan=0.05)
     a = DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, y)
     b = DecisionTreeClassifier(max_depth=7, random_state=1).fit(X[::2], y[::2])
@@ -80,7 +80,6 @@ def test_cascade_single_stage_and_xp_twin():
     s = cascade_scores(X, two)
     pa, pb = a.predict_proba(X)[:, 1], b.predict_proba(X)[:, 1]
     np.testing.assert_array_equal(s, np.where(pa < 0.3, pa - 1.0, pb))
-    np.testing.assert_array_equal(cascade_scores_xp(X, two, np), s)
     rt = FlatCascade.from_arrays(two.to_arrays())
     np.testing.assert_array_equal(cascade_scores(X, rt), s)
 

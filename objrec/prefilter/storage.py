@@ -1,0 +1,272 @@
+"""Prefilter files: a JSON manifest and an ``.npz`` of arrays, never a pickle.
+
+A prefilter is stored as ``<stem>.json`` (format name, schema version, library version, the estimator's
+parameters, feature names and parameters, thresholds, the ``database_id`` it was trained for, the
+training report, and the name and sha256 of the array file) and ``<stem>.npz`` (the cascade's flat node
+arrays and the back-projection tables). Both are written atomically (temporary file, then rename), the
+arrays first, so a reader never finds a manifest whose arrays are missing. Loading checks the checksum
+before reading the arrays and reads them with ``allow_pickle=False``: a file cannot run code. Every
+error names the file at fault.
+
+A database's prefilter lives next to its manifest (``DB/prefilter.json`` + ``DB/prefilter.npz``); it is
+stale once the database's content, and with it its ``database_id``, changes.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from objrec import __version__
+from objrec.fileio import (
+    FileFormatError,
+    atomic_write_bytes,
+    atomic_write_json,
+    check_manifest_header,
+    load_npz_verified,
+    npz_bytes,
+    read_json,
+    sha256_bytes,
+)
+from objrec.prefilter.estimator import RegionPrefilter
+from objrec.prefilter.features import FEATURE_NAMES, N_COLOR_CODES, N_TEXTURE_CODES, FeatureParams
+from objrec.prefilter.tree import FlatCascade
+from objrec.types import Failure
+
+__all__ = [
+    "PrefilterError",
+    "StalePrefilterError",
+    "StalePrefilterWarning",
+    "SCHEMA_VERSION",
+    "FORMAT",
+    "DEFAULT_FILENAME",
+    "prefilter_files",
+    "save_prefilter",
+    "load_prefilter",
+    "default_path",
+    "load_for",
+]
+
+SCHEMA_VERSION = 1
+FORMAT = "objrec-prefilter"
+#: Where ``train-prefilter`` stores a database's prefilter by default (``DB/prefilter.json`` + ``.npz``).
+DEFAULT_FILENAME = "prefilter.json"
+
+
+class PrefilterError(FileFormatError):
+    """A prefilter file is missing, damaged, tampered with or of an unknown format; names the file."""
+
+
+class StalePrefilterError(PrefilterError):
+    """The prefilter was trained for another database (another ``database_id``)."""
+
+
+class StalePrefilterWarning(UserWarning):
+    """The database changed since its prefilter was trained; it is not used until retrained."""
+
+
+def prefilter_files(path: str | os.PathLike) -> tuple[Path, Path]:
+    """``(manifest .json, arrays .npz)`` for ``path`` given as either file or as their common stem."""
+    p = Path(path)
+    stem = p.with_suffix("") if p.suffix.lower() in (".json", ".npz") else p
+    return stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".npz")
+
+
+def _jsonable(obj: Any) -> Any:
+    """``obj`` with NumPy scalars as Python numbers and non-finite floats as null (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def _manifest(pf: RegionPrefilter, arrays_name: str, arrays_sha256: str) -> dict[str, Any]:
+    params = pf.get_params()
+    if isinstance(params["max_depth"], tuple):
+        params["max_depth"] = list(params["max_depth"])
+    fp = pf.feature_params_
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "library_version": __version__,
+        "database_id": pf.database_id_,
+        "object_names": list(pf.object_names_),
+        "params": params,
+        "feature_names": list(FEATURE_NAMES),
+        "feature_params": {
+            "edge_threshold": fp.edge_threshold,
+            "corner_threshold": fp.corner_threshold,
+            "lbp_threshold": fp.lbp_threshold,
+            "contrast_levels": list(fp.contrast_levels),
+        },
+        "n_features_in": pf.n_features_in_,
+        "threshold": pf.threshold_,
+        "stage_thresholds": [float(v) for v in pf.stage_thresholds_],
+        "arrays": {"file": arrays_name, "sha256": arrays_sha256},
+        "training": _jsonable(pf.training_report_),
+    }
+
+
+def save_prefilter(pf: RegionPrefilter, path: str | os.PathLike) -> tuple[Path, Path]:
+    """Write a fitted prefilter as ``<stem>.npz`` (arrays) and ``<stem>.json`` (manifest), atomically.
+
+    Parameters
+    ----------
+    pf : RegionPrefilter
+        Fitted (``NotFittedError`` otherwise, and nothing is written).
+    path : path-like
+        Either file, or their common stem.
+
+    Returns
+    -------
+    (manifest path, arrays path)
+    """
+    check_is_fitted(pf, "cascade_")
+    jpath, npath = prefilter_files(path)
+    arrays = pf.cascade_.to_arrays()
+    arrays["color_lut"] = np.asarray(pf.color_lut_, np.float32)
+    arrays["texture_lut"] = np.asarray(pf.texture_lut_, np.float32)
+    data = npz_bytes(arrays)
+    manifest = _manifest(pf, npath.name, sha256_bytes(data))
+    atomic_write_bytes(npath, data)
+    atomic_write_json(jpath, manifest)
+    return jpath, npath
+
+
+def _read_manifest(jpath: Path) -> tuple[dict[str, Any], Path]:
+    """The manifest, checked for format, schema and feature names, and the path of its array file."""
+    try:
+        m = read_json(jpath, "prefilter manifest")
+    except FileFormatError as exc:
+        raise PrefilterError(str(exc)) from None
+    check_manifest_header(jpath, m, FORMAT, SCHEMA_VERSION, "prefilter", PrefilterError)
+    if list(m.get("feature_names", [])) != list(FEATURE_NAMES):
+        raise PrefilterError(f"{jpath}: trained on other cell features ({m.get('feature_names')}); retrain it")
+    try:
+        # Only the file name counts: a manifest cannot point outside its own folder.
+        return m, jpath.parent / Path(m["arrays"]["file"]).name
+    except (KeyError, TypeError) as exc:
+        raise PrefilterError(f"{jpath}: manifest lacks or mangles a field ({type(exc).__name__}: {exc})") from None
+
+
+def _build(m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path, npath: Path) -> RegionPrefilter:
+    """A fitted prefilter from a checked manifest and its arrays."""
+    try:
+        params = dict(m["params"])
+        if isinstance(params.get("max_depth"), list):
+            params["max_depth"] = tuple(params["max_depth"])
+        known = RegionPrefilter().get_params()
+        pf = RegionPrefilter(**{k: v for k, v in params.items() if k in known})
+        pf._check_params()
+        n_features = int(m["n_features_in"])
+        threshold = float(m["threshold"])
+        fpm = m["feature_params"]
+        fparams = FeatureParams(
+            float(fpm["edge_threshold"]),
+            float(fpm["corner_threshold"]),
+            float(fpm["lbp_threshold"]),
+            tuple(float(v) for v in fpm["contrast_levels"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PrefilterError(f"{jpath}: manifest lacks or mangles a field ({type(exc).__name__}: {exc})") from None
+    try:
+        cascade = FlatCascade.from_arrays(arrays)
+        cascade.validate(n_features)
+        cl, tl = arrays["color_lut"], arrays["texture_lut"]
+        if cl.shape != (N_COLOR_CODES,) or tl.shape != (N_TEXTURE_CODES,):
+            raise ValueError(f"lookup tables of shape {cl.shape}, {tl.shape}")
+    except (KeyError, ValueError, TypeError) as exc:
+        raise PrefilterError(f"{npath}: arrays missing or malformed ({exc})") from None
+    pf._set_fitted(
+        cascade,
+        threshold,
+        n_features,
+        cl,
+        tl,
+        fparams,
+        database_id=m.get("database_id"),
+        object_names=list(m.get("object_names", [])),
+        training_report=dict(m.get("training", {})),
+    )
+    return pf
+
+
+def load_prefilter(path: str | os.PathLike, database_id: str | None = None) -> RegionPrefilter:
+    """Read a prefilter written by :func:`save_prefilter`; never unpickles.
+
+    Parameters
+    ----------
+    path : path-like
+        Either file, or their common stem.
+    database_id : str, optional
+        When given, the ``database_id`` the prefilter must have been trained for.
+
+    Raises
+    ------
+    PrefilterError
+        Naming the file, when it is missing, not a prefilter, from a newer schema, damaged or modified.
+    StalePrefilterError
+        When ``database_id`` is given and the prefilter was trained for another database.
+    """
+    jpath, _ = prefilter_files(path)
+    m, npath = _read_manifest(jpath)
+    try:
+        arrays = load_npz_verified(npath, m["arrays"].get("sha256"))
+    except FileFormatError as exc:
+        raise PrefilterError(str(exc)) from None
+    pf = _build(m, arrays, jpath, npath)
+    if database_id is not None and pf.database_id_ != database_id:
+        raise StalePrefilterError(
+            f"{jpath}: trained for database {pf.database_id_}, not {database_id} "
+            "(the database changed since; retrain with objrec train-prefilter)"
+        )
+    return pf
+
+
+def default_path(db: Any) -> Path:
+    """Where a database's prefilter lives: ``DB/prefilter.json`` (+ ``DB/prefilter.npz``)."""
+    return Path(db.path) / DEFAULT_FILENAME
+
+
+def load_for(db: Any, path: str | os.PathLike | None = None, on_stale: str = "warn") -> RegionPrefilter | Failure:
+    """The prefilter trained for ``db``, or a falsy :class:`~objrec.types.Failure` saying why not.
+
+    - no file: ``Failure("absent", ...)`` (run without a prefilter, silently);
+    - trained for another database id (the database changed): with ``on_stale="warn"`` a
+      :class:`StalePrefilterWarning` and ``Failure("stale", ...)``; with ``"raise"`` a
+      :class:`StalePrefilterError`;
+    - damaged, tampered or foreign file: :class:`PrefilterError` naming the file.
+
+    Parameters
+    ----------
+    db : ModelDB
+    path : path-like, optional
+        Default: :func:`default_path`.
+    on_stale : {"warn", "raise"}
+    """
+    if on_stale not in ("warn", "raise"):
+        raise ValueError(f"on_stale: expected 'warn' or 'raise', got {on_stale!r}")
+    jpath, _ = prefilter_files(path if path is not None else default_path(db))
+    if not jpath.exists():
+        return Failure(
+            "absent",
+            f"{jpath}: no prefilter for this database (train one with objrec train-prefilter --db {db.path})",
+        )
+    try:
+        return load_prefilter(jpath, database_id=db.database_id)
+    except StalePrefilterError as exc:
+        if on_stale == "raise":
+            raise
+        # stacklevel 3: the caller of RegionPrefilter.load_for, the usual way in.
+        warnings.warn(f"{exc}; running without the prefilter", StalePrefilterWarning, stacklevel=3)
+        return Failure("stale", str(exc))
