@@ -85,7 +85,7 @@ def main() -> int:
         "--crop-margin",
         type=int,
         default=0,
-        help="px added around boxes for SIFT crops (boxes carry the prefilter's margin; see recognizer.CROP_MARGIN)",
+        help="px added around boxes for SIFT crops (boxes carry the prefilter's own margin)",
     )
     ap.add_argument("--recognition-objects", type=int, default=1, help="objects per recognition scene (1-3)")
     ap.add_argument("--seed", type=int, default=0)

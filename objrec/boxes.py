@@ -45,7 +45,7 @@ def box_area(box: tuple[int, int, int, int] | np.ndarray) -> int:
 
 def grow_regions(regions: Regions, shape: tuple[int, int], margin: int) -> Regions:
     """Every box grown by ``margin`` px per side and clipped to a frame of ``shape`` (rows, cols)."""
-    if not len(regions) or margin == 0:
+    if not len(regions):
         return regions
     h, w = shape[:2]
     b = regions.boxes.astype(np.int64)

@@ -112,7 +112,9 @@ class Recognizer:
         cap = self.db.detectors[self.primary].get("max_features") or scene_max_features
         self.planner = SearchPlanner(self.primary, max_regions, cap if budget_ms is not None else None)
         self.verifier = CandidateVerifier(verify)
-        self.prefilter, self.prefilter_status = _load_prefilter(self.db, prefilter)
+        from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
+
+        self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
         self.clock = clock or PerfClock()
         self.scheduler = FrameScheduler(budget_ms, CostModel(), self.clock, safety_ms=2.0)
         self.degrade = DegradeController(budget_ms)
@@ -188,15 +190,3 @@ class Recognizer:
     def reset(self) -> None:
         """Forget tracked objects (a new, unrelated sequence of frames follows)."""
         self.tracker.reset()
-
-
-def _load_prefilter(db: ModelDB, prefilter: Any) -> tuple[Any, str]:
-    """The prefilter to use and what became of it: ``"loaded"``, ``"off"``, or why the database's was not."""
-    if prefilter is None or prefilter is False:
-        return None, "off"
-    if prefilter != "auto":
-        return prefilter, "given"
-    from objrec.prefilter import RegionPrefilter
-
-    pf = RegionPrefilter.load_for(db)  # a falsy Failure when absent or stale (stale also warns)
-    return (pf, "loaded") if pf else (None, pf.reason)

@@ -270,3 +270,21 @@ def load_for(db: Any, path: str | os.PathLike | None = None, on_stale: str = "wa
         # stacklevel 3: the caller of RegionPrefilter.load_for, the usual way in.
         warnings.warn(f"{exc}; running without the prefilter", StalePrefilterWarning, stacklevel=3)
         return Failure("stale", str(exc))
+
+
+def resolve_prefilter(db: Any, prefilter: Any = "auto") -> tuple[Any, str]:
+    """The prefilter a recognizer uses and what became of the request.
+
+    ``prefilter`` is ``"auto"`` (the database's own, when present and current), an object with
+    ``propose(frame) -> Regions``, or None/False (none). Returns ``(prefilter or None, status)`` with status
+    ``"loaded"``, ``"given"``, ``"off"``, or the reason the database's was not used (``"absent"``,
+    ``"stale"``).
+    """
+    if prefilter is None or prefilter is False:
+        return None, "off"
+    if not isinstance(prefilter, str):
+        return prefilter, "given"
+    if prefilter != "auto":
+        raise ValueError(f"prefilter: expected 'auto', a prefilter or None, got {prefilter!r}")
+    pf = load_for(db)
+    return (pf, "loaded") if pf else (None, pf.reason)
