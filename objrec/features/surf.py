@@ -22,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from objrec.backend import resolve_backend, to_numpy
+from objrec.backend import TransferCounter, resolve_backend, to_device, to_numpy, to_scalar
 from objrec.features import _surf_kernels as K
-from objrec.imageio import InputError, check_frame, check_mask, to_gray
+from objrec.features._frames import check_image, empty_features, place
+from objrec.features._plans import Plan, PlanCache, plan_key
+from objrec.imageio import InputError
 from objrec.types import Features, Regions
 
 __all__ = ["SURF", "surf_plan", "hessian_boxes"]
@@ -200,9 +202,10 @@ class SURF:
         Skip orientation (U-SURF): angles are reported as 270, OpenCV's convention.
     max_features : int or None
         Keep only the strongest ``max_features`` keypoints (by response).
-    backend : {"auto", "cpu", "gpu"}
+    backend : {"auto", "cpu", "gpu", "cudasim"}
         ``"cpu"`` runs the Numba build, ``"gpu"`` the Numba CUDA build on CuPy arrays; ``"auto"`` picks the GPU
-        when CuPy sees one.
+        when CuPy sees one. ``"cudasim"`` runs the CUDA build in Numba's simulator on host arrays (only with
+        ``NUMBA_ENABLE_CUDASIM=1``, set before Numba is imported): how the GPU kernels are tested without one.
 
     Attributes
     ----------
@@ -213,7 +216,9 @@ class SURF:
         ``described`` (keypoints oriented and described, after ``max_features``),
         ``det_samples_frame`` (Hessian samples of the whole frame, all layers); on the CPU ``det_samples``
         (Hessians evaluated) and ``det_visited`` (samples the detector looked at, mask tests included: with
-        ``regions`` only those whose filters reach a box); on the GPU ``launches`` (Numba kernel launches).
+        ``regions`` only those whose filters reach a box); for the CUDA build ``launches`` (Numba kernel
+        launches); ``h2d_bytes`` / ``d2h_bytes`` copied between host and device (see
+        :class:`objrec.backend.TransferCounter`).
 
     Notes
     -----
@@ -275,6 +280,8 @@ class SURF:
         Parameters
         ----------
         gray : (H, W) or (H, W, 3|4) uint8 array
+            NumPy or CuPy. With ``backend="gpu"`` a NumPy image is uploaded once; a CuPy image (or a slice of
+            one: a crop of a device frame) is used where it is.
         mask : (H, W) uint8 or bool array, optional
             Nonzero where features are wanted. The Hessian is evaluated only where a maximum could pass
             OpenCV's mask test (mean of the mask over the filter at least 0.5).
@@ -286,14 +293,20 @@ class SURF:
         Returns
         -------
         Features
-            ``kind="surf"``, sorted strongest first; ``Features.empty`` when nothing is found.
+            ``kind="surf"``, sorted strongest first, empty when nothing is found. On the GPU the arrays are
+            CuPy arrays that stay on the device (``Features.to_host`` copies them).
         """
         img, m = self._check_input(gray, mask)
         boxes = _check_regions(regions, img.shape)
-        resolved = resolve_backend(self.backend, "SURF")
-        if resolved == "gpu":
-            return self._run_gpu(img, m, boxes)
-        return self._run(img, m, np, "cpu", boxes)
+        resolved = resolve_backend(self.backend, "SURF", extra=("cudasim",))
+        with TransferCounter() as tc:
+            if resolved == "gpu":
+                out = self._run_gpu(img, m, boxes)
+            else:
+                img, m = place(img, m, np)
+                out = self._run(img, m, np, "cuda" if resolved == "cudasim" else "cpu", boxes)
+        self.last_stats_.update(h2d_bytes=tc.upload_bytes, d2h_bytes=tc.download_bytes)
+        return out
 
     def detect(self, gray: np.ndarray, mask: np.ndarray | None = None, regions: Regions | None = None) -> Features:
         """Keypoints with orientation (the descriptors are computed too: they cost little next to detection)."""
@@ -304,7 +317,7 @@ class SURF:
 
         Like OpenCV's ``compute``, keypoints whose orientation cannot be sampled are dropped.
         """
-        img, _ = self._check_input(gray, None)
+        img = to_numpy(self._check_input(gray, None)[0])
         if not isinstance(keypoints, Features):
             raise InputError(f"keypoints: expected objrec.types.Features, got {type(keypoints).__name__}")
         if len(keypoints) == 0:
@@ -336,31 +349,32 @@ class SURF:
         if mf is not None and (not isinstance(mf, (int, np.integer)) or isinstance(mf, bool) or mf < 0):
             raise ValueError(f"max_features: expected None or an int >= 0, got {mf!r}")
 
-    def _check_input(self, gray: Any, mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    def _check_input(self, gray: Any, mask: Any) -> tuple[Any, Any]:
+        """Parameters, then image and mask (gray uint8, 0/1 uint8), each left on its device."""
         self._check_params()
-        img = np.ascontiguousarray(to_gray(check_frame(gray, "gray")))
-        m = check_mask(mask, img.shape)
-        if m is not None:
-            m = np.ascontiguousarray(np.minimum(m, 1).astype(np.uint8, copy=False))
-        return img, m
+        return check_image(gray, mask)
 
-    def _plan(self, shape: tuple[int, int], xp: ModuleType) -> dict[str, Any]:
-        """Tables and buffers for one resolution, kept while frames keep that size."""
-        key = (shape, int(self.n_octaves), int(self.n_octave_layers), xp.__name__)
-        cache = self.__dict__.setdefault("_plans_", {})
-        plan = cache.get(key)
-        if plan is None:
-            cache.clear()  # one resolution at a time: a camera does not change size every frame
-            plan = surf_plan(shape[0], shape[1], int(self.n_octaves), int(self.n_octave_layers))
-            for name in ("oinfo", "linfo", "boxes", "wts"):
-                plan[name] = xp.asarray(plan[name])
-            plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)
-            plan["flags"] = xp.empty(max(plan["flag_len"], 1), np.uint8)
-            plan["counts"] = xp.zeros(2 * plan["grid"][0] + 2 if xp is np else 1, np.int64)
-            plan["ori_pts"] = xp.asarray(_ORI_PTS)
-            plan["ori_w"] = xp.asarray(_ORI_W)
-            plan["desc_w"] = xp.asarray(_DESC_W)
-            cache[key] = plan
+    def _plan(self, shape: tuple[int, int], xp: ModuleType) -> Plan:
+        """Tables and buffers for one resolution on ``xp``, kept (a few sizes, least recently used dropped)."""
+        params = (int(self.n_octaves), int(self.n_octave_layers))
+        key = plan_key(shape, params, xp)
+        cache = self.__dict__.get("_plans_")
+        if cache is None:
+            cache = self._plans_ = PlanCache()
+        return cache.get(key, lambda: self._build_plan(key, shape, xp))
+
+    def _build_plan(self, key: tuple, shape: tuple[int, int], xp: ModuleType) -> Plan:
+        plan = Plan(key, xp)
+        plan.update(surf_plan(shape[0], shape[1], int(self.n_octaves), int(self.n_octave_layers)))
+        for name in ("oinfo", "linfo", "boxes", "wts"):
+            plan[name] = to_device(plan[name], xp)
+        plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)
+        plan["flags"] = xp.empty(max(plan["flag_len"], 1), np.uint8)
+        # Hessian counts per row on the host builds; on a device they would cost an atomic per thread.
+        plan["counts"] = xp.zeros(2 * plan["grid"][0] + 2 if xp is np else 1, np.int64)
+        plan["ori_pts"] = to_device(_ORI_PTS, xp)
+        plan["ori_w"] = to_device(_ORI_W, xp)
+        plan["desc_w"] = to_device(_DESC_W, xp)
         return plan
 
     def _run(self, img: Any, mask: Any, xp: ModuleType, target: str, boxes: np.ndarray | None = None) -> Features:
@@ -373,15 +387,16 @@ class SURF:
             self.last_stats_["launches"] = t.launches - before
         else:
             out = self._pipeline(img, mask, xp, target, boxes)
-        return self._to_features(out)
+        return self._to_features(out, xp)
 
-    def _to_features(self, out: dict[str, Any]) -> Features:
+    def _to_features(self, out: dict[str, Any], xp: ModuleType) -> Features:
+        """The pipeline's arrays as :class:`Features`, on the device they were computed on."""
         if out["n"] == 0:
-            return Features.empty(self.descriptor_size, self.kind)
-        h = {k: to_numpy(v) for k, v in out.items() if k != "n"}
+            return empty_features(self.descriptor_size, self.kind, xp)
         return Features(
-            h["xy"], h["size"], h["angle"], h["response"], h["octave"], h["laplacian"], h["desc"], self.kind
-        )
+            out["xy"], out["size"], out["angle"], out["response"], out["octave"], out["laplacian"], out["desc"],
+            self.kind,
+        )  # fmt: skip
 
     def _pipeline(
         self, img: Any, mask: Any, xp: ModuleType, target: str, boxes: np.ndarray | None = None
@@ -409,7 +424,7 @@ class SURF:
             M = _integral(mask, xp)
         else:
             M = plan.setdefault("_no_mask", xp.zeros(1, np.int32))
-        rbox = xp.asarray(boxes) if boxes is not None else plan.setdefault("_no_boxes", xp.zeros((1, 4), np.int32))
+        rbox = to_device(boxes, xp) if boxes is not None else plan.setdefault("_no_boxes", xp.zeros((1, 4), np.int32))
         nbox = 0 if boxes is None else int(boxes.shape[0])
         det, flags = plan["det"], plan["flags"]
         oinfo, linfo, hboxes, wts = plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
@@ -455,7 +470,7 @@ class SURF:
         # rarely tie, so one key usually decides (4x cheaper than the five-key lexsort, which settles ties).
         order = xp.argsort(-resp, kind="stable")
         rs = resp[order]
-        if bool((rs[1:] == rs[:-1]).any()):
+        if to_scalar((rs[1:] == rs[:-1]).any()):
             order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
         if self.max_features is not None:
             order = order[: int(self.max_features)]
@@ -527,20 +542,9 @@ class SURF:
         size = np.ascontiguousarray(size, np.float32)
         return self._describe(S, H, W, xy, size, np, K.kernels_for(target), plan)
 
-    def _detect_and_compute_target(
-        self, gray: np.ndarray, mask: np.ndarray | None = None, target: str = "cpu", regions: Regions | None = None
-    ):
-        """Run the build for ``target`` ("cpu" or "cuda") on host NumPy arrays.
-
-        Under ``NUMBA_ENABLE_CUDASIM=1`` the ``"cuda"`` build runs in the simulator: this is how CI checks the
-        GPU kernels against the CPU ones without a device.
-        """
-        img, m = self._check_input(gray, mask)
-        return self._run(img, m, np, target, _check_regions(regions, img.shape))
-
-    def _run_gpu(self, img: np.ndarray, mask: np.ndarray | None, boxes: np.ndarray | None = None) -> Features:
+    def _run_gpu(self, img: Any, mask: Any, boxes: np.ndarray | None = None) -> Features:
+        """The CUDA build on CuPy arrays: host inputs are uploaded once, device inputs used where they are."""
         import cupy as cp
 
-        d_img = cp.asarray(img)
-        d_mask = None if mask is None else cp.asarray(mask)
+        d_img, d_mask = place(img, mask, cp)
         return self._run(d_img, d_mask, cp, "cuda", boxes)
