@@ -8,12 +8,12 @@ build in Numba's simulator on host arrays (with ``NUMBA_ENABLE_CUDASIM=1`` only)
 OpenCV's ``cv::SIFT`` conventions (octave -1 upsampled base, packed octave field, size, angle measured
 clockwise as OpenCV reports it, descriptors scaled by 512 and saturated to uchar values, as float32).
 
-A frame costs ``2 (n_layers + 3) n_octaves - 2`` blur launches (the horizontal pass of each new octave
-decimates the previous one on the fly, the vertical pass writes the DoG plane), one extremum launch for
-every octave at once, one refinement + orientation launch over the compacted candidates, and two
-descriptor launches; the compactions are CuPy calls (``flatnonzero``, ``unique``). Per-resolution buffers
-(pyramid, DoG, flags, per-candidate scratch) live in a plan of :mod:`objrec.features._plans`, allocated for
-the first frame of a size and reused.
+A frame costs ``2 (n_layers + 2) n_octaves + 3`` pyramid launches (upsampling and two blur passes for the
+base, then two per level; the horizontal pass of each new octave decimates the previous one on the fly, the
+vertical pass writes the DoG plane), one extremum launch for every octave at once, one refinement +
+orientation launch over the compacted candidates, and two descriptor launches; the compactions are CuPy
+calls (``flatnonzero``, ``unique``). Per-resolution buffers (pyramid, DoG, flags, per-candidate scratch)
+live in a plan of :mod:`objrec.features._plans`, allocated for the first frame of a size and reused.
 
 Differences from OpenCV, on purpose: the mask is applied before ``n_features`` keeps the strongest (OpenCV
 keeps the best of the whole image and then drops those outside the mask), and duplicate keypoints are
@@ -150,6 +150,7 @@ class SiftRunner:
 
     @property
     def kernels(self) -> dict:
+        """The launchers of this runner's target."""
         return K.kernels_for(self.target)
 
     def plan(self, H: int, W: int, n_layers: int, sigma: float) -> _Plan:

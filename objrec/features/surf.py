@@ -31,10 +31,9 @@ from objrec.types import Features, Regions
 
 __all__ = ["SURF", "surf_plan", "hessian_boxes"]
 
-# Numba's OpenMP workers spin between parallel regions by default. On a busy 2-core machine the spinning steals
-# the cores the other worker and the Python glue between stages need: measured SURF/SIFT 0.35-0.38 with
-# spinning vs 0.22-0.25 passive under load 2.5-3, no difference when idle. Read once, when libgomp loads (the
-# first parallel launch); a value set by the user wins.
+# Numba's OpenMP workers spin between parallel regions by default. Where cores are shared, the spinning takes
+# the time that other workers and the Python glue between stages need; waiting passively costs nothing on an
+# idle machine. Read once, when libgomp loads (the first parallel launch); a value set by the user wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The 9x9 filters of Bay et al. as OpenCV writes them: (x1, y1, x2, y2, weight) boxes, x2/y2 exclusive.
@@ -154,7 +153,7 @@ def _integral(img: Any, xp: ModuleType) -> Any:
 
 def _flag_indices(flags: Any, xp: ModuleType) -> Any:
     """``flatnonzero`` of a sparse uint8 flag plane: on the host, nonzero 8-byte words first (8x fewer elements
-    to scan, measured 1.8 ms -> 0.3 ms for 640x480), then the bytes inside them; on the device, CuPy's own."""
+    to scan), then the bytes inside them; on the device, CuPy's own."""
     if xp is not np:
         return xp.flatnonzero(flags)
     n8 = flags.shape[0] // 8 * 8
@@ -269,6 +268,7 @@ class SURF:
 
     @property
     def descriptor_size(self) -> int:
+        """Length of a descriptor: 64, or 128 when ``extended``."""
         return 128 if self.extended else 64
 
     # ------------------------------------------------------------------ public API
@@ -370,7 +370,6 @@ class SURF:
             plan[name] = to_device(plan[name], xp)
         plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)
         plan["flags"] = xp.empty(max(plan["flag_len"], 1), np.uint8)
-        # Hessian counts per row on the host builds; on a device they would cost an atomic per thread.
         plan["counts"] = xp.zeros(2 * plan["grid"][0] + 2 if xp is np else 1, np.int64)
         plan["ori_pts"] = to_device(_ORI_PTS, xp)
         plan["ori_w"] = to_device(_ORI_W, xp)
@@ -409,6 +408,46 @@ class SURF:
         H, W = (int(v) for v in img.shape)
         plan = self._plan((H, W), xp)
         S = _integral(img, xp)
+        stats: dict[str, Any] = {"backend": target, "det_samples_frame": plan["det_samples"]}
+        self.last_stats_ = stats
+        empty = {"n": 0}
+        if plan["n_oct"] == 0 or plan["flag_len"] == 0:
+            stats.update(candidates=0, keypoints=0, det_samples=0, det_visited=0)
+            return empty
+        cand = self._candidates(S, mask, boxes, plan, kern, target, xp, stats)
+        n = int(cand.size)
+        stats["candidates"] = n
+        if n == 0:
+            stats["keypoints"] = 0
+            return empty
+        xy, size, resp, lap, octv = self._keypoints(cand, S, plan, kern, xp)
+        n = int(xy.shape[0])
+        if n == 0:
+            stats["keypoints"] = 0
+            return empty
+        # max_features is applied before orientation and description: a budgeted caller pays for the
+        # descriptors it keeps only.
+        stats["described"] = n
+        angle, desc, dok = self._describe(S, H, W, xy, size, xp, kern, plan)
+        good = xp.flatnonzero(dok)
+        if int(good.size) != n:
+            xy, size, resp, lap, octv, angle, desc = (a[good] for a in (xy, size, resp, lap, octv, angle, desc))
+            n = int(good.size)
+        stats["keypoints"] = n
+        return {
+            "n": n,
+            "xy": xy,
+            "size": size,
+            "angle": angle,
+            "response": resp,
+            "octave": octv,
+            "laplacian": lap,
+            "desc": desc,
+        }
+
+    def _candidates(self, S, mask, boxes, plan, kern, target, xp, stats) -> Any:
+        """Hessian planes and non-maximum suppression; the flat indices of the maxima (on ``xp``)."""
+        H, W = plan["shape"]
         mode = K.DET_ALL
         if boxes is not None:
             # The nms mask test and the keypoints' filters see the union of the boxes (and the mask); built
@@ -429,17 +468,11 @@ class SURF:
         det, flags = plan["det"], plan["flags"]
         oinfo, linfo, hboxes, wts = plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
         n_oct, L = plan["n_oct"], plan["n_layers"]
-        stats: dict[str, Any] = {"backend": target, "det_samples_frame": plan["det_samples"]}
-        self.last_stats_ = stats
-        empty = {"n": 0}
-        if n_oct == 0 or plan["flag_len"] == 0:
-            stats.update(candidates=0, keypoints=0, det_samples=0, det_visited=0)
-            return empty
         gr, gc = plan["grid"]
         # CPU: one work item per row (box offsets stay in registers along it); GPU: one thread per sample.
         chunk = gc if target == "cpu" else 1
         nc = (gc + chunk - 1) // chunk
-        # Hessian evaluations per row, counted on the CPU (on the GPU it would cost an atomic per thread).
+        # Hessian evaluations per row, counted on the host (on a device it would cost an atomic per thread).
         counts = plan["counts"]
         if counts.shape[0] > 1:
             counts[:] = 0
@@ -451,53 +484,32 @@ class SURF:
         use_mask = int(mode != K.DET_ALL)
         thr = float(self.hessian_threshold)
         kern["nms"](gr, nc, det, flags, oinfo, linfo, M, use_mask, n_oct, L - 2, thr, W, chunk)
-        cand = _flag_indices(flags[: plan["flag_len"]], xp)
+        return _flag_indices(flags[: plan["flag_len"]], xp)
+
+    def _keypoints(self, cand, S, plan, kern, xp) -> tuple[Any, Any, Any, Any, Any]:
+        """Interpolated keypoints of the candidates, strongest first, at most ``max_features``:
+        ``(xy, size, response, laplacian, octave)`` on ``xp`` (copies, not views of the plan's scratch)."""
         n = int(cand.size)
-        stats["candidates"] = n
-        if n == 0:
-            stats["keypoints"] = 0
-            return empty
-        xy = xp.empty((n, 2), np.float32)
-        size = xp.empty(n, np.float32)
-        resp = xp.empty(n, np.float32)
-        lap = xp.empty(n, np.int8)
-        octv = xp.empty(n, np.int32)
-        ok = xp.empty(n, np.uint8)
-        kern["interp"](n, cand, det, oinfo, linfo, hboxes, wts, S, n_oct, W, xy, size, resp, lap, octv, ok)
+        xy = plan.scratch("xy", (n, 2), np.float32)
+        size = plan.scratch("size", (n,), np.float32)
+        resp = plan.scratch("resp", (n,), np.float32)
+        lap = plan.scratch("lap", (n,), np.int8)
+        octv = plan.scratch("octv", (n,), np.int32)
+        ok = plan.scratch("ok", (n,), np.uint8)
+        det, oinfo, linfo, hboxes, wts = plan["det"], plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
+        W = plan["shape"][1]
+        kern["interp"](n, cand, det, oinfo, linfo, hboxes, wts, S, plan["n_oct"], W, xy, size, resp, lap, octv, ok)
         keep = xp.flatnonzero(ok)
         xy, size, resp, lap, octv = xy[keep], size[keep], resp[keep], lap[keep], octv[keep]
         # OpenCV's KeypointGreater: response, size, octave descending, then y descending, x ascending. Responses
-        # rarely tie, so one key usually decides (4x cheaper than the five-key lexsort, which settles ties).
+        # rarely tie, so one key usually decides (cheaper than the five-key lexsort, which settles ties).
         order = xp.argsort(-resp, kind="stable")
         rs = resp[order]
         if to_scalar((rs[1:] == rs[:-1]).any()):
             order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
         if self.max_features is not None:
             order = order[: int(self.max_features)]
-        xy, size, resp, lap, octv = xy[order], size[order], resp[order], lap[order], octv[order]
-        n = int(xy.shape[0])
-        if n == 0:
-            stats["keypoints"] = 0
-            return empty
-        # max_features is applied above, before orientation and description: a budgeted caller pays for the
-        # descriptors it keeps only.
-        stats["described"] = n
-        angle, desc, dok = self._describe(S, H, W, xy, size, xp, kern, plan)
-        good = xp.flatnonzero(dok)
-        if int(good.size) != n:
-            xy, size, resp, lap, octv, angle, desc = (a[good] for a in (xy, size, resp, lap, octv, angle, desc))
-            n = int(good.size)
-        stats["keypoints"] = n
-        return {
-            "n": n,
-            "xy": xy,
-            "size": size,
-            "angle": angle,
-            "response": resp,
-            "octave": octv,
-            "laplacian": lap,
-            "desc": desc,
-        }
+        return xy[order], size[order], resp[order], lap[order], octv[order]
 
     def _describe(self, S, H, W, xy, size, xp, kern, plan):
         n = int(xy.shape[0])

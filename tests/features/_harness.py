@@ -96,7 +96,7 @@ def box_mask(shape: tuple[int, int]) -> np.ndarray:
     return m
 
 
-def to_device(device: str, a: np.ndarray | None):
+def upload(device: str, a: np.ndarray | None):
     """``a`` where ``device`` computes: a CuPy array on ``gpu`` (the caller's one upload), else ``a``."""
     if a is None or device != "gpu":
         return a
@@ -211,7 +211,7 @@ def run_and_compare(kind: str, device: str, img: np.ndarray, mask: np.ndarray | 
     return the reference's result, the device's (copied to the host), and both extractors (device first)."""
     extra = {} if regions is None else {"regions": regions}
     ext = make(kind, device, **params)
-    got = ext.detect_and_compute(to_device(device, img), to_device(device, mask), **extra)
+    got = ext.detect_and_compute(upload(device, img), upload(device, mask), **extra)
     assert_on_device(got, device)
     ref_ext = reference(kind, **params)
     ref = ref_ext.detect_and_compute(img, mask, **extra)
