@@ -98,6 +98,7 @@ def test_surf_regions_match_cpu_build(device):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("device", devices("cpu", "gpu"))
 def test_nothing_found_is_empty_on_the_device(kind, device):
+    """A blank frame, or an empty mask, gives empty features of the right width, on the computing device."""
     ext = make(kind, device)
     img = np.full(image(device).shape, 77, np.uint8)
     for f in (
