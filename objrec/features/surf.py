@@ -374,6 +374,8 @@ class SURF:
         plan["ori_pts"] = to_device(_ORI_PTS, xp)
         plan["ori_w"] = to_device(_ORI_W, xp)
         plan["desc_w"] = to_device(_DESC_W, xp)
+        plan["no_mask"] = xp.zeros(1, np.int32)  # placeholders the kernels take when there is no mask / no box
+        plan["no_boxes"] = xp.zeros((1, 4), np.int32)
         return plan
 
     def _run(self, img: Any, mask: Any, xp: ModuleType, target: str, boxes: np.ndarray | None = None) -> Features:
@@ -459,11 +461,8 @@ class SURF:
             mask = union if mask is None else union & mask
         elif mask is not None:
             mode = K.DET_MASK
-        if mask is not None:
-            M = _integral(mask, xp)
-        else:
-            M = plan.setdefault("_no_mask", xp.zeros(1, np.int32))
-        rbox = to_device(boxes, xp) if boxes is not None else plan.setdefault("_no_boxes", xp.zeros((1, 4), np.int32))
+        M = _integral(mask, xp) if mask is not None else plan["no_mask"]
+        rbox = to_device(boxes, xp) if boxes is not None else plan["no_boxes"]
         nbox = 0 if boxes is None else int(boxes.shape[0])
         det, flags = plan["det"], plan["flags"]
         oinfo, linfo, hboxes, wts = plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
