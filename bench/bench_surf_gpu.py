@@ -150,7 +150,7 @@ def main() -> None:
             cpu_ms.append(1000.0 * (time.perf_counter() - t0))
         agree = "counts differ"
         if len(f_gpu) == len(f_cpu) and len(f_cpu):
-            agree = f"max |xy| difference {float(np.abs(f_gpu.xy - f_cpu.xy).max()):.2e} px"
+            agree = f"max |xy| difference {float(np.abs(f_gpu.to_host().xy - f_cpu.xy).max()):.2e} px"
         print(f"\n== {label}: threshold {thr:.1f}, {n} keypoints (CPU build: {len(f_cpu)}; {agree})")
         print(
             f"device-resident  CUDA events {np.median(ev_ms):8.3f} ms   wall {np.median(wall_ms):8.3f} ms   "

@@ -160,7 +160,9 @@ class Features:
         """The same features with NumPy arrays (a copy from the device for CuPy features)."""
         if self.xp is np:
             return self
-        return Features(*(getattr(self, k).get() for k in _FEATURE_ARRAYS), self.kind)
+        from objrec.backend import to_numpy  # counted by objrec.backend.TransferCounter
+
+        return Features(*(to_numpy(getattr(self, k)) for k in _FEATURE_ARRAYS), self.kind)
 
     @staticmethod
     def concatenate(parts: list[Features]) -> Features:

@@ -25,7 +25,19 @@ def __getattr__(name: str):
 
 
 def make_detector(kind: str, **params):
-    """Build a detector by its kind name (``"sift"`` or ``"surf"``)."""
+    """Build a detector by its kind name.
+
+    Parameters
+    ----------
+    kind : {"sift", "surf"}
+        Which detector.
+    **params
+        Passed to its constructor (``backend=...`` included).
+
+    Returns
+    -------
+    SIFT or SURF
+    """
     if kind == "sift":
         return SIFT(**params)
     if kind == "surf":

@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.backend import resolve_backend
+from objrec.backend import resolve_backend, to_device
 from objrec.types import Features, Regions, SearchPlan
 
 __all__ = ["FeatureStage", "detector_kinds", "KIND_ORDER"]
@@ -69,7 +69,7 @@ class FeatureStage:
         if self._device is None:
             import cupy
 
-            self._device = cupy.asarray(self._host)
+            self._device = to_device(self._host, cupy)
         return self._device
 
     def extract(self, kind: str, plan: SearchPlan) -> Features:

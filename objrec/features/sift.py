@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 
 from objrec.backend import resolve_backend
-from objrec.imageio import check_frame, check_mask, to_gray
+from objrec.features._frames import check_image, place
 from objrec.types import Features
 
 __all__ = ["SIFT", "keypoints_to_features"]
@@ -39,9 +41,17 @@ class SIFT:
         Layers per octave (Lowe's ``s``).
     contrast_threshold, edge_threshold, sigma : float
         As in OpenCV's ``SIFT_create``.
-    backend : {"cpu", "auto", "gpu", "numba"}
-        ``"cpu"`` is OpenCV's SIFT. ``"auto"`` currently resolves to ``"cpu"`` unless a GPU implementation
-        is installed.
+    backend : {"cpu", "auto", "gpu", "numba", "cudasim"}
+        ``"cpu"`` is OpenCV's SIFT; ``"gpu"`` our CUDA build on CuPy arrays (results stay on the device);
+        ``"numba"`` the CPU build of the same kernels; ``"cudasim"`` the CUDA build in Numba's simulator on
+        host arrays (only with ``NUMBA_ENABLE_CUDASIM=1``, set before Numba is imported). ``"auto"`` is
+        ``"gpu"`` when CuPy sees a device, else ``"cpu"``.
+
+    Attributes
+    ----------
+    last_stats_ : dict
+        After a call on one of our builds: ``candidates``, ``keypoints``, ``launches`` (CUDA build),
+        ``h2d_bytes`` / ``d2h_bytes`` copied between host and device, ``wall_ms``.
 
     References
     ----------
@@ -90,14 +100,24 @@ class SIFT:
             )
         return self._impl
 
-    def detect_and_compute(self, gray: np.ndarray, mask: np.ndarray | None = None) -> Features:
+    def detect_and_compute(self, gray: Any, mask: Any = None) -> Features:
         """Detect keypoints and compute descriptors on a gray (or BGR) uint8 image.
 
-        ``mask`` (same height and width, nonzero = search) restricts where keypoints are kept.
+        Parameters
+        ----------
+        gray : (H, W) or (H, W, 3|4) uint8 array
+            NumPy or CuPy. With ``backend="gpu"`` a NumPy image is uploaded once and a CuPy image (or a
+            slice of one) is used where it is; the host backends copy a CuPy image to the host.
+        mask : (H, W) uint8 or bool array, optional
+            Nonzero where keypoints are kept.
+
+        Returns
+        -------
+        Features
+            ``kind="sift"``; CuPy arrays on the device with ``backend="gpu"``, NumPy arrays otherwise.
         """
-        img = to_gray(check_frame(gray, "gray"))
-        m = check_mask(mask, img.shape)
-        resolved = resolve_backend(self.backend, "SIFT", extra=("numba",))
+        img, m = check_image(gray, mask)
+        resolved = resolve_backend(self.backend, "SIFT", extra=("numba", "cudasim"))
         if resolved != "cpu":
             from objrec.features import _gpu_sift_impl
 
@@ -109,5 +129,6 @@ class SIFT:
                     raise NotImplementedError(f"SIFT backend={resolved!r} is not built in this version of objrec")
             else:
                 return impl(self, img, m)
+        img, m = place(img, m, np)
         kps, desc = self._opencv().detectAndCompute(img, m)
         return keypoints_to_features(kps, desc, self.kind, self.descriptor_size)

@@ -1,16 +1,19 @@
 """Our SIFT: one set of kernels (:mod:`objrec.features._sift_kernels`) built for CUDA and for the CPU.
 
-``SIFT(backend="gpu")`` runs the CUDA build on CuPy arrays that stay on the device from the uploaded frame
-to the descriptors; ``SIFT(backend="numba")`` runs the same element functions built with ``numba.njit``,
-the CPU twin that CI uses as the oracle for the GPU code (and compares with OpenCV). Results follow
+``SIFT(backend="gpu")`` runs the CUDA build on CuPy arrays: the frame is uploaded once (or taken as the
+CuPy array it is) and the keypoints and descriptors stay on the device, returned as CuPy :class:`Features`.
+``SIFT(backend="numba")`` runs the same element functions built with ``numba.njit``, the CPU twin that CI
+uses as the oracle for the GPU code (and compares with OpenCV); ``SIFT(backend="cudasim")`` runs the CUDA
+build in Numba's simulator on host arrays (with ``NUMBA_ENABLE_CUDASIM=1`` only). Results follow
 OpenCV's ``cv::SIFT`` conventions (octave -1 upsampled base, packed octave field, size, angle measured
 clockwise as OpenCV reports it, descriptors scaled by 512 and saturated to uchar values, as float32).
 
-A frame costs ``2 (n_layers + 3) n_octaves - 2`` blur launches (the horizontal pass of each new octave
-decimates the previous one on the fly, the vertical pass writes the DoG plane), one extremum launch for
-every octave at once, one refinement + orientation launch over the compacted candidates, and two
-descriptor launches; the compactions are CuPy calls (``flatnonzero``, ``unique``). Per-resolution buffers
-(pyramid, DoG, flags) are allocated once and reused.
+A frame costs ``2 (n_layers + 2) n_octaves + 3`` pyramid launches (upsampling and two blur passes for the
+base, then two per level; the horizontal pass of each new octave decimates the previous one on the fly, the
+vertical pass writes the DoG plane), one extremum launch for every octave at once, one refinement +
+orientation launch over the compacted candidates, and two descriptor launches; the compactions are CuPy
+calls (``flatnonzero``, ``unique``). Per-resolution buffers (pyramid, DoG, flags, per-candidate scratch)
+live in a plan of :mod:`objrec.features._plans`, allocated for the first frame of a size and reused.
 
 Differences from OpenCV, on purpose: the mask is applied before ``n_features`` keeps the strongest (OpenCV
 keeps the best of the whole image and then drops those outside the mask), and duplicate keypoints are
@@ -30,7 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from objrec.backend import TransferCounter, to_device
 from objrec.features import _sift_kernels as K
+from objrec.features._frames import empty_features, place
+from objrec.features._plans import Plan, PlanCache, plan_key
 from objrec.types import Features
 
 __all__ = ["implementation", "SiftRunner", "runner"]
@@ -67,10 +73,11 @@ def _numba_view(a: Any) -> Any:
     return cuda.as_cuda_array(a, sync=False)
 
 
-class _Plan:
-    """Per-resolution layout and buffers (kept and reused across frames of the same size)."""
+class _Plan(Plan):
+    """Per-resolution layout and buffers of the pyramid (kept and reused across frames of the same size)."""
 
-    def __init__(self, H: int, W: int, n_layers: int, sigma: float, xp: Any, chunked: bool) -> None:
+    def __init__(self, key: tuple, H: int, W: int, n_layers: int, sigma: float, xp: Any, chunked: bool) -> None:
+        super().__init__(key, xp)
         rows, cols = 2 * H, 2 * W
         self.H, self.W = H, W
         m = min(rows, cols)
@@ -91,6 +98,22 @@ class _Plan:
             r0 += r
         self.total_rows = r0
         self.oinfo_host = oinfo
+        wts = self._taps(n_layers, sigma)
+        c0 = dims[0][1] if dims else 1
+        self.chunk = c0 if chunked else 1
+        self.oinfo = to_device(oinfo, xp)
+        self.wts = to_device(wts, xp)
+        self.gauss = xp.empty(max(g, 1), np.float32)
+        self.dog = xp.empty(max(d, 1), np.float32)
+        self.flags = xp.empty(max(f, 1), np.uint8)
+        self.tmp = xp.empty(max(dims[0][0] * dims[0][1], 1) if dims else 1, np.float32)
+        self.no_mask = xp.zeros(1, np.uint8)
+        # What the kernels get: Numba views of the persistent buffers, made once (a CuPy array passed to a
+        # launch is re-imported, and its stream synchronised, at each of the ~60 launches of a frame).
+        self.k = {n: _numba_view(getattr(self, n)) for n in ("oinfo", "wts", "gauss", "dog", "flags", "tmp", "no_mask")}
+
+    def _taps(self, n_layers: int, sigma: float) -> np.ndarray:
+        """Gaussian taps of every level, one row each, zero-padded; sets ``radius`` per level."""
         # Level 0 (the base) is blurred from the assumed 0.5 of the frame (x2 after upsampling); the others
         # incrementally from the level below.
         sig_base = math.sqrt(max(sigma * sigma - SIFT_INIT_SIGMA * SIFT_INIT_SIGMA * 4, 0.01))
@@ -101,64 +124,40 @@ class _Plan:
         for i, t in enumerate(taps):
             wts[i, : len(t)] = t
         self.radius = [(len(t) - 1) // 2 for t in taps]
-        c0 = dims[0][1] if dims else 1
-        self.chunk = c0 if chunked else 1
-        self.xp = xp
-        self.oinfo = xp.asarray(oinfo)
-        self.wts = xp.asarray(wts)
-        self.gauss = xp.empty(max(g, 1), np.float32)
-        self.dog = xp.empty(max(d, 1), np.float32)
-        self.flags = xp.empty(max(f, 1), np.uint8)
-        self.tmp = xp.empty(max(dims[0][0] * dims[0][1], 1) if dims else 1, np.float32)
-        self.no_mask = xp.zeros(1, np.uint8)
-        self._cap: dict[str, Any] = {}
-        # What the kernels get: Numba views of the persistent buffers, made once (a CuPy array passed to a
-        # launch is re-imported, and its stream synchronised, at each of the ~60 launches of a frame).
-        self.k = {n: _numba_view(getattr(self, n)) for n in ("oinfo", "wts", "gauss", "dog", "flags", "tmp", "no_mask")}
+        return wts
 
     def grid_w(self, cols: int) -> int:
         return (cols + self.chunk - 1) // self.chunk
 
-    def scratch(self, name: str, n: int, tail: tuple, dtype) -> Any:
-        """A buffer of at least ``n`` rows, grown geometrically and reused; the first ``n`` rows returned."""
-        buf = self._cap.get(name)
-        if buf is None or buf.shape[0] < n:
-            buf = self.xp.empty((max(n, 64) * 3 // 2,) + tail, dtype)
-            self._cap[name] = buf
-        return buf[:n]
-
     def gauss_at(self, off: int) -> Any:
         """The Gaussian buffer from ``off`` on (a cached view: the x2 frame's place)."""
-        v = self._cap.get(("gauss_at", off))
-        if v is None:
-            v = self._cap[("gauss_at", off)] = _numba_view(self.gauss[off:])
-        return v
+        return self.memo(("gauss_at", off), lambda: _numba_view(self.gauss[off:]))
 
 
 class SiftRunner:
     """The SIFT pipeline for one target (``"cpu"`` with NumPy, ``"cuda"`` with CuPy or the simulator).
 
     ``last_stats_`` after each call: ``candidates``, ``keypoints``, ``launches`` (our kernels; CuPy's
-    compaction calls come on top), ``h2d_bytes`` / ``d2h_bytes`` where the arrays live on a device.
+    compaction calls come on top); after :meth:`features` also ``h2d_bytes`` / ``d2h_bytes``, the bytes
+    copied between host and device (:class:`objrec.backend.TransferCounter`), and ``wall_ms``.
     """
 
     def __init__(self, target: str, xp: Any) -> None:
         self.target = target
         self.xp = xp
-        self._plans: dict[tuple, _Plan] = {}
+        self._plans = PlanCache()
         self.last_stats_: dict[str, Any] = {}
 
     @property
     def kernels(self) -> dict:
+        """The launchers of this runner's target."""
         return K.kernels_for(self.target)
 
     def plan(self, H: int, W: int, n_layers: int, sigma: float) -> _Plan:
-        key = (H, W, n_layers, float(sigma))
-        p = self._plans.get(key)
-        if p is None:
-            chunked = self.target == "cpu" or K._simulated()
-            p = self._plans[key] = _Plan(H, W, n_layers, sigma, self.xp, chunked)
-        return p
+        """The buffers for ``H`` x ``W`` frames and these pyramid parameters (built on first use)."""
+        key = plan_key((H, W), (int(n_layers), float(sigma)), self.xp)
+        chunked = self.target == "cpu" or K._simulated()
+        return self._plans.get(key, lambda: _Plan(key, H, W, n_layers, sigma, self.xp, chunked))
 
     # -- stages -------------------------------------------------------------------------------------
     def pyramid(self, img: Any, p: _Plan) -> None:
@@ -209,20 +208,19 @@ class SiftRunner:
         cand = xp.flatnonzero(p.flags)
         n = int(cand.size)
         self.last_stats_["candidates"] = n
-        self.last_stats_["d2h_bytes"] += 8
         if n == 0:
             return None
-        ok = p.scratch("ok", n, (), np.uint8)
-        key = p.scratch("key", n, (), np.int64)
-        xy = p.scratch("xy", n, (2,), np.float32)
-        size = p.scratch("size", n, (), np.float32)
-        resp = p.scratch("resp", n, (), np.float32)
-        octv = p.scratch("octv", n, (), np.int32)
-        ol = p.scratch("ol", n, (2,), np.int32)
-        pf = p.scratch("pf", n, (2,), np.float32)
-        nori = p.scratch("nori", n, (), np.int32)
-        ang = p.scratch("ang", n, (K.MAX_ORI,), np.float32)
-        hist = p.scratch("hist", n, (K.HIST_SCRATCH,), np.float64)
+        ok = p.scratch("ok", (n,), np.uint8)
+        key = p.scratch("key", (n,), np.int64)
+        xy = p.scratch("xy", (n, 2), np.float32)
+        size = p.scratch("size", (n,), np.float32)
+        resp = p.scratch("resp", (n,), np.float32)
+        octv = p.scratch("octv", (n,), np.int32)
+        ol = p.scratch("ol", (n, 2), np.int32)
+        pf = p.scratch("pf", (n, 2), np.float32)
+        nori = p.scratch("nori", (n,), np.int32)
+        ang = p.scratch("ang", (n, K.MAX_ORI), np.float32)
+        hist = p.scratch("hist", (n, K.HIST_SCRATCH), np.float64)
         if mask is None:
             m, use, mh, mw = k["no_mask"], 0, 1, 1
         else:
@@ -252,7 +250,6 @@ class SiftRunner:
             "pf": pf[rows],
         }
         total = int(rows.size)
-        self.last_stats_["d2h_bytes"] += 16
         nf = int(sift.n_features)
         if nf > 0 and total > nf:
             # KeyPointsFilter::retainBest: the n best, plus any tied with the n-th
@@ -265,7 +262,7 @@ class SiftRunner:
         """128-d descriptors (uchar values as float32) of the keypoints in ``kp``."""
         xp = self.xp
         n = int(kp["xy"].shape[0])
-        raw = p.scratch("raw", n, (K.DESC_DIM,), np.float32)
+        raw = p.scratch("raw", (n, K.DESC_DIM), np.float32)
         desc = xp.empty((n, K.DESC_DIM), np.float32)
         kern = self.kernels
         k = p.k
@@ -285,7 +282,7 @@ class SiftRunner:
         before = t.launches
         H, W = (int(s) for s in img.shape)
         p = self.plan(H, W, int(sift.n_octave_layers), float(sift.sigma))
-        self.last_stats_ = {"candidates": 0, "keypoints": 0, "h2d_bytes": 0, "d2h_bytes": 0, "n_octaves": p.n_oct}
+        self.last_stats_ = {"candidates": 0, "keypoints": 0, "n_octaves": p.n_oct}
         out = None
         if p.n_oct > 0:
             self.pyramid(img, p)
@@ -296,34 +293,31 @@ class SiftRunner:
         self.last_stats_["launches"] = t.launches - before if t.is_cuda else None
         return out
 
-    def features(self, sift: Any, img: np.ndarray, mask: np.ndarray | None = None) -> Features:
-        """Host images in, host :class:`Features` out (uploading to and downloading from the device if any)."""
+    def features(self, sift: Any, img: Any, mask: Any | None = None) -> Features:
+        """:class:`Features` on this runner's array module from a gray uint8 image and 0/1 mask.
+
+        Host inputs are uploaded once when the runner works on CuPy; device inputs are used where they are.
+        The results are not copied back: on CuPy they stay on the device.
+        """
         xp = self.xp
         t0 = time.perf_counter()
-        if xp is np:
-            d_img, d_mask = np.ascontiguousarray(img, np.uint8), None if mask is None else np.ascontiguousarray(mask)
-            up = 0
-        else:
-            d_img = xp.asarray(np.ascontiguousarray(img, np.uint8))
-            d_mask = None if mask is None else xp.asarray(np.ascontiguousarray(mask, np.uint8))
-            up = img.nbytes + (0 if mask is None else mask.nbytes)
-        out = self.run(sift, d_img, d_mask)
-        self.last_stats_["h2d_bytes"] += up
-        if out is None:
-            return Features.empty(K.DESC_DIM, "sift")
-        host = {k: (v if xp is np else v.get()) for k, v in out.items() if k not in ("ol", "pf")}
-        if xp is not np:
-            self.last_stats_["d2h_bytes"] += sum(int(v.nbytes) for v in host.values())
-        n = host["xy"].shape[0]
+        with TransferCounter() as tc:
+            d_img, d_mask = place(img, mask, xp)
+            out = self.run(sift, d_img, d_mask)
+        self.last_stats_["h2d_bytes"] = tc.upload_bytes
+        self.last_stats_["d2h_bytes"] = tc.download_bytes
         self.last_stats_["wall_ms"] = (time.perf_counter() - t0) * 1e3
+        if out is None:
+            return empty_features(K.DESC_DIM, "sift", xp)
+        n = int(out["xy"].shape[0])
         return Features(
-            xy=host["xy"],
-            size=host["size"],
-            angle=host["angle"],
-            response=host["response"],
-            octave=host["octave"],
-            laplacian=np.zeros(n, np.int8),
-            descriptors=host["desc"],
+            xy=out["xy"],
+            size=out["size"],
+            angle=out["angle"],
+            response=out["response"],
+            octave=out["octave"],
+            laplacian=xp.zeros(n, np.int8),
+            descriptors=out["desc"],
             kind="sift",
         )
 
@@ -346,17 +340,28 @@ def runner(target: str, xp: Any = None) -> SiftRunner:
     return r
 
 
-def implementation(backend: str):
-    """``impl(sift, gray_uint8, mask_or_None) -> Features`` for ``backend`` "numba" (CPU twin) or "gpu"."""
-    if backend == "numba":
-        target = "cpu"
-    elif backend == "gpu":
-        target = "cuda"
-    else:
-        raise ValueError(f"backend: expected 'gpu' or 'numba', got {backend!r}")
+_TARGETS = {"numba": ("cpu", False), "gpu": ("cuda", True), "cudasim": ("cuda", False)}
 
-    def impl(sift: Any, gray: np.ndarray, mask: np.ndarray | None) -> Features:
-        r = runner(target)
+
+def implementation(backend: str):
+    """``impl(sift, gray_uint8, mask_or_None) -> Features`` for ``backend``.
+
+    Parameters
+    ----------
+    backend : {"numba", "gpu", "cudasim"}
+        ``"numba"``: the CPU twin on NumPy arrays; ``"gpu"``: the CUDA build on CuPy arrays; ``"cudasim"``:
+        the CUDA build on NumPy arrays under Numba's simulator.
+    """
+    if backend not in _TARGETS:
+        raise ValueError(f"backend: expected 'gpu', 'numba' or 'cudasim', got {backend!r}")
+    target, on_device = _TARGETS[backend]
+
+    def impl(sift: Any, gray: Any, mask: Any | None) -> Features:
+        if on_device:
+            import cupy as xp  # noqa: PLC0415 - optional dependency, imported on use
+        else:
+            xp = np
+        r = runner(target, xp)
         feats = r.features(sift, gray, mask)
         sift.last_stats_ = dict(r.last_stats_)
         return feats

@@ -22,17 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from objrec.backend import resolve_backend, to_numpy
+from objrec.backend import TransferCounter, resolve_backend, to_device, to_numpy, to_scalar
 from objrec.features import _surf_kernels as K
-from objrec.imageio import InputError, check_frame, check_mask, to_gray
+from objrec.features._frames import check_image, empty_features, place
+from objrec.features._plans import Plan, PlanCache, plan_key
+from objrec.imageio import InputError
 from objrec.types import Features, Regions
 
 __all__ = ["SURF", "surf_plan", "hessian_boxes"]
 
-# Numba's OpenMP workers spin between parallel regions by default. On a busy 2-core machine the spinning steals
-# the cores the other worker and the Python glue between stages need: measured SURF/SIFT 0.35-0.38 with
-# spinning vs 0.22-0.25 passive under load 2.5-3, no difference when idle. Read once, when libgomp loads (the
-# first parallel launch); a value set by the user wins.
+# Numba's OpenMP workers spin between parallel regions by default. Where cores are shared, the spinning takes
+# the time that other workers and the Python glue between stages need; waiting passively costs nothing on an
+# idle machine. Read once, when libgomp loads (the first parallel launch); a value set by the user wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The 9x9 filters of Bay et al. as OpenCV writes them: (x1, y1, x2, y2, weight) boxes, x2/y2 exclusive.
@@ -152,7 +153,7 @@ def _integral(img: Any, xp: ModuleType) -> Any:
 
 def _flag_indices(flags: Any, xp: ModuleType) -> Any:
     """``flatnonzero`` of a sparse uint8 flag plane: on the host, nonzero 8-byte words first (8x fewer elements
-    to scan, measured 1.8 ms -> 0.3 ms for 640x480), then the bytes inside them; on the device, CuPy's own."""
+    to scan), then the bytes inside them; on the device, CuPy's own."""
     if xp is not np:
         return xp.flatnonzero(flags)
     n8 = flags.shape[0] // 8 * 8
@@ -200,9 +201,10 @@ class SURF:
         Skip orientation (U-SURF): angles are reported as 270, OpenCV's convention.
     max_features : int or None
         Keep only the strongest ``max_features`` keypoints (by response).
-    backend : {"auto", "cpu", "gpu"}
+    backend : {"auto", "cpu", "gpu", "cudasim"}
         ``"cpu"`` runs the Numba build, ``"gpu"`` the Numba CUDA build on CuPy arrays; ``"auto"`` picks the GPU
-        when CuPy sees one.
+        when CuPy sees one. ``"cudasim"`` runs the CUDA build in Numba's simulator on host arrays (only with
+        ``NUMBA_ENABLE_CUDASIM=1``, set before Numba is imported): how the GPU kernels are tested without one.
 
     Attributes
     ----------
@@ -213,7 +215,9 @@ class SURF:
         ``described`` (keypoints oriented and described, after ``max_features``),
         ``det_samples_frame`` (Hessian samples of the whole frame, all layers); on the CPU ``det_samples``
         (Hessians evaluated) and ``det_visited`` (samples the detector looked at, mask tests included: with
-        ``regions`` only those whose filters reach a box); on the GPU ``launches`` (Numba kernel launches).
+        ``regions`` only those whose filters reach a box); for the CUDA build ``launches`` (Numba kernel
+        launches); ``h2d_bytes`` / ``d2h_bytes`` copied between host and device (see
+        :class:`objrec.backend.TransferCounter`).
 
     Notes
     -----
@@ -264,6 +268,7 @@ class SURF:
 
     @property
     def descriptor_size(self) -> int:
+        """Length of a descriptor: 64, or 128 when ``extended``."""
         return 128 if self.extended else 64
 
     # ------------------------------------------------------------------ public API
@@ -279,6 +284,8 @@ class SURF:
         Parameters
         ----------
         gray : (H, W) or (H, W, 3|4) uint8 array
+            NumPy or CuPy. With ``backend="gpu"`` a NumPy image is uploaded once; a CuPy image (or a slice of
+            one: a crop of a device frame) is used where it is.
         mask : (H, W) uint8 or bool array, optional
             Nonzero where features are wanted. The Hessian is evaluated only where a maximum could pass
             OpenCV's mask test (mean of the mask over the filter at least 0.5).
@@ -293,17 +300,23 @@ class SURF:
         Returns
         -------
         Features
-            ``kind="surf"``, sorted strongest first; ``Features.empty`` when nothing is found.
+            ``kind="surf"``, sorted strongest first, empty when nothing is found. On the GPU the arrays are
+            CuPy arrays that stay on the device (``Features.to_host`` copies them).
         """
         img, m = self._check_input(gray, mask)
         boxes = _check_regions(regions, img.shape)
-        resolved = resolve_backend(self.backend, "SURF")
+        resolved = resolve_backend(self.backend, "SURF", extra=("cudasim",))
         cap = self.max_features if max_features is None else int(max_features)
         if max_features is not None and self.max_features is not None:
             cap = min(cap, int(self.max_features))
-        if resolved == "gpu":
-            return self._run_gpu(img, m, boxes, cap)
-        return self._run(img, m, np, "cpu", boxes, cap)
+        with TransferCounter() as tc:
+            if resolved == "gpu":
+                out = self._run_gpu(img, m, boxes, cap)
+            else:
+                img, m = place(img, m, np)
+                out = self._run(img, m, np, "cuda" if resolved == "cudasim" else "cpu", boxes, cap)
+        self.last_stats_.update(h2d_bytes=tc.upload_bytes, d2h_bytes=tc.download_bytes)
+        return out
 
     def detect(self, gray: np.ndarray, mask: np.ndarray | None = None, regions: Regions | None = None) -> Features:
         """Keypoints with orientation (the descriptors are computed too: they cost little next to detection)."""
@@ -314,7 +327,7 @@ class SURF:
 
         Like OpenCV's ``compute``, keypoints whose orientation cannot be sampled are dropped.
         """
-        img, _ = self._check_input(gray, None)
+        img = to_numpy(self._check_input(gray, None)[0])
         if not isinstance(keypoints, Features):
             raise InputError(f"keypoints: expected objrec.types.Features, got {type(keypoints).__name__}")
         if len(keypoints) == 0:
@@ -346,31 +359,33 @@ class SURF:
         if mf is not None and (not isinstance(mf, (int, np.integer)) or isinstance(mf, bool) or mf < 0):
             raise ValueError(f"max_features: expected None or an int >= 0, got {mf!r}")
 
-    def _check_input(self, gray: Any, mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    def _check_input(self, gray: Any, mask: Any) -> tuple[Any, Any]:
+        """Parameters, then image and mask (gray uint8, 0/1 uint8), each left on its device."""
         self._check_params()
-        img = np.ascontiguousarray(to_gray(check_frame(gray, "gray")))
-        m = check_mask(mask, img.shape)
-        if m is not None:
-            m = np.ascontiguousarray(np.minimum(m, 1).astype(np.uint8, copy=False))
-        return img, m
+        return check_image(gray, mask)
 
-    def _plan(self, shape: tuple[int, int], xp: ModuleType) -> dict[str, Any]:
-        """Tables and buffers for one resolution, kept while frames keep that size."""
-        key = (shape, int(self.n_octaves), int(self.n_octave_layers), xp.__name__)
-        cache = self.__dict__.setdefault("_plans_", {})
-        plan = cache.get(key)
-        if plan is None:
-            cache.clear()  # one resolution at a time: a camera does not change size every frame
-            plan = surf_plan(shape[0], shape[1], int(self.n_octaves), int(self.n_octave_layers))
-            for name in ("oinfo", "linfo", "boxes", "wts"):
-                plan[name] = xp.asarray(plan[name])
-            plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)
-            plan["flags"] = xp.empty(max(plan["flag_len"], 1), np.uint8)
-            plan["counts"] = xp.zeros(2 * plan["grid"][0] + 2 if xp is np else 1, np.int64)
-            plan["ori_pts"] = xp.asarray(_ORI_PTS)
-            plan["ori_w"] = xp.asarray(_ORI_W)
-            plan["desc_w"] = xp.asarray(_DESC_W)
-            cache[key] = plan
+    def _plan(self, shape: tuple[int, int], xp: ModuleType) -> Plan:
+        """Tables and buffers for one resolution on ``xp``, kept (a few sizes, least recently used dropped)."""
+        params = (int(self.n_octaves), int(self.n_octave_layers))
+        key = plan_key(shape, params, xp)
+        cache = self.__dict__.get("_plans_")
+        if cache is None:
+            cache = self._plans_ = PlanCache()
+        return cache.get(key, lambda: self._build_plan(key, shape, xp))
+
+    def _build_plan(self, key: tuple, shape: tuple[int, int], xp: ModuleType) -> Plan:
+        plan = Plan(key, xp)
+        plan.update(surf_plan(shape[0], shape[1], int(self.n_octaves), int(self.n_octave_layers)))
+        for name in ("oinfo", "linfo", "boxes", "wts"):
+            plan[name] = to_device(plan[name], xp)
+        plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)
+        plan["flags"] = xp.empty(max(plan["flag_len"], 1), np.uint8)
+        plan["counts"] = xp.zeros(2 * plan["grid"][0] + 2 if xp is np else 1, np.int64)
+        plan["ori_pts"] = to_device(_ORI_PTS, xp)
+        plan["ori_w"] = to_device(_ORI_W, xp)
+        plan["desc_w"] = to_device(_DESC_W, xp)
+        plan["no_mask"] = xp.zeros(1, np.int32)  # placeholders the kernels take when there is no mask / no box
+        plan["no_boxes"] = xp.zeros((1, 4), np.int32)
         return plan
 
     def _run(
@@ -392,15 +407,16 @@ class SURF:
             self.last_stats_["launches"] = t.launches - before
         else:
             out = self._pipeline(img, mask, xp, target, boxes, cap)
-        return self._to_features(out)
+        return self._to_features(out, xp)
 
-    def _to_features(self, out: dict[str, Any]) -> Features:
+    def _to_features(self, out: dict[str, Any], xp: ModuleType) -> Features:
+        """The pipeline's arrays as :class:`Features`, on the device they were computed on."""
         if out["n"] == 0:
-            return Features.empty(self.descriptor_size, self.kind)
-        h = {k: to_numpy(v) for k, v in out.items() if k != "n"}
+            return empty_features(self.descriptor_size, self.kind, xp)
         return Features(
-            h["xy"], h["size"], h["angle"], h["response"], h["octave"], h["laplacian"], h["desc"], self.kind
-        )
+            out["xy"], out["size"], out["angle"], out["response"], out["octave"], out["laplacian"], out["desc"],
+            self.kind,
+        )  # fmt: skip
 
     def _pipeline(
         self,
@@ -420,77 +436,24 @@ class SURF:
         H, W = (int(v) for v in img.shape)
         plan = self._plan((H, W), xp)
         S = _integral(img, xp)
-        mode = K.DET_ALL
-        if boxes is not None:
-            # The nms mask test and the keypoints' filters see the union of the boxes (and the mask); built
-            # where the frame is, so a device frame needs no mask upload.
-            union = xp.zeros((H, W), np.uint8)
-            for x0, y0, x1, y1 in boxes.tolist():
-                union[y0:y1, x0:x1] = 1
-            mode = K.DET_BOXES if mask is None else K.DET_BOXES_MASK
-            mask = union if mask is None else union & mask
-        elif mask is not None:
-            mode = K.DET_MASK
-        if mask is not None:
-            M = _integral(mask, xp)
-        else:
-            M = plan.setdefault("_no_mask", xp.zeros(1, np.int32))
-        rbox = xp.asarray(boxes) if boxes is not None else plan.setdefault("_no_boxes", xp.zeros((1, 4), np.int32))
-        nbox = 0 if boxes is None else int(boxes.shape[0])
-        det, flags = plan["det"], plan["flags"]
-        oinfo, linfo, hboxes, wts = plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
-        n_oct, L = plan["n_oct"], plan["n_layers"]
         stats: dict[str, Any] = {"backend": target, "det_samples_frame": plan["det_samples"]}
         self.last_stats_ = stats
         empty = {"n": 0}
-        if n_oct == 0 or plan["flag_len"] == 0:
+        if plan["n_oct"] == 0 or plan["flag_len"] == 0:
             stats.update(candidates=0, keypoints=0, det_samples=0, det_visited=0)
             return empty
-        gr, gc = plan["grid"]
-        # CPU: one work item per row (box offsets stay in registers along it); GPU: one thread per sample.
-        chunk = gc if target == "cpu" else 1
-        nc = (gc + chunk - 1) // chunk
-        # Hessian evaluations per row, counted on the CPU (on the GPU it would cost an atomic per thread).
-        counts = plan["counts"]
-        if counts.shape[0] > 1:
-            counts[:] = 0
-        kern["det"](gr, nc, S, M, det, oinfo, linfo, hboxes, wts, mode, n_oct, L, H, W, chunk, rbox, nbox, counts)
-        if counts.shape[0] > 1:
-            half = counts.shape[0] // 2
-            stats["det_samples"] = int(counts[:half].sum())
-            stats["det_visited"] = int(counts[half:].sum())
-        use_mask = int(mode != K.DET_ALL)
-        thr = float(self.hessian_threshold)
-        kern["nms"](gr, nc, det, flags, oinfo, linfo, M, use_mask, n_oct, L - 2, thr, W, chunk)
-        cand = _flag_indices(flags[: plan["flag_len"]], xp)
+        cand = self._candidates(S, mask, boxes, plan, kern, target, xp, stats)
         n = int(cand.size)
         stats["candidates"] = n
         if n == 0:
             stats["keypoints"] = 0
             return empty
-        xy = xp.empty((n, 2), np.float32)
-        size = xp.empty(n, np.float32)
-        resp = xp.empty(n, np.float32)
-        lap = xp.empty(n, np.int8)
-        octv = xp.empty(n, np.int32)
-        ok = xp.empty(n, np.uint8)
-        kern["interp"](n, cand, det, oinfo, linfo, hboxes, wts, S, n_oct, W, xy, size, resp, lap, octv, ok)
-        keep = xp.flatnonzero(ok)
-        xy, size, resp, lap, octv = xy[keep], size[keep], resp[keep], lap[keep], octv[keep]
-        # OpenCV's KeypointGreater: response, size, octave descending, then y descending, x ascending. Responses
-        # rarely tie, so one key usually decides (4x cheaper than the five-key lexsort, which settles ties).
-        order = xp.argsort(-resp, kind="stable")
-        rs = resp[order]
-        if bool((rs[1:] == rs[:-1]).any()):
-            order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
-        if max_features is not None:
-            order = order[: int(max_features)]
-        xy, size, resp, lap, octv = xy[order], size[order], resp[order], lap[order], octv[order]
+        xy, size, resp, lap, octv = self._keypoints(cand, S, plan, kern, xp, max_features)
         n = int(xy.shape[0])
         if n == 0:
             stats["keypoints"] = 0
             return empty
-        # max_features is applied above, before orientation and description: a budgeted caller pays for the
+        # max_features is applied before orientation and description: a budgeted caller pays for the
         # descriptors it keeps only.
         stats["described"] = n
         angle, desc, dok = self._describe(S, H, W, xy, size, xp, kern, plan)
@@ -509,6 +472,69 @@ class SURF:
             "laplacian": lap,
             "desc": desc,
         }
+
+    def _candidates(self, S, mask, boxes, plan, kern, target, xp, stats) -> Any:
+        """Hessian planes and non-maximum suppression; the flat indices of the maxima (on ``xp``)."""
+        H, W = plan["shape"]
+        mode = K.DET_ALL
+        if boxes is not None:
+            # The nms mask test and the keypoints' filters see the union of the boxes (and the mask); built
+            # where the frame is, so a device frame needs no mask upload.
+            union = xp.zeros((H, W), np.uint8)
+            for x0, y0, x1, y1 in boxes.tolist():
+                union[y0:y1, x0:x1] = 1
+            mode = K.DET_BOXES if mask is None else K.DET_BOXES_MASK
+            mask = union if mask is None else union & mask
+        elif mask is not None:
+            mode = K.DET_MASK
+        M = _integral(mask, xp) if mask is not None else plan["no_mask"]
+        rbox = to_device(boxes, xp) if boxes is not None else plan["no_boxes"]
+        nbox = 0 if boxes is None else int(boxes.shape[0])
+        det, flags = plan["det"], plan["flags"]
+        oinfo, linfo, hboxes, wts = plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
+        n_oct, L = plan["n_oct"], plan["n_layers"]
+        gr, gc = plan["grid"]
+        # CPU: one work item per row (box offsets stay in registers along it); GPU: one thread per sample.
+        chunk = gc if target == "cpu" else 1
+        nc = (gc + chunk - 1) // chunk
+        # Hessian evaluations per row, counted on the host (on a device it would cost an atomic per thread).
+        counts = plan["counts"]
+        if counts.shape[0] > 1:
+            counts[:] = 0
+        kern["det"](gr, nc, S, M, det, oinfo, linfo, hboxes, wts, mode, n_oct, L, H, W, chunk, rbox, nbox, counts)
+        if counts.shape[0] > 1:
+            half = counts.shape[0] // 2
+            stats["det_samples"] = int(counts[:half].sum())
+            stats["det_visited"] = int(counts[half:].sum())
+        use_mask = int(mode != K.DET_ALL)
+        thr = float(self.hessian_threshold)
+        kern["nms"](gr, nc, det, flags, oinfo, linfo, M, use_mask, n_oct, L - 2, thr, W, chunk)
+        return _flag_indices(flags[: plan["flag_len"]], xp)
+
+    def _keypoints(self, cand, S, plan, kern, xp, max_features=None) -> tuple[Any, Any, Any, Any, Any]:
+        """Interpolated keypoints of the candidates, strongest first, at most ``max_features``:
+        ``(xy, size, response, laplacian, octave)`` on ``xp`` (copies, not views of the plan's scratch)."""
+        n = int(cand.size)
+        xy = plan.scratch("xy", (n, 2), np.float32)
+        size = plan.scratch("size", (n,), np.float32)
+        resp = plan.scratch("resp", (n,), np.float32)
+        lap = plan.scratch("lap", (n,), np.int8)
+        octv = plan.scratch("octv", (n,), np.int32)
+        ok = plan.scratch("ok", (n,), np.uint8)
+        det, oinfo, linfo, hboxes, wts = plan["det"], plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"]
+        W = plan["shape"][1]
+        kern["interp"](n, cand, det, oinfo, linfo, hboxes, wts, S, plan["n_oct"], W, xy, size, resp, lap, octv, ok)
+        keep = xp.flatnonzero(ok)
+        xy, size, resp, lap, octv = xy[keep], size[keep], resp[keep], lap[keep], octv[keep]
+        # OpenCV's KeypointGreater: response, size, octave descending, then y descending, x ascending. Responses
+        # rarely tie, so one key usually decides (cheaper than the five-key lexsort, which settles ties).
+        order = xp.argsort(-resp, kind="stable")
+        rs = resp[order]
+        if to_scalar((rs[1:] == rs[:-1]).any()):
+            order = xp.lexsort(xp.stack([xy[:, 0], -xy[:, 1], -octv.astype(np.float32), -size, -resp]))
+        if max_features is not None:
+            order = order[: int(max_features)]
+        return xy[order], size[order], resp[order], lap[order], octv[order]
 
     def _describe(self, S, H, W, xy, size, xp, kern, plan):
         n = int(xy.shape[0])
@@ -553,22 +579,11 @@ class SURF:
         size = np.ascontiguousarray(size, np.float32)
         return self._describe(S, H, W, xy, size, np, K.kernels_for(target), plan)
 
-    def _detect_and_compute_target(
-        self, gray: np.ndarray, mask: np.ndarray | None = None, target: str = "cpu", regions: Regions | None = None
-    ):
-        """Run the build for ``target`` ("cpu" or "cuda") on host NumPy arrays.
-
-        Under ``NUMBA_ENABLE_CUDASIM=1`` the ``"cuda"`` build runs in the simulator: this is how CI checks the
-        GPU kernels against the CPU ones without a device.
-        """
-        img, m = self._check_input(gray, mask)
-        return self._run(img, m, np, target, _check_regions(regions, img.shape))
-
     def _run_gpu(
-        self, img: np.ndarray, mask: np.ndarray | None, boxes: np.ndarray | None = None, max_features: int | None = None
+        self, img: Any, mask: Any, boxes: np.ndarray | None = None, max_features: int | None = None
     ) -> Features:
+        """The CUDA build on CuPy arrays: host inputs are uploaded once, device inputs used where they are."""
         import cupy as cp
 
-        d_img = cp.asarray(img)
-        d_mask = None if mask is None else cp.asarray(mask)
+        d_img, d_mask = place(img, mask, cp)
         return self._run(d_img, d_mask, cp, "cuda", boxes, max_features)
