@@ -35,19 +35,31 @@ def tentative_homography(
     params: VerifyParams,
     min_inliers: int = 5,
 ) -> np.ndarray | None:
-    """A homography from a few matches (MAGSAC at twice the verification threshold), or None when fewer
-    than ``min_inliers`` support it or its outline fails the geometric checks."""
+    """A model-to-frame mapping from a few matches, or None when fewer than ``min_inliers`` support it or its
+    outline fails the geometric checks.
+
+    A homography (MAGSAC at twice the verification threshold) is tried first; a handful of noisy points
+    often gives a wild one (part of the model behind the camera), so an affine map (RANSAC, three points a
+    sample, far better conditioned) is the fallback: guided matching only needs it to predict keypoint
+    positions within its window.
+    """
     if len(model_xy) < max(min_inliers, 4):
         return None
     src = np.ascontiguousarray(model_xy, np.float64).reshape(-1, 1, 2)
     dst = np.ascontiguousarray(scene_xy, np.float64).reshape(-1, 1, 2)
+    thr = 2.0 * params.reproj_threshold
     cv2.setRNGSeed(0)
-    H, mask = cv2.findHomography(src, dst, cv2.USAC_MAGSAC, 2.0 * params.reproj_threshold, maxIters=params.max_iters)
-    if H is None or mask is None or int(mask.sum()) < min_inliers or not np.all(np.isfinite(H)):
-        return None
-    H = H / H[2, 2]
-    reason, _ = quad_checks(H, model_size[0], model_size[1], frame_shape, params)
-    return None if reason is not None else H
+    H, mask = cv2.findHomography(src, dst, cv2.USAC_MAGSAC, thr, maxIters=params.max_iters)
+    for attempt in ("homography", "affine"):
+        if attempt == "affine":
+            A, mask = cv2.estimateAffine2D(src, dst, method=cv2.RANSAC, ransacReprojThreshold=thr)
+            H = None if A is None else np.vstack([A, [0.0, 0.0, 1.0]])
+        if H is None or mask is None or int(mask.sum()) < min_inliers or not np.all(np.isfinite(H)):
+            continue
+        H = H / H[2, 2]
+        if quad_checks(H, model_size[0], model_size[1], frame_shape, params)[0] is None:
+            return H
+    return None
 
 
 def guided_matches(

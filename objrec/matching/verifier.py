@@ -22,6 +22,10 @@ __all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS", "RETRY_REASON
 UNSURE_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio", "too_few_matches"})
 #: Rejections whose few inliers may define a tentative homography for guided matching.
 RETRY_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio"})
+#: Guided matching windows as multiples of the verification threshold: around the tentative map (fitted with
+#: twice the threshold, so it predicts about that well), then around the verified homography. A wider window
+#: holds more look-alike keypoints, whose competition in the in-window ratio test loses true matches.
+GUIDED_RADIUS = (2.5, 1.5)
 
 
 @dataclass
@@ -121,8 +125,15 @@ class CandidateVerifier:
                 H = tentative_homography(c.model_xy, c.scene_xy, c.model_size, verdicts.shape, self.params)
                 if H is None:
                     return None
-                g = matcher.guided(c, scene, H)
-                return g, self.verify(g, verdicts.shape)
+                # A wide window around a tentative map, then a narrow one around the verified homography.
+                thr = self.params.reproj_threshold
+                g = matcher.guided(c, scene, H, radius=GUIDED_RADIUS[0] * thr)
+                v = self.verify(g, verdicts.shape)
+                if isinstance(v, Detection):
+                    g2 = matcher.guided(c, scene, v.homography, radius=GUIDED_RADIUS[1] * thr)
+                    v2 = self.verify(g2, verdicts.shape)
+                    g, v = (g2, v2) if isinstance(v2, Detection) and v2.inliers >= v.inliers else (g, v)
+                return g, v
 
             ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
