@@ -422,7 +422,7 @@ class SURF:
             return empty
         gr, gc = plan["grid"]
         # CPU: one work item per row (box offsets stay in registers along it); GPU: one thread per sample.
-        chunk = gc if target == "cpu" else 1
+        chunk = K.target_for(target).row_chunk(gc)
         nc = (gc + chunk - 1) // chunk
         # Hessian evaluations per row, counted on the CPU (on the GPU it would cost an atomic per thread).
         counts = plan["counts"]

@@ -25,6 +25,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from objrec.kernel_cache import njit as cached_njit
+
 __all__ = [
     "FEATURE_NAMES",
     "N_MAPS",
@@ -168,7 +170,7 @@ def cell_grid(height: int, width: int, cell_size: int) -> CellGrid:
 # --------------------------------------------------------------------------------------------------
 # CPU: Numba
 # --------------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
+@cached_njit
 def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):  # pragma: no cover
     # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
     # row, reduced to cell sums at the end of the row of cells. Serial on purpose: ~77k pixels cost
@@ -278,7 +280,7 @@ def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, nb_dy, nb_dx, ys, xs, acc):
             i += 1
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _grid_integral_nb(acc, G):  # pragma: no cover
     # The integral image sampled at the cell corners: G[i, j] = sum of the pixels above row ys[i] and
     # left of column xs[j]. Any union of whole cells is then four look-ups.
@@ -296,7 +298,7 @@ def _box(S, y0, y1, x0, x1, c):  # pragma: no cover
     return S[y1, x1, c] - S[y0, x1, c] - S[y1, x0, c] + S[y0, x0, c]
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _cell_features_nb(G, ys, xs, rel_cols, out):  # pragma: no cover
     # G is indexed by cell corners (i, j); areas come from the pixel edges ys, xs.
     ny = ys.shape[0] - 1
