@@ -6,17 +6,29 @@ cell features live in :mod:`objrec.prefilter.features`, compiled tree inference 
 ``train-prefilter`` subcommand in :mod:`objrec.prefilter.cli`.
 """
 
-from objrec.prefilter.features import FEATURE_NAMES, FeatureParams, cell_features, cell_features_xp
-from objrec.prefilter.model import (
-    DEFAULT_FILENAME,
-    PrefilterError,
-    RegionPrefilter,
-    StalePrefilterError,
-    StalePrefilterWarning,
-    expand_regions,
-    regions_to_mask,
-)
-from objrec.prefilter.tree import FlatCascade, FlatTree, cascade_scores
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Imported on first use: the command line registers ``train-prefilter`` from the ``cli`` submodule without
+# loading scikit-learn and Numba.
+_LAZY = {
+    "FEATURE_NAMES": "features",
+    "FeatureParams": "features",
+    "cell_features": "features",
+    "cell_features_xp": "features",
+    "DEFAULT_FILENAME": "model",
+    "PrefilterError": "model",
+    "RegionPrefilter": "model",
+    "StalePrefilterError": "model",
+    "StalePrefilterWarning": "model",
+    "expand_regions": "model",
+    "regions_to_mask": "model",
+    "FlatCascade": "tree",
+    "FlatTree": "tree",
+    "cascade_scores": "tree",
+}
 
 __all__ = [
     "RegionPrefilter",
@@ -34,3 +46,16 @@ __all__ = [
     "FlatCascade",
     "cascade_scores",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    sub = _LAZY.get(name)
+    if sub is None:
+        raise AttributeError(f"module 'objrec.prefilter' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"objrec.prefilter.{sub}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
