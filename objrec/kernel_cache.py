@@ -231,13 +231,13 @@ def write_source(name: str, text: str) -> tuple[Path, bool]:
 # Numba glue
 # --------------------------------------------------------------------------------------------------
 @functools.cache
-def _lazy_cache_class():
-    """Numba cache classes that store under :func:`kernel_dir` (built on first use: they import Numba)."""
+def _locator_class():
+    """Numba's cache locator for this package's files and launchers (built on first use: imports Numba)."""
     from numba.core import caching
 
     class Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
         # Files of this package and generated launchers, cached under the key directory; the sub-folder
-        # keeps the package layout so that same-named modules (features/cli.py, prefilter/cli.py) stay apart.
+        # keeps the package layout so that same-named modules of different sub-packages stay apart.
         def __init__(self, py_func, py_file):
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
@@ -265,6 +265,16 @@ def _lazy_cache_class():
             if not (path.is_relative_to(_PACKAGE_DIR) or path.is_relative_to(base / "launchers")):
                 return None
             return super().from_function(py_func, py_file)
+
+    return Locator
+
+
+@functools.cache
+def _lazy_cache_class():
+    """A Numba cache that stores under :func:`kernel_dir`, set up on the first compilation."""
+    from numba.core import caching
+
+    Locator = _locator_class()
 
     class Impl(caching.CompileResultCacheImpl):
         _locator_classes = [Locator]
@@ -323,14 +333,25 @@ def _lazy_cache_class():
     return LazyCache
 
 
+@functools.cache
+def _cache_factory():
+    try:
+        return _lazy_cache_class()
+    except (ImportError, AttributeError) as exc:
+        # Numba's cache classes are not a public API: if they move, compile in memory rather than fail.
+        _log.warning("kernel cache disabled (this Numba's cache internals differ: %s)", exc)
+        return None
+
+
 def enable_cache(dispatcher: Any) -> Any:
     """Route a CPU dispatcher's Numba cache to :func:`kernel_dir` (lazily, on first compilation); returns it.
 
     Only for functions defined in this package's modules or in generated launchers: their code is covered by
     the cache key. Anything else keeps Numba's default (no cache unless it asked for one).
     """
-    lazy = _lazy_cache_class()
-    dispatcher._cache = lazy(dispatcher.py_func)
+    lazy = _cache_factory()
+    if lazy is not None:
+        dispatcher._cache = lazy(dispatcher.py_func)
     return dispatcher
 
 
