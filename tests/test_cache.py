@@ -6,7 +6,6 @@ import io
 import json
 import os
 import shutil
-import site
 import stat
 import subprocess
 import sys
@@ -223,9 +222,8 @@ def test_changed_kernel_source_is_compiled_again(tmp_path):
     """A copy of the package whose kernel module changes: the next process compiles instead of loading."""
     pkg_root = tmp_path / "src"
     shutil.copytree(REPO / "objrec", pkg_root / "objrec", ignore=shutil.ignore_patterns("__pycache__"))
-    # -S: the copy first on the path, before the editable install's import hook (site-packages added by hand)
-    path = os.pathsep.join([str(pkg_root), *site.getsitepackages()])
-    env = dict(os.environ, PYTHONPATH=path, **{kernel_cache.ENV_VAR: str(tmp_path / "cache")})
+    # run outside the repository (python -c puts the working directory first on the path)
+    env = dict(os.environ, PYTHONPATH=str(pkg_root), **{kernel_cache.ENV_VAR: str(tmp_path / "cache")})
     code = textwrap.dedent(
         """
         import json, numpy as np
@@ -241,7 +239,9 @@ def test_changed_kernel_source_is_compiled_again(tmp_path):
     )
 
     def run() -> list:
-        r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -71,9 +71,13 @@ def test_cuda_build_under_simulator_matches_cpu_build():
     np.testing.assert_allclose(o, -1.5 * v)
 
 
+cuda = None  # numba.cuda, bound by the CUDA build: a module global, which the simulator swaps in kernels
+
+
 def _build_block_sum(t: Target):
     """Per-item sums of rows: a block of threads per item on CUDA, chunks of items with scratch on the CPU."""
     if t.is_cuda:
+        global cuda
         from numba import cuda, float64
 
         def body(k, src, out):
