@@ -383,26 +383,20 @@ _compiling = {"count": 0, "seconds": 0.0, "said": False}
 
 
 def announce_compilation(stream: TextIO | None) -> None:
-    """Say on ``stream`` (one line, once per process) when kernels are compiled instead of loaded.
+    """Say on ``stream``, in one line when the command ends, that kernels were compiled and how long it took.
 
-    The command line sets ``sys.stderr``; a library caller gets a log record at INFO level instead.
+    The command line sets ``sys.stderr`` and calls :func:`finish_announcement` before it exits; a library
+    caller gets log records at INFO level instead. The line comes at the end, not before the wait, so that a
+    command's own output on the same terminal never splits it.
     """
     global _announce
     _announce = stream
 
 
 def _compile_started(py_func: Any) -> None:
-    if _compiling["said"]:
-        return
-    _compiling["said"] = True
-    where = _usable_kernel_dir()
-    note = f"cached in {where}" if where is not None else "not cached: cache directory unusable"
-    if _announce is not None:
-        # Completed by finish_announcement(): one line, written before the wait so the user knows why.
-        _announce.write(f"objrec: compiling kernels for this machine, once ({note})...")
-        _announce.flush()
-    else:
-        _log.info("compiling kernels (%s), starting with %s", note, getattr(py_func, "__qualname__", py_func))
+    if not _compiling["said"]:
+        _compiling["said"] = True
+        _log.info("compiling kernels, starting with %s", getattr(py_func, "__qualname__", py_func))
 
 
 def _compile_finished(seconds: float) -> None:
@@ -411,15 +405,18 @@ def _compile_finished(seconds: float) -> None:
 
 
 def finish_announcement() -> None:
-    """End the line started by a compilation (with the time it took); nothing if no kernel was compiled."""
+    """Report the kernels compiled so far (count, seconds, where they are kept); nothing if none were."""
     if not _compiling["said"]:
         return
-    text = f" done in {_compiling['seconds']:.1f} s ({_compiling['count']} kernels)"
+    where = _usable_kernel_dir()
+    later = f"later runs load them from {where}" if where is not None else "not cached: cache directory unusable"
+    n, sec = _compiling["count"], _compiling["seconds"]
+    text = f"compiled {n} kernel{'s' if n != 1 else ''} for this machine in {sec:.1f} s, once: {later}"
     if _announce is not None:
-        _announce.write(text + "\n")
+        _announce.write(f"objrec: {text}\n")
         _announce.flush()
     else:
-        _log.info("kernels compiled:%s", text)
+        _log.info("%s", text)
     _compiling.update(count=0, seconds=0.0, said=False)
 
 
