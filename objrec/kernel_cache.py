@@ -207,11 +207,23 @@ def _scratch_dir() -> Path:
 
 
 def write_source(name: str, text: str) -> tuple[Path, bool]:
-    """Write generated source ``name`` (a file name) where kernels are cached; returns (path, cacheable).
+    """Write generated source where kernels are cached.
 
-    An existing file with the same text is left alone: its content is part of what Numba checks before it
-    loads the compiled code. Without a usable cache directory the file goes to a private temporary one and
-    ``cacheable`` is False.
+    Parameters
+    ----------
+    name : str
+        File name (no directory) of the source.
+    text : str
+        Its content. An existing file with the same text is left alone: its content is part of what Numba
+        checks before it loads compiled code.
+
+    Returns
+    -------
+    path : pathlib.Path
+        Where the file is: ``kernel_dir() / "launchers"``, or a private temporary directory when the cache
+        directory is unusable.
+    cacheable : bool
+        False in the second case (functions read from it must not be cached).
     """
     base = _usable_kernel_dir()
     cacheable = base is not None
@@ -344,10 +356,18 @@ def _cache_factory():
 
 
 def enable_cache(dispatcher: Any) -> Any:
-    """Route a CPU dispatcher's Numba cache to :func:`kernel_dir` (lazily, on first compilation); returns it.
+    """Route a CPU dispatcher's Numba cache to :func:`kernel_dir`, set up lazily on its first compilation.
 
-    Only for functions defined in this package's modules or in generated launchers: their code is covered by
-    the cache key. Anything else keeps Numba's default (no cache unless it asked for one).
+    Parameters
+    ----------
+    dispatcher : numba.core.registry.CPUDispatcher
+        A ``numba.njit`` function defined in this package or in a generated launcher (their code is covered
+        by the cache key); for a function defined elsewhere the cache finds no location and stays off.
+
+    Returns
+    -------
+    numba.core.registry.CPUDispatcher
+        The same dispatcher.
     """
     lazy = _cache_factory()
     if lazy is not None:
@@ -356,9 +376,27 @@ def enable_cache(dispatcher: Any) -> Any:
 
 
 def njit(*args: Any, **options: Any) -> Callable:
-    """``numba.njit`` with this package's kernel cache: ``@njit`` or ``@njit(parallel=True, ...)``.
+    """``numba.njit`` with this package's kernel cache, for module-level kernels of the package.
 
-    ``cache`` must not be given: caching is what this decorator adds.
+    Parameters
+    ----------
+    *args
+        The function, when used bare as ``@njit``.
+    **options
+        ``numba.njit`` options (``parallel``, ``fastmath``, ...), except ``cache``: caching is what this
+        decorator adds.
+
+    Returns
+    -------
+    callable
+        The dispatcher (``@njit``) or a decorator (``@njit(parallel=True)``).
+
+    Examples
+    --------
+    >>> from objrec.kernel_cache import njit
+    >>> @njit
+    ... def twice(x):
+    ...     return 2 * x
     """
     if "cache" in options:
         raise TypeError("njit: caching is always on here; drop the 'cache' option")
@@ -434,9 +472,18 @@ def _tree_size(path: Path) -> tuple[int, int]:
 
 
 def info(current: bool = True) -> dict[str, Any]:
-    """The cache root and its entries (one per key): files, bytes, whether it is this installation's.
+    """The cache root and its entries (one per key).
 
-    ``current=False`` skips computing this installation's key (which imports Numba).
+    Parameters
+    ----------
+    current : bool
+        Compute this installation's key to mark its entry (imports Numba); False skips it.
+
+    Returns
+    -------
+    dict
+        ``root``, ``env_var``, ``current_key``, ``bytes`` and ``entries``: per key folder ``key``, ``path``,
+        ``current``, ``files``, ``bytes``, ``numba`` and ``cpu`` (from its ``key.json``).
     """
     root = cache_root()
     key = cache_key() if current else None
@@ -472,9 +519,18 @@ def info(current: bool = True) -> dict[str, Any]:
 
 
 def clear(stale_only: bool = False) -> dict[str, Any]:
-    """Remove cached kernels (every key, or with ``stale_only`` all but this installation's).
+    """Remove cached kernels.
 
-    Only ``kernels-*`` directories under :func:`cache_root` are touched. Returns what was removed.
+    Parameters
+    ----------
+    stale_only : bool
+        Keep this installation's key folder; remove only the others.
+
+    Returns
+    -------
+    dict
+        ``root``, ``removed`` (the folders) and ``bytes`` freed. Only ``kernels-*`` folders under
+        :func:`cache_root` are touched.
     """
     root = cache_root()
     keep = cache_key() if stale_only else None

@@ -132,7 +132,16 @@ def _hash_function(fn: types.FunctionType, h: Any, seen: set[int]) -> None:
 def fingerprint(fn: Callable) -> str | None:
     """A hash of an element function's code, the helpers it reaches and the constants it reads.
 
-    None when something it reaches cannot be hashed by value (its launcher is then not cached).
+    Parameters
+    ----------
+    fn : callable
+        A plain function, a Numba dispatcher or a simulated CUDA device function.
+
+    Returns
+    -------
+    str or None
+        16 hex digits; None when something it reaches cannot be hashed by value (an arbitrary object in a
+        closure or global), in which case its launcher is not cached.
     """
     fn = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
     h = hashlib.sha256()
