@@ -14,8 +14,6 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from objrec import __version__
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -173,6 +171,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import tempfile
 
     import cv2
+    import numpy as np
 
     from objrec.data import sample_background, sample_objects
     from objrec.draw import draw_detections
@@ -306,6 +305,53 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- cache ----------------------------------------------------------------------------------------
+def _size_text(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from objrec import kernel_cache
+
+    if args.action == "clear":
+        out = kernel_cache.clear(stale_only=args.stale)
+        what = "stale " if args.stale else ""
+        size = _size_text(out["bytes"])
+        print(f"removed {len(out['removed'])} {what}kernel cache folder(s), {size}, from {out['root']}")
+        return EXIT_OK
+    doc = kernel_cache.info()
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return EXIT_OK
+    print(f"kernel cache: {doc['root']} (set {doc['env_var']} to move it)")
+    print(f"this installation's key: {doc['current_key']}")
+    if not doc["entries"]:
+        print("  empty: kernels are compiled on first use and kept here")
+    for e in doc["entries"]:
+        mark = "current" if e["current"] else "stale"
+        size = _size_text(e["bytes"])
+        print(f"  {e['key']}  {mark:7s}  {e['files']:4d} files  {size:>10s}  numba {e['numba']}, {e['cpu']}")
+    return EXIT_OK
+
+
+def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser(
+        "cache",
+        help="show or clear the compiled-kernel cache",
+        description="Compiled Numba kernels are kept in a private per-user cache directory "
+        "(OBJREC_CACHE_DIR, else $XDG_CACHE_HOME/objrec or ~/.cache/objrec), one folder per key "
+        "(kernel sources, Numba version, CPU). 'info' lists the folders, 'clear' removes them.",
+    )
+    c.add_argument("action", choices=["info", "clear"], help="info: list cached kernels; clear: remove them")
+    c.add_argument("--json", action="store_true", help="info: print one JSON document")
+    c.add_argument("--stale", action="store_true", help="clear: keep this installation's kernels")
+    c.set_defaults(func=cmd_cache)
+
+
 # --- parser ---------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -393,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_prefilter(sub)
     register_eval(sub)
+    _add_cache_parser(sub)
     return p
 
 
@@ -405,9 +452,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="objrec: %(message)s")
     warnings.showwarning = _one_line_warning
+    from objrec import kernel_cache
+
+    kernel_cache.announce_compilation(sys.stderr)
     t0 = time.perf_counter()
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        finally:
+            kernel_cache.finish_announcement()  # ends its line before any error message
     except _bad_input_types() as exc:
         print(f"objrec {args.command}: error: {_err_text(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

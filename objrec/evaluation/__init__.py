@@ -67,9 +67,25 @@ timings_ms} (recognition). The id is ``<detector>/<label>#<hash of the task spec
 
 from __future__ import annotations
 
-from objrec.evaluation.report import SCHEMA, build_report, numbers_only, write_reports
-from objrec.evaluation.runner import RecordStore, execute, run_evaluation
-from objrec.evaluation.tasks import SWEEPS, EvalConfig, build_tasks, run_task, task_id
+import importlib
+from typing import Any
+
+# Imported on first use: the command line registers ``eval`` from the ``cli`` submodule without loading
+# SciPy, OpenCV and the detectors.
+_LAZY = {
+    "SCHEMA": "report",
+    "build_report": "report",
+    "numbers_only": "report",
+    "write_reports": "report",
+    "RecordStore": "runner",
+    "execute": "runner",
+    "run_evaluation": "runner",
+    "SWEEPS": "tasks",
+    "EvalConfig": "tasks",
+    "build_tasks": "tasks",
+    "run_task": "tasks",
+    "task_id": "tasks",
+}
 
 __all__ = [
     "SCHEMA",
@@ -85,3 +101,16 @@ __all__ = [
     "task_id",
     "write_reports",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    sub = _LAZY.get(name)
+    if sub is None:
+        raise AttributeError(f"module 'objrec.evaluation' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"objrec.evaluation.{sub}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

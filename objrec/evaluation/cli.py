@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from objrec.evaluation.detectors import DETECTOR_HELP
+from objrec.evaluation._help import DETECTOR_HELP
 
 __all__ = ["register", "cmd_eval", "config_from_args"]
 
@@ -86,7 +86,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` to ``subparsers`` (from ``ArgumentParser.add_subparsers``); sets ``func=cmd_eval``."""
-    from objrec.evaluation.tasks import SWEEPS
+    from objrec.evaluation._help import SWEEPS
 
     p = subparsers.add_parser(
         "eval",

@@ -37,6 +37,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.evaluation._help import DETECTOR_HELP
 from objrec.features.sift import keypoints_to_features
 from objrec.imageio import to_gray
 from objrec.types import Features
@@ -75,13 +76,6 @@ RECOGNIZER_DETECTORS = frozenset({"surf", "surf-gpu", "sift", "sift-numba", "sif
 SURF_HESSIAN_THRESHOLD = 400.0
 #: ORB's keypoint budget when no --max-features is given (OpenCV's default of 500 starves the metrics).
 ORB_DEFAULT_FEATURES = 2000
-
-DETECTOR_HELP = (
-    "surf (objrec SURF, CPU/Numba, hessian 400), surf-gpu, sift (objrec SIFT, backend cpu = OpenCV), sift-numba, "
-    "sift-gpu, opencv-sift (cv2.SIFT_create), orb (cv2.ORB_create, Hamming), akaze (cv2.AKAZE_create or "
-    "cv2.xfeatures2d.AKAZE_create, Hamming), opencv-surf-ref (OpenCV's own SURF(400), precomputed, Oxford only); "
-    "'all' = every available one"
-)
 
 
 @dataclass(frozen=True)

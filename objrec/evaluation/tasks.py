@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from objrec.datasets import DatasetError
+from objrec.evaluation._help import SWEEPS
 
 __all__ = [
     "EvalConfig",
@@ -35,23 +36,6 @@ FEATURE_KINDS = ("oxford", "hpatches")
 RECOGNITION_KINDS = ("coil", "objects", "synthetic")
 KINDS = FEATURE_KINDS + RECOGNITION_KINDS
 
-#: Synthetic corruption sweeps: distortion type -> levels (the first is the clean reference where it exists).
-#: rotation: degrees in the image plane; scale: factor on the base size (object ~15% of a 640x480 frame);
-#: viewpoint: perspective tilt of :func:`objrec.scenes.place_homography` (0.3 ~ one side 30% shorter);
-#: blur: Gaussian sigma (px); motion_blur: horizontal kernel length (px); illumination: gain;
-#: gamma: gamma exponent; noise: Gaussian sigma (grey levels); jpeg: quality; occlusion: covered fraction.
-SWEEPS: dict[str, tuple[float, ...]] = {
-    "rotation": (0, 30, 60, 90, 135, 180),
-    "scale": (1.0, 0.6, 0.4, 0.25, 1.6),
-    "viewpoint": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
-    "blur": (0.0, 1.0, 2.0, 4.0, 6.0),
-    "motion_blur": (0, 5, 9, 15, 25),
-    "illumination": (1.0, 0.6, 0.35, 0.2, 1.6),
-    "gamma": (1.0, 0.5, 0.33, 2.0, 3.0),
-    "noise": (0.0, 5.0, 10.0, 20.0, 40.0),
-    "jpeg": (95, 50, 25, 10, 5),
-    "occlusion": (0.0, 0.2, 0.4, 0.6, 0.8),
-}
 FRAME_SIZE = (640, 480)
 BASE_AREA_FRACTION = 0.15
 

@@ -34,6 +34,7 @@ import functools
 import math
 import os
 
+from objrec.features import _common_kernels as common
 from objrec.kernels import Target, get_target
 
 __all__ = ["build", "kernels_for", "target_for", "OINFO", "MAX_ORI", "N_ORI_BINS", "DESC_DIM", "HIST_SCRATCH"]
@@ -57,12 +58,6 @@ INT_DESCR_FCTR = 512.0
 MAX_ORI = 8  # orientation peaks kept per location (OpenCV has no cap; more than 4 is not seen in practice)
 HIST_SCRATCH = 2 * N_ORI_BINS + 8  # raw histogram with 2+2 wrap bins, then the smoothed one
 FLT_EPSILON = 1.1920928955078125e-07
-DBL_EPSILON_F32 = 2.220446049250313e-16  # (float)DBL_EPSILON, fastAtan2's guard
-_R2D = 180.0 / math.pi
-ATAN_P1 = 0.9997878412794807 * _R2D
-ATAN_P3 = -0.3258083974640975 * _R2D
-ATAN_P5 = 0.1555786518463281 * _R2D
-ATAN_P7 = -0.04432655554792128 * _R2D
 
 
 def build(t: Target) -> dict:
@@ -93,25 +88,7 @@ def build(t: Target) -> dict:
 
     reflect101 = dev(reflect101)
 
-    def fast_atan2(y, x):
-        # OpenCV's fastAtan2 (hal::fastAtan32f): degrees in [0, 360], about 0.01 degree error.
-        ax = abs(x)
-        ay = abs(y)
-        if ax >= ay:
-            c = ay / (ax + DBL_EPSILON_F32)
-            c2 = c * c
-            a = (((ATAN_P7 * c2 + ATAN_P5) * c2 + ATAN_P3) * c2 + ATAN_P1) * c
-        else:
-            c = ax / (ay + DBL_EPSILON_F32)
-            c2 = c * c
-            a = 90.0 - (((ATAN_P7 * c2 + ATAN_P5) * c2 + ATAN_P3) * c2 + ATAN_P1) * c
-        if x < 0.0:
-            a = 180.0 - a
-        if y < 0.0:
-            a = 360.0 - a
-        return a
-
-    fast_atan2 = dev(fast_atan2)
+    fast_atan2 = dev(common.fast_atan2)
 
     def up_body(y, xc, img, H, W, dst, cols, chunk):
         # The frame upsampled x2 (resize INTER_LINEAR, exact for a factor 2): source (X + 0.5) / 2 - 0.5,
@@ -194,37 +171,8 @@ def build(t: Target) -> dict:
                 # float32 level minus float32 level, as OpenCV's subtract() into the DoG plane
                 dog[dogoff + q] = float(dst[doff + q]) - float(dst[prevoff + q])
 
-    def find_octave(v, oinfo, n_oct, col):
-        o = 0
-        while o + 1 < n_oct and v >= oinfo[o + 1, col]:
-            o += 1
-        return o
-
-    find_octave = dev(find_octave)
-
-    def is_extremum(dog, c, cols, plane, v):
-        # 26 neighbours, >= (or <=) as OpenCV: ties count as extrema. Same plane first: most fail there.
-        if v > 0.0:
-            for dl in range(3):
-                lo = c + (1 - ((dl + 1) % 3)) * plane  # centre plane, then the one below, then above
-                for dy in range(-1, 2):
-                    for dx in range(-1, 2):
-                        if dl == 0 and dy == 0 and dx == 0:
-                            continue
-                        if dog[lo + dy * cols + dx] > v:
-                            return 0
-            return 1
-        for dl in range(3):
-            lo = c + (1 - ((dl + 1) % 3)) * plane
-            for dy in range(-1, 2):
-                for dx in range(-1, 2):
-                    if dl == 0 and dy == 0 and dx == 0:
-                        continue
-                    if dog[lo + dy * cols + dx] < v:
-                        return 0
-        return 1
-
-    is_extremum = dev(is_extremum)
+    find_octave = dev(common.find_octave)
+    extremum26 = dev(common.extremum26)
 
     def extrema_body(y, xc, dog, flags, oinfo, n_oct, n_layers, thr, chunk):
         o = find_octave(y, oinfo, n_oct, ROW0)
@@ -245,7 +193,8 @@ def build(t: Target) -> dict:
                 if row_ok and j >= IMG_BORDER and j < cols - IMG_BORDER:
                     v = float(dog[cb + j])
                     if abs(v) > thr:
-                        f = is_extremum(dog, cb + j, cols, plane, v)
+                        # ties count as extrema, as OpenCV's >= / <= tests
+                        f = 1 if extremum26(dog, cb + j, cols, plane, v, False) else 0
                 flags[fb + j] = f
 
     def solve3(a00, a01, a02, a11, a12, a22, b0, b1, b2):
@@ -581,19 +530,14 @@ def build(t: Target) -> dict:
     def finish_body(k, raw, desc):
         finish_one(k, raw, desc)
 
-    def kernel(body, nargs, ndim):
-        # A CUDA kernel calls device functions only: build the body as one for the GPU target.
-        fn = dev(body) if t.is_cuda else body
-        return t.grid2d(fn, nargs) if ndim == 2 else t.grid1d(fn, nargs)
-
     return {
-        "up": kernel(up_body, 6, 2),
-        "hblur": kernel(hblur_body, 15, 2),
-        "vblur": kernel(vblur_body, 13, 2),
-        "extrema": kernel(extrema_body, 7, 2),
-        "refine": kernel(refine_body, 24, 1),
-        "desc": kernel(desc_body, 9, 1),
-        "finish": kernel(finish_body, 2, 1),
+        "up": t.grid2d(up_body, 6),
+        "hblur": t.grid2d(hblur_body, 15),
+        "vblur": t.grid2d(vblur_body, 13),
+        "extrema": t.grid2d(extrema_body, 7),
+        "refine": t.grid1d(refine_body, 24),
+        "desc": t.grid1d(desc_body, 9),
+        "finish": t.grid1d(finish_body, 2),
     }
 
 
@@ -610,7 +554,7 @@ def target_for(name: str) -> Target:
     32 x 1 instead of the default 8 x 32 (which would start 32 idle threads per row).
     """
     if name == "cuda" and _simulated():
-        return Target("cuda", block1d=32, block2d=(32, 1))
+        return Target("cuda", block1d=32, block2d=(32, 1), row_threads=True)
     return get_target(name)
 
 

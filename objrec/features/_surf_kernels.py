@@ -35,9 +35,10 @@ import math
 
 import numpy as np
 
+from objrec.features import _common_kernels as common
 from objrec.kernels import Target, get_target
 
-__all__ = ["build", "kernels_for", "OINFO", "LINFO", "N_ORI", "PATCH", "SH_LEN", "DESC_THREADS"]
+__all__ = ["build", "kernels_for", "target_for", "OINFO", "LINFO", "N_ORI", "PATCH", "SH_LEN", "DESC_THREADS"]
 
 # Columns of oinfo (per octave) and linfo (per octave and layer).
 OFF, ROWS, COLS, STEP, ROW0, FOFF = 0, 1, 2, 3, 4, 5
@@ -111,13 +112,7 @@ def build(t: Target):
 
     box4 = dev(box4)
 
-    def find_octave(y, oinfo, n_oct, col):
-        o = 0
-        while o + 1 < n_oct and y >= oinfo[o + 1, col]:
-            o += 1
-        return o
-
-    find_octave = dev(find_octave)
+    find_octave = dev(common.find_octave)
 
     def hessian_parts(S, p, boxes, wts, o, l):
         dxx = 0.0
@@ -373,16 +368,7 @@ def build(t: Target):
 
     above_row = dev(above_row)
 
-    def above_layers(det, c, v, plane, cols):
-        # v above the 9 samples of the layers below and above (checked only where above_row held).
-        for sl in range(-1, 2, 2):
-            for dy in range(-1, 2):
-                for dx in range(-1, 2):
-                    if det[ux(c + sl * plane + dy * cols + dx)] >= v:
-                        return False
-        return True
-
-    above_layers = dev(above_layers)
+    extremum26 = dev(common.extremum26)
 
     def nms_body(y, xc, det, flags, oinfo, linfo, M, use_mask, n_oct, n_mid, thr, W, chunk):
         o = find_octave(y, oinfo, n_oct, ROW0)
@@ -426,7 +412,9 @@ def build(t: Target):
                         e = size * Wp
                         s = M[q + e + size] - M[q + size] - M[q + e] + M[q]
                         ok = 2 * s >= size * size
-                    if not ok or not above_layers(det, c, v, plane, cols):
+                    # v > thr >= 0: a strict maximum over all 26 neighbours (the 8 in the layer again: few
+                    # samples get here).
+                    if not ok or not extremum26(det, c, cols, plane, v, True):
                         flags[ux(fb + j)] = 0
 
     def interp_body(
@@ -548,21 +536,7 @@ def build(t: Target):
 
     box_mean = dev(box_mean)
 
-    def atan2_deg(y, x):
-        # OpenCV's fastAtan2 polynomial (degrees in [0, 360), error about 0.01 degree): cheaper than libm's atan2,
-        # and the same rounding of angles to whole degrees as OpenCV's orientation histogram. Written with
-        # selects instead of branches: the quadrant of a Haar response is a coin toss for the branch predictor.
-        ax = abs(x)
-        ay = abs(y)
-        c = min(ax, ay) / (max(ax, ay) + 2.220446049250313e-16)
-        c2 = c * c
-        a = (((-2.5397245532480937 * c2 + 8.914000133129813) * c2 - 18.66744610461362) * c2 + 57.283623713809675) * c
-        a = 90.0 - a if ay > ax else a
-        a = 180.0 - a if x < 0.0 else a
-        a = 360.0 - a if y < 0.0 else a
-        return a
-
-    atan2_deg = dev(atan2_deg)
+    atan2_deg = dev(common.fast_atan2)
 
     def clamp_span(a, b, n):
         # Clip [a, b) to [0, n) but keep at least one pixel (replicated border, as OpenCV's window extraction).
@@ -834,7 +808,7 @@ def build(t: Target):
 
     def describe_one(
         k,
-        sb,
+        slot,
         S,
         H,
         W,
@@ -848,15 +822,17 @@ def build(t: Target):
         desc_w,
         sh,
         tmp,
-        tb,
         out_angle,
         out_desc,
         out_ok,
     ):
         # One keypoint, start to end, on one thread: the CPU composition of the phases (the CUDA kernel spreads
-        # the same phases over a block). Loops that gather from the integral image are split from the arithmetic
-        # around them (through the float64 scratch ``tmp``), so that the arithmetic vectorises: measured 1.8x on
-        # the window samples.
+        # the same phases over a block). ``slot`` is the keypoint's chunk, whose slices of the scratch buffers
+        # ``sh`` (float32) and ``tmp`` (float64) it uses. Loops that gather from the integral image are split from
+        # the arithmetic around them (through ``tmp``), so that the arithmetic vectorises: measured 1.8x on the
+        # window samples.
+        sb = slot * SH_LEN
+        tb = slot * T_LEN
         cx, cy, s = kp_scale(k, kxy, ksize)
         out_ok[k] = 0
         angle = 270.0  # OpenCV's upright convention: the window's x axis points up the image
@@ -933,20 +909,23 @@ def build(t: Target):
         out_ok[k] = 1
 
     if t.is_cuda:
-        describe = _cuda_describe(
-            t,
-            kp_scale,
-            ori_geometry,
-            ori_sample,
-            hadd,
-            best_angle,
-            window_inside,
-            patch_sample,
-            cell_desc,
-            desc_scale,
+        describe = t.blocks(
+            _cuda_describe(
+                kp_scale,
+                ori_geometry,
+                ori_sample,
+                hadd,
+                best_angle,
+                window_inside,
+                patch_sample,
+                cell_desc,
+                desc_scale,
+            ),
+            nargs=14,
+            threads=DESC_THREADS,
         )
     else:
-        describe = _cpu_describe(t, describe_one)
+        describe = t.blocks(describe_one, nargs=16, threads=1, fastmath=DESC_FASTMATH)
 
     return {
         "det": t.grid2d(det_body, nargs=16),
@@ -956,80 +935,23 @@ def build(t: Target):
     }
 
 
-def _cpu_describe(t: Target, describe_one):
-    """``describe(n, chunk, ..., scratch, ...)``: keypoints in chunks of ``chunk`` over ``prange``, each chunk with
-    its own ``SH_LEN`` slice of ``scratch`` (stays in cache across the chunk; no per-keypoint buffers)."""
-    import numba
-
-    one = numba.njit(cache=False, fastmath=set(DESC_FASTMATH))(describe_one)
-
-    def describe(
-        n,
-        chunk,
-        S,
-        H,
-        W,
-        kxy,
-        ksize,
-        upright,
-        extended,
-        ori_pts,
-        ori_w,
-        n_ori,
-        desc_w,
-        scratch,
-        tmp,
-        out_angle,
-        out_desc,
-        out_ok,
-    ):
-        nch = (n + chunk - 1) // chunk
-        for c in numba.prange(nch):
-            sb = c * SH_LEN
-            tb = c * T_LEN
-            for k in range(c * chunk, min(n, c * chunk + chunk)):
-                one(
-                    k,
-                    sb,
-                    S,
-                    H,
-                    W,
-                    kxy,
-                    ksize,
-                    upright,
-                    extended,
-                    ori_pts,
-                    ori_w,
-                    n_ori,
-                    desc_w,
-                    scratch,
-                    tmp,
-                    tb,
-                    out_angle,
-                    out_desc,
-                    out_ok,
-                )
-
-    return numba.njit(parallel=t.parallel, cache=False)(describe)
-
-
 def _cuda_describe(
-    t, kp_scale, ori_geometry, ori_sample, hadd, best_angle, window_inside, patch_sample, cell_desc, desc_scale
+    kp_scale, ori_geometry, ori_sample, hadd, best_angle, window_inside, patch_sample, cell_desc, desc_scale
 ):
-    """One block of ``DESC_THREADS`` per keypoint: threads share the orientation samples, the 72 windows, the
-    441 window samples and the 16 sub-regions; the histogram, window sums, samples and norms live in shared memory.
-    Every ``syncthreads`` is reached by all threads of the block (decisions are broadcast through shared memory)."""
+    """The block body of ``describe`` on CUDA: one block of ``DESC_THREADS`` per keypoint, whose threads share the
+    orientation samples, the 72 windows, the 441 window samples and the 16 sub-regions; the histogram, window sums,
+    samples and norms live in shared memory. Every ``syncthreads`` is reached by all threads of the block
+    (decisions are broadcast through shared memory)."""
     from numba import float32
 
-    _bind_cuda()  # the kernel reads the module global ``cuda`` (the simulator swaps it for its own)
+    _bind_cuda()  # the body reads the module global ``cuda`` (the simulator swaps it for its own)
 
-    def kernel(n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok):
-        k = cuda.blockIdx.x
+    def describe_block(
+        k, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok
+    ):
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         sh = cuda.shared.array(SH_LEN, float32)
-        if k >= n:
-            return  # the whole block leaves together
         cx, cy, s = kp_scale(k, kxy, ksize)
         gws = ori_geometry(s, H, W)
         for b in range(tid, SH_ORI, nt):
@@ -1076,23 +998,16 @@ def _cuda_describe(
             out_angle[k] = angle
             out_ok[k] = 1
 
-    kern = cuda.jit(kernel)
+    return describe_block
 
-    def launch(
-        n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok, stream=0
-    ):
-        if n <= 0:
-            return
-        t.launches += 1
-        kern[n, DESC_THREADS, stream](
-            n, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok
-        )
 
-    launch.kernel = kern
-    return launch
+def target_for(name: str) -> Target:
+    """The target the SURF kernels are built for: the shared :func:`~objrec.kernels.get_target` one."""
+    return get_target(name)
 
 
 @functools.cache
-def kernels_for(target_name: str) -> dict:
-    """Launchers for ``"cpu"`` or ``"cuda"``, built once per process (Numba compiles on first call)."""
-    return build(get_target(target_name))
+def kernels_for(name: str) -> dict:
+    """Launchers for ``"cpu"`` or ``"cuda"``, built once per process (compiled, or loaded from the kernel cache,
+    on first call)."""
+    return build(target_for(name))

@@ -495,7 +495,7 @@ class SURF:
         n_oct, L = plan["n_oct"], plan["n_layers"]
         gr, gc = plan["grid"]
         # CPU: one work item per row (box offsets stay in registers along it); GPU: one thread per sample.
-        chunk = gc if target == "cpu" else 1
+        chunk = K.target_for(target).row_chunk(gc)
         nc = (gc + chunk - 1) // chunk
         # Hessian evaluations per row, counted on the host (on a device it would cost an atomic per thread).
         counts = plan["counts"]

@@ -15,13 +15,30 @@ The package follows the data flow:
 :func:`regions_to_mask` is :func:`objrec.boxes.regions_to_mask`, re-exported for callers of the prefilter.
 """
 
-from objrec.boxes import regions_to_mask
-from objrec.prefilter.estimator import RegionPrefilter
-from objrec.prefilter.features import FEATURE_NAMES, FeatureParams, cell_features, cell_features_xp
-from objrec.prefilter.regions import expand_regions
-from objrec.prefilter.storage import DEFAULT_FILENAME, PrefilterError, StalePrefilterError, StalePrefilterWarning
-from objrec.prefilter.training import train_prefilter
-from objrec.prefilter.tree import FlatCascade, FlatTree, cascade_scores
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Imported on first use: the command line registers ``train-prefilter`` from the ``cli`` submodule without
+# loading scikit-learn and Numba.
+_LAZY = {
+    "regions_to_mask": "objrec.boxes",
+    "RegionPrefilter": "objrec.prefilter.estimator",
+    "FEATURE_NAMES": "objrec.prefilter.features",
+    "FeatureParams": "objrec.prefilter.features",
+    "cell_features": "objrec.prefilter.features",
+    "cell_features_xp": "objrec.prefilter.features",
+    "expand_regions": "objrec.prefilter.regions",
+    "DEFAULT_FILENAME": "objrec.prefilter.storage",
+    "PrefilterError": "objrec.prefilter.storage",
+    "StalePrefilterError": "objrec.prefilter.storage",
+    "StalePrefilterWarning": "objrec.prefilter.storage",
+    "train_prefilter": "objrec.prefilter.training",
+    "FlatCascade": "objrec.prefilter.tree",
+    "FlatTree": "objrec.prefilter.tree",
+    "cascade_scores": "objrec.prefilter.tree",
+}
 
 __all__ = [
     "RegionPrefilter",
@@ -40,3 +57,16 @@ __all__ = [
     "FlatCascade",
     "cascade_scores",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'objrec.prefilter' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -26,6 +26,8 @@ import cv2
 import numba
 import numpy as np
 
+from objrec.kernel_cache import njit as cached_njit
+
 __all__ = [
     "FEATURE_NAMES",
     "N_MAPS",
@@ -190,7 +192,7 @@ def cell_grid(height: int, width: int, cell_size: int) -> CellGrid:
 # --------------------------------------------------------------------------------------------------
 # CPU: Numba
 # --------------------------------------------------------------------------------------------------
-@numba.njit(cache=True)
+@cached_njit
 def _gray_gradients_nb(bgr):  # pragma: no cover
     # Gray level padded by one replicated pixel (clamped borders without branches), its central-difference
     # gradient, and the horizontal 3-sums of the gradient products (padded the same way, for the 3x3 mean
@@ -235,7 +237,7 @@ def _gray_gradients_nb(bgr):  # pragma: no cover
     return gp, gx, gy, Hs
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, ys, xs, acc):  # pragma: no cover
     # One serial pass: per-pixel maps for a row, summed into per-column totals over the current cell
     # row, reduced to cell sums at the end of the row of cells. Serial on purpose: a working-resolution
@@ -309,7 +311,7 @@ def _grid_sums_nb(bgr, color_lut, tex_lut, fp, riu2, ys, xs, acc):  # pragma: no
             i += 1
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _grid_integral_nb(acc, G):  # pragma: no cover
     # The integral image sampled at the cell corners: G[i, j] = sum of the pixels above row ys[i] and
     # left of column xs[j]. Any union of whole cells is then four look-ups.
@@ -327,7 +329,7 @@ def _box(S, y0, y1, x0, x1, c):  # pragma: no cover
     return S[y1, x1, c] - S[y0, x1, c] - S[y1, x0, c] + S[y0, x0, c]
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _cell_features_nb(G, ys, xs, rel_cols, out):  # pragma: no cover
     # G is indexed by cell corners (i, j); areas come from the pixel edges ys, xs.
     ny = ys.shape[0] - 1

@@ -19,6 +19,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from objrec.kernel_cache import njit as cached_njit
+
 __all__ = ["FlatTree", "FlatCascade", "cascade_scores"]
 
 
@@ -223,7 +225,7 @@ def _walk(X, i, node, left, right, feature, threshold, mgl):  # pragma: no cover
     return node
 
 
-@numba.njit(parallel=True, cache=True)
+@cached_njit(parallel=True)
 def _predict_proba_nb(X, left, right, feature, threshold, mgl, proba, out):  # pragma: no cover
     for i in numba.prange(X.shape[0]):
         leaf = _walk(X, i, 0, left, right, feature, threshold, mgl)
@@ -231,7 +233,7 @@ def _predict_proba_nb(X, left, right, feature, threshold, mgl, proba, out):  # p
             out[i, c] = proba[leaf, c]
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _cascade_nb(X, roots, left, right, feature, threshold, mgl, pp, st, out):  # pragma: no cover
     # Serial on purpose: a frame has a few hundred cells, less than a parallel launch costs.
     ns = roots.shape[0]
