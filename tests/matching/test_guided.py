@@ -1,0 +1,74 @@
+"""Guided matching recovers the true matches of a candidate with too few inliers, and gains nothing from a
+wrong tentative map."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from objrec.matching.guided import guided_matches, tentative_homography
+from objrec.matching.verify import VerifyParams
+
+H_TRUE = np.array([[0.9, -0.3, 220.0], [0.25, 0.85, 60.0], [2e-4, -1e-4, 1.0]])
+
+
+def _project(H, pts):
+    hom = np.c_[pts, np.ones(len(pts))] @ H.T
+    return hom[:, :2] / hom[:, 2:3]
+
+
+def _scene(seed: int = 0, n: int = 300, d: int = 64):
+    """Model keypoints with descriptors; the scene holds each one, moved by H_TRUE with 0.5 px noise and a
+    noisy copy of its descriptor, plus as many clutter keypoints with random descriptors."""
+    rng = np.random.default_rng(seed)
+    model_xy = rng.uniform([0, 0], [300, 200], (n, 2)).astype(np.float32)
+    model_desc = rng.normal(size=(n, d)).astype(np.float32)
+    model_desc /= np.linalg.norm(model_desc, axis=1, keepdims=True)
+    true_xy = _project(H_TRUE, model_xy) + rng.normal(0, 0.5, (n, 2))
+    true_desc = model_desc + rng.normal(0, 0.06, (n, d)).astype(np.float32)
+    clutter_xy = rng.uniform([0, 0], [640, 480], (n, 2))
+    clutter_desc = rng.normal(size=(n, d)).astype(np.float32)
+    clutter_desc /= np.linalg.norm(clutter_desc, axis=1, keepdims=True)
+    scene_xy = np.vstack([true_xy, clutter_xy]).astype(np.float32)
+    scene_desc = np.vstack([true_desc, clutter_desc]).astype(np.float32)
+    return model_xy, model_desc, scene_xy, scene_desc
+
+
+def test_guided_matching_recovers_the_true_matches_against_brute_force_truth():
+    model_xy, model_desc, scene_xy, scene_desc = _scene()
+    # A tentative map a few pixels off the truth, as from a handful of inliers.
+    H0 = H_TRUE.copy()
+    H0[:2, 2] += [3.0, -2.0]
+    mi, si = guided_matches(H0, model_xy, model_desc, scene_xy, scene_desc, radius=12.0)
+    correct = si == mi  # scene keypoint i is model keypoint i's true match
+    assert correct.sum() >= 0.95 * len(model_xy)
+    assert (~correct).sum() <= 0.02 * len(model_xy)
+    # Every match lies within the window of its prediction (checked by a plain loop).
+    pred = _project(H0, model_xy)
+    for a, b in zip(mi, si, strict=True):
+        assert np.linalg.norm(pred[a] - scene_xy[b]) <= 12.0
+
+
+def test_a_wrong_map_finds_few_matches_and_signs_must_agree():
+    model_xy, model_desc, scene_xy, scene_desc = _scene(1)
+    wrong = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0]])
+    mi, si = guided_matches(wrong, model_xy, model_desc, scene_xy, scene_desc, radius=12.0)
+    assert np.sum(si == mi) <= 0.05 * len(model_xy)
+    ms = np.ones(len(model_xy), np.int8)
+    ss = -np.ones(len(scene_xy), np.int8)
+    mi, _ = guided_matches(H_TRUE, model_xy, model_desc, scene_xy, scene_desc, 12.0, model_sign=ms, scene_sign=ss)
+    assert len(mi) == 0
+
+
+def test_tentative_map_from_a_few_matches_falls_back_to_affine():
+    rng = np.random.default_rng(3)
+    model = rng.uniform([0, 0], [300, 200], (6, 2))
+    scene = _project(H_TRUE, model) + rng.normal(0, 4.0, (6, 2))  # six noisy true matches
+    outliers_m = rng.uniform([0, 0], [300, 200], (7, 2))
+    outliers_s = rng.uniform([0, 0], [640, 480], (7, 2))
+    H = tentative_homography(
+        np.vstack([model, outliers_m]), np.vstack([scene, outliers_s]), (300, 200), (480, 640), VerifyParams()
+    )
+    assert H is not None
+    corners = np.array([[0, 0], [300, 0], [300, 200], [0, 200]], np.float64)
+    assert np.abs(_project(H, corners) - _project(H_TRUE, corners)).max() < 40.0
+    assert tentative_homography(model[:3], scene[:3], (300, 200), (480, 640), VerifyParams()) is None
