@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 bad input (one-line error, no traceback), 1 unexpected 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -130,6 +131,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 "timings_ms": {k: round(v, 3) for k, v in r.timings_ms.items()},
             }
         )
+        if args.explain:
+            results[-1]["rejections"] = [dataclasses.asdict(x) for x in rec.last_rejections]
         if annotate:
             import cv2
 
@@ -138,6 +141,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         if not args.json:
             names = ", ".join(f"{d.name} (score {d.score:.2f}, {d.inliers} inliers)" for d in r.detections) or "none"
             print(f"{path}: {names}  [{r.latency_ms:.1f} ms]")
+            for x in rec.last_rejections if args.explain else []:
+                print(f"  rejected {x.name}: {x.reason} ({x.matches} matches) {x.detail}".rstrip())
     if args.json:
         json.dump({"results": results}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -393,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--ratio", type=float, default=0.75, help="Lowe's ratio-test threshold (default 0.75)")
     d.add_argument("--annotate", metavar="DIR", help="write annotated copies of the images here")
     d.add_argument("--no-prefilter", action="store_true", help="search whole images even if a prefilter is trained")
+    d.add_argument(
+        "--explain",
+        action="store_true",
+        help="also report every rejected candidate with its reason code (with --json: a 'rejections' list)",
+    )
     d.add_argument(
         "--exact-matching",
         action="store_true",

@@ -165,3 +165,23 @@ def test_enroll_train_prefilter_then_stale_after_change(files, tmp_path):
     assert r.returncode == 0
     assert "warning" in r.stderr and "without the prefilter" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert [d["name"] for d in json.loads(r.stdout)["results"][0]["detections"]] == ["cover"]
+
+
+def test_detect_explain_lists_rejected_candidates_with_reason_codes(files, tmp_path, capsys):
+    from objrec.matching import REASONS
+
+    db = str(tmp_path / "db")
+    assert main(["enroll", "--db", db, f"dahlia={files['dahlia']}", f"cover={files['cover']}"]) == 0
+    capsys.readouterr()
+    assert main(["detect", "--db", db, "--json", "--explain", str(files["scene"])]) == 0
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert [d["name"] for d in res["detections"]] == ["cover"]
+    # The absent dahlia gathers a few chance matches, and its rejection says why.
+    assert res["rejections"] and {r["name"] for r in res["rejections"]} == {"dahlia"}
+    for r in res["rejections"]:
+        assert set(r) == {"name", "reason", "matches", "detail"} and r["reason"] in REASONS
+    assert main(["detect", "--db", db, "--explain", str(files["scene"])]) == 0
+    out = capsys.readouterr().out
+    assert f"rejected dahlia: {res['rejections'][0]['reason']}" in out
+    assert main(["detect", "--db", db, "--json", str(files["scene"])]) == 0
+    assert "rejections" not in json.loads(capsys.readouterr().out)["results"][0]
