@@ -12,6 +12,9 @@ References
 ----------
 R. Hartley, A. Zisserman, "Multiple View Geometry in Computer Vision", 2nd ed., 2004, sec. 4.9 (guided
 matching).
+
+D. Mishkin, J. Matas, M. Perdoch, "MODS: Fast and robust method for two-view matching", CVIU 141, 2015.
+doi:10.1016/j.cviu.2015.08.005 (first geometrically inconsistent nearest neighbour, FGINN).
 """
 
 from __future__ import annotations
@@ -76,8 +79,10 @@ def guided_matches(
     """Matches of model keypoints to frame keypoints within ``radius`` px of where ``H`` predicts them.
 
     Each model keypoint takes its nearest frame descriptor among those in its window if that is closer than
-    ``ratio`` times the second nearest in the window (a lone keypoint in the window is taken); keypoints
-    of opposite Laplacian signs (SURF) never match. Descriptor arrays may be NumPy or CuPy (the work stays
+    ``ratio`` times the nearest descriptor outside the window (the first geometrically inconsistent
+    neighbour of MODS's FGINN: in-window look-alikes of a true match do not veto it, and a keypoint alone
+    in its window still needs descriptor evidence); keypoints of opposite Laplacian signs (SURF) never
+    match. Descriptor arrays may be NumPy or CuPy (the work stays
     where they are); returns host index arrays ``(model_idx, scene_idx)``.
     """
     xp = type(scene_desc).__module__.split(".")[0] == "cupy" and __import__("cupy") or np
@@ -90,13 +95,13 @@ def guided_matches(
     if model_sign is not None and scene_sign is not None:
         near &= xp.asarray(model_sign)[:, None] == xp.asarray(scene_sign)[None, :]
     m, q = xp.asarray(model_desc, dtype=np.float32), xp.asarray(scene_desc, dtype=np.float32)
-    d2 = (m * m).sum(axis=1)[:, None] + (q * q).sum(axis=1)[None, :] - 2.0 * (m @ q.T)
-    d2 = xp.where(near, xp.maximum(d2, 0.0), xp.inf)
-    best = d2.argmin(axis=1)
-    rows = xp.arange(d2.shape[0])
-    d1 = d2[rows, best]
-    d2[rows, best] = xp.inf
-    dn = d2.min(axis=1)
-    keep = xp.isfinite(d1) & (~xp.isfinite(dn) | (d1 < (ratio * ratio) * dn))
+    d2 = xp.maximum((m * m).sum(axis=1)[:, None] + (q * q).sum(axis=1)[None, :] - 2.0 * (m @ q.T), 0.0)
+    inside = xp.where(near, d2, xp.inf)
+    best = inside.argmin(axis=1)
+    d1 = inside[xp.arange(d2.shape[0]), best]
+    # FGINN: the competitor is the nearest descriptor outside the window (geometrically inconsistent), so a
+    # keypoint that is merely the only one in its window is not taken on geometry alone.
+    outside = xp.where(near, xp.inf, d2).min(axis=1)
+    keep = xp.isfinite(d1) & (d1 < (ratio * ratio) * outside)
     mi = xp.flatnonzero(keep)
     return to_numpy(mi).astype(np.int64), to_numpy(best[mi]).astype(np.int64)

@@ -26,6 +26,9 @@ RETRY_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio"})
 #: twice the threshold, so it predicts about that well), then around the verified homography. A wider window
 #: holds more look-alike keypoints, whose competition in the in-window ratio test loses true matches.
 GUIDED_RADIUS = (2.5, 1.5)
+#: A guided result needs this many times the usual inlier count: the window makes chance matches agree with
+#: the tentative map, so agreement alone is weaker evidence than after a global search.
+GUIDED_SUPPORT = 2
 
 
 @dataclass
@@ -137,4 +140,5 @@ class CandidateVerifier:
 
             ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
-                verdicts.add(*out)
+                if out[1].inliers >= GUIDED_SUPPORT * self.params.min_inliers:
+                    verdicts.add(*out)
