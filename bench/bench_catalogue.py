@@ -1,0 +1,207 @@
+"""Catalogue scale: bulk enrolment, opening, storage size, SURF float16 storage and retrieval vs brute force.
+
+Sections (each optional):
+
+* ``enrol``: ``ModelDB.enroll_many`` over the SMVS references and DVD covers (default detectors), images
+  per second, disk bytes per object by file kind, and the median time to open the database and to read
+  one object.
+* ``surf16``: SURF descriptors of the references stored as float16 vs float32: the share of Lowe ratio-test
+  matches of real phone queries that stay identical, and how many matches each side has.
+* ``retrieval``: the retrieval index (:mod:`objrec.matching.retrieval`) against exact brute-force voting on
+  the same SIFT features: recall of the right cover among the top 1 and top 5 candidates for real phone
+  photos (SMVS), with the DVD covers (and optionally UKBench thumbnails) as distractors, and the median
+  time per query.
+
+Run from the repository root, e.g.::
+
+    OMP_NUM_THREADS=1 python bench/bench_catalogue.py --sections retrieval --queries 60 --query-features 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from objrec.modeldb import ModelDB, extract_model_features  # noqa: E402
+
+
+def data_root(arg: str | None) -> Path:
+    for c in [Path(arg)] if arg else [ROOT.parent / "shared" / "data", ROOT / ".." / "shared" / "data"]:
+        if (c / "smvs_dvd").is_dir():
+            return c
+    sys.exit("shared data (smvs_dvd, dvd_covers) not found; pass --data")
+
+
+def catalogue(data: Path, n_distractors: int, n_ukbench: int) -> list[tuple[str, Path]]:
+    refs = sorted((data / "smvs_dvd" / "reference").glob("*.jpg"))
+    items = [(f"smvs_{p.stem}", p) for p in refs]
+    items += [(f"dvd_{p.stem}", p) for p in sorted((data / "dvd_covers").glob("*.jpg"))[:n_distractors]]
+    items += [(f"uk_{p.stem}", p) for p in sorted((data / "ukbench_small").glob("*.jpg"))[:n_ukbench]]
+    return items
+
+
+def queries(data: Path, n: int, side: int = 640) -> list[tuple[str, np.ndarray]]:
+    """Phone photos (label = the SMVS reference number), downscaled to ``side`` px on the long side."""
+    out = []
+    paths = sorted((data / "smvs_dvd" / "queries").glob("*.jpg"))
+    step = max(1, len(paths) // n)
+    for p in paths[::step][:n]:
+        img = cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)
+        s = side / max(img.shape)
+        out.append((f"smvs_{p.stem.split('_')[-1]}", cv2.resize(img, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)))
+    return out
+
+
+def disk_usage(path: Path) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for f in path.rglob("*"):
+        if f.is_file():
+            key = f.name if f.parent.parent.name == "shards" else f.name
+            key = key.split(".", 1)[1] if key.count(".") > 1 else key
+            sizes[key] = sizes.get(key, 0) + f.stat().st_size
+    return sizes
+
+
+def section_enrol(items, args) -> None:
+    tmp = Path(tempfile.mkdtemp()) / "db"
+    db = ModelDB.create(tmp)
+    t0 = time.perf_counter()
+    report = db.enroll_many(items, workers=args.workers, progress=False)
+    dt = time.perf_counter() - t0
+    print(
+        f"enrol: {len(report.enrolled)} objects, {len(report.failed)} failed, workers={args.workers}: "
+        f"{dt:.1f} s, {len(report.enrolled) / dt:.2f} images/s (detectors {list(db.detectors)})"
+    )
+    sizes = disk_usage(tmp)
+    total = sum(sizes.values())
+    print(
+        f"disk: {total / 1e6:.1f} MB, {total / len(db) / 1e3:.0f} kB per object; by file: "
+        + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(sizes.items(), key=lambda kv: -kv[1]))
+    )
+    opens, gets = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        d = ModelDB.open(tmp)
+        opens.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        d.get(d.names[len(d) // 2])
+        gets.append(time.perf_counter() - t)
+    print(
+        f"open: median {statistics.median(opens) * 1e3:.1f} ms; first get (verifies its shard files) "
+        f"median {statistics.median(gets) * 1e3:.1f} ms"
+    )
+    shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def ratio_matches(q: np.ndarray, t: np.ndarray, ratio: float = 0.75) -> set[tuple[int, int]]:
+    from objrec.matching.retrieval import brute_force_knn
+
+    d, i = brute_force_knn(q, t, 2)
+    ok = np.sqrt(np.maximum(d[:, 0], 0)) < ratio * np.sqrt(np.maximum(d[:, 1], 0))
+    return {(int(a), int(b)) for a, b in zip(np.nonzero(ok)[0], i[ok, 0], strict=True)}
+
+
+def section_surf16(items, qs, args) -> None:
+    from objrec.features.surf import SURF
+
+    det = SURF(hessian_threshold=400.0, backend="cpu")
+    refs = {n: det.detect_and_compute(cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)) for n, p in items}
+    same = total32 = total16 = 0
+    for label, img in qs:
+        f = det.detect_and_compute(img)
+        t32 = refs[label].descriptors
+        t16 = t32.astype(np.float16).astype(np.float32)
+        m32, m16 = ratio_matches(f.descriptors, t32), ratio_matches(f.descriptors, t16)
+        same += len(m32 & m16)
+        total32 += len(m32)
+        total16 += len(m16)
+    print(
+        f"surf16: {len(qs)} queries against their own reference: ratio-test matches float32 {total32}, "
+        f"float16 {total16}, identical {same} ({same / max(1, total32):.2%} of float32's)"
+    )
+
+
+def section_retrieval(items, qs, args) -> None:
+    from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, brute_force_knn, vote
+
+    dets = {"sift": {"n_features": 0}}
+    t = time.perf_counter()
+    feats = [extract_model_features(cv2.imread(str(p)), dets)["sift"].descriptors for _, p in items]
+    names = [n for n, _ in items]
+    desc = np.concatenate(feats)
+    owner = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)])
+    print(
+        f"retrieval: {len(items)} objects, {len(desc)} SIFT descriptors (extracted in "
+        f"{time.perf_counter() - t:.0f} s); {len(qs)} queries of at most {args.query_features} SIFT features"
+    )
+    qdet = cv2.SIFT_create(nfeatures=args.query_features)
+    qdesc = [qdet.detectAndCompute(img, None)[1] for _, img in qs]
+    labels = [names.index(lab) for lab, _ in qs]
+    k = args.k
+    t = time.perf_counter()
+    exact_labels = [owner[brute_force_knn(q, desc, k)[1]] for q in qdesc]
+    t_exact = (time.perf_counter() - t) / len(qs)
+    report("exact brute force (float64 GEMM)", [vote(lab, 5)[0] for lab in exact_labels], labels, t_exact)
+    for n_probe in args.n_probe:
+        params = RetrievalParams(k=k, n_probe=n_probe, exact_below=0)
+        t = time.perf_counter()
+        index = RetrievalIndex.build(desc, owner, "sift", params)
+        t_build = time.perf_counter() - t
+        times, ranked = [], []
+        for q in qdesc:
+            t = time.perf_counter()
+            ranked.append(index.candidates(q, top=5)[0])
+            times.append(time.perf_counter() - t)
+        n_lists = index.index_.nlist
+        report(
+            f"IVF-SQ8 n_lists={n_lists} n_probe={n_probe} (built in {t_build:.1f} s)",
+            ranked,
+            labels,
+            statistics.median(times),
+        )
+
+
+def report(what: str, ranked, labels, seconds: float) -> None:
+    top1 = np.mean([len(r) and r[0] == lab for r, lab in zip(ranked, labels, strict=True)])
+    top5 = np.mean([lab in r[:5] for r, lab in zip(ranked, labels, strict=True)])
+    print(f"  {what}: top-1 {top1:.3f}, top-5 {top5:.3f}, {seconds * 1e3:.1f} ms per query")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", help="shared data folder (default ../shared/data)")
+    p.add_argument("--sections", default="enrol,surf16,retrieval")
+    p.add_argument("--distractors", type=int, default=234, help="DVD covers added as distractors")
+    p.add_argument("--ukbench", type=int, default=0, help="UKBench thumbnails added as distractors")
+    p.add_argument("--queries", type=int, default=60)
+    p.add_argument("--query-features", type=int, default=500)
+    p.add_argument("--k", type=int, default=5, help="neighbours per query descriptor")
+    p.add_argument("--n-probe", type=int, nargs="+", default=[4, 16])
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    print("command:", " ".join(sys.argv), "| OpenCV threads", cv2.getNumThreads())
+    data = data_root(args.data)
+    items = catalogue(data, args.distractors, args.ukbench)
+    sections = args.sections.split(",")
+    qs = queries(data, args.queries) if {"surf16", "retrieval"} & set(sections) else []
+    if "enrol" in sections:
+        section_enrol(items, args)
+    if "surf16" in sections:
+        section_surf16(items[:100], qs, args)
+    if "retrieval" in sections:
+        section_retrieval(items, qs, args)
+
+
+if __name__ == "__main__":
+    main()
