@@ -332,15 +332,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="objrec",
-        description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
-    )
-    p.add_argument("--version", action="version", version=f"objrec {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "enroll",
         help="add objects to a model database (created if missing)",
@@ -369,6 +361,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")
     e.add_argument("objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file")
     e.set_defaults(func=cmd_enroll)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="objrec",
+        description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
+    )
+    p.add_argument("--version", action="version", version=f"objrec {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    _add_enroll_parser(sub)
 
     d = sub.add_parser(
         "detect",
