@@ -2,6 +2,8 @@
 
 Sections (each optional):
 
+* ``scale``: a synthetic database of ``--scale-objects`` objects (random SIFT rows, committed in batches as
+  ``enroll_many`` does): batch commit time at the start and the end, open time, first read, one removal.
 * ``enrol``: ``ModelDB.enroll_many`` over the SMVS references and DVD covers (default detectors), images
   per second, disk bytes per object by file kind, and the median time to open the database and to read
   one object.
@@ -104,6 +106,55 @@ def section_enrol(items, args) -> None:
     shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
+def section_scale(args) -> None:
+    """Commits and opening at catalogue size without extraction: synthetic objects (random uint8 SIFT rows,
+    a tiny PNG) go through the same batch commit as ``enroll_many``."""
+    from objrec.modeldb import _content_sha256, _keypoint_rows, _Prepared
+    from objrec.types import Features
+
+    rng = np.random.default_rng(0)
+    png = cv2.imencode(".png", rng.integers(0, 255, (32, 32), dtype=np.uint8))[1].reshape(-1)
+    tmp = Path(tempfile.mkdtemp()) / "db"
+    db = ModelDB.create(tmp, detectors={"sift": {"n_features": 0}})
+    n, m, batch = args.scale_objects, args.scale_features, 128
+    commit_s = []
+    for start in range(0, n, batch):
+        objs = []
+        for i in range(start, min(n, start + batch)):
+            d = rng.integers(0, 256, (m, 128), dtype=np.uint8)
+            f = Features(rng.random((m, 2)) * 500, np.ones(m), np.zeros(m), np.ones(m), np.zeros(m), np.zeros(m), d)
+            kps, descs = {"sift": _keypoint_rows(f)}, {"sift": d}
+            entry = {"name": f"o{i:05d}", "width": 500, "height": 500, "source": None, "image_bytes": int(png.size)}
+            entry.update(sha256=_content_sha256(png, kps, descs), n_features={"sift": m})
+            objs.append(_Prepared(entry, png, kps, descs))
+        t = time.perf_counter()
+        db._commit_batch(objs, replace=False)
+        commit_s.append(time.perf_counter() - t)
+    k = max(1, len(commit_s) // 10)
+    first, last = statistics.median(commit_s[:k]) * 1e3, statistics.median(commit_s[-k:]) * 1e3
+    print(
+        f"scale: {n} objects x {m} SIFT rows in {len(commit_s)} commits of {batch}: commit median of the first "
+        f"{k} {first:.0f} ms, of the last {k} {last:.0f} ms"
+    )
+    opens = []
+    for _ in range(5):
+        t = time.perf_counter()
+        d = ModelDB.open(tmp)
+        opens.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    d.get(d.names[n // 2])
+    first_get = time.perf_counter() - t
+    t = time.perf_counter()
+    d.remove(d.names[n // 3])
+    removal = time.perf_counter() - t
+    size = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())
+    print(
+        f"scale: open median {statistics.median(opens) * 1e3:.0f} ms (max {max(opens) * 1e3:.0f}), first get "
+        f"{first_get * 1e3:.0f} ms, remove {removal * 1e3:.0f} ms, {size / 1e6:.0f} MB on disk"
+    )
+    shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
 def ratio_matches(q: np.ndarray, t: np.ndarray, ratio: float = 0.75) -> set[tuple[int, int]]:
     from objrec.matching.retrieval import brute_force_knn
 
@@ -132,12 +183,27 @@ def section_surf16(items, qs, args) -> None:
     )
 
 
-def section_retrieval(items, qs, args) -> None:
-    from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, brute_force_knn, vote
-
+def model_sift(items, cache: str | None) -> list[np.ndarray]:
+    """SIFT descriptors of the model images as objrec enrols them, cached in ``cache`` (.npz) if given."""
+    names = [n for n, _ in items]
+    if cache and Path(cache).exists():
+        with np.load(cache, allow_pickle=False) as z:
+            if list(z["names"]) == names:
+                return [z[f"d{i}"] for i in range(len(names))]
     dets = {"sift": {"n_features": 0}}
-    t = time.perf_counter()
     feats = [extract_model_features(cv2.imread(str(p)), dets)["sift"].descriptors for _, p in items]
+    if cache:
+        np.savez(cache, names=np.array(names), **{f"d{i}": f for i, f in enumerate(feats)})
+    return feats
+
+
+def section_retrieval(items, qs, args) -> None:
+    import faiss
+
+    from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, vote
+
+    t = time.perf_counter()
+    feats = model_sift(items, args.cache)
     names = [n for n, _ in items]
     desc = np.concatenate(feats)
     owner = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)])
@@ -149,10 +215,12 @@ def section_retrieval(items, qs, args) -> None:
     qdesc = [qdet.detectAndCompute(img, None)[1] for _, img in qs]
     labels = [names.index(lab) for lab, _ in qs]
     k = args.k
+    flat = faiss.IndexFlatL2(desc.shape[1])
+    flat.add(desc.astype(np.float32))
     t = time.perf_counter()
-    exact_labels = [owner[brute_force_knn(q, desc, k)[1]] for q in qdesc]
+    exact_labels = [owner[flat.search(q, k)[1]] for q in qdesc]
     t_exact = (time.perf_counter() - t) / len(qs)
-    report("exact brute force (float64 GEMM)", [vote(lab, 5)[0] for lab in exact_labels], labels, t_exact)
+    report("exact brute force (FAISS IndexFlatL2)", [vote(lab, 5)[0] for lab in exact_labels], labels, t_exact)
     for n_probe in args.n_probe:
         params = RetrievalParams(k=k, n_probe=n_probe, exact_below=0)
         t = time.perf_counter()
@@ -189,12 +257,17 @@ def main() -> None:
     p.add_argument("--k", type=int, default=5, help="neighbours per query descriptor")
     p.add_argument("--n-probe", type=int, nargs="+", default=[4, 16])
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--scale-objects", type=int, default=10_000, help="objects of the synthetic 'scale' database")
+    p.add_argument("--scale-features", type=int, default=200, help="SIFT rows per synthetic object")
+    p.add_argument("--cache", help="an .npz file caching the model SIFT descriptors between runs")
     args = p.parse_args()
     print("command:", " ".join(sys.argv), "| OpenCV threads", cv2.getNumThreads())
     data = data_root(args.data)
     items = catalogue(data, args.distractors, args.ukbench)
     sections = args.sections.split(",")
     qs = queries(data, args.queries) if {"surf16", "retrieval"} & set(sections) else []
+    if "scale" in sections:
+        section_scale(args)
     if "enrol" in sections:
         section_enrol(items, args)
     if "surf16" in sections:
