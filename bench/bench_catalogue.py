@@ -78,6 +78,7 @@ def disk_usage(path: Path) -> dict[str, int]:
 def section_enrol(items, args) -> None:
     tmp = Path(tempfile.mkdtemp()) / "db"
     db = ModelDB.create(tmp)
+    extract_model_features(cv2.imread(str(items[0][1])), db.detectors)  # warm-up: SURF's JIT compilation
     t0 = time.perf_counter()
     report = db.enroll_many(items, workers=args.workers, progress=False)
     dt = time.perf_counter() - t0
