@@ -215,6 +215,9 @@ def _new_index(train: np.ndarray, kind: str, params: RetrievalParams) -> tuple[A
     n_lists = params.n_lists or int(params.lists_per_sqrt * np.sqrt(n))
     n_lists = int(max(1, min(n_lists, n // TRAIN_PER_LIST)))
     index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(d), d, n_lists, qt, faiss.METRIC_L2)
+    # Codes hold the descriptors themselves, not their offsets from the cell centre: 8-bit direct codes
+    # are exact only for integers 0-255, which offsets are not.
+    index.by_residual = False
     index.cp.seed = int(params.seed)
     index.cp.niter = TRAIN_ITERATIONS
     rng = np.random.default_rng(params.seed)
