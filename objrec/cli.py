@@ -62,10 +62,40 @@ def _detectors_arg(text: str | None) -> list[str] | None:
 
 
 # --- enroll ---------------------------------------------------------------------------------------
+def _enroll_pairs(db, pairs: list[tuple[str, np.ndarray]], replace: bool, path: str) -> None:
+    for name, _ in pairs:
+        if name in db and not replace:
+            raise CLIError(f"object {name!r} is already enrolled in {path} (use --replace)")
+    for name, img in pairs:
+        obj = db.enroll(name, img, replace=replace)
+        counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
+        print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts})")
+
+
+def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
+    """Bulk enrolment from a folder or a name,path CSV; prints each failure to stderr. True if none failed."""
+    from objrec.enrolment import items_from_csv, items_from_dir
+
+    src = Path(source)
+    if not src.exists():
+        raise CLIError(f"--from {source}: no such folder or file")
+    items = items_from_dir(src) if src.is_dir() else items_from_csv(src)
+    report = db.enroll_many(items, replace=args.replace, workers=args.workers, progress=not args.no_progress)
+    for f in report.failed:
+        print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
+    print(
+        f"from {source}: enrolled {len(report.enrolled)}, skipped {len(report.skipped)} "
+        f"(already enrolled from the same content), failed {len(report.failed)}"
+    )
+    return not report.failed
+
+
 def cmd_enroll(args: argparse.Namespace) -> int:
     from objrec.imageio import read_image
     from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
 
+    if not args.objects and not args.source:
+        raise CLIError("nothing to enroll: give NAME=IMAGE pairs or --from DIR|LIST.csv")
     pairs = _parse_pairs(args.objects)
     images = [(name, read_image(path)) for name, path in pairs]  # all readable before anything is written
     kinds = _detectors_arg(args.detectors)
@@ -73,13 +103,8 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
     if kinds and set(kinds) != set(db.detectors):
         raise CLIError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
-    for name, _ in images:
-        if name in db and not args.replace:
-            raise CLIError(f"object {name!r} is already enrolled in {args.db} (use --replace)")
-    for name, img in images:
-        obj = db.enroll(name, img, replace=args.replace)
-        counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
-        print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts})")
+    _enroll_pairs(db, images, args.replace, args.db)
+    ok = _enroll_from(db, args.source, args) if args.source else True
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
     if args.train_prefilter:
         from objrec.prefilter.estimator import RegionPrefilter
@@ -89,7 +114,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         print(f"trained the prefilter for this content (embedded backgrounds): {jpath}")
     elif (Path(args.db) / "prefilter.json").exists():
         print("note: the database changed, so its prefilter is stale; retrain with objrec train-prefilter")
-    return EXIT_OK
+    return EXIT_OK if ok else EXIT_BAD_INPUT
 
 
 # --- detect ---------------------------------------------------------------------------------------
@@ -358,19 +383,13 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
 
 
 # --- parser ---------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="objrec",
-        description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
-    )
-    p.add_argument("--version", action="version", version=f"objrec {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "enroll",
         help="add objects to a model database (created if missing)",
         description="Add objects to a model database, created if missing. Every write is atomic.",
+        epilog="A LIST.csv has one 'name,path' row per object (an optional header row 'name,path'; relative "
+        "paths are taken from the CSV's folder).",
     )
     e.add_argument("--db", required=True, help="model database directory")
     e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: surf,sift)")
@@ -381,8 +400,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="retrain the database's prefilter afterwards on embedded backgrounds (off by default; "
         "objrec train-prefilter --backgrounds uses your own)",
     )
-    e.add_argument("objects", nargs="+", metavar="NAME=IMAGE", help="object name and image file")
+    e.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR|LIST.csv",
+        help="enroll every image of a folder (names from file stems) or of a name,path CSV: in parallel, "
+        "committed in batches, resumable (a rerun skips names already enrolled from the same file); "
+        "unreadable or featureless images are listed with their reason and the exit code is 2",
+    )
+    e.add_argument("--workers", type=int, help="extraction threads for --from (default: the usable cores)")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")
+    e.add_argument("objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file")
     e.set_defaults(func=cmd_enroll)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="objrec",
+        description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
+    )
+    p.add_argument("--version", action="version", version=f"objrec {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    _add_enroll_parser(sub)
 
     d = sub.add_parser(
         "detect",

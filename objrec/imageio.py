@@ -9,7 +9,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-__all__ = ["InputError", "check_frame", "to_gray", "to_bgr", "read_image", "MAX_PIXELS", "check_mask"]
+__all__ = ["InputError", "check_frame", "to_gray", "to_bgr", "read_image", "decode_image", "MAX_PIXELS", "check_mask"]
 
 #: Frames above this many pixels are refused (a 16k x 16k image would stall a real-time loop for minutes).
 MAX_PIXELS = 8192 * 8192
@@ -83,7 +83,12 @@ def read_image(path: str | os.PathLike, name: str | None = None) -> np.ndarray:
         raise InputError(f"{label}: no such file")
     if p.is_dir():
         raise InputError(f"{label}: is a directory, expected an image file")
-    data = np.fromfile(str(p), dtype=np.uint8)
+    return decode_image(np.fromfile(str(p), dtype=np.uint8), label)
+
+
+def decode_image(data: np.ndarray | bytes, label: str) -> np.ndarray:
+    """Decode the encoded bytes of an image file as :func:`read_image` does; errors name ``label``."""
+    data = np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
     if data.size == 0:
         raise InputError(f"{label}: file is empty")
     img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)

@@ -116,16 +116,16 @@ def test_corrupt_database_is_a_one_line_error(files, tmp_path):
 def test_tampered_array_file_is_a_one_line_error(files, tmp_path):
     db = tmp_path / "db"
     assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
-    (npz,) = (db / "objects").glob("*.npz")
-    npz.write_bytes(npz.read_bytes()[:100])
-    _one_line_error(run_cli("detect", "--db", str(db), str(files["scene"])), npz.name, "sha256 mismatch")
+    (npy,) = (db / "shards").glob("*/sift.descriptors.npy")
+    npy.write_bytes(npy.read_bytes()[:100])
+    _one_line_error(run_cli("detect", "--db", str(db), str(files["scene"])), npy.name, "sha256 mismatch")
 
 
 def test_missing_database_and_bad_arguments(files, tmp_path):
     _one_line_error(run_cli("detect", "--db", str(tmp_path / "nope"), str(files["scene"])), "no such model database")
     _one_line_error(run_cli("enroll", "--db", str(tmp_path / "db"), "no-equals-sign"), "NAME=IMAGE")
     _one_line_error(run_cli("enroll", "--db", str(tmp_path / "db"), f"x={tmp_path / 'missing.png'}"), "missing.png")
-    assert not (tmp_path / "db").exists() or not list((tmp_path / "db").glob("objects/*"))
+    assert not (tmp_path / "db").exists() or not list((tmp_path / "db").glob("shards/*"))
     r = run_cli("detect", "--db", str(tmp_path / "db"))  # argparse: missing IMAGE
     assert r.returncode == 2 and "usage:" in r.stderr
 
@@ -185,3 +185,46 @@ def test_detect_explain_lists_rejected_candidates_with_reason_codes(files, tmp_p
     assert f"rejected dahlia: {res['rejections'][0]['reason']}" in out
     assert main(["detect", "--db", db, "--json", str(files["scene"])]) == 0
     assert "rejections" not in json.loads(capsys.readouterr().out)["results"][0]
+
+
+def test_enroll_from_folder_lists_failures_and_resumes(files, tmp_path):
+    folder = tmp_path / "covers"
+    folder.mkdir()
+    objs = sample_objects()
+    for name in ("dahlia", "cover"):
+        cv2.imwrite(str(folder / f"{name}.jpg"), objs[name])
+    (folder / "broken.png").write_bytes(b"\x89PNG not really")
+    cv2.imwrite(str(folder / "blank.png"), np.full((64, 64), 90, np.uint8))
+    (folder / "notes.txt").write_text("not an image, not enrolled")
+    db = tmp_path / "db"
+    r = run_cli("enroll", "--db", str(db), "--detectors", "sift", "--from", str(folder))
+    assert r.returncode == 2, r.stderr
+    failed = [x for x in r.stderr.splitlines() if x.startswith("objrec enroll: failed")]
+    assert len(failed) == 2
+    assert any("broken" in x and "not a readable image" in x for x in failed)
+    assert any("blank" in x and "no features found" in x for x in failed)
+    assert "enrolled 2, skipped 0" in r.stdout and "failed 2" in r.stdout
+    from objrec import ModelDB
+
+    assert sorted(ModelDB.open(db).names) == ["cover", "dahlia"]
+    np.testing.assert_array_equal(ModelDB.open(db).image("cover"), cv2.imread(str(folder / "cover.jpg")))
+    r = run_cli("enroll", "--db", str(db), "--from", str(folder), "--no-progress")
+    assert r.returncode == 2 and "enrolled 0, skipped 2" in r.stdout
+
+
+def test_enroll_from_csv(files, tmp_path):
+    listing = tmp_path / "list.csv"
+    rel = files["dahlia"].relative_to(files["dir"])
+    (files["dir"] / "list.csv").write_text(f"name,path\nflower,{rel}\nbook,{files['cover']}\n")
+    listing = files["dir"] / "list.csv"
+    db = tmp_path / "db"
+    r = run_cli("enroll", "--db", str(db), "--detectors", "sift", "--from", str(listing))
+    assert r.returncode == 0, r.stderr
+    from objrec import ModelDB
+
+    d = ModelDB.open(db)
+    assert d.names == ["flower", "book"]
+    assert d.info("flower").source["path"] == str(files["dir"] / rel)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("only-one-column\n")
+    _one_line_error(run_cli("enroll", "--db", str(db), "--from", str(bad)), "bad.csv:1", "name,path")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -73,7 +74,7 @@ def test_duplicate_name_is_refused_and_replace_works(db, cover):
     old = db.database_id
     db.enroll("cover", synthetic_cover(9, (200, 260)), replace=True)
     assert db.names == ["cover"] and db.database_id != old
-    assert len(list((db.path / "objects").iterdir())) == 1  # the replaced array file is gone
+    assert len(list((db.path / "shards").iterdir())) == 1  # the replaced object's shard is gone
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "../x", "-x", "x" * 200, "a b"])
@@ -136,9 +137,13 @@ def test_open_errors_name_the_file(tmp_path, db):
         ModelDB.open(db.path)
 
 
+def _shard_file(db, name):
+    (shard,) = json.loads((db.path / "manifest.json").read_text())["shards"]
+    return db.path / "shards" / shard["id"] / name
+
+
 def test_tampered_and_truncated_array_files(db):
-    entry = json.loads((db.path / "manifest.json").read_text())["objects"][0]
-    f = db.path / entry["file"]
+    f = _shard_file(db, "sift.descriptors.npy")
     data = f.read_bytes()
     f.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     with pytest.raises(FileFormatError, match=f"{f.name}: sha256 mismatch"):
@@ -190,3 +195,267 @@ def test_create_refuses_foreign_directory_and_existing_db(tmp_path, db):
     with pytest.raises(ModelDBError, match="already exists"):
         ModelDB.create(db.path)
     assert ModelDB.create(db.path, exist_ok=True).names == ["cover"]
+
+
+# -- schema 2: shards, compact storage, bulk enrolment ------------------------------------------------
+SIFT_ONLY = {"sift": {"n_features": 0}}
+
+
+def _covers(n, size=(120, 150), start=20):
+    return {f"c{i:02d}": synthetic_cover(start + i, size) for i in range(n)}
+
+
+@pytest.fixture()
+def sift_db(tmp_path):
+    return ModelDB.create(tmp_path / "sdb", detectors=SIFT_ONLY)
+
+
+def _write_images(folder, images):
+    import cv2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, img in images.items():
+        paths[name] = folder / f"{name}.png"
+        cv2.imwrite(str(paths[name]), img)
+    return paths
+
+
+def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover):
+    import cv2
+
+    sift_db.enroll("cover", cover)
+    kps, ref = cv2.SIFT_create().detectAndCompute(cv2.cvtColor(cover, cv2.COLOR_BGR2GRAY), None)
+    stored = np.load(_shard_file(sift_db, "sift.descriptors.npy"), allow_pickle=False)
+    assert stored.dtype == np.uint8 and ref.dtype == np.float32
+    np.testing.assert_array_equal(stored, ref)  # exact: OpenCV's descriptors are integers 0-255
+    got = ModelDB.open(sift_db.path).get("cover").features["sift"]
+    assert got.descriptors.dtype == np.float32
+    np.testing.assert_array_equal(got.descriptors, ref)
+    np.testing.assert_array_equal(got.xy, np.float32([k.pt for k in kps]))
+    np.testing.assert_array_equal(got.octave, [k.octave for k in kps])
+
+
+def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path):
+    import cv2
+
+    from objrec.features import SIFT
+
+    images = _covers(5)
+    paths = _write_images(tmp_path / "imgs", dict(list(images.items())[:3]))
+    items = [(n, paths[n]) for n in paths] + [(n, images[n]) for n in list(images)[3:]]
+    report = sift_db.enroll_many(items, batch_size=2, workers=2, progress=False)
+    assert report and sorted(report.enrolled) == sorted(images) and not report.skipped
+    again = ModelDB.open(sift_db.path)
+    assert again.names == list(images)  # enrolment order, across three shards
+    assert len(json.loads((sift_db.path / "manifest.json").read_text())["shards"]) == 3
+    for name, img in images.items():
+        direct = SIFT(backend="cpu").detect_and_compute(img)
+        got = again.get(name).features["sift"]
+        np.testing.assert_array_equal(got.descriptors, direct.descriptors)
+        np.testing.assert_array_equal(got.xy, direct.xy)
+        np.testing.assert_array_equal(again.image(name), img)
+        assert (again.get(name).width, again.get(name).height) == (120, 150)
+    src = again.info("c00").source
+    assert src["path"] == str(paths["c00"])
+    assert src["sha256"] == hashlib.sha256(paths["c00"].read_bytes()).hexdigest()
+    np.testing.assert_array_equal(again.image("c00"), cv2.imread(str(paths["c00"])))
+    assert again.verify() == []
+
+
+def test_enroll_many_lists_failures_and_enrols_the_rest(sift_db, tmp_path):
+    paths = _write_images(tmp_path / "imgs", _covers(2))
+    (tmp_path / "junk.png").write_bytes(b"not an image")
+    import cv2
+
+    cv2.imwrite(str(tmp_path / "blank.png"), np.full((80, 80), 128, np.uint8))
+    items = [
+        ("c00", paths["c00"]),
+        ("missing", tmp_path / "missing.png"),
+        ("junk", tmp_path / "junk.png"),
+        ("blank", tmp_path / "blank.png"),
+        ("bad name", paths["c01"]),
+        ("c01", paths["c01"]),
+        ("c01", paths["c00"]),
+    ]
+    report = sift_db.enroll_many(items, progress=False)
+    assert not report and report.enrolled == ["c00", "c01"]
+    reasons = {f.name: f.reason for f in report.failed}
+    assert set(reasons) == {"missing", "junk", "blank", "bad name", "c01"}
+    assert "missing.png: no such file" in reasons["missing"]
+    assert "junk.png: not a readable image" in reasons["junk"]
+    assert "no features found" in reasons["blank"]
+    assert "object name" in reasons["bad name"]
+    assert "given twice" in reasons["c01"]
+    assert ModelDB.open(sift_db.path).names == ["c00", "c01"]
+
+
+def _reference_id(tmp_path, items):
+    ref = ModelDB.create(tmp_path / "reference", detectors=SIFT_ONLY)
+    ref.enroll_many(items, progress=False)
+    return ref.database_id
+
+
+def test_interrupted_enrolment_resumes_where_it_stopped(sift_db, tmp_path):
+    paths = _write_images(tmp_path / "imgs", _covers(7))
+    items = list(paths.items())
+
+    def interrupted():
+        for i, item in enumerate(items):
+            if i == 5:
+                raise KeyboardInterrupt
+            yield item
+
+    with pytest.raises(KeyboardInterrupt):
+        sift_db.enroll_many(interrupted(), batch_size=2, progress=False)
+    done = ModelDB.open(sift_db.path).names
+    assert done == [n for n, _ in items[:5]]  # finished work is committed before the interrupt propagates
+    report = ModelDB.open(sift_db.path).enroll_many(items, batch_size=2, progress=False)
+    assert report.skipped == done and report.enrolled == ["c05", "c06"] and not report.failed
+    assert ModelDB.open(sift_db.path).database_id == _reference_id(tmp_path, items)
+
+
+def test_killed_enrolment_resumes(sift_db, tmp_path):
+    """A process killed without any cleanup (os._exit) keeps its committed batches; a rerun completes."""
+    import subprocess
+    import sys
+    import textwrap
+
+    paths = _write_images(tmp_path / "imgs", _covers(6))
+    listing = tmp_path / "list.csv"
+    listing.write_text("name,path\n" + "".join(f"{n},{p}\n" for n, p in paths.items()))
+    code = textwrap.dedent(f"""
+        import os
+        from objrec import ModelDB
+        from objrec.enrolment import items_from_csv
+        def items():
+            for i, item in enumerate(items_from_csv({str(listing)!r})):
+                if i == 5:
+                    os._exit(9)
+                yield item
+        ModelDB.open({str(sift_db.path)!r}).enroll_many(items(), batch_size=2, workers=1, progress=False)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 9, r.stderr
+    partial = ModelDB.open(sift_db.path)
+    committed = partial.names
+    assert 2 <= len(committed) < 6 and partial.verify() == []
+    report = partial.enroll_many(list(paths.items()), progress=False)
+    assert report.skipped == committed and sorted(report.skipped + report.enrolled) == sorted(paths)
+    assert ModelDB.open(sift_db.path).database_id == _reference_id(tmp_path, list(paths.items()))
+
+
+def test_changed_source_file_is_not_skipped(sift_db, tmp_path):
+    import cv2
+
+    (p,) = _write_images(tmp_path / "imgs", {"x": synthetic_cover(40, (120, 150))}).values()
+    sift_db.enroll_many([("x", p)], progress=False)
+    before = sift_db.info("x").sha256
+    cv2.imwrite(str(p), synthetic_cover(41, (120, 150)))
+    report = sift_db.enroll_many([("x", p)], progress=False)
+    assert [f.name for f in report.failed] == ["x"] and "other content" in report.failed[0].reason
+    report = sift_db.enroll_many([("x", p)], replace=True, progress=False)
+    assert report.enrolled == ["x"] and sift_db.info("x").sha256 != before
+    np.testing.assert_array_equal(sift_db.image("x"), cv2.imread(str(p)))
+
+
+def test_remove_and_replace_tombstone_then_compact(sift_db, tmp_path):
+    """Dead rows are dropped and small shards merged, and the content (hence the id) is unchanged by it."""
+    from objrec.modeldb import MAX_SMALL_SHARDS
+
+    images = _covers(MAX_SMALL_SHARDS + 3, size=(96, 96))
+    for name, img in images.items():
+        sift_db.enroll(name, img)
+    shards = json.loads((sift_db.path / "manifest.json").read_text())["shards"]
+    assert len(shards) <= MAX_SMALL_SHARDS  # single-object shards were merged
+    before = {n: sift_db.get(n).features["sift"].descriptors for n in images}
+    removed = list(images)[::2]
+    for n in removed:
+        sift_db.remove(n)
+    sift_db.enroll("c01", images["c03"], replace=True)
+    survivors = {n: img for n, img in images.items() if n not in removed}
+    survivors["c01"] = images["c03"]
+    assert sift_db.compact() >= 1
+    m = json.loads((sift_db.path / "manifest.json").read_text())
+    assert all(not s["removed"] for s in m["shards"]) and len(m["shards"]) == 1
+    assert sorted(p.name for p in (sift_db.path / "shards").iterdir()) == [m["shards"][0]["id"]]
+    again = ModelDB.open(sift_db.path)
+    assert sorted(again.names) == sorted(survivors) and again.verify() == []
+    for n in survivors:
+        want = before["c03"] if n == "c01" else before[n]
+        np.testing.assert_array_equal(again.get(n).features["sift"].descriptors, want)
+    ref = ModelDB.create(tmp_path / "ref", detectors=SIFT_ONLY)
+    ref.enroll_many(list(survivors.items()), progress=False)
+    assert again.database_id == ref.database_id
+
+
+def test_open_reads_no_arrays_and_verify_names_bad_files(sift_db, cover):
+    sift_db.enroll("cover", cover)
+    f = _shard_file(sift_db, "sift.keypoints.npy")
+    f.write_bytes(f.read_bytes()[:-7])  # truncated
+    again = ModelDB.open(sift_db.path)  # the object table is enough to open
+    assert again.names == ["cover"] and again.info("cover").n_features["sift"] > 50
+    (problem,) = again.verify()
+    assert str(f) in problem and "sha256 mismatch" in problem
+    with pytest.raises(ModelDBError, match="sift.keypoints.npy: sha256 mismatch"):
+        again.get("cover")
+
+
+def test_damaged_object_table_fails_open_naming_it(sift_db, cover):
+    sift_db.enroll("cover", cover)
+    t = _shard_file(sift_db, "objects.json")
+    t.write_text(t.read_text()[:-20])
+    with pytest.raises(ModelDBError, match="objects.json: sha256 mismatch"):
+        ModelDB.open(sift_db.path)
+    t.unlink()
+    with pytest.raises(ModelDBError, match="objects.json: object table not found"):
+        ModelDB.open(sift_db.path)
+
+
+def test_pickled_shard_array_is_refused_even_with_matching_hash(sift_db, cover):
+    sift_db.enroll("cover", cover)
+    f = _shard_file(sift_db, "sift.descriptors.npy")
+    np.save(f, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    m = json.loads((sift_db.path / "manifest.json").read_text())
+    m["shards"][0]["files"]["sift.descriptors.npy"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    (sift_db.path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(ModelDBError, match="sift.descriptors.npy: not a readable .npy"):
+        ModelDB.open(sift_db.path).get("cover")
+
+
+def _write_schema1(path, objects):
+    """A schema 1 database as objrec wrote it: one .npz per object and every object in the manifest."""
+    from objrec.fileio import npz_bytes, sha256_bytes
+    from objrec.modeldb import extract_model_features
+
+    (path / "objects").mkdir(parents=True)
+    entries = []
+    for name, img in objects.items():
+        arrays = {"image": img}
+        for kind, f in extract_model_features(img, SIFT_ONLY).items():
+            arrays.update(f.to_arrays(prefix=f"{kind}__"))
+        data = npz_bytes(arrays)
+        rel = f"objects/{name}-{sha256_bytes(data)[:12]}.npz"
+        (path / rel).write_bytes(data)
+        h, w = img.shape[:2]
+        entries.append({"name": name, "file": rel, "sha256": sha256_bytes(data), "width": w, "height": h})
+    manifest = {"format": "objrec-modeldb", "schema_version": 1, "library_version": "0.1.0"}
+    manifest.update(detectors=SIFT_ONLY, objects=entries, database_id="0123456789abcdef")
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_schema1_database_gives_upgrade_hint_then_upgrades(tmp_path):
+    from objrec.features import SIFT
+
+    old = tmp_path / "old"
+    images = _covers(3)
+    _write_schema1(old, images)
+    with pytest.raises(ModelDBError, match=r"manifest.json: schema 1 .*ModelDB.upgrade"):
+        ModelDB.open(old)
+    db = ModelDB.upgrade(old)
+    assert db.names == list(images) and not (old / "objects").exists() and db.verify() == []
+    for name, img in images.items():
+        np.testing.assert_array_equal(db.image(name), img)
+        direct = SIFT(backend="cpu").detect_and_compute(img)
+        np.testing.assert_array_equal(db.get(name).features["sift"].descriptors, direct.descriptors)
+    assert ModelDB.open(old).database_id == db.database_id

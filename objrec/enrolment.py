@@ -1,0 +1,192 @@
+"""Bulk enrolment into a :class:`~objrec.modeldb.ModelDB`: parallel extraction, batched commits, resumption.
+
+Items are read lazily and handed to a pool of threads, at most two per worker in flight, so memory stays
+bounded for any number of images. Results are taken in input order and committed every ``batch_size``
+objects as one shard (one manifest write each, so the total work grows linearly with the images). An
+object records the sha256 of the file it came from: a rerun over the same items skips names already
+enrolled from identical content, which makes an interrupted enrolment resumable from its last commit.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from objrec.fileio import FileFormatError
+from objrec.imageio import InputError
+from objrec.modeldb import EnrollFailure, EnrollReport, _Prepared, check_name, prepare_object, source_sha256
+
+if TYPE_CHECKING:
+    from objrec.modeldb import ModelDB
+
+__all__ = ["run_enrolment", "items_from_dir", "items_from_csv", "IMAGE_SUFFIXES"]
+
+#: File name suffixes taken as images when enrolling a folder (others, such as notes, are ignored).
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".jp2"})
+_SKIP = "skip"
+
+
+class _AlreadyEnrolled(InputError):
+    """The name is enrolled from other content and ``replace`` is off."""
+
+
+def _label(image: Any) -> str:
+    return "<array>" if hasattr(image, "shape") else str(image)
+
+
+def _work(name: str, image: Any, detectors: dict, known: dict | None, replace: bool) -> _Prepared | str:
+    """In a worker thread: skip what is enrolled from the same content, else prepare the object."""
+    if known is not None:
+        if known.get("sha256") == source_sha256(image):
+            return _SKIP
+        if not replace:
+            raise _AlreadyEnrolled(f"object {name!r} is already enrolled from other content (use replace)")
+    return prepare_object(name, image, detectors)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return " ".join(str(exc).split())
+
+
+class _Run:
+    """State of one :func:`run_enrolment` call."""
+
+    def __init__(self, db: ModelDB, replace: bool, batch_size: int, bar: Any) -> None:
+        self.db, self.replace, self.batch_size, self.bar = db, replace, max(1, int(batch_size)), bar
+        self.report = EnrollReport()
+        self.batch: list[_Prepared] = []
+        self.seen: set[str] = set()
+
+    def fail(self, name: str, source: str, reason: str) -> None:
+        self.report.failed.append(EnrollFailure(name, source, reason))
+        self.bar.set_postfix(failed=len(self.report.failed), refresh=False)
+        self.bar.update(1)
+
+    def precheck(self, name: Any, image: Any) -> str | None:
+        """Why an item cannot even be submitted (bad or repeated name), or None."""
+        try:
+            check_name(name)
+        except InputError as exc:
+            return str(exc)
+        if name in self.seen:
+            return f"object name {name!r} given twice in this enrolment (the first one is kept)"
+        self.seen.add(name)
+        return None
+
+    def collect(self, name: str, source: str, fut: Future) -> None:
+        try:
+            out = fut.result()
+        except (InputError, FileFormatError, OSError, ValueError) as exc:
+            self.fail(name, source, _reason(exc))
+            return
+        if isinstance(out, str):
+            self.report.skipped.append(name)
+        else:
+            self.batch.append(out)
+            if len(self.batch) >= self.batch_size:
+                self.flush()
+        self.bar.update(1)
+
+    def salvage(self, pending: deque[tuple[str, str, Future]]) -> None:
+        """After an interruption: finish and commit the images in flight (at most two per worker), so
+        everything taken from ``items`` before it is kept and a rerun resumes after it."""
+        try:
+            while pending:
+                self.collect(*pending.popleft())
+        finally:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        batch, self.batch = self.batch, []
+        refused = self.db._commit_batch(batch, self.replace)
+        gone = {id(p) for p in refused}
+        self.report.enrolled += [p.entry["name"] for p in batch if id(p) not in gone]
+        for p in refused:
+            src = (p.entry.get("source") or {}).get("path") or "<array>"
+            self.report.failed.append(EnrollFailure(p.entry["name"], src, "already enrolled (use replace)"))
+
+
+def run_enrolment(
+    db: ModelDB,
+    items: Iterable[tuple[str, Any]],
+    replace: bool = False,
+    workers: int | None = None,
+    batch_size: int = 128,
+    progress: bool = True,
+) -> EnrollReport:
+    """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
+    from tqdm import tqdm
+
+    from objrec._threads import usable_cores
+
+    workers = max(1, int(workers or usable_cores()))
+    total = len(items) if hasattr(items, "__len__") else None
+    bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    run = _Run(db, replace, batch_size, bar)
+    pending: deque[tuple[str, str, Future]] = deque()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="objrec-enrol")
+    detectors = db.detectors
+    try:
+        for name, image in items:
+            reason = run.precheck(name, image)
+            if reason is not None:
+                run.fail(str(name), _label(image), reason)
+                continue
+            known = db.info(name).source if name in db else None
+            pending.append((name, _label(image), pool.submit(_work, name, image, detectors, known, replace)))
+            while len(pending) >= 2 * workers:
+                run.collect(*pending.popleft())
+        while pending:
+            run.collect(*pending.popleft())
+        run.flush()
+    except BaseException:
+        run.salvage(pending)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+    return run.report
+
+
+def items_from_dir(folder: str | os.PathLike) -> list[tuple[str, Path]]:
+    """(file stem, path) for every image file directly in ``folder`` (by suffix), sorted by file name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such folder")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    return [(p.stem, p) for p in files]
+
+
+def items_from_csv(path: str | os.PathLike) -> list[tuple[str, Path]]:
+    """(name, path) rows of a ``name,path`` CSV file; relative paths are taken from the file's folder.
+
+    Blank lines, lines starting with ``#`` and a first row ``name,path`` (a header) are skipped; any other
+    row without exactly two non-empty fields is an :class:`InputError` naming the line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    out = []
+    for lineno, row in enumerate(rows, start=1):
+        cells = [c.strip() for c in row]
+        if not any(cells) or cells[0].startswith("#"):
+            continue
+        if lineno == 1 and [c.lower() for c in cells] == ["name", "path"]:
+            continue
+        if len(cells) != 2 or not all(cells):
+            raise InputError(f"{path}:{lineno}: expected 'name,path', got {','.join(row)!r}")
+        p = Path(cells[1])
+        out.append((cells[0], p if p.is_absolute() else path.parent / p))
+    return out

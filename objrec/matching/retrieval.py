@@ -1,0 +1,489 @@
+"""Retrieval: which enrolled objects a frame's features most likely show, in time sublinear in the catalogue.
+
+An inverted-file index over every enrolled descriptor (FAISS ``IndexIVFScalarQuantizer``) answers the
+``k`` approximate nearest neighbours of each query descriptor; each neighbour's label is the object it
+belongs to, and every object found among a descriptor's neighbours gets one vote from it. Objects are
+ranked by votes; the matcher then runs Lowe's ratio test and geometric verification against the top
+candidates only.
+
+Why this design
+---------------
+* Nearest-neighbour voting keeps the decision the matcher will make (a query descriptor supports the
+  object that owns its nearest model descriptors), so retrieval and matching agree on what counts as
+  evidence; a bag-of-words vocabulary (Nistér & Stewénius 2006) quantises both sides to visual words,
+  which merges the distinctive descriptors of near-identical covers and needs a vocabulary trained per
+  catalogue. With an inverted file the neighbour search visits ``n_probe`` of ``n_lists`` cells, so with
+  ``n_lists`` growing as the square root of the number of descriptors the cost of a query grows as that
+  square root, not linearly.
+* The inverted file rather than a graph (HNSW): it supports removing an object's vectors in place
+  (``remove_ids`` by label), which HNSW does not, so enrolment changes are applied incrementally; and
+  its memory is the vectors themselves, while HNSW adds dozens of links per vector.
+* Scalar quantisation matches how :mod:`objrec.modeldb` stores descriptors: SIFT's integer components
+  are kept exactly as 8-bit codes (``QT_8bit_direct``, a quarter of the float32 memory, same distances),
+  SURF's as float16. Product quantisation would cut memory further but changes which neighbour is
+  nearest among the near-duplicates that decide a vote.
+* Several neighbours (``k``) per query descriptor, one vote per object: a descriptor whose true match
+  is second or third behind a look-alike on another cover still votes for the right object, which makes
+  the ranking robust to the approximation (a true neighbour missed by the probed cells is usually
+  replaced by another of the same object).
+* FAISS is a well-kept library with CPU wheels on PyPI; serialising its index to bytes
+  (``faiss.serialize_index``) lets us store it as a ``.npy`` uint8 array with a sha256 and a JSON
+  manifest, like every other objrec file (never pickle).
+
+Small indexes (fewer than :data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly, where an
+inverted file would save nothing. The index records the database id it was built for:
+:meth:`RetrievalIndex.for_database` loads it, applies the objects added, replaced or removed since
+(incrementally), rebuilds it when the catalogue has outgrown its cells, and saves it with the database.
+
+References
+----------
+.. [1] J. Sivic, A. Zisserman, "Video Google: a text retrieval approach to object matching in videos",
+   ICCV 2003. DOI: 10.1109/ICCV.2003.1238663
+.. [2] D. Nistér, H. Stewénius, "Scalable recognition with a vocabulary tree", CVPR 2006.
+   DOI: 10.1109/CVPR.2006.264
+.. [3] H. Jégou, M. Douze, C. Schmid, "Product quantization for nearest neighbor search", IEEE TPAMI 33(1),
+   2011. DOI: 10.1109/TPAMI.2010.57
+.. [4] J. Johnson, M. Douze, H. Jégou, "Billion-scale similarity search with GPUs", IEEE Trans. Big Data,
+   2019. DOI: 10.1109/TBDATA.2019.2921572
+
+Examples
+--------
+>>> import numpy as np
+>>> from objrec.matching.retrieval import RetrievalIndex
+>>> rng = np.random.default_rng(0)
+>>> desc = rng.integers(0, 256, (3000, 128)).astype(np.float32)
+>>> owner = np.repeat(np.arange(30), 100)
+>>> index = RetrievalIndex.build(desc, owner, "sift")
+>>> ids, scores = index.candidates(desc[owner == 7][:40], top=3)
+>>> int(ids[0])
+7
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from objrec.fileio import FileFormatError, atomic_write_bytes, atomic_write_json, read_json, sha256_bytes
+
+if TYPE_CHECKING:
+    from objrec.modeldb import ModelDB
+
+__all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleIndexError", "vote", "brute_force_knn"]
+
+FORMAT = "objrec-retrieval-index"
+SCHEMA_VERSION = 1
+MANIFEST = "index.json"
+ARRAY = "index.npy"
+#: Below this many descriptors the index is exact (a flat scan); an inverted file would not pay off.
+IVF_MIN_DESCRIPTORS = 20_000
+#: Training points per inverted list (FAISS's k-means warns below 39) and k-means iterations: the cells
+#: only need to spread the descriptors evenly, and training cost is points x lists x iterations.
+TRAIN_PER_LIST = 50
+TRAIN_ITERATIONS = 10
+#: Rebuild (retrain the cells) once the index holds this many times the descriptors it was trained for.
+REBUILD_GROWTH = 4.0
+
+
+class RetrievalIndexError(FileFormatError):
+    """A retrieval index file is missing, damaged or of another format; the message names the file."""
+
+
+class StaleIndexError(RetrievalIndexError):
+    """The index was built for other database content (its database id differs)."""
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    """How the index is built and searched.
+
+    Attributes
+    ----------
+    k : int
+        Nearest neighbours per query descriptor; each object among them gets one vote.
+    n_lists : int or None
+        Inverted lists (cells); None: ``lists_per_sqrt`` times the square root of the descriptors.
+    lists_per_sqrt : float
+        See ``n_lists``. FAISS's guideline is 4 to 16 for billions of vectors; at catalogue sizes (up to
+        about 10^7 descriptors) one keeps the k-means training to seconds while a query still scans
+        only ``n_probe / n_lists`` of the index.
+    n_probe : int
+        Cells visited per query descriptor.
+    exact_below : int
+        Indexes of fewer descriptors are exact.
+    seed : int
+        Seed of the k-means that places the cells.
+    """
+
+    k: int = 5
+    n_lists: int | None = None
+    lists_per_sqrt: float = 1.0
+    n_probe: int = 16
+    exact_below: int = IVF_MIN_DESCRIPTORS
+    seed: int = 1234
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as exc:  # pragma: no cover - a dependency of objrec
+        raise ImportError("objrec's retrieval index needs faiss-cpu (pip install faiss-cpu)") from exc
+    return faiss
+
+
+def _as_f32(x: Any, dim: int | None, name: str) -> np.ndarray:
+    a = np.ascontiguousarray(np.asarray(x), dtype=np.float32)
+    if a.ndim != 2 or (dim is not None and a.shape[1] != dim):
+        want = f"(N, {dim})" if dim is not None else "(N, D)"
+        raise ValueError(f"{name}: expected a {want} array, got shape {a.shape}")
+    return a
+
+
+def brute_force_knn(query: np.ndarray, train: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact ``k`` nearest neighbours by squared L2 distance, ``|a|² + |b|² - 2ab`` (float64 GEMM).
+
+    The reference the index is checked against. Returns (distances, indices), -1 where ``train`` has
+    fewer than ``k`` rows.
+    """
+    q = np.asarray(query, np.float64)
+    t = np.asarray(train, np.float64)
+    n, kk = len(q), min(k, len(t))
+    dist = np.full((n, k), np.inf)
+    idx = np.full((n, k), -1, np.int64)
+    for s in range(0, n, 1024):
+        d2 = (q[s : s + 1024] ** 2).sum(1)[:, None] + (t**2).sum(1)[None] - 2 * q[s : s + 1024] @ t.T
+        part = np.argpartition(d2, kk - 1, axis=1)[:, :kk] if kk < len(t) else np.tile(np.arange(kk), (len(d2), 1))
+        pd = np.take_along_axis(d2, part, 1)
+        order = np.argsort(pd, axis=1, kind="stable")
+        idx[s : s + 1024, :kk] = np.take_along_axis(part, order, 1)
+        dist[s : s + 1024, :kk] = np.take_along_axis(pd, order, 1)
+    return dist, idx
+
+
+def vote(labels: np.ndarray, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Objects ranked by votes: each row (one query descriptor's neighbours' objects) gives each object
+    in it one vote; -1 entries are ignored.
+
+    Returns
+    -------
+    object_ids : (M,) int64
+        Best first (ties: the smaller id first).
+    scores : (M,) float32
+        Votes divided by the number of query descriptors, in [0, 1].
+    """
+    lab = np.asarray(labels, np.int64)
+    lab = np.sort(lab.reshape(len(lab), -1) if lab.size else lab.reshape(len(lab), 0), axis=1)
+    keep = lab >= 0
+    keep[:, 1:] &= lab[:, 1:] != lab[:, :-1]
+    ids, counts = np.unique(lab[keep], return_counts=True)
+    order = np.lexsort((ids, -counts))[: top if top is not None else None]
+    return ids[order], (counts[order] / max(1, len(lab))).astype(np.float32)
+
+
+@dataclass
+class _Objects:
+    """Names of the objects a database-tied index holds: name -> (label, content sha256)."""
+
+    table: dict[str, tuple[int, str]] = field(default_factory=dict)
+    next_label: int = 0
+
+    def names_of(self, labels: np.ndarray) -> list[str]:
+        by_label = {lab: name for name, (lab, _) in self.table.items()}
+        return [by_label.get(int(x), "") for x in labels]
+
+
+def _integral_u8(x: np.ndarray) -> bool:
+    return bool(len(x)) and float(x.min()) >= 0 and float(x.max()) <= 255 and np.array_equal(np.rint(x), x)
+
+
+def _new_index(train: np.ndarray, kind: str, params: RetrievalParams) -> tuple[Any, str]:
+    """An empty FAISS index for descriptors like ``train`` (trained on it when it is an inverted file)."""
+    faiss = _faiss()
+    n, d = train.shape
+    direct = kind == "sift" and _integral_u8(train[:100_000])
+    qt = faiss.ScalarQuantizer.QT_8bit_direct if direct else faiss.ScalarQuantizer.QT_fp16
+    codes = "8bit_direct" if direct else "fp16"
+    if n < params.exact_below:
+        return faiss.IndexIDMap(faiss.IndexScalarQuantizer(d, qt, faiss.METRIC_L2)), codes
+    n_lists = params.n_lists or int(params.lists_per_sqrt * np.sqrt(n))
+    n_lists = int(max(1, min(n_lists, n // TRAIN_PER_LIST)))
+    index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(d), d, n_lists, qt, faiss.METRIC_L2)
+    # Codes hold the descriptors themselves, not their offsets from the cell centre: 8-bit direct codes
+    # are exact only for integers 0-255, which offsets are not.
+    index.by_residual = False
+    index.cp.seed = int(params.seed)
+    index.cp.niter = TRAIN_ITERATIONS
+    rng = np.random.default_rng(params.seed)
+    sample = train if n <= n_lists * TRAIN_PER_LIST else train[rng.choice(n, n_lists * TRAIN_PER_LIST, replace=False)]
+    index.train(np.ascontiguousarray(sample))
+    index.nprobe = int(params.n_probe)
+    return index, codes
+
+
+class RetrievalIndex:
+    """Candidate objects for a frame's descriptors, by voting over approximate nearest neighbours.
+
+    Build with :meth:`build` (arrays) or :meth:`for_database` (a :class:`~objrec.modeldb.ModelDB`, saved
+    with it and kept in step with its content). See the module notes for the design.
+
+    Attributes
+    ----------
+    kind : str
+        Descriptor kind ("sift" or "surf").
+    params : RetrievalParams
+    database_id : str or None
+        Id of the database content the index holds (None for an index built from arrays).
+    """
+
+    def __init__(
+        self,
+        index: Any,
+        kind: str,
+        params: RetrievalParams,
+        codes: str,
+        trained_for: int,
+        objects: _Objects | None = None,
+        database_id: str | None = None,
+    ) -> None:
+        self.index_ = index
+        self.kind = kind
+        self.params = params
+        self.codes = codes
+        self.trained_for = int(trained_for)
+        self.objects = objects
+        self.database_id = database_id
+
+    @classmethod
+    def build(cls, descriptors: Any, owner: Any, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
+        """An index over ``descriptors`` (N, D), row ``i`` belonging to object id ``owner[i]`` (>= 0)."""
+        params = params or RetrievalParams()
+        x = _as_f32(descriptors, None, "descriptors")
+        own = np.asarray(owner, np.int64).reshape(-1)
+        if len(own) != len(x) or (len(own) and own.min() < 0):
+            raise ValueError(f"owner: expected {len(x)} object ids >= 0 (one per descriptor), got {len(own)}")
+        index, codes = _new_index(x, kind, params)
+        out = cls(index, kind, params, codes, len(x))
+        out.add(x, own)
+        return out
+
+    @property
+    def dim(self) -> int:
+        return int(self.index_.d)
+
+    def __len__(self) -> int:
+        """Descriptors held."""
+        return int(self.index_.ntotal)
+
+    @property
+    def exact(self) -> bool:
+        """True for a flat (exact) index, False for an inverted file."""
+        return not hasattr(self.index_, "nprobe")
+
+    def add(self, descriptors: Any, owner: Any) -> None:
+        """Add descriptors of objects (ids in ``owner``); FAISS keeps the ids as the vectors' labels."""
+        x = _as_f32(descriptors, self.dim, "descriptors")
+        own = np.ascontiguousarray(np.asarray(owner, np.int64).reshape(-1))
+        if len(own) != len(x):
+            raise ValueError(f"owner: expected {len(x)} object ids, got {len(own)}")
+        if self.codes == "8bit_direct":
+            x = np.clip(np.rint(x), 0, 255)  # the codes hold integers 0-255
+        if len(x):
+            self.index_.add_with_ids(x, own)
+
+    def remove(self, object_ids: Any) -> int:
+        """Remove every descriptor of the given objects; returns how many were removed."""
+        ids = np.ascontiguousarray(np.unique(np.asarray(object_ids, np.int64)))
+        if not len(ids):
+            return 0
+        return int(self.index_.remove_ids(_faiss().IDSelectorBatch(ids)))
+
+    def candidates(self, query: Any, top: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """The ``top`` objects with most votes from ``query`` descriptors (N, D), best first.
+
+        Returns
+        -------
+        object_ids : (M,) int64, M <= top
+        scores : (M,) float32
+            Fraction of query descriptors with the object among their ``k`` neighbours.
+        """
+        q = _as_f32(query, self.dim, "query")
+        if not len(q) or not len(self):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        _, labels = self.index_.search(q, int(self.params.k))
+        return vote(labels, top)
+
+    def candidate_names(self, query: Any, top: int = 10) -> tuple[list[str], np.ndarray]:
+        """:meth:`candidates` as object names (an index of a database only)."""
+        if self.objects is None:
+            raise ValueError("candidate_names: this index was built from arrays, not from a ModelDB")
+        ids, scores = self.candidates(query, top)
+        return self.objects.names_of(ids), scores
+
+    # -- a database's index -------------------------------------------------------------------------
+    @classmethod
+    def from_database(cls, db: ModelDB, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
+        """An index over every descriptor of ``kind`` enrolled in ``db`` (not saved; see :meth:`for_database`)."""
+        desc, owner = db.descriptor_table(kind)
+        names = db.names
+        objects = _Objects({n: (i, db.info(n).sha256) for i, n in enumerate(names)}, next_label=len(names))
+        out = cls.build(desc, owner, kind, params)
+        out.objects, out.database_id = objects, db.database_id
+        return out
+
+    def sync(self, db: ModelDB) -> bool:
+        """Apply the objects added, replaced or removed in ``db`` since the index was made; True if any.
+
+        Changes are applied in place; when the index has outgrown the cells it was trained for (or an
+        exact index has grown past ``exact_below``), it is rebuilt instead.
+        """
+        if self.objects is None:
+            raise ValueError("sync: this index was built from arrays, not from a ModelDB")
+        if self.database_id == db.database_id:
+            return False
+        current = {n: db.info(n).sha256 for n in db.names}
+        table = self.objects.table
+        gone = [n for n, (_, sha) in table.items() if current.get(n) != sha]
+        self.remove([table.pop(n)[0] for n in gone])
+        new = [n for n in current if n not in table]
+        parts, owners = [], []
+        for n in new:
+            f = db.get(n).features[self.kind]
+            label = self.objects.next_label
+            self.objects.next_label += 1
+            table[n] = (label, current[n])
+            parts.append(f.descriptors)
+            owners.append(np.full(len(f), label, np.int64))
+        if parts:
+            self.add(np.concatenate(parts), np.concatenate(owners))
+        self.database_id = db.database_id
+        grown = len(self) > REBUILD_GROWTH * max(1, self.trained_for)
+        if grown or (self.exact and len(self) >= self.params.exact_below):
+            rebuilt = RetrievalIndex.from_database(db, self.kind, self.params)
+            self.__dict__.update(rebuilt.__dict__)
+        return True
+
+    @classmethod
+    def for_database(
+        cls, db: ModelDB, kind: str, params: RetrievalParams | None = None, save: bool = True
+    ) -> RetrievalIndex:
+        """The index saved with ``db`` (``DB/index/<kind>/``), brought up to date with its content.
+
+        Built when absent or when ``params`` differ from the saved ones; updated incrementally when the
+        database changed since it was saved; saved again (atomically) whenever it changed.
+        """
+        folder = Path(db.path) / "index" / kind
+        index = cls.load(folder) if (folder / MANIFEST).exists() else None
+        if index is not None and (index.kind != kind or index.objects is None):
+            raise RetrievalIndexError(f"{folder / MANIFEST}: not a {kind!r} index of a model database")
+        if index is None or (params is not None and params != index.params):
+            index, changed = cls.from_database(db, kind, params), True
+        else:
+            changed = index.sync(db)
+        if changed and save:
+            index.save(folder)
+        return index
+
+    # -- files ----------------------------------------------------------------------------------------
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write ``folder/index.json`` and the FAISS index as a uint8 ``.npy`` with its sha256, atomically.
+
+        The array file is named by its hash and the manifest, written last, names it; older array files
+        are deleted after. Returns the manifest path.
+        """
+        import io
+
+        folder = Path(folder)
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, _faiss().serialize_index(self.index_), allow_pickle=False)
+        data = buf.getvalue()
+        digest = sha256_bytes(data)
+        array_name = f"index-{digest[:16]}.npy"
+        atomic_write_bytes(folder / array_name, data)
+        manifest = {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "kind": self.kind,
+            "dim": self.dim,
+            "codes": self.codes,
+            "params": self.params.to_dict(),
+            "trained_for": self.trained_for,
+            "database_id": self.database_id,
+            "array": {"file": array_name, "sha256": digest},
+        }
+        if self.objects is not None:
+            manifest["objects"] = {n: list(v) for n, v in self.objects.table.items()}
+            manifest["next_label"] = self.objects.next_label
+        atomic_write_json(folder / MANIFEST, manifest)
+        for old in folder.glob("index-*.npy"):
+            if old.name != array_name:
+                old.unlink(missing_ok=True)
+        return folder / MANIFEST
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, database_id: str | None = None) -> RetrievalIndex:
+        """Read an index written by :meth:`save`; never unpickles.
+
+        Raises
+        ------
+        RetrievalIndexError
+            Naming the file that is missing, damaged, of another format or of a newer schema.
+        StaleIndexError
+            When ``database_id`` is given and the index was built for other content.
+        """
+        folder = Path(folder)
+        mpath = folder / MANIFEST
+        try:
+            m = read_json(mpath, "retrieval index manifest")
+        except FileFormatError as exc:
+            raise RetrievalIndexError(str(exc)) from None
+        if m.get("format") != FORMAT:
+            raise RetrievalIndexError(f"{mpath}: not an objrec retrieval index (format={m.get('format')!r})")
+        if not isinstance(m.get("schema_version"), int) or m["schema_version"] > SCHEMA_VERSION:
+            raise RetrievalIndexError(
+                f"{mpath}: schema version {m.get('schema_version')!r} is not one this objrec reads "
+                f"(up to {SCHEMA_VERSION}); upgrade objrec or rebuild the index"
+            )
+        if database_id is not None and m.get("database_id") != database_id:
+            raise StaleIndexError(
+                f"{mpath}: built for database {m.get('database_id')}, not {database_id}; "
+                "RetrievalIndex.for_database(db, kind) brings it up to date"
+            )
+        index = _read_faiss(folder, m)
+        params = RetrievalParams(**m["params"])
+        index_nprobe = getattr(index, "nprobe", None)
+        if index_nprobe is not None:
+            index.nprobe = int(params.n_probe)
+        objects = None
+        if "objects" in m:
+            table = {n: (int(v[0]), str(v[1])) for n, v in m["objects"].items()}
+            objects = _Objects(table, int(m["next_label"]))
+        return cls(index, m["kind"], params, m["codes"], m["trained_for"], objects, m.get("database_id"))
+
+
+def _read_faiss(folder: Path, m: dict[str, Any]) -> Any:
+    entry = m.get("array") or {}
+    path = folder / str(entry.get("file", ARRAY))
+    if not path.exists():
+        raise RetrievalIndexError(f"{path}: index array file not found")
+    data = path.read_bytes()
+    if sha256_bytes(data) != entry.get("sha256"):
+        raise RetrievalIndexError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+    import io
+
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise RetrievalIndexError(f"{path}: not a readable .npy array file ({exc})") from None
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
+    try:
+        return _faiss().deserialize_index(arr)
+    except RuntimeError as exc:
+        raise RetrievalIndexError(f"{path}: FAISS could not read the index ({' '.join(str(exc).split())})") from None
