@@ -14,6 +14,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from objrec import __version__
 
@@ -62,7 +63,7 @@ def _detectors_arg(text: str | None) -> list[str] | None:
 
 
 # --- enroll ---------------------------------------------------------------------------------------
-def _enroll_pairs(db, pairs: list[tuple[str, np.ndarray]], replace: bool, path: str) -> None:
+def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], replace: bool, path: str) -> None:
     for name, _ in pairs:
         if name in db and not replace:
             raise CLIError(f"object {name!r} is already enrolled in {path} (use --replace)")
