@@ -415,31 +415,26 @@ def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_enroll)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="objrec",
-        description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
-    )
-    p.add_argument("--version", action="version", version=f"objrec {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+def _add_recognizer_options(p: argparse.ArgumentParser, no_prefilter_help: str) -> None:
+    """The options every recognising command takes: the database, the backend, the prefilter switch."""
+    p.add_argument("--db", required=True, help="model database directory")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="compute backend")
+    p.add_argument("--no-prefilter", action="store_true", help=no_prefilter_help)
 
-    _add_enroll_parser(sub)
 
+def _add_detect_parser(sub: Any) -> None:
     d = sub.add_parser(
         "detect",
         help="find enrolled objects in images",
         description="Find enrolled objects in images. With --json, print one JSON document "
-        "{results: [{image, detections: [{name, score, inliers, homography, corners}], timings_ms}]}; "
-        "an unreadable image gets {image, error} and the exit code is 2.",
+        "{results: [{image, detections: [{name, score, inliers, homography, corners, visible_fraction}], "
+        "timings_ms}]}; an unreadable image gets {image, error} and the exit code is 2.",
     )
-    d.add_argument("--db", required=True, help="model database directory")
+    _add_recognizer_options(d, "search whole images even if a prefilter is trained")
     d.add_argument("--json", action="store_true", help="print results as one JSON document")
-    d.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="compute backend")
     d.add_argument("--detectors", help="subset of the database's detectors, comma-separated")
     d.add_argument("--ratio", type=float, default=0.75, help="Lowe's ratio-test threshold (default 0.75)")
     d.add_argument("--annotate", metavar="DIR", help="write annotated copies of the images here")
-    d.add_argument("--no-prefilter", action="store_true", help="search whole images even if a prefilter is trained")
     d.add_argument(
         "--explain",
         action="store_true",
@@ -454,6 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)
 
+
+def _add_run_parser(sub: Any) -> None:
     r = sub.add_parser(
         "run",
         help="recognise objects in a camera, video or image folder stream within a frame budget",
@@ -461,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         "frame by frame, nothing dropped, unless --realtime paces it like a camera (newest frame wins, drops "
         "counted). Latency runs from capture to result; warm-up happens before the first frame.",
     )
-    r.add_argument("--db", required=True, help="model database directory")
+    _add_recognizer_options(r, "process whole frames (compare with the prefilter)")
     r.add_argument("--source", required=True, help="camera index, video file or image folder")
     r.add_argument("--budget-ms", type=float, default=33.0, help="per-frame budget in ms (default 33)")
     r.add_argument("--realtime", action="store_true", help="pace a file like a camera at its frame rate")
@@ -469,9 +466,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="VIDEO", help="write the annotated video (.mp4)")
     r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")
     r.add_argument("--max-frames", type=int, help="stop after N frames")
-    r.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    r.add_argument("--no-prefilter", action="store_true", help="process whole frames (compare with the prefilter)")
     r.set_defaults(func=cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="objrec",
+        description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
+    )
+    p.add_argument("--version", action="version", version=f"objrec {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    _add_enroll_parser(sub)
+
+    _add_detect_parser(sub)
+    _add_run_parser(sub)
 
     m = sub.add_parser(
         "demo",

@@ -29,6 +29,12 @@ def check_frame(frame: Any, name: str = "frame") -> np.ndarray:
         raise InputError(f"{name}: got None (a camera or cv2.imread that failed returns None)")
     if not isinstance(frame, np.ndarray):
         raise InputError(f"{name}: expected a numpy array, got {type(frame).__name__}")
+    return check_frame_layout(frame, name)
+
+
+def check_frame_layout(frame: Any, name: str = "frame") -> Any:
+    """The checks of :func:`check_frame` that read only an array's shape and dtype, so they apply to device
+    (CuPy) arrays as well; a (H, W, 1) image comes back as (H, W)."""
     if frame.size == 0:
         raise InputError(f"{name}: empty image (shape {frame.shape})")
     if frame.dtype != np.uint8:

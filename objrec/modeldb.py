@@ -333,6 +333,11 @@ def prepare_object(name: str, image: Any, detectors: dict[str, dict[str, Any]]) 
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
         raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
+    return _prepared(name, img, encoded, feats, source)
+
+
+def _prepared(name: str, img: np.ndarray, encoded: np.ndarray, feats: dict[str, Features], source: Any) -> _Prepared:
+    """An object's entry and arrays in stored form: keypoint rows, compact descriptors, content hash."""
     kps = {k: _keypoint_rows(f) for k, f in feats.items()}
     descs = {k: stored_descriptors(k, f.descriptors) for k, f in feats.items()}
     h, w = img.shape[:2]
@@ -436,20 +441,7 @@ def _prepared_from_arrays(name: str, img: np.ndarray, feats: dict[str, Features]
     ok, png = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
     if not ok:  # pragma: no cover - PNG takes every 8-bit gray or BGR image
         raise ModelDBError(f"object {name!r}: its image could not be encoded as PNG")
-    png = png.reshape(-1)
-    kps = {k: _keypoint_rows(f) for k, f in feats.items()}
-    descs = {k: stored_descriptors(k, f.descriptors) for k, f in feats.items()}
-    h, w = img.shape[:2]
-    entry = {
-        "name": name,
-        "width": int(w),
-        "height": int(h),
-        "sha256": _content_sha256(png, kps, descs),
-        "source": source,
-        "n_features": {k: len(v) for k, v in kps.items()},
-        "image_bytes": int(png.size),
-    }
-    return _Prepared(entry, png, kps, descs)
+    return _prepared(name, img, png.reshape(-1), feats, source)
 
 
 def _content_id(detectors: dict[str, dict[str, Any]], objects: Iterable[tuple[str, str]]) -> str:

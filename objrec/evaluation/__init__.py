@@ -20,11 +20,8 @@ a line of ``records.jsonl``, so an interrupted run resumes where it stopped.
 
 References
 ----------
-K. Mikolajczyk et al., "A comparison of affine region detectors", IJCV 65(1/2):43-72, 2005.
-doi:10.1007/s11263-005-3848-x
-
-V. Balntas, K. Lenc, A. Vedaldi, K. Mikolajczyk, "HPatches: A benchmark and evaluation of handcrafted and
-learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
+The feature protocol's papers (Mikolajczyk et al., IJCV 2005; Balntas et al., HPatches, CVPR 2017) are
+cited in :mod:`objrec.metrics`.
 
 report.json schema
 ------------------

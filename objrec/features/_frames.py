@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import get_array_module, is_device_array, to_device, to_numpy
-from objrec.imageio import MAX_PIXELS, InputError, check_frame, check_mask, to_gray
+from objrec.imageio import InputError, check_frame, check_frame_layout, check_mask, to_gray
 from objrec.types import Features
 
 __all__ = ["check_image", "place", "empty_features", "gray_on_device"]
@@ -29,24 +29,6 @@ def gray_on_device(frame: Any, xp: ModuleType) -> Any:
     f = frame.astype(np.int32)
     y = f[..., 0] * _B2Y + f[..., 1] * _G2Y + f[..., 2] * _R2Y + (1 << (_SHIFT - 1))
     return (y >> _SHIFT).astype(np.uint8)
-
-
-def _check_device_frame(frame: Any, name: str) -> Any:
-    """:func:`objrec.imageio.check_frame` for a device array, from its shape and dtype alone."""
-    if frame.size == 0:
-        raise InputError(f"{name}: empty image (shape {frame.shape})")
-    if frame.dtype != np.uint8:
-        raise InputError(f"{name}: expected dtype uint8, got {frame.dtype}")
-    if frame.ndim == 3 and frame.shape[2] == 1:
-        frame = frame[:, :, 0]
-    if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] in (3, 4))):
-        raise InputError(f"{name}: expected shape (H, W) gray or (H, W, 3|4) BGR(A), got {frame.shape}")
-    h, w = frame.shape[:2]
-    if h < 16 or w < 16:
-        raise InputError(f"{name}: image {w}x{h} is too small (need at least 16x16)")
-    if h * w > MAX_PIXELS:
-        raise InputError(f"{name}: image {w}x{h} exceeds the limit of {MAX_PIXELS} pixels; downscale it first")
-    return frame
 
 
 def _check_device_mask(mask: Any, shape: tuple[int, int]) -> Any:
@@ -65,7 +47,7 @@ def check_image(gray: Any, mask: Any, name: str = "gray") -> tuple[Any, Any]:
     """
     if is_device_array(gray):
         xp = get_array_module(gray)
-        img = xp.ascontiguousarray(gray_on_device(_check_device_frame(gray, name), xp))
+        img = xp.ascontiguousarray(gray_on_device(check_frame_layout(gray, name), xp))
     else:
         img = np.ascontiguousarray(to_gray(check_frame(gray, name)))
     if mask is None:

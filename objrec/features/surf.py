@@ -388,25 +388,18 @@ class SURF:
         plan["no_boxes"] = xp.zeros((1, 4), np.int32)
         return plan
 
-    def _run(
-        self,
-        img: Any,
-        mask: Any,
-        xp: ModuleType,
-        target: str,
-        boxes: np.ndarray | None = None,
-        max_features: int | None = None,
-    ) -> Features:
-        cap = self.max_features if max_features is None else max_features
+    def _run(self, img: Any, mask: Any, xp: ModuleType, target: str, *args: Any) -> Features:
+        """:meth:`_pipeline` (``args``: boxes, max_features) as :class:`Features`, with the CUDA launches
+        it made counted in ``last_stats_``."""
         if target == "cuda":
             from objrec.kernels import get_target
 
             t = get_target("cuda")
             before = t.launches
-            out = self._pipeline(img, mask, xp, target, boxes, cap)
+            out = self._pipeline(img, mask, xp, target, *args)
             self.last_stats_["launches"] = t.launches - before
         else:
-            out = self._pipeline(img, mask, xp, target, boxes, cap)
+            out = self._pipeline(img, mask, xp, target, *args)
         return self._to_features(out, xp)
 
     def _to_features(self, out: dict[str, Any], xp: ModuleType) -> Features:
@@ -430,8 +423,9 @@ class SURF:
         """All stages on arrays of ``xp`` with the kernels of ``target``; results stay in ``xp`` arrays.
 
         ``boxes`` (host int32 (N, 4), clipped to the frame, sorted by x0) restricts the detector to the regions;
-        at most ``max_features`` of the strongest keypoints are described.
+        at most ``max_features`` (default: the detector's) of the strongest keypoints are described.
         """
+        max_features = self.max_features if max_features is None else max_features
         kern = K.kernels_for(target)
         H, W = (int(v) for v in img.shape)
         plan = self._plan((H, W), xp)
