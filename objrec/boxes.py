@@ -1,7 +1,8 @@
 """Box geometry shared by every stage: boxes are ``(x0, y0, x1, y1)`` int pixels, x1/y1 exclusive.
 
 A frame's boxes travel as :class:`objrec.types.Regions`; these functions are the one place where boxes
-are clipped, grown, rasterised, compared with outlines or derived from point sets.
+are clipped, grown, rasterised, compared with outlines or derived from point sets, and where outlines are
+mapped through a homography.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "points_box",
     "box_inside_outline",
     "outline_inside_box",
+    "map_points",
 ]
 
 #: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
@@ -109,3 +111,9 @@ def outline_inside_box(outline: np.ndarray, box: tuple[int, int, int, int], slac
     return bool(
         lo[0] >= box[0] - slack and lo[1] >= box[1] - slack and hi[0] <= box[2] + slack and hi[1] <= box[3] + slack
     )
+
+
+def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate)."""
+    hom = np.c_[pts, np.ones(len(pts))] @ H.T
+    return hom[:, :2] / hom[:, 2:3]

@@ -14,6 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.boxes import map_points
 from objrec.imageio import check_frame, to_bgr
 
 __all__ = [
@@ -34,9 +35,10 @@ def corners_of(width: int, height: int) -> np.ndarray:
     return np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)
 
 
-def _project(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
-    hom = np.c_[pts, np.ones(len(pts))] @ H.T
-    return hom[:, :2] / hom[:, 2:3]
+def _quad_area(q: np.ndarray) -> float:
+    """Area of the quadrilateral ``q`` (4, 2): half the cross product of its diagonals."""
+    d1, d2 = q[2] - q[0], q[3] - q[1]
+    return 0.5 * abs(float(d1[0] * d2[1] - d1[1] * d2[0]))
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def place_homography(
     H = to_scene @ rs @ persp @ to_center
     # Perspective shrinks the model around its centre unevenly; re-centre so the outline's centroid is
     # where it was asked to be.
-    q = _project(H, corners_of(w, h))
+    q = map_points(H, corners_of(w, h))
     shift = np.array(center) - q.mean(axis=0)
     H = np.array([[1, 0, shift[0]], [0, 1, shift[1]], [0, 0, 1]]) @ H
     return H / H[2, 2]
@@ -164,13 +166,13 @@ def random_homography(
         tilt = tuple(rng.uniform(-max_tilt, max_tilt, 2))
         cx, cy = rng.uniform(0, fw), rng.uniform(0, fh)
         H = place_homography(model_size, (cx, cy), scale, rot, tilt)
-        q = _project(H, corners_of(w, h))
+        q = map_points(H, corners_of(w, h))
         # Perspective changes the area: rescale about the centroid to the area that was drawn.
-        area = 0.5 * abs(float((q[2] - q[0])[0] * (q[3] - q[1])[1] - (q[2] - q[0])[1] * (q[3] - q[1])[0]))
+        area = _quad_area(q)
         k = np.sqrt(af * fw * fh / max(area, 1e-9))
         c = q.mean(axis=0)
         H = np.array([[k, 0, c[0] * (1 - k)], [0, k, c[1] * (1 - k)], [0, 0, 1]]) @ H
-        q = _project(H, corners_of(w, h))
+        q = map_points(H, corners_of(w, h))
         lo, hi = q.min(axis=0), q.max(axis=0)
         if inside:
             if lo[0] < 0 or lo[1] < 0 or hi[0] > fw or hi[1] > fh:
@@ -178,7 +180,7 @@ def random_homography(
                 dx = -lo[0] if lo[0] < 0 else min(0.0, fw - hi[0])
                 dy = -lo[1] if lo[1] < 0 else min(0.0, fh - hi[1])
                 H = np.array([[1, 0, dx], [0, 1, dy], [0, 0, 1]]) @ H
-                q = _project(H, corners_of(w, h))
+                q = map_points(H, corners_of(w, h))
                 lo, hi = q.min(axis=0), q.max(axis=0)
                 if lo[0] < -1e-6 or lo[1] < -1e-6 or hi[0] > fw + 1e-6 or hi[1] > fh + 1e-6:
                     continue
@@ -216,6 +218,66 @@ def _fit_background(background: np.ndarray, frame_size: tuple[int, int], rng: np
     x0 = int(rng.integers(0, bw - fw + 1))
     y0 = int(rng.integers(0, bh - fh + 1))
     return bg[y0 : y0 + fh, x0 : x0 + fw].copy()  # never an alias of the caller's background
+
+
+def _object_homography(
+    name: str,
+    model_size: tuple[int, int],
+    frame_size: tuple[int, int],
+    rng: np.random.Generator,
+    homographies: Mapping[str, np.ndarray] | None,
+    placement: dict[str, Any],
+) -> np.ndarray:
+    """The given homography of ``name`` scaled to ``H[2, 2] = 1``, or a random one drawn with ``placement``
+    (the keyword arguments of :func:`random_homography`)."""
+    if homographies is not None and name in homographies:
+        H = np.asarray(homographies[name], np.float64)
+        return H / H[2, 2]
+    return random_homography(model_size, frame_size, rng, **placement)
+
+
+def _occlude(
+    canvas: np.ndarray,
+    owner: np.ndarray,
+    cover: np.ndarray,
+    bg: np.ndarray,
+    occlusion: float,
+    rng: np.random.Generator,
+) -> None:
+    """Cover ``occlusion`` of the area of ``cover`` with a patch of ``bg`` (in place); its pixels go to no object."""
+    ys, xs = np.nonzero(cover)
+    if not len(xs):
+        return
+    x0, x1, y0, y1 = xs.min(), xs.max(), ys.min(), ys.max()
+    side = np.sqrt(min(occlusion, 0.9) * cover.sum())
+    ow = int(np.clip(side * rng.uniform(0.7, 1.4), 4, x1 - x0 + 1))
+    oh = int(np.clip(side * side / max(ow, 1), 4, y1 - y0 + 1))
+    ox = int(rng.integers(x0, max(x0 + 1, x1 - ow + 2)))
+    oy = int(rng.integers(y0, max(y0 + 1, y1 - oh + 2)))
+    patch = _fit_background(bg, (ow, oh), rng)
+    canvas[oy : oy + oh, ox : ox + ow] = patch
+    owner[oy : oy + oh, ox : ox + ow] = 0
+
+
+def _ground_truth(
+    placed: list[tuple[str, np.ndarray, np.ndarray, tuple[int, int]]], owner: np.ndarray
+) -> list[SceneObject]:
+    """Ground truth of the placed objects ``(name, H, corners, (w, h))``; object ``i`` owns pixels ``i + 1``."""
+    fh, fw = owner.shape
+    truths = []
+    for i, (name, H, q, wh) in enumerate(placed):
+        visible = float((owner == i + 1).sum())
+        truths.append(
+            SceneObject(
+                name=name,
+                homography=H,
+                corners=q,
+                model_size=wh,
+                visible_fraction=float(min(1.0, visible / max(_quad_area(q), 1.0))),
+                area_fraction=visible / float(fw * fh),
+            )
+        )
+    return truths
 
 
 def compose_scene(
@@ -261,47 +323,22 @@ def compose_scene(
     canvas = _fit_background(bg, frame_size, rng)
     fw, fh = frame_size
     owner = np.zeros((fh, fw), np.int16)
+    placement = {
+        "area_fraction": area_fraction,
+        "max_rotation": max_rotation,
+        "max_tilt": max_tilt,
+        "inside": inside,
+    }
     placed = []
-    full_area = []
     for i, (name, img) in enumerate(objects.items()):
         obj = to_bgr(check_frame(img, f"object {name!r}"))
         h, w = obj.shape[:2]
-        if homographies is not None and name in homographies:
-            H = np.asarray(homographies[name], np.float64)
-            H = H / H[2, 2]
-        else:
-            H = random_homography((w, h), frame_size, rng, area_fraction, max_rotation, max_tilt, inside)
+        H = _object_homography(name, (w, h), frame_size, rng, homographies, placement)
         cover = warp_object(canvas, obj, H)
         owner[cover] = i + 1
-        q = _project(H, corners_of(w, h))
-        d1, d2 = q[2] - q[0], q[3] - q[1]
-        full_area.append(0.5 * abs(d1[0] * d2[1] - d1[1] * d2[0]))
-        placed.append((name, H, q, (w, h)))
+        placed.append((name, H, map_points(H, corners_of(w, h)), (w, h)))
         if occlusion > 0:
-            ys, xs = np.nonzero(cover)
-            if len(xs):
-                x0, x1, y0, y1 = xs.min(), xs.max(), ys.min(), ys.max()
-                side = np.sqrt(min(occlusion, 0.9) * cover.sum())
-                ow = int(np.clip(side * rng.uniform(0.7, 1.4), 4, x1 - x0 + 1))
-                oh = int(np.clip(side * side / max(ow, 1), 4, y1 - y0 + 1))
-                ox = int(rng.integers(x0, max(x0 + 1, x1 - ow + 2)))
-                oy = int(rng.integers(y0, max(y0 + 1, y1 - oh + 2)))
-                patch = _fit_background(bg, (ow, oh), rng)
-                canvas[oy : oy + oh, ox : ox + ow] = patch
-                owner[oy : oy + oh, ox : ox + ow] = 0
-    truths = []
-    for i, (name, H, q, wh) in enumerate(placed):
-        visible = float((owner == i + 1).sum())
-        truths.append(
-            SceneObject(
-                name=name,
-                homography=H,
-                corners=q,
-                model_size=wh,
-                visible_fraction=float(min(1.0, visible / max(full_area[i], 1.0))),
-                area_fraction=visible / float(fw * fh),
-            )
-        )
+            _occlude(canvas, owner, cover, bg, occlusion, rng)
     d = distortion or Distortion()
     image = apply_photometric(canvas, d, rng)
     params = {
@@ -312,4 +349,4 @@ def compose_scene(
         "max_rotation": max_rotation,
         "max_tilt": max_tilt,
     }
-    return Scene(image, truths, owner, params)
+    return Scene(image, _ground_truth(placed, owner), owner, params)

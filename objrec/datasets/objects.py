@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,22 @@ def _path(base: Path, value: Any, where: str) -> Path:
     return p
 
 
+def _objects_in_list(value: Any, not_list: str, where: str, not_object: str) -> Iterator[tuple[int, str, dict]]:
+    """The items of a JSON list that must hold JSON objects, as ``(index, location, item)``.
+
+    Raises :class:`DatasetError` with the message ``not_list`` when ``value`` is not a list, and with
+    ``location: not_object`` (``{type}`` replaced by the item's type name) for an item that is not an
+    object; the location of item ``k`` is ``where[k]``.
+    """
+    if not isinstance(value, list):
+        raise DatasetError(not_list)
+    for k, item in enumerate(value):
+        location = f"{where}[{k}]"
+        if not isinstance(item, dict):
+            raise DatasetError(f"{location}: {not_object.format(type=type(item).__name__)}")
+        yield k, location, item
+
+
 def load_objects_dataset(json_path: str | os.PathLike) -> ObjectsDataset:
     """Read and validate an objects + scenes + ground truth JSON file (schema in the module docstring).
 
@@ -169,23 +186,19 @@ def load_objects_dataset(json_path: str | os.PathLike) -> ObjectsDataset:
             raise DatasetError(f"{p}: objects: empty object name")
         objects[name] = _path(base, value, f"{p}: objects[{name!r}]")
 
-    raw_scenes = doc.get("scenes")
-    if not isinstance(raw_scenes, list):
-        raise DatasetError(f"{p}: 'scenes' must be a list")
     scenes = []
-    for k, s in enumerate(raw_scenes):
-        where = f"{p}: scenes[{k}]"
-        if not isinstance(s, dict):
-            raise DatasetError(f"{where}: expected an object, got {type(s).__name__}")
+    for k, where, s in _objects_in_list(
+        doc.get("scenes"), f"{p}: 'scenes' must be a list", f"{p}: scenes", "expected an object, got {type}"
+    ):
         image = _path(base, s.get("image"), f"{where}.image")
         entries = s.get("objects", [])
-        if not isinstance(entries, list):
-            raise DatasetError(f"{where}.objects: expected a list")
         placed = []
-        for m, o in enumerate(entries):
-            w = f"{where}.objects[{m}]"
-            if not isinstance(o, dict):
-                raise DatasetError(f"{w}: expected an object with 'name' and 'homography'")
+        for _, w, o in _objects_in_list(
+            entries,
+            f"{where}.objects: expected a list",
+            f"{where}.objects",
+            "expected an object with 'name' and 'homography'",
+        ):
             name = o.get("name")
             if name not in objects:
                 raise DatasetError(f"{w}.name: {name!r} is not one of the objects {sorted(objects)}")

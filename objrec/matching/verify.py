@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from objrec.boxes import map_points
 from objrec.types import Detection, Failure
 
 __all__ = [
@@ -119,11 +120,6 @@ def _polygon_area(poly: np.ndarray) -> float:
     return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
 
 
-def _map(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
-    hom = np.c_[pts, np.ones(len(pts))] @ H.T
-    return hom[:, :2] / hom[:, 2:3]
-
-
 def homography_condition(H: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]) -> float:
     """Condition number of ``H`` between the model and the frame, each scaled and centred to unit size
     (Hartley's normalisation: without it the number would measure the pixel units, not the mapping)."""
@@ -153,7 +149,7 @@ def visible_part(
     if poly is None or area <= 0:
         return np.zeros((0, 2), np.float64), 0.0, 0.0
     poly = poly.reshape(-1, 2).astype(np.float64)
-    model_area = _polygon_area(_map(np.linalg.inv(H), poly))
+    model_area = _polygon_area(map_points(np.linalg.inv(H), poly))
     return poly, float(area), float(min(1.0, model_area / float(width * height)))
 
 

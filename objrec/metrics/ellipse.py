@@ -56,12 +56,17 @@ def ellipses_from_features(features: Any, radius_scale: float = 0.5) -> tuple[np
     return xy, S
 
 
-def project_points(H: np.ndarray, xy: np.ndarray) -> np.ndarray:
-    """Map ``(N, 2)`` points through the homography ``H`` (dividing by the third coordinate)."""
+def _projective_map(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``H`` as float64, the mapped points ``(N, 2)`` and their third homogeneous coordinates ``(N,)``."""
     H = np.asarray(H, np.float64)
     xy = np.asarray(xy, np.float64).reshape(-1, 2)
     w = xy @ H[2, :2] + H[2, 2]
-    return (xy @ H[:2, :2].T + H[:2, 2]) / w[:, None]
+    return H, (xy @ H[:2, :2].T + H[:2, 2]) / w[:, None], w
+
+
+def project_points(H: np.ndarray, xy: np.ndarray) -> np.ndarray:
+    """Map ``(N, 2)`` points through the homography ``H`` (dividing by the third coordinate)."""
+    return _projective_map(H, xy)[1]
 
 
 def homography_jacobian(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,10 +80,7 @@ def homography_jacobian(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.n
     p : (N, 2) float64
     J : (N, 2, 2) float64
     """
-    H = np.asarray(H, np.float64)
-    xy = np.asarray(xy, np.float64).reshape(-1, 2)
-    w = xy @ H[2, :2] + H[2, 2]
-    p = (xy @ H[:2, :2].T + H[:2, 2]) / w[:, None]
+    H, p, w = _projective_map(H, xy)
     J = (H[None, :2, :2] - p[:, :, None] * H[None, None, 2, :2]) / w[:, None, None]
     return p, J
 
@@ -199,6 +201,76 @@ def _arcs(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
+def _det2(A: np.ndarray) -> np.ndarray:
+    """Determinants of a stack of 2x2 matrices ``(P, 2, 2)``."""
+    return A[:, 0, 0] * A[:, 1, 1] - A[:, 0, 1] * A[:, 1, 0]
+
+
+def _as_pairs(
+    c1: np.ndarray, S1: np.ndarray, c2: np.ndarray, S2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Centres ``(P, 2)`` and shapes ``(P, 2, 2)`` as float64, checked to have the same number of rows."""
+    c1 = np.asarray(c1, np.float64).reshape(-1, 2)
+    c2 = np.asarray(c2, np.float64).reshape(-1, 2)
+    S1 = np.asarray(S1, np.float64).reshape(-1, 2, 2)
+    S2 = np.asarray(S2, np.float64).reshape(-1, 2, 2)
+    P = c1.shape[0]
+    if not (c2.shape[0] == S1.shape[0] == S2.shape[0] == P):
+        raise ValueError(
+            f"ellipse_overlap: expected the same number of rows, got {P}, {S1.shape[0]}, {c2.shape[0]}, {S2.shape[0]}"
+        )
+    return c1, S1, c2, S2
+
+
+def _circle_coefficients(c: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Coefficients ``(P, 5)`` of ``f(t) = (u - c)^T Q (u - c) - 1`` on the unit circle ``u = (cos t, sin t)``.
+
+    ``f < 0`` inside the ellipse ``(x - c)^T Q (x - c) <= 1``; see :func:`_trig_eval` for the order.
+    """
+    Qc = np.einsum("pij,pj->pi", Q, c)
+    return np.stack(
+        [
+            (Q[:, 0, 0] + Q[:, 1, 1]) / 2 + np.einsum("pi,pi->p", c, Qc) - 1,
+            -2 * Qc[:, 0],
+            -2 * Qc[:, 1],
+            (Q[:, 0, 0] - Q[:, 1, 1]) / 2,
+            Q[:, 0, 1],
+        ],
+        axis=1,
+    )
+
+
+def _ellipse_breakpoints(tb: np.ndarray, c: np.ndarray, Minv: np.ndarray) -> np.ndarray:
+    """The intersection points at unit-circle parameters ``tb`` as sorted parameters ``s`` of the ellipse
+    ``x = c + M (cos s, sin s)``."""
+    pts = np.stack([np.cos(tb), np.sin(tb)], axis=-1) - c[:, None, :]
+    v = np.einsum("pij,pkj->pki", Minv, pts)
+    return np.sort(np.arctan2(v[..., 1], v[..., 0]), axis=1)
+
+
+def _circle_arcs_area(coef: np.ndarray, tb: np.ndarray, tol: float) -> np.ndarray:
+    """Green's theorem contribution of the unit-circle arcs inside the second ellipse.
+
+    Boundary points count as inside, so that two identical ellipses give their area once (the second
+    ellipse's arcs, in :func:`_ellipse_arcs_area`, need to be strictly inside).
+    """
+    t0, t1 = _arcs(tb)
+    inside = _trig_eval(coef, (t0 + t1) / 2) <= tol
+    return 0.5 * np.sum((t1 - t0) * inside, axis=1)
+
+
+def _ellipse_arcs_area(c: np.ndarray, M: np.ndarray, detM: np.ndarray, sb: np.ndarray, tol: float) -> np.ndarray:
+    """Green's theorem contribution of the arcs of ``x = c + M (cos s, sin s)`` strictly inside the unit disc."""
+    s0, s1 = _arcs(sb)
+    sm = (s0 + s1) / 2
+    mid = c[:, None, :] + np.einsum("pij,pkj->pki", M, np.stack([np.cos(sm), np.sin(sm)], axis=-1))
+    inside = np.sum(mid * mid, axis=-1) - 1 < -tol
+    du = np.stack([np.cos(s1) - np.cos(s0), np.sin(s1) - np.sin(s0)], axis=-1)
+    Mdu = np.einsum("pij,pkj->pki", M, du)
+    cross = c[:, None, 0] * Mdu[..., 1] - c[:, None, 1] * Mdu[..., 0]
+    return 0.5 * np.sum((cross + detM[:, None] * (s1 - s0)) * inside, axis=1)
+
+
 def ellipse_overlap(
     c1: np.ndarray, S1: np.ndarray, c2: np.ndarray, S2: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -237,65 +309,25 @@ def ellipse_overlap(
     >>> round(float(1 - ov[0]), 6)  # concentric circles of radius r and 2r
     0.75
     """
-    c1 = np.asarray(c1, np.float64).reshape(-1, 2)
-    c2 = np.asarray(c2, np.float64).reshape(-1, 2)
-    S1 = np.asarray(S1, np.float64).reshape(-1, 2, 2)
-    S2 = np.asarray(S2, np.float64).reshape(-1, 2, 2)
-    P = c1.shape[0]
-    if not (c2.shape[0] == S1.shape[0] == S2.shape[0] == P):
-        raise ValueError(
-            f"ellipse_overlap: expected the same number of rows, got {P}, {S1.shape[0]}, {c2.shape[0]}, {S2.shape[0]}"
-        )
-    if P == 0:
+    c1, S1, c2, S2 = _as_pairs(c1, S1, c2, S2)
+    if c1.shape[0] == 0:
         z = np.zeros(0)
         return z, z, z
 
     L1, L1inv = _sym_sqrt(S1)
-    det1 = L1[:, 0, 0] * L1[:, 1, 1] - L1[:, 0, 1] * L1[:, 1, 0]
     # The second ellipse in the frame where the first is the unit disc: centre c, shape S = M M^T.
     c = np.einsum("pij,pj->pi", L1inv, c2 - c1)
-    S = L1inv @ S2 @ L1inv
-    M, Minv = _sym_sqrt(S)
-    detM = M[:, 0, 0] * M[:, 1, 1] - M[:, 0, 1] * M[:, 1, 0]
-    Q = Minv @ Minv
+    M, Minv = _sym_sqrt(L1inv @ S2 @ L1inv)
+    detM = _det2(M)
 
-    # f(t) = (u - c)^T Q (u - c) - 1 on the unit circle u = (cos t, sin t): < 0 inside the second ellipse.
-    Qc = np.einsum("pij,pj->pi", Q, c)
-    coef = np.stack(
-        [
-            (Q[:, 0, 0] + Q[:, 1, 1]) / 2 + np.einsum("pi,pi->p", c, Qc) - 1,
-            -2 * Qc[:, 0],
-            -2 * Qc[:, 1],
-            (Q[:, 0, 0] - Q[:, 1, 1]) / 2,
-            Q[:, 0, 1],
-        ],
-        axis=1,
-    )
-    t, valid = _trig_roots(coef)
-    tb = _breakpoints(t, valid)
-    # The same intersection points as parameters s of the second ellipse, x = c + M (cos s, sin s).
-    pts = np.stack([np.cos(tb), np.sin(tb)], axis=-1) - c[:, None, :]
-    v = np.einsum("pij,pkj->pki", Minv, pts)
-    sb = np.sort(np.arctan2(v[..., 1], v[..., 0]), axis=1)
-
+    coef = _circle_coefficients(c, Minv @ Minv)
+    tb = _breakpoints(*_trig_roots(coef))
+    sb = _ellipse_breakpoints(tb, c, Minv)
     tol = 1e-9
-    # Arcs of the unit circle inside the second ellipse (boundary points count as inside, so that two
-    # identical ellipses give their area once: below, the second ellipse's arcs need to be strictly inside).
-    t0, t1 = _arcs(tb)
-    inside1 = _trig_eval(coef, (t0 + t1) / 2) <= tol
-    area = 0.5 * np.sum((t1 - t0) * inside1, axis=1)
-
-    s0, s1 = _arcs(sb)
-    sm = (s0 + s1) / 2
-    mid = c[:, None, :] + np.einsum("pij,pkj->pki", M, np.stack([np.cos(sm), np.sin(sm)], axis=-1))
-    inside2 = np.sum(mid * mid, axis=-1) - 1 < -tol
-    du = np.stack([np.cos(s1) - np.cos(s0), np.sin(s1) - np.sin(s0)], axis=-1)
-    Mdu = np.einsum("pij,pkj->pki", M, du)
-    cross = c[:, None, 0] * Mdu[..., 1] - c[:, None, 1] * Mdu[..., 0]
-    area += 0.5 * np.sum((cross + detM[:, None] * (s1 - s0)) * inside2, axis=1)
+    area = _circle_arcs_area(coef, tb, tol) + _ellipse_arcs_area(c, M, detM, sb, tol)
 
     area1, area2 = np.pi, np.pi * detM
     inter = np.clip(area, 0.0, np.minimum(area1, area2))
     union = area1 + area2 - inter
-    scale = det1  # back to pixel units
+    scale = _det2(L1)  # back to pixel units
     return inter * scale, union * scale, inter / union

@@ -64,18 +64,21 @@ __all__ = [
 ]
 
 
-def _scalar_fields(result: Any) -> dict[str, Any]:
-    """A result's scalar fields as plain ``int``/``float`` (the per-match arrays, kept out of repr, left out)."""
-    out: dict[str, Any] = {}
-    for f in fields(result):
-        if f.repr:
-            v = getattr(result, f.name)
-            out[f.name] = int(v) if isinstance(v, int | np.integer) else float(v)
-    return out
+class _ScalarFields:
+    """Mixin for result dataclasses: ``to_dict`` returns the fields shown in ``repr``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Scalars only (for JSON reports), as plain ``int``/``float``; the per-match arrays are left out."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.repr:
+                v = getattr(self, f.name)
+                out[f.name] = int(v) if isinstance(v, int | np.integer) else float(v)
+        return out
 
 
 @dataclass(frozen=True, eq=False)
-class RepeatabilityResult:
+class RepeatabilityResult(_ScalarFields):
     """Outcome of :func:`repeatability`.
 
     Attributes
@@ -102,13 +105,9 @@ class RepeatabilityResult:
     matches: np.ndarray = field(repr=False)
     overlap_error: np.ndarray = field(repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Scalars only (for JSON reports)."""
-        return _scalar_fields(self)
-
 
 @dataclass(frozen=True, eq=False)
-class MatchingScoreResult:
+class MatchingScoreResult(_ScalarFields):
     """Outcome of :func:`matching_score`.
 
     Attributes
@@ -134,10 +133,6 @@ class MatchingScoreResult:
     n1: int
     n2: int
     matches: np.ndarray = field(repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Scalars only (for JSON reports)."""
-        return _scalar_fields(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -329,16 +324,8 @@ class _Geometry:
     match_error: np.ndarray
 
 
-def _geometry(
-    f1: Any,
-    f2: Any,
-    H: Any,
-    shape1: Any,
-    shape2: Any,
-    overlap_threshold: float,
-    normalize_radius: float | None,
-    radius_scale: float,
-) -> _Geometry:
+def _normalised_homography(H: Any, overlap_threshold: float, normalize_radius: float | None) -> np.ndarray:
+    """Checked geometric parameters; ``H`` is returned scaled to ``H[2, 2] = 1`` (when non-zero)."""
     if not 0.0 < overlap_threshold < 1.0:
         raise ValueError(f"overlap_threshold: expected a value in (0, 1), got {overlap_threshold}")
     if normalize_radius is not None and not normalize_radius > 0:
@@ -346,12 +333,24 @@ def _geometry(
     H = _check_h(H)
     if H[2, 2] != 0:
         H = H / H[2, 2]
-    h1, w1 = _hw(shape1, "shape1")
-    h2, w2 = _hw(shape2, "shape2")
-    xy1, S1 = ellipses_from_features(f1, radius_scale)
-    xy2, S2 = ellipses_from_features(f2, radius_scale)
+    return H
 
-    # Regions mapped into the other image; keep those fully inside both images (VLBenchmarks' cropFrames).
+
+def _visible_regions(
+    H: np.ndarray,
+    xy1: np.ndarray,
+    S1: np.ndarray,
+    xy2: np.ndarray,
+    S2: np.ndarray,
+    size1: tuple[int, int],
+    size2: tuple[int, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Regions fully inside both images once mapped into the other one (VLBenchmarks' cropFrames).
+
+    ``size1`` and ``size2`` are ``(height, width)``. Returns the indices of the visible regions of each
+    image, ``vis1`` and ``vis2``, and the regions of image 2 mapped into image 1 (centres and shapes).
+    """
+    (h1, w1), (h2, w2) = size1, size2
     Hinv = np.linalg.inv(H)
     if Hinv[2, 2] != 0:
         Hinv = Hinv / Hinv[2, 2]
@@ -363,15 +362,22 @@ def _geometry(
         ok1 &= xy1 @ H[2, :2] + H[2, 2] > 0
         ok2 = ellipses_in_box(xy2w, S2w, w1, h1) & ellipses_in_box(xy2, S2, w2, h2)
         ok2 &= xy2 @ Hinv[2, :2] + Hinv[2, 2] > 0
-    vis1 = np.flatnonzero(ok1)
-    vis2 = np.flatnonzero(ok2)
-    empty = np.zeros((0, 2), np.int64)
-    if vis1.size == 0 or vis2.size == 0:
-        return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
+    return np.flatnonzero(ok1), np.flatnonzero(ok2), xy2w, S2w
 
-    # Everything is compared in image A: region A against region B mapped back.
-    cA, SA = xy1[vis1], S1[vis1]
-    cB, SB = xy2w[vis2], S2w[vis2]
+
+def _candidate_pairs(
+    cA: np.ndarray,
+    SA: np.ndarray,
+    cB: np.ndarray,
+    SB: np.ndarray,
+    overlap_threshold: float,
+    normalize_radius: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs ``(ia, ib)`` of regions A and B (both in image A) that can reach the overlap threshold.
+
+    Returns the pair indices and the scale ``s`` that gives region A the normalised radius (1 when
+    ``normalize_radius`` is None).
+    """
     detA = np.linalg.det(SA)
     detB = np.linalg.det(SB)
     rA = detA**0.25  # radius of the circle with the same area
@@ -381,7 +387,7 @@ def _geometry(
     tree = cKDTree(cB)
     lists = tree.query_ball_point(cA, r=4.0 * rA)
     counts = np.fromiter((len(x) for x in lists), np.int64, len(lists))
-    ia = np.repeat(np.arange(vis1.size), counts)
+    ia = np.repeat(np.arange(cA.shape[0]), counts)
     ib = np.fromiter((k for x in lists for k in x), np.int64, int(counts.sum()))
     ratio = np.sqrt(np.minimum(detA[ia], detB[ib]) / np.maximum(detA[ia], detB[ib]))
     keep = ratio > 1.0 - overlap_threshold
@@ -401,23 +407,61 @@ def _geometry(
         np.pi * s**2 * np.sqrt(detB[ib]),
     )
     keep = ub > 1.0 - overlap_threshold
-    ia, ib, s = ia[keep], ib[keep], s[keep]
+    return ia[keep], ib[keep], s[keep]
+
+
+def _pair_lookup(pairs: np.ndarray, values: np.ndarray, query: np.ndarray, n2: int) -> np.ndarray:
+    """``values`` at the rows of ``pairs`` equal to each row of ``query``.
+
+    The rows of ``pairs`` are unique index pairs ``(i, j)`` with ``j <= n2``, so a lookup by the key
+    ``i * (n2 + 1) + j`` is exact; every row of ``query`` must be one of them.
+    """
+    key = pairs[:, 0] * (n2 + 1) + pairs[:, 1]
+    order = np.argsort(key)
+    pos = order[np.searchsorted(key[order], query[:, 0] * (n2 + 1) + query[:, 1])] if query.size else order[:0]
+    return values[pos]
+
+
+def _geometry(
+    f1: Any,
+    f2: Any,
+    H: Any,
+    shape1: Any,
+    shape2: Any,
+    overlap_threshold: float,
+    normalize_radius: float | None,
+    radius_scale: float,
+) -> _Geometry:
+    """Visible regions, correspondences (overlap error below the threshold) and one-to-one matches."""
+    H = _normalised_homography(H, overlap_threshold, normalize_radius)
+    size1, size2 = _hw(shape1, "shape1"), _hw(shape2, "shape2")
+    xy1, S1 = ellipses_from_features(f1, radius_scale)
+    xy2, S2 = ellipses_from_features(f2, radius_scale)
+    vis1, vis2, xy2w, S2w = _visible_regions(H, xy1, S1, xy2, S2, size1, size2)
+    empty = np.zeros((0, 2), np.int64)
+    if vis1.size == 0 or vis2.size == 0:
+        return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
+
+    # Everything is compared in image A: region A against region B mapped back.
+    cA, SA = xy1[vis1], S1[vis1]
+    cB, SB = xy2w[vis2], S2w[vis2]
+    ia, ib, s = _candidate_pairs(cA, SA, cB, SB, overlap_threshold, normalize_radius)
     if ia.size == 0:
         return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
 
     s2 = (s * s)[:, None, None]
-    SA_p, SB_p = SA[ia] * s2, SB[ib] * s2
-    _, _, ov = ellipse_overlap(cA[ia], SA_p, cB[ib], SB_p)
+    _, _, ov = ellipse_overlap(cA[ia], SA[ia] * s2, cB[ib], SB[ib] * s2)
     err = 1.0 - ov
     good = err < overlap_threshold
     pairs = np.stack([ia[good], ib[good]], axis=1)
     err = err[good]
     m = greedy_one_to_one(pairs[:, 0], pairs[:, 1], err)
-    # Overlap error of each accepted pair (pairs are unique, so a lookup by (i, j) key is exact).
-    key = pairs[:, 0] * (vis2.size + 1) + pairs[:, 1]
-    order = np.argsort(key)
-    pos = order[np.searchsorted(key[order], m[:, 0] * (vis2.size + 1) + m[:, 1])] if m.size else order[:0]
-    return _Geometry(vis1, vis2, pairs, err, m, err[pos])
+    return _Geometry(vis1, vis2, pairs, err, m, _pair_lookup(pairs, err, m, vis2.size))
+
+
+def _original_indices(g: _Geometry, pairs: np.ndarray) -> np.ndarray:
+    """Pairs of positions among the visible regions ``(g.vis1, g.vis2)`` as indices into ``f1`` and ``f2``."""
+    return np.stack([g.vis1[pairs[:, 0]], g.vis2[pairs[:, 1]]], axis=1)
 
 
 def repeatability(
@@ -480,7 +524,7 @@ def repeatability(
     n1, n2 = g.vis1.size, g.vis2.size
     k = g.matches.shape[0]
     rep = k / min(n1, n2) if min(n1, n2) > 0 else 0.0
-    matches = np.stack([g.vis1[g.matches[:, 0]], g.vis2[g.matches[:, 1]]], axis=1) if k else g.matches
+    matches = _original_indices(g, g.matches) if k else g.matches
     return RepeatabilityResult(float(rep), k, g.pairs.shape[0], n1, n2, matches, g.match_error)
 
 
@@ -542,7 +586,7 @@ def matching_score(
     base = n2 + 1
     correct = np.isin(dm[:, 0] * base + dm[:, 1], ref[:, 0] * base + ref[:, 1])
     good = dm[correct]
-    matches = np.stack([g.vis1[good[:, 0]], g.vis2[good[:, 1]]], axis=1)
+    matches = _original_indices(g, good)
     k = int(correct.sum())
     return MatchingScoreResult(
         k / denom, k, dm.shape[0], float(rep), g.matches.shape[0], g.pairs.shape[0], n1, n2, matches
@@ -649,4 +693,4 @@ def geometric_correspondences(
     g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
     if g.pairs.shape[0] == 0:
         return np.zeros((0, 2), np.int64), np.zeros(0)
-    return np.stack([g.vis1[g.pairs[:, 0]], g.vis2[g.pairs[:, 1]]], axis=1), g.error
+    return _original_indices(g, g.pairs), g.error
