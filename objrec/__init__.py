@@ -10,8 +10,9 @@ loads neither OpenCV, Numba, scikit-learn nor CuPy, and compiles nothing.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from objrec._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -32,14 +33,4 @@ if TYPE_CHECKING:
 __all__ = ["ModelDB", "Recognizer", "Features", "Regions", "Detection", "FrameResult", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'objrec' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)

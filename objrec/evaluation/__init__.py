@@ -64,24 +64,23 @@ timings_ms} (recognition). The id is ``<detector>/<label>#<hash of the task spec
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from objrec._lazy import lazy_attributes
 
 # Imported on first use: the command line registers ``eval`` from the ``cli`` submodule without loading
 # SciPy, OpenCV and the detectors.
 _LAZY = {
-    "SCHEMA": "report",
-    "build_report": "report",
-    "numbers_only": "report",
-    "write_reports": "report",
-    "RecordStore": "runner",
-    "execute": "runner",
-    "run_evaluation": "runner",
-    "SWEEPS": "tasks",
-    "EvalConfig": "tasks",
-    "build_tasks": "tasks",
-    "run_task": "tasks",
-    "task_id": "tasks",
+    "SCHEMA": "objrec.evaluation.report",
+    "build_report": "objrec.evaluation.report",
+    "numbers_only": "objrec.evaluation.report",
+    "write_reports": "objrec.evaluation.report",
+    "RecordStore": "objrec.evaluation.runner",
+    "execute": "objrec.evaluation.runner",
+    "run_evaluation": "objrec.evaluation.runner",
+    "SWEEPS": "objrec.evaluation.tasks",
+    "EvalConfig": "objrec.evaluation.tasks",
+    "build_tasks": "objrec.evaluation.tasks",
+    "run_task": "objrec.evaluation.tasks",
+    "task_id": "objrec.evaluation.tasks",
 }
 
 __all__ = [
@@ -100,14 +99,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    sub = _LAZY.get(name)
-    if sub is None:
-        raise AttributeError(f"module 'objrec.evaluation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"objrec.evaluation.{sub}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)

@@ -411,8 +411,18 @@ def _plots_recognition(report: dict[str, Any], out: Path, plt: Any) -> list[tupl
     return made
 
 
-def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str | None) -> _Doc:
-    doc = _Doc()
+def _render_header(doc: _Doc, report: dict[str, Any], plot_note: str | None) -> None:
+    """Add the title, the run line, the detector table and the notes to ``doc``.
+
+    Parameters
+    ----------
+    doc : _Doc
+        The document being built.
+    report : dict
+        The report (:func:`build_report`).
+    plot_note : str or None
+        A note on the plots, added after the report's own notes.
+    """
     ds = report["dataset"]
     doc.h(1, f"objrec eval: {ds['kind']}:{ds['path']}")
     run = report["run"]
@@ -429,124 +439,137 @@ def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str
         doc.p("Note: " + n)
     if plot_note:
         doc.p("Note: " + plot_note)
-    if report["features"] is not None:
-        f = report["features"]
-        doc.h(2, "Summary over all pairs")
-        th = [f"{t:g}" for t in HOMOGRAPHY_THRESHOLDS]
-        doc.table(
-            ["detector", "pairs", "features", "repeatability", "matching score", "MMA@1", "MMA@3", "MMA@5", "MMA@10"]
-            + [f"H acc@{t}px" for t in th]
-            + ["corner err median", "detect ms p50"],
+
+
+def _render_features(doc: _Doc, f: dict[str, Any]) -> None:
+    """Add the feature tables to ``doc``: summary, by kind of change, and per sequence and pair.
+
+    Parameters
+    ----------
+    doc : _Doc
+        The document being built.
+    f : dict
+        The report's ``features`` section.
+    """
+    doc.h(2, "Summary over all pairs")
+    th = [f"{t:g}" for t in HOMOGRAPHY_THRESHOLDS]
+    doc.table(
+        ["detector", "pairs", "features", "repeatability", "matching score", "MMA@1", "MMA@3", "MMA@5", "MMA@10"]
+        + [f"H acc@{t}px" for t in th]
+        + ["corner err median", "detect ms p50"],
+        [
             [
-                [
-                    d,
-                    s["n_pairs"],
-                    s["n_features_mean"],
-                    s["repeatability"],
-                    s["matching_score"],
-                    s["mma"][0],
-                    s["mma"][2],
-                    s["mma"][4],
-                    s["mma"][9],
-                ]
-                + [s["homography_accuracy"][t] for t in th]
-                + [s["corner_error_median"], s["detect_ms"]["p50"]]
-                for d, s in f["summary"].items()
-            ],
-        )
-        doc.h(2, "By kind of change")
-        doc.table(
-            ["kind", "detector", "repeatability", "matching score", "MMA@3", "H acc@3px"],
-            [
-                [k, d, s["repeatability"], s["matching_score"], s["mma"][2], s["homography_accuracy"]["3"]]
-                for k, v in f["by_kind"].items()
-                for d, s in v.items()
-            ],
-        )
-        for key, title in (
-            ("repeatability", "Repeatability"),
-            ("matching_score", "Matching score"),
-            ("mma3", "MMA @ 3 px"),
-            ("corner_error", "Homography corner error (px; – = failed)"),
-        ):
-            doc.h(2, f"{title} per sequence and pair")
-            idx = sorted({i for s in f["sequences"].values() for v in s["detectors"].values() for i in v["index"]})
-            rows = []
-            for seq, s in f["sequences"].items():
-                for d, v in s["detectors"].items():
-                    vals = dict(zip(v["index"], v[key], strict=True))
-                    rows.append([f"{seq} ({s['kind']})", d] + [vals.get(i) for i in idx])
-            doc.table(["sequence", "detector"] + [f"1→{i}" for i in idx], rows)
-    if report["recognition"] is not None:
-        r = report["recognition"]
-        doc.h(2, "Recognition summary")
-        doc.table(
-            [
-                "detector",
-                "scenes",
-                "objects",
-                "TP",
-                "FP",
-                "FN",
-                "precision",
-                "recall",
-                "corner err mean",
-                "latency p50",
-                "p90",
-                "p99",
-                "max",
+                d,
+                s["n_pairs"],
+                s["n_features_mean"],
+                s["repeatability"],
+                s["matching_score"],
+                s["mma"][0],
+                s["mma"][2],
+                s["mma"][4],
+                s["mma"][9],
             ]
-            + (["deadline met"] if report["config"].get("budget_ms") else []),
+            + [s["homography_accuracy"][t] for t in th]
+            + [s["corner_error_median"], s["detect_ms"]["p50"]]
+            for d, s in f["summary"].items()
+        ],
+    )
+    doc.h(2, "By kind of change")
+    doc.table(
+        ["kind", "detector", "repeatability", "matching score", "MMA@3", "H acc@3px"],
+        [
+            [k, d, s["repeatability"], s["matching_score"], s["mma"][2], s["homography_accuracy"]["3"]]
+            for k, v in f["by_kind"].items()
+            for d, s in v.items()
+        ],
+    )
+    for key, title in (
+        ("repeatability", "Repeatability"),
+        ("matching_score", "Matching score"),
+        ("mma3", "MMA @ 3 px"),
+        ("corner_error", "Homography corner error (px; – = failed)"),
+    ):
+        doc.h(2, f"{title} per sequence and pair")
+        idx = sorted({i for s in f["sequences"].values() for v in s["detectors"].values() for i in v["index"]})
+        rows = []
+        for seq, s in f["sequences"].items():
+            for d, v in s["detectors"].items():
+                vals = dict(zip(v["index"], v[key], strict=True))
+                rows.append([f"{seq} ({s['kind']})", d] + [vals.get(i) for i in idx])
+        doc.table(["sequence", "detector"] + [f"1→{i}" for i in idx], rows)
+
+
+def _accuracy_latency_cells(s: dict[str, Any], latency: tuple[str, ...]) -> list[Any]:
+    """Precision, recall, mean corner error and the ``latency`` statistics of a recognition summary.
+
+    Parameters
+    ----------
+    s : dict
+        A per-detector summary or a per-group row of the report's ``recognition`` section.
+    latency : tuple of str
+        Keys of ``s["latency_ms"]`` to list, in order (e.g. ``("p50", "p90", "p99")``).
+
+    Returns
+    -------
+    list
+        The table cells, in the order of the column names ``precision``, ``recall``, ``corner err mean``,
+        then one per ``latency`` key.
+    """
+    return [s["precision"], s["recall"], s["corner_error_mean"]] + [s["latency_ms"][q] for q in latency]
+
+
+def _render_recognition(doc: _Doc, r: dict[str, Any], budget_ms: float | None) -> None:
+    """Add the recognition tables to ``doc``: summary per detector, then per distortion and level.
+
+    Parameters
+    ----------
+    doc : _Doc
+        The document being built.
+    r : dict
+        The report's ``recognition`` section.
+    budget_ms : float or None
+        The run's frame budget; when set, the summary has a ``deadline met`` column.
+    """
+    accuracy = ["precision", "recall", "corner err mean", "latency p50", "p90", "p99"]
+    doc.h(2, "Recognition summary")
+    doc.table(
+        ["detector", "scenes", "objects", "TP", "FP", "FN"]
+        + accuracy
+        + ["max"]
+        + (["deadline met"] if budget_ms else []),
+        [
+            [d, s["n_scenes"], s["n_objects"], s["tp"], s["fp"], s["fn"]]
+            + _accuracy_latency_cells(s, ("p50", "p90", "p99", "max"))
+            + ([s.get("deadline_met_fraction")] if budget_ms else [])
+            for d, s in r["summary"].items()
+        ],
+    )
+    doc.h(2, "Per distortion and level")
+    doc.table(
+        ["distortion", "level", "detector", "scenes"] + accuracy,
+        [
             [
-                [
-                    d,
-                    s["n_scenes"],
-                    s["n_objects"],
-                    s["tp"],
-                    s["fp"],
-                    s["fn"],
-                    s["precision"],
-                    s["recall"],
-                    s["corner_error_mean"],
-                    s["latency_ms"]["p50"],
-                    s["latency_ms"]["p90"],
-                    s["latency_ms"]["p99"],
-                    s["latency_ms"]["max"],
-                ]
-                + ([s.get("deadline_met_fraction")] if report["config"].get("budget_ms") else [])
-                for d, s in r["summary"].items()
-            ],
-        )
-        doc.h(2, "Per distortion and level")
-        doc.table(
-            [
-                "distortion",
-                "level",
-                "detector",
-                "scenes",
-                "precision",
-                "recall",
-                "corner err mean",
-                "latency p50",
-                "p90",
-                "p99",
-            ],
-            [
-                [
-                    g["distortion"],
-                    f"{g['level']:g}" if isinstance(g["level"], int | float) else str(g["level"]),
-                    g["detector"],
-                    g["n_scenes"],
-                    g["precision"],
-                    g["recall"],
-                    g["corner_error_mean"],
-                    g["latency_ms"]["p50"],
-                    g["latency_ms"]["p90"],
-                    g["latency_ms"]["p99"],
-                ]
-                for g in r["groups"]
-            ],
-        )
+                g["distortion"],
+                f"{g['level']:g}" if isinstance(g["level"], int | float) else str(g["level"]),
+                g["detector"],
+                g["n_scenes"],
+            ]
+            + _accuracy_latency_cells(g, ("p50", "p90", "p99"))
+            for g in r["groups"]
+        ],
+    )
+
+
+def _render_files(doc: _Doc, plots: list[tuple[str, str]]) -> None:
+    """Add the plots (if any) and the file and ``report.json`` schema description to ``doc``.
+
+    Parameters
+    ----------
+    doc : _Doc
+        The document being built.
+    plots : list of (str, str)
+        Relative PNG path and caption of each plot.
+    """
     if plots:
         doc.h(2, "Plots")
         for path, caption in plots:
@@ -556,6 +579,32 @@ def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str
 
     schema = ev.__doc__.split("report.json schema", 1)[-1].lstrip("\n") if ev.__doc__ else ""
     doc.pre(schema.split("\n", 1)[-1] if schema.startswith("---") else schema)
+
+
+def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str | None) -> _Doc:
+    """The document of ``report.md`` and ``report.html``, one section after the other.
+
+    Parameters
+    ----------
+    report : dict
+        The report (:func:`build_report`).
+    plots : list of (str, str)
+        Relative PNG path and caption of each plot.
+    plot_note : str or None
+        A note on the plots, added after the report's own notes.
+
+    Returns
+    -------
+    _Doc
+        The rendered document.
+    """
+    doc = _Doc()
+    _render_header(doc, report, plot_note)
+    if report["features"] is not None:
+        _render_features(doc, report["features"])
+    if report["recognition"] is not None:
+        _render_recognition(doc, report["recognition"], report["config"].get("budget_ms"))
+    _render_files(doc, plots)
     return doc
 
 

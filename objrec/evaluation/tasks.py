@@ -242,125 +242,197 @@ def _place(
     return place_homography((w, h), (cx, cy), s0 * scale, rotation, tilt).tolist()
 
 
+# Sweep -> (key of the scene's ``distortion`` dict, type of its value) for the photometric sweeps.
+_DISTORTION_PARAMS: dict[str, tuple[str, type]] = {
+    "blur": ("blur_sigma", float),
+    "motion_blur": ("motion_blur", int),
+    "illumination": ("gain", float),
+    "gamma": ("gamma", float),
+    "noise": ("noise_sigma", float),
+    "jpeg": ("jpeg_quality", int),
+}
+
+
 def _sweep_scene(sweep: str, level: float, size: tuple[int, int], rng: np.random.Generator) -> dict[str, Any]:
     """Placement and distortion of one object for one sweep level."""
     geo: dict[str, Any] = {}
     dist: dict[str, Any] = {}
     occ = 0.0
-    if sweep == "rotation":
-        geo["rotation"] = float(level)
-    elif sweep == "scale":
-        geo["scale"] = float(level)
+    if sweep in ("rotation", "scale"):
+        geo[sweep] = float(level)
     elif sweep == "viewpoint":
         sign = rng.choice([-1.0, 1.0])
         geo["tilt"] = (float(sign * level), 0.0)
-    elif sweep == "blur":
-        dist["blur_sigma"] = float(level)
-    elif sweep == "motion_blur":
-        dist["motion_blur"] = int(level)
-    elif sweep == "illumination":
-        dist["gain"] = float(level)
-    elif sweep == "gamma":
-        dist["gamma"] = float(level)
-    elif sweep == "noise":
-        dist["noise_sigma"] = float(level)
-    elif sweep == "jpeg":
-        dist["jpeg_quality"] = int(level)
     elif sweep == "occlusion":
         occ = float(level)
+    elif sweep in _DISTORTION_PARAMS:
+        key, cast = _DISTORTION_PARAMS[sweep]
+        dist[key] = cast(level)
     return {"H": _place(size, rng, **geo), "distortion": dist, "occlusion": occ}
 
 
+# A recognition scene: (label, scene spec, meta, match rule); the scene builders below return
+# (objects, scenes) or scenes.
+_Scene = tuple[str, dict[str, Any], dict[str, Any], str]
+# The objects of a recognition run: (name, image source) pairs.
+_Objects = list[tuple[str, str]]
+
+
+def _coil_scenes(cfg: EvalConfig) -> tuple[_Objects, list[_Scene]]:
+    """The objects (the 0-degree view of each, by absolute path) and scenes of a COIL run: each view
+    composed into a background, match rule ``"centre"``."""
+    from objrec.datasets import load_coil
+    from objrec.datasets.coil import angle_difference
+
+    views = load_coil(cfg.path, cfg.objects)
+    refs = {v.object_id: v for v in views if v.angle == 0}
+    missing = sorted({v.object_id for v in views} - set(refs))
+    if missing:
+        raise DatasetError(f"{Path(cfg.path) / f'obj{missing[0]}__0.png'}: reference view (0 degrees) not found")
+    sizes = _read_all([v.path for v in views])
+    objects = [(refs[k].name, str(Path(refs[k].path).resolve())) for k in sorted(refs)]
+    scenes: list[_Scene] = []
+    for v in views:
+        rng = np.random.default_rng(_seed(cfg.seed, "coil", v.object_id, v.angle))
+        size = sizes[str(v.path)]
+        H = _place(size, rng, scale=cfg.coil_scale, absolute=True)
+        diff = angle_difference(v.angle, 0)
+        diff = int(diff) if float(diff).is_integer() else diff
+        scene = {
+            "mode": "compose",
+            "background_seed": int(rng.integers(0, 8)),
+            "rng_seed": _seed(cfg.seed, "coil-scene", v.object_id, v.angle),
+            "frame_size": list(FRAME_SIZE),
+            "place": [{"name": v.name, "source": str(Path(v.path).resolve()), "H": H}],
+        }
+        meta = {"distortion": "view_angle", "level": diff, "object": v.name, "angle": v.angle}
+        scenes.append((f"{v.name}@{v.angle}", scene, meta, "centre"))
+    return objects, scenes
+
+
+def _objects_file_scenes(cfg: EvalConfig) -> tuple[_Objects, list[_Scene]]:
+    """The objects (by absolute path) and scenes of an objects+scenes JSON set: each scene image with its
+    ground truth, meta from its tags, match rule ``"corners"``."""
+    from objrec.datasets import load_objects_dataset
+
+    ds = load_objects_dataset(cfg.path)
+    sizes = _read_all(list(ds.objects.values()) + [s.image_path for s in ds.scenes])
+    objects = [(n, str(Path(p).resolve())) for n, p in ds.objects.items()]
+    scenes: list[_Scene] = []
+    for s in ds.scenes:
+        scene = {
+            "mode": "file",
+            "image": str(Path(s.image_path).resolve()),
+            "truth": [
+                {"name": o.name, "H": o.homography.tolist(), "size": list(sizes[str(ds.objects[o.name])])}
+                for o in s.objects
+            ],
+        }
+        tags = s.tags or {}
+        meta = {
+            "distortion": str(tags.get("distortion", "all")),
+            "level": tags.get("level", 0),
+            "image": Path(s.image_path).name,
+        }
+        scenes.append((f"scene{s.index:05d}", scene, meta, "corners"))
+    return objects, scenes
+
+
+def _sweep_scenes(cfg: EvalConfig, objects: _Objects, sizes: dict[str, tuple[int, int]]) -> list[_Scene]:
+    """One scene per sweep, level, repeat and object of a synthetic run.
+
+    Parameters
+    ----------
+    cfg : EvalConfig
+        The run configuration (``kind == "synthetic"``); ``sweeps`` and ``repeats`` are checked here.
+    objects : _Objects
+        The objects to place.
+    sizes : dict
+        Object name -> image size (width, height).
+
+    Returns
+    -------
+    list of _Scene
+        In the order sweep, level, repeat, object; match rule ``"corners"``.
+    """
+    sweeps = cfg.sweeps or list(SWEEPS)
+    for sw in sweeps:
+        if sw not in SWEEPS:
+            raise ValueError(f"--sweeps: unknown sweep {sw!r} (choose from {', '.join(SWEEPS)})")
+    if cfg.repeats < 1:
+        raise ValueError(f"--repeats: expected a positive integer, got {cfg.repeats}")
+    scenes: list[_Scene] = []
+    for sw in sweeps:
+        for level in SWEEPS[sw]:
+            for r in range(cfg.repeats):
+                for name, src in objects:
+                    rng = np.random.default_rng(_seed(cfg.seed, sw, level, r, name))
+                    g = _sweep_scene(sw, level, sizes[name], rng)
+                    scene = {
+                        "mode": "compose",
+                        "background_seed": int(rng.integers(0, 8)),
+                        "rng_seed": _seed(cfg.seed, "scene", sw, level, r, name),
+                        "frame_size": list(FRAME_SIZE),
+                        "place": [{"name": name, "source": src, "H": g["H"]}],
+                        "occlusion": g["occlusion"],
+                        "distortion": g["distortion"],
+                    }
+                    meta = {"distortion": sw, "level": level, "object": name, "repeat": r}
+                    scenes.append((f"{sw}={level:g}/{name}/r{r}", scene, meta, "corners"))
+    return scenes
+
+
+def _negative_scenes(cfg: EvalConfig) -> list[_Scene]:
+    """The ``2 * cfg.repeats`` background-only scenes of a synthetic run (meta distortion ``"negative"``)."""
+    scenes: list[_Scene] = []
+    for r in range(2 * cfg.repeats):
+        scene = {
+            "mode": "compose",
+            "background_seed": r % 8,
+            "rng_seed": _seed(cfg.seed, "negative", r),
+            "frame_size": list(FRAME_SIZE),
+            "place": [],
+        }
+        scenes.append((f"negative/r{r}", scene, {"distortion": "negative", "level": 0, "repeat": r}, "corners"))
+    return scenes
+
+
+def _synthetic_scenes(cfg: EvalConfig) -> tuple[_Objects, list[_Scene]]:
+    """The objects of a synthetic run (for ``synthetic:demo``, the embedded samples) and its scenes: the
+    sweep scenes (:func:`_sweep_scenes`), then the negative scenes."""
+    from objrec.evaluation.recognition import load_source
+
+    objects = _synthetic_objects(cfg.path)
+    sizes = {}
+    for name, src in objects:
+        img = load_source(src)
+        sizes[name] = (int(img.shape[1]), int(img.shape[0]))
+    return objects, _sweep_scenes(cfg, objects, sizes) + _negative_scenes(cfg)
+
+
 def _recognition_tasks(cfg: EvalConfig, detectors: list[str], status: dict[str, dict[str, Any]]) -> list[dict]:
-    scenes: list[tuple[str, dict[str, Any], dict[str, Any], str]] = []  # (label, scene, meta, match)
+    """One ``scene`` task per available detector and scene of a recognition dataset.
+
+    Parameters
+    ----------
+    cfg : EvalConfig
+        The run configuration (``kind`` ``coil``, ``objects`` or ``synthetic``).
+    detectors : list of str
+        The requested detector names.
+    status : dict
+        Detector name -> ``{available, note}``; ``opencv-surf-ref`` is marked unavailable here.
+
+    Returns
+    -------
+    list of dict
+        The task specs, with their ids.
+    """
     if cfg.kind == "coil":
-        from objrec.datasets import load_coil
-        from objrec.datasets.coil import angle_difference
-
-        views = load_coil(cfg.path, cfg.objects)
-        refs = {v.object_id: v for v in views if v.angle == 0}
-        missing = sorted({v.object_id for v in views} - set(refs))
-        if missing:
-            raise DatasetError(f"{Path(cfg.path) / f'obj{missing[0]}__0.png'}: reference view (0 degrees) not found")
-        sizes = _read_all([v.path for v in views])
-        objects = [(refs[k].name, str(Path(refs[k].path).resolve())) for k in sorted(refs)]
-        for v in views:
-            rng = np.random.default_rng(_seed(cfg.seed, "coil", v.object_id, v.angle))
-            size = sizes[str(v.path)]
-            H = _place(size, rng, scale=cfg.coil_scale, absolute=True)
-            diff = angle_difference(v.angle, 0)
-            diff = int(diff) if float(diff).is_integer() else diff
-            scene = {
-                "mode": "compose",
-                "background_seed": int(rng.integers(0, 8)),
-                "rng_seed": _seed(cfg.seed, "coil-scene", v.object_id, v.angle),
-                "frame_size": list(FRAME_SIZE),
-                "place": [{"name": v.name, "source": str(Path(v.path).resolve()), "H": H}],
-            }
-            meta = {"distortion": "view_angle", "level": diff, "object": v.name, "angle": v.angle}
-            scenes.append((f"{v.name}@{v.angle}", scene, meta, "centre"))
+        objects, scenes = _coil_scenes(cfg)
     elif cfg.kind == "objects":
-        from objrec.datasets import load_objects_dataset
-
-        ds = load_objects_dataset(cfg.path)
-        sizes = _read_all(list(ds.objects.values()) + [s.image_path for s in ds.scenes])
-        objects = [(n, str(Path(p).resolve())) for n, p in ds.objects.items()]
-        for s in ds.scenes:
-            scene = {
-                "mode": "file",
-                "image": str(Path(s.image_path).resolve()),
-                "truth": [
-                    {"name": o.name, "H": o.homography.tolist(), "size": list(sizes[str(ds.objects[o.name])])}
-                    for o in s.objects
-                ],
-            }
-            tags = s.tags or {}
-            meta = {
-                "distortion": str(tags.get("distortion", "all")),
-                "level": tags.get("level", 0),
-                "image": Path(s.image_path).name,
-            }
-            scenes.append((f"scene{s.index:05d}", scene, meta, "corners"))
-    else:  # synthetic
-        objects = _synthetic_objects(cfg.path)
-        sizes = {}
-        for name, src in objects:
-            from objrec.evaluation.recognition import load_source
-
-            img = load_source(src)
-            sizes[name] = (int(img.shape[1]), int(img.shape[0]))
-        sweeps = cfg.sweeps or list(SWEEPS)
-        for sw in sweeps:
-            if sw not in SWEEPS:
-                raise ValueError(f"--sweeps: unknown sweep {sw!r} (choose from {', '.join(SWEEPS)})")
-        if cfg.repeats < 1:
-            raise ValueError(f"--repeats: expected a positive integer, got {cfg.repeats}")
-        for sw in sweeps:
-            for level in SWEEPS[sw]:
-                for r in range(cfg.repeats):
-                    for name, src in objects:
-                        rng = np.random.default_rng(_seed(cfg.seed, sw, level, r, name))
-                        g = _sweep_scene(sw, level, sizes[name], rng)
-                        scene = {
-                            "mode": "compose",
-                            "background_seed": int(rng.integers(0, 8)),
-                            "rng_seed": _seed(cfg.seed, "scene", sw, level, r, name),
-                            "frame_size": list(FRAME_SIZE),
-                            "place": [{"name": name, "source": src, "H": g["H"]}],
-                            "occlusion": g["occlusion"],
-                            "distortion": g["distortion"],
-                        }
-                        meta = {"distortion": sw, "level": level, "object": name, "repeat": r}
-                        scenes.append((f"{sw}={level:g}/{name}/r{r}", scene, meta, "corners"))
-        for r in range(2 * cfg.repeats):
-            scene = {
-                "mode": "compose",
-                "background_seed": r % 8,
-                "rng_seed": _seed(cfg.seed, "negative", r),
-                "frame_size": list(FRAME_SIZE),
-                "place": [],
-            }
-            scenes.append((f"negative/r{r}", scene, {"distortion": "negative", "level": 0, "repeat": r}, "corners"))
+        objects, scenes = _objects_file_scenes(cfg)
+    else:
+        objects, scenes = _synthetic_scenes(cfg)
     tasks = []
     for det in detectors:
         if det == "opencv-surf-ref":

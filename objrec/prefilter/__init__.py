@@ -17,8 +17,7 @@ The package follows the data flow:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from objrec._lazy import lazy_attributes
 
 # Imported on first use: the command line registers ``train-prefilter`` from the ``cli`` submodule without
 # loading scikit-learn and Numba.
@@ -59,14 +58,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'objrec.prefilter' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
