@@ -415,22 +415,26 @@ def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_enroll)
 
 
-def _add_recognizer_options(p: argparse.ArgumentParser, no_prefilter_help: str) -> None:
-    """The options every recognising command takes: the database, the backend, the prefilter switch."""
+def _recognizer_command(sub: Any, name: str, summary: str, description: str, no_prefilter_help: str) -> Any:
+    """A subcommand that recognises objects, with the options all of them take: the database, the backend,
+    the prefilter switch."""
+    p = sub.add_parser(name, help=summary, description=description)
     p.add_argument("--db", required=True, help="model database directory")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="compute backend")
     p.add_argument("--no-prefilter", action="store_true", help=no_prefilter_help)
+    return p
 
 
 def _add_detect_parser(sub: Any) -> None:
-    d = sub.add_parser(
+    d = _recognizer_command(
+        sub,
         "detect",
-        help="find enrolled objects in images",
-        description="Find enrolled objects in images. With --json, print one JSON document "
+        "find enrolled objects in images",
+        "Find enrolled objects in images. With --json, print one JSON document "
         "{results: [{image, detections: [{name, score, inliers, homography, corners, visible_fraction}], "
         "timings_ms}]}; an unreadable image gets {image, error} and the exit code is 2.",
+        "search whole images even if a prefilter is trained",
     )
-    _add_recognizer_options(d, "search whole images even if a prefilter is trained")
     d.add_argument("--json", action="store_true", help="print results as one JSON document")
     d.add_argument("--detectors", help="subset of the database's detectors, comma-separated")
     d.add_argument("--ratio", type=float, default=0.75, help="Lowe's ratio-test threshold (default 0.75)")
@@ -451,14 +455,15 @@ def _add_detect_parser(sub: Any) -> None:
 
 
 def _add_run_parser(sub: Any) -> None:
-    r = sub.add_parser(
+    r = _recognizer_command(
+        sub,
         "run",
-        help="recognise objects in a camera, video or image folder stream within a frame budget",
-        description="Process a stream frame by frame within a per-frame budget. A video or folder is processed "
+        "recognise objects in a camera, video or image folder stream within a frame budget",
+        "Process a stream frame by frame within a per-frame budget. A video or folder is processed "
         "frame by frame, nothing dropped, unless --realtime paces it like a camera (newest frame wins, drops "
         "counted). Latency runs from capture to result; warm-up happens before the first frame.",
+        "process whole frames (compare with the prefilter)",
     )
-    _add_recognizer_options(r, "process whole frames (compare with the prefilter)")
     r.add_argument("--source", required=True, help="camera index, video file or image folder")
     r.add_argument("--budget-ms", type=float, default=33.0, help="per-frame budget in ms (default 33)")
     r.add_argument("--realtime", action="store_true", help="pace a file like a camera at its frame rate")

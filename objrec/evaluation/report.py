@@ -414,14 +414,7 @@ def _plots_recognition(report: dict[str, Any], out: Path, plt: Any) -> list[tupl
 def _render_header(doc: _Doc, report: dict[str, Any], plot_note: str | None) -> None:
     """Add the title, the run line, the detector table and the notes to ``doc``.
 
-    Parameters
-    ----------
-    doc : _Doc
-        The document being built.
-    report : dict
-        The report (:func:`build_report`).
-    plot_note : str or None
-        A note on the plots, added after the report's own notes.
+    ``doc`` is the document being built; the other arguments are parts of the report.
     """
     ds = report["dataset"]
     doc.h(1, f"objrec eval: {ds['kind']}:{ds['path']}")
@@ -444,12 +437,7 @@ def _render_header(doc: _Doc, report: dict[str, Any], plot_note: str | None) -> 
 def _render_features(doc: _Doc, f: dict[str, Any]) -> None:
     """Add the feature tables to ``doc``: summary, by kind of change, and per sequence and pair.
 
-    Parameters
-    ----------
-    doc : _Doc
-        The document being built.
-    f : dict
-        The report's ``features`` section.
+    ``doc`` is the document being built; the other arguments are parts of the report.
     """
     doc.h(2, "Summary over all pairs")
     th = [f"{t:g}" for t in HOMOGRAPHY_THRESHOLDS]
@@ -521,14 +509,7 @@ def _accuracy_latency_cells(s: dict[str, Any], latency: tuple[str, ...]) -> list
 def _render_recognition(doc: _Doc, r: dict[str, Any], budget_ms: float | None) -> None:
     """Add the recognition tables to ``doc``: summary per detector, then per distortion and level.
 
-    Parameters
-    ----------
-    doc : _Doc
-        The document being built.
-    r : dict
-        The report's ``recognition`` section.
-    budget_ms : float or None
-        The run's frame budget; when set, the summary has a ``deadline met`` column.
+    ``doc`` is the document being built; the other arguments are parts of the report.
     """
     accuracy = ["precision", "recall", "corner err mean", "latency p50", "p90", "p99"]
     doc.h(2, "Recognition summary")
@@ -563,12 +544,7 @@ def _render_recognition(doc: _Doc, r: dict[str, Any], budget_ms: float | None) -
 def _render_files(doc: _Doc, plots: list[tuple[str, str]]) -> None:
     """Add the plots (if any) and the file and ``report.json`` schema description to ``doc``.
 
-    Parameters
-    ----------
-    doc : _Doc
-        The document being built.
-    plots : list of (str, str)
-        Relative PNG path and caption of each plot.
+    ``doc`` is the document being built; the other arguments are parts of the report.
     """
     if plots:
         doc.h(2, "Plots")

@@ -395,30 +395,13 @@ class RegionPrefilter(BaseEstimator):
         self.object_names_ = list(object_names or [])
         self.training_report_ = dict(training_report or {})
 
-    def train(
-        self,
-        db: Any,
-        backgrounds: Any = None,
-        n_scenes: int = 400,
-        frame_size: tuple[int, int] = (640, 480),
-        seed: int | None = 0,
-        progress: bool = False,
-        video_step: int = 10,
-    ) -> RegionPrefilter:
-        """Fit on scenes generated from ``db``'s enrolled objects; see
-        :func:`objrec.prefilter.training.train_prefilter`, which this calls with ``prefilter=self``."""
+    def train(self, db: Any, backgrounds: Any = None, **options: Any) -> RegionPrefilter:
+        """Fit on scenes generated from ``db``'s enrolled objects and ``backgrounds``; ``options`` are those of
+        :func:`objrec.prefilter.training.train_prefilter` (``n_scenes``, ``frame_size``, ``seed``,
+        ``progress``, ``video_step``), which this calls with ``prefilter=self``."""
         from objrec.prefilter.training import train_prefilter
 
-        return train_prefilter(
-            db,
-            backgrounds,
-            prefilter=self,
-            n_scenes=n_scenes,
-            frame_size=frame_size,
-            seed=seed,
-            progress=progress,
-            video_step=video_step,
-        )
+        return train_prefilter(db, backgrounds, prefilter=self, **options)
 
     # -- inference ------------------------------------------------------------------------------------
     def cell_scores(self, X: Any) -> np.ndarray:

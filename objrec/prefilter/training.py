@@ -11,6 +11,7 @@ object area (:func:`calibrate_region_threshold`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "train_prefilter",
     "learn_appearance",
     "scene_features",
+    "SceneCells",
     "scene_region_masks",
     "calibrate_region_threshold",
     "region_report",
@@ -73,20 +75,30 @@ def scene_features(
     return np.concatenate(xs), np.concatenate(fr), np.concatenate(gr)
 
 
-def scene_region_masks(
-    pf: RegionPrefilter,
-    scenes: SceneSet,
-    X: np.ndarray,
-    groups: np.ndarray,
-    which: Sequence[int],
-    frame_size: tuple[int, int],
-    threshold: float,
-) -> list[np.ndarray]:
-    """Boolean working-resolution masks of the regions ``pf`` proposes on scenes ``which`` at ``threshold``.
+@dataclass(frozen=True)
+class SceneCells:
+    """Generated scenes with their cell features: what the region threshold is calibrated and reported on.
 
-    ``X`` and ``groups`` are the scenes' cell features and scene indices (:func:`scene_features`); the
-    margin is scaled from the frame (``frame_size`` (w, h)) to the working resolution.
+    Attributes
+    ----------
+    scenes : SceneSet
+    X : (n_cells, n_features) array
+        Cell features of every scene, scene after scene (:func:`scene_features`).
+    groups : (n_cells,) int64
+        The scene index of every cell.
+    frame_size : (int, int)
+        The frames' (width, height): box margins are scaled from it to the working resolution.
     """
+
+    scenes: SceneSet
+    X: np.ndarray
+    groups: np.ndarray
+    frame_size: tuple[int, int]
+
+
+def scene_region_masks(pf: RegionPrefilter, cells: SceneCells, which: Sequence[int], threshold: float) -> list:
+    """Boolean working-resolution masks of the regions ``pf`` proposes on scenes ``which`` at ``threshold``."""
+    scenes, X, groups, frame_size = cells.scenes, cells.X, cells.groups, cells.frame_size
     out = []
     for sidx in which:
         wh, ww = scenes.images[sidx].shape[:2]
@@ -105,14 +117,7 @@ def _region_recall(masks: list[np.ndarray], scenes: SceneSet, which: Sequence[in
     return kept / max(total, 1e-12)
 
 
-def calibrate_region_threshold(
-    pf: RegionPrefilter,
-    scenes: SceneSet,
-    X: np.ndarray,
-    groups: np.ndarray,
-    which: Sequence[int],
-    frame_size: tuple[int, int],
-) -> float:
+def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: Sequence[int]) -> float:
     """Largest threshold whose regions keep ``pf.target_recall`` of the object area on scenes ``which``.
 
     Thresholds are chosen where they matter, after dilation and grouping into boxes: a missed cell
@@ -125,14 +130,15 @@ def calibrate_region_threshold(
     float
         ``pf.stage_thresholds_[-1]`` when none of the scenes holds an object.
     """
+    scenes = cells.scenes
     which = [int(i) for i in which if scenes.n_objects[int(i)] > 0]
     if not which:
         return float(pf.stage_thresholds_[-1])
-    cand = np.unique(pf.cell_scores(X[np.isin(groups, which)]))
+    cand = np.unique(pf.cell_scores(cells.X[np.isin(cells.groups, which)]))
     cand = np.concatenate([[0.0], cand[cand > 0]])
 
     def recall(t: float) -> float:
-        return _region_recall(scene_region_masks(pf, scenes, X, groups, which, frame_size, t), scenes, which)
+        return _region_recall(scene_region_masks(pf, cells, which, t), scenes, which)
 
     lo, hi = 0, len(cand) - 1  # threshold 0 keeps every cell that reached the last stage
     while lo < hi:
@@ -144,17 +150,11 @@ def calibrate_region_threshold(
     return float(cand[lo])
 
 
-def region_report(
-    pf: RegionPrefilter,
-    scenes: SceneSet,
-    X: np.ndarray,
-    groups: np.ndarray,
-    which: Sequence[int],
-    frame_size: tuple[int, int],
-) -> dict[str, Any]:
+def region_report(pf: RegionPrefilter, cells: SceneCells, which: Sequence[int]) -> dict[str, Any]:
     """Object area kept and empty-scene area rejected by ``pf``'s regions at ``pf.threshold_`` on ``which``."""
+    scenes = cells.scenes
     which = [int(i) for i in which]
-    masks = scene_region_masks(pf, scenes, X, groups, which, frame_size, pf.threshold_)
+    masks = scene_region_masks(pf, cells, which, pf.threshold_)
     with_obj = [(m, i) for m, i in zip(masks, which, strict=True) if scenes.n_objects[i] > 0]
     empty = [m for m, i in zip(masks, which, strict=True) if scenes.n_objects[i] == 0]
     return {
@@ -236,9 +236,10 @@ def train_prefilter(
     pf.database_id_ = str(db.database_id)
     pf.object_names_ = names
     cal_scenes = np.unique(groups[cal])
+    cells = SceneCells(scenes, X, groups, frame_size)
     if pf.threshold == "auto":
-        pf.threshold_ = calibrate_region_threshold(pf, scenes, X, groups, cal_scenes, frame_size)
-    pf.training_report_.update(region_report(pf, scenes, X, groups, cal_scenes, frame_size))
+        pf.threshold_ = calibrate_region_threshold(pf, cells, cal_scenes)
+    pf.training_report_.update(region_report(pf, cells, cal_scenes))
     pf.training_report_.update(
         {"n_scenes": int(n_scenes), "n_backgrounds": len(bgs), "frame_size": list(frame_size), "seed": seed}
     )

@@ -11,6 +11,7 @@ from objrec.prefilter import RegionPrefilter, regions_to_mask, train_prefilter
 from objrec.prefilter.features import cell_features, cell_grid
 from objrec.prefilter.scenes import SceneSet, default_backgrounds, generate_scenes
 from objrec.prefilter.training import (
+    SceneCells,
     calibrate_region_threshold,
     learn_appearance,
     scene_features,
@@ -43,19 +44,19 @@ def test_region_threshold_is_the_largest_meeting_target(small_scenes):
     """Bisection over the candidate thresholds gives what a scan over all of them gives."""
     scenes, X, groups, pf = small_scenes
     which = [i for i in range(len(scenes.images)) if scenes.n_objects[i] > 0]
-    chosen = calibrate_region_threshold(pf, scenes, X, groups, which, (320, 240))
+    chosen = calibrate_region_threshold(pf, SceneCells(scenes, X, groups, (320, 240)), which)
     cand = np.unique(pf.cell_scores(X[np.isin(groups, which)]))
     cand = np.concatenate([[0.0], cand[cand > 0]])
     total = sum(float(scenes.masks[i].sum()) for i in which)
     best = 0.0
     for t in cand:
-        masks = scene_region_masks(pf, scenes, X, groups, which, (320, 240), float(t))
+        masks = scene_region_masks(pf, SceneCells(scenes, X, groups, (320, 240)), which, float(t))
         kept = sum(float((m * scenes.masks[i]).sum()) for m, i in zip(masks, which, strict=True))
         if kept / total >= pf.target_recall:
             best = max(best, float(t))
     assert chosen == best
     empty = [i for i in range(len(scenes.images)) if scenes.n_objects[i] == 0]
-    assert calibrate_region_threshold(pf, scenes, X, groups, empty, (320, 240)) == pf.stage_thresholds_[-1]
+    assert calibrate_region_threshold(pf, SceneCells(scenes, X, groups, (320, 240)), empty) == pf.stage_thresholds_[-1]
 
 
 def test_train_method_is_train_prefilter_whatever_was_fitted_before(db):
@@ -122,7 +123,7 @@ def test_propose_covers_objects_in_new_scenes(trained):
 
 def test_region_masks_use_the_frame_margin_at_working_scale(small_scenes):
     scenes, X, groups, pf = small_scenes
-    masks = scene_region_masks(pf, scenes, X, groups, [0], (320, 240), pf.threshold_)
+    masks = scene_region_masks(pf, SceneCells(scenes, X, groups, (320, 240)), [0], pf.threshold_)
     wh, ww = scenes.images[0].shape[:2]
     grid = cell_grid(wh, ww, 16)
     kept = pf.predict(X[groups == 0]).reshape(grid.shape).astype(bool)
