@@ -123,3 +123,24 @@ def test_result_is_json_friendly(db, scene):
     j = json.loads(json.dumps(r.to_json()))
     assert set(j) == {"detections", "latency_ms", "deadline_met", "timings_ms", "skipped"}
     assert all(set(s) == {"unit", "reason", "subject", "predicted_ms"} for s in j["skipped"])
+
+
+@pytest.mark.gpu
+def test_gpu_frame_is_uploaded_once_and_features_stay_on_the_device(db, scene, gpu_device):
+    """On the GPU a frame goes to the device once; keypoints and descriptors never come back, only compact
+    results (matched coordinates, counts)."""
+    from objrec.backend import TransferCounter
+
+    rec = Recognizer(db, budget_ms=None, backend="gpu", track=False, prefilter=None)
+    rec.process(scene.image)  # compilation and buffers
+    h, w = scene.image.shape[:2]
+    with TransferCounter(all_threads=True) as tc:
+        r = rec.process(scene.image)
+    assert sorted(d.name for d in r.detections) == sorted(db.names)
+    big_uploads = [t for t in tc.transfers if t.direction == "h2d" and t.nbytes >= 1024]
+    assert [t.nbytes for t in big_uploads] == [h * w]  # the gray frame, once
+    downloads = [t for t in tc.transfers if t.direction == "d2h"]
+    assert not any(len(t.shape) == 2 and t.shape[1] in (64, 128) for t in downloads)  # no descriptor arrays
+    matched = sum(int(d.inliers) for d in r.detections)
+    assert tc.download_bytes < 64 * 1024 + 8 * 2 * 4 * matched  # match coordinates and scalars only
+    print(f"per frame: {tc.uploads} uploads ({tc.upload_bytes} B), {tc.downloads} downloads ({tc.download_bytes} B)")
