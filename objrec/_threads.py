@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,13 +32,21 @@ def worker_pool() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-@functools.cache
+_controller: tuple[int, Any] | None = None
+
+
 def _blas_controller() -> Any:
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - a dependency of scikit-learn
-        return None
-    return ThreadpoolController()
+    """A ``ThreadpoolController`` of the loaded libraries, made again once imports may have loaded more (a
+    module that ships its own BLAS, such as FAISS's): a controller only sees what was loaded when it was made."""
+    global _controller
+    n = len(sys.modules)
+    if _controller is None or _controller[0] != n:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - a dependency of scikit-learn
+            return None
+        _controller = (len(sys.modules), ThreadpoolController())
+    return _controller[1]
 
 
 def one_blas_thread() -> Any:

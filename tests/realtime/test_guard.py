@@ -32,3 +32,24 @@ def test_guard_restores_after_an_exception():
 
 def test_collect_only_with_slack():
     assert collect_in_slack(10.0) and not collect_in_slack(1.0)
+
+
+def test_blas_loaded_after_the_first_frame_is_limited_too():
+    """A library that brings its own BLAS (FAISS does) imported after the first frame is limited as well."""
+    import subprocess
+    import sys
+
+    code = """
+from threadpoolctl import threadpool_info
+from objrec.realtime.guard import frame_guard
+with frame_guard():
+    pass
+import faiss  # noqa: F401
+def blas():
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+with frame_guard():
+    inside = blas()
+assert inside and all(n == 1 for n in inside), inside
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
