@@ -17,10 +17,9 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
 from objrec import __version__
 from objrec.fileio import (
@@ -33,10 +32,12 @@ from objrec.fileio import (
     read_json,
     sha256_bytes,
 )
-from objrec.prefilter.estimator import RegionPrefilter
 from objrec.prefilter.features import FEATURE_NAMES, N_COLOR_CODES, N_TEXTURE_CODES, FeatureParams
 from objrec.prefilter.tree import FlatCascade
 from objrec.types import Failure
+
+if TYPE_CHECKING:  # scikit-learn is imported only when a prefilter is saved or loaded
+    from objrec.prefilter.estimator import RegionPrefilter
 
 __all__ = [
     "PrefilterError",
@@ -131,6 +132,8 @@ def save_prefilter(pf: RegionPrefilter, path: str | os.PathLike) -> tuple[Path, 
     -------
     (manifest path, arrays path)
     """
+    from sklearn.utils.validation import check_is_fitted
+
     check_is_fitted(pf, "cascade_")
     jpath, npath = prefilter_files(path)
     arrays = pf.cascade_.to_arrays()
@@ -165,6 +168,8 @@ def _build(m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path, npath:
         params = dict(m["params"])
         if isinstance(params.get("max_depth"), list):
             params["max_depth"] = tuple(params["max_depth"])
+        from objrec.prefilter.estimator import RegionPrefilter
+
         known = RegionPrefilter().get_params()
         pf = RegionPrefilter(**{k: v for k, v in params.items() if k in known})
         pf._check_params()
