@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.backend import resolve_backend, to_device
+from objrec.backend import get_array_module, is_device_array, resolve_backend, to_device
 from objrec.types import Features, Regions, SearchPlan
 
 __all__ = ["FeatureStage", "detector_kinds", "KIND_ORDER"]
@@ -28,7 +28,7 @@ MIN_SIDE = 16
 
 def _resize(img: Any, size: tuple[int, int]) -> Any:
     """Area-average resize to ``size`` (width, height) of a NumPy or CuPy image."""
-    if type(img).__module__.split(".")[0] != "cupy":
+    if not is_device_array(img):
         return cv2.resize(img, size, interpolation=cv2.INTER_AREA)
     from cupyx.scipy import ndimage
 
@@ -103,7 +103,7 @@ class FeatureStage:
     def _extract_crop(det: Any, img: Any, box: list[int], scale: float, kw: dict) -> Features:
         """Features of one box, extracted from its crop (resized by ``scale``) and shifted into the frame."""
         x0, y0, x1, y1 = box
-        xp = np if isinstance(img, np.ndarray) else __import__("cupy")
+        xp = get_array_module(img)
         crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
         ch, cw = crop.shape[:2]
         if scale < 1.0:

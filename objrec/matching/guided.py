@@ -24,7 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.backend import to_numpy
+from objrec.backend import get_array_module, to_numpy
 from objrec.matching.verify import VerifyParams, quad_checks
 
 __all__ = ["tentative_homography", "guided_matches"]
@@ -85,7 +85,7 @@ def guided_matches(
     match. Descriptor arrays may be NumPy or CuPy (the work stays
     where they are); returns host index arrays ``(model_idx, scene_idx)``.
     """
-    xp = type(scene_desc).__module__.split(".")[0] == "cupy" and __import__("cupy") or np
+    xp = get_array_module(scene_desc)
     hom = np.c_[model_xy, np.ones(len(model_xy))] @ H.T
     ok = hom[:, 2] > 1e-9
     pred = np.full((len(model_xy), 2), np.nan, np.float32)
