@@ -111,7 +111,9 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         from objrec.prefilter.estimator import RegionPrefilter
 
         pf = RegionPrefilter().train(db, None, progress=True)
-        jpath, _ = pf.save(RegionPrefilter.default_path(db))
+        from objrec.prefilter.storage import save_for
+
+        jpath, _ = save_for(pf, db)
         print(f"trained the prefilter for this content (embedded backgrounds): {jpath}")
     elif (Path(args.db) / "prefilter.json").exists():
         print("note: the database changed, so its prefilter is stale; retrain with objrec train-prefilter")
@@ -504,8 +506,11 @@ def build_parser() -> argparse.ArgumentParser:
     from objrec.evaluation.cli import register as register_eval
     from objrec.prefilter.cli import register as register_prefilter
 
+    from objrec.dbcli import register as register_db
+
     register_prefilter(sub)
     register_eval(sub)
+    register_db(sub)
     _add_cache_parser(sub)
     return p
 

@@ -96,6 +96,11 @@ COMPACT_DEAD_FRACTION = 0.5
 #: Shards of fewer objects than this are small; more than ``MAX_SMALL_SHARDS`` of them are merged.
 SMALL_SHARD = 32
 MAX_SMALL_SHARDS = 16
+#: Seconds a shard dropped by a commit stays on disk, so that a reader which opened the manifest just
+#: before the commit can still read it; it is deleted by the first write after that.
+RETIRE_GRACE_S = 60.0
+#: Earlier database ids remembered in ``compatible_ids`` (see :attr:`ModelDB.compatible_ids`).
+MAX_COMPATIBLE_IDS = 32
 KEYPOINT_DTYPE = np.dtype(
     [
         ("xy", "<f4", (2,)),
@@ -431,7 +436,16 @@ def _read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) ->
         raise ModelDBError(f"{path}: malformed object table ({exc})") from None
     if len(objects) != entry.get("n_objects"):
         raise ModelDBError(f"{path}: holds {len(objects)} objects, the manifest says {entry.get('n_objects')}")
-    return _Shard(entry, objects, _offsets(objects, kinds))
+    return _Shard(entry, _renamed(objects, entry), _offsets(objects, kinds))
+
+
+def _renamed(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object table with the manifest's renames applied (a shard's files never change after it is
+    written, so a rename is recorded in the shard's manifest entry: ``"renamed": {row: new name}``)."""
+    renamed = entry.get("renamed") or {}
+    if not renamed:
+        return objects
+    return [dict(o, name=renamed[str(r)]) if str(r) in renamed else o for r, o in enumerate(objects)]
 
 
 def _prepared_from_arrays(name: str, img: np.ndarray, feats: dict[str, Features], source: Any) -> _Prepared:
@@ -453,17 +467,25 @@ def _content_id(detectors: dict[str, dict[str, Any]], objects: Iterable[tuple[st
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (one writer per database at a time; a no-op without fcntl)."""
+def _file_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """An exclusive advisory lock on ``path`` (one writer per database at a time; a no-op without fcntl).
+
+    Yields True when the lock is held; with ``blocking=False`` it yields False at once if another process
+    holds it.
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
-        yield
+        yield True
         return
     with open(path, "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
@@ -495,6 +517,8 @@ def _check_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
             and isinstance(s.get("n_objects"), int)
             and isinstance(s.get("files"), dict)
             and isinstance(s.get("removed", []), list)
+            and isinstance(s.get("renamed", {}), dict)
+            and all(isinstance(v, str) and _NAME_RE.match(v) for v in s.get("renamed", {}).values())
         )
         if not ok:
             raise ModelDBError(f"{mpath}: malformed shard entry {s!r}")
@@ -612,6 +636,12 @@ class ModelDB:
         return self._manifest["database_id"]
 
     @property
+    def compatible_ids(self) -> list[str]:
+        """Earlier ids of this database whose prefilter is still valid: the content changed since only by
+        removals and renames (an enrolment or replacement empties the list)."""
+        return list(self._manifest.get("compatible_ids", []))
+
+    @property
     def detectors(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self._manifest["detectors"].items()}
 
@@ -651,7 +681,7 @@ class ModelDB:
         if expected is None:
             raise ModelDBError(f"{self.path / MANIFEST}: shard {shard.id} lists no file {fname}")
         if not path.exists():
-            raise ModelDBError(f"{path}: array file not found")
+            raise ModelDBError(f"{path}: array file not found" + self._changed_note())
         if _file_sha256(path) != expected:
             raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
         try:
@@ -664,6 +694,11 @@ class ModelDB:
             raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
         self._arrays[key] = arr
         return arr
+
+    def _changed_note(self) -> str:
+        if _stat_signature(self.path / MANIFEST) != self._signature:
+            return " (another process changed the database since it was opened here; open it again)"
+        return ""
 
     def _features(self, shard: _Shard, row: int, kind: str) -> Features:
         a, b = (int(x) for x in shard.offsets[kind][row : row + 2])
@@ -737,12 +772,17 @@ class ModelDB:
     def _writing(self) -> Iterator[None]:
         """Hold the write lock, on a state refreshed if another writer committed since we read it."""
         with _file_lock(self.path / ".lock"):
-            if _stat_signature(self.path / MANIFEST) != self._signature:
-                fresh = ModelDB.open(self.path)
-                if fresh.detectors != self.detectors:
-                    raise ModelDBError(f"{self.path / MANIFEST}: detectors changed under this open database")
-                self._set_state(fresh._manifest, fresh._shards)
+            detectors = self.detectors
+            if self.refresh() and self.detectors != detectors:
+                raise ModelDBError(f"{self.path / MANIFEST}: detectors changed under this open database")
             yield
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[ModelDB]:
+        """Hold the database's write lock (``DB/.lock``) on its current state: for files kept beside the
+        database (prefilter, retrieval index) whose write must not interleave with another writer's."""
+        with self._writing():
+            yield self
 
     def enroll(self, name: str, image: str | os.PathLike | np.ndarray, replace: bool = False) -> ModelObject:
         """Add an object from an image file or array (gray or BGR uint8). Saved atomically at once."""
@@ -790,12 +830,31 @@ class ModelDB:
 
         return run_enrolment(self, items, replace, workers, batch_size, progress)
 
-    def remove(self, name: str) -> None:
-        """Remove an enrolled object (KeyError if unknown)."""
+    def remove(self, name: str | Iterable[str]) -> None:
+        """Remove an enrolled object, or several in one commit (KeyError naming the first unknown one,
+        and nothing removed). The database id changes; its prefilter stays valid."""
+        names = [name] if isinstance(name, str) else list(name)
         with self._writing():
-            self._locate(name)
-            self._commit([], {name})
+            for n in names:
+                self._locate(n)
+            self._commit([], set(names))
             self._maintain()
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename an enrolled object in one commit (KeyError if ``old`` is unknown, ModelDBError if ``new``
+        is taken). Nothing is re-extracted; the database id changes and its prefilter stays valid."""
+        check_name(new)
+        with self._writing():
+            si, row = self._live.get(old, (None, None)) if isinstance(old, str) else (None, None)
+            if si is None:
+                self._locate(old)  # raises the KeyError naming the enrolled objects
+            if new in self._live:
+                raise ModelDBError(f"{self.path / MANIFEST}: object {new!r} is already enrolled")
+            shards = list(self._shards)
+            sh = shards[si]
+            entry = dict(sh.entry, renamed={**sh.entry.get("renamed", {}), str(row): new})
+            shards[si] = _Shard(entry, _renamed(sh.objects, {"renamed": {str(row): new}}), sh.offsets)
+            self._publish(dict(self._manifest), shards, keeps_dependents=True)
 
     def _commit_batch(self, batch: list[_Prepared], replace: bool) -> list[_Prepared]:
         """Commit ``batch`` as one shard; returns the objects refused because their name is enrolled."""
@@ -824,7 +883,7 @@ class ModelDB:
                 p.entry["seq"] = manifest["next_seq"] + i
             shards.append(self._new_shard(manifest, kinds, add))
             manifest["next_seq"] += len(add)
-        self._publish(manifest, [s for s in shards if len(s.dead) < len(s.objects)])
+        self._publish(manifest, [s for s in shards if len(s.dead) < len(s.objects)], keeps_dependents=not add)
 
     def _new_shard(self, manifest: dict[str, Any], kinds: list[str], objects: list[_Prepared]) -> _Shard:
         # The random part keeps a shard left unreferenced by a crashed writer from being overwritten.
@@ -835,12 +894,27 @@ class ModelDB:
         tables = [p.entry for p in objects]
         return _Shard(entry, tables, _offsets(tables, kinds))
 
-    def _publish(self, manifest: dict[str, Any], shards: list[_Shard]) -> None:
-        """Replace the manifest (the commit point) and take the new state."""
+    def _publish(self, manifest: dict[str, Any], shards: list[_Shard], keeps_dependents: bool = False) -> None:
+        """Replace the manifest (the commit point) and take the new state.
+
+        ``keeps_dependents``: the change only removes or renames objects, so a prefilter trained for the
+        previous content is still valid; the previous id joins ``compatible_ids`` in this same commit.
+        Shards this commit drops are listed as retired (kept on disk for readers for a grace period).
+        """
+        import time
+
         manifest["shards"] = [s.entry for s in shards]
         manifest["library_version"] = __version__
         live = [(o["name"], o["sha256"]) for s in shards for r, o in enumerate(s.objects) if r not in s.dead]
+        previous = self._manifest.get("database_id")
         manifest["database_id"] = _content_id(manifest["detectors"], live)
+        compatible = list(self._manifest.get("compatible_ids", [])) + [previous] if keeps_dependents else []
+        compatible = [c for c in dict.fromkeys(compatible) if c and c != manifest["database_id"]]
+        manifest["compatible_ids"] = compatible[-MAX_COMPATIBLE_IDS:]
+        now, named = time.time(), {s.id for s in shards}
+        retired = [r for r in self._manifest.get("retired", []) if now - r["at"] < RETIRE_GRACE_S]
+        retired += [{"id": s.id, "at": now} for s in self._shards if s.id not in named]
+        manifest["retired"] = [r for r in retired if r["id"] not in named]
         atomic_write_json(self.path / MANIFEST, manifest)
         self._set_state(manifest, shards)
 
@@ -876,7 +950,7 @@ class ModelDB:
         if moved:
             moved.sort(key=lambda p: p.entry["seq"])
             keep.append(self._new_shard(manifest, kinds, moved))
-        self._publish(manifest, keep)
+        self._publish(manifest, keep, keeps_dependents=True)  # same content, same id
 
     def compact(self) -> int:
         """Rewrite every shard with dead rows and merge all small shards; returns the shards rewritten."""
@@ -889,16 +963,58 @@ class ModelDB:
             self._collect_garbage()
         return len(victims)
 
-    def _collect_garbage(self) -> None:
-        """Delete shard folders the manifest does not name and temporary files left by a killed writer."""
-        named = {s.id for s in self._shards}
+    def _retired(self) -> set[str]:
+        """Shards dropped by a recent commit, still kept on disk for readers of the previous manifest."""
+        import time
+
+        now = time.time()
+        return {r["id"] for r in self._manifest.get("retired", []) if now - r["at"] < RETIRE_GRACE_S}
+
+    def _unnamed_files(self, newer_than: float | None = None) -> list[Path]:
+        """Shard folders no manifest names and temporary files a killed writer left (retired shards still
+        in their grace period excluded; with ``newer_than``, files modified after it too)."""
+        keep = {s.id for s in self._shards} | self._retired()
         root = self.path / SHARDS
+        found = []
         if root.is_dir():
-            for d in root.iterdir():
-                if d.name not in named and (_SHARD_ID_RE.match(d.name) or d.name.endswith(".tmp")):
-                    shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
-        for t in self.path.glob(".*.tmp"):
-            t.unlink(missing_ok=True)
+            found += [d for d in root.iterdir() if d.name not in keep and (_SHARD_ID_RE.match(d.name) or ".tmp" in d.name)]
+        found += list(self.path.glob(".*.tmp"))
+        found += [t for d in (self.path, self.path / "index") if d.is_dir() for t in d.rglob("*.tmp") if t not in found]
+        if newer_than is not None:
+            found = [f for f in found if f.exists() and f.stat().st_mtime <= newer_than]
+        return sorted(set(found))
+
+    def _collect_garbage(self) -> None:
+        """Delete what :meth:`_unnamed_files` lists (called with the write lock held, so no write is in
+        progress)."""
+        for f in self._unnamed_files():
+            shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink(missing_ok=True)
+
+    def orphans(self) -> list[Path]:
+        """Files of this database that no commit names (left by a killed writer), without locking.
+
+        While another process holds the write lock, files newer than the manifest are left out: they may
+        belong to the write in progress.
+        """
+        self.refresh()
+        with _file_lock(self.path / ".lock", blocking=False) as free:
+            cutoff = None if free else (self.path / MANIFEST).stat().st_mtime
+            return self._unnamed_files(newer_than=cutoff)
+
+    def clean(self) -> list[Path]:
+        """Delete the orphan files, holding the write lock (so never a write in progress); returns them."""
+        with self._writing():
+            found = self._unnamed_files()
+            self._collect_garbage()
+        return found
+
+    def refresh(self) -> bool:
+        """Take the current manifest if another process committed since this database read it."""
+        if _stat_signature(self.path / MANIFEST) == self._signature:
+            return False
+        fresh = ModelDB.open(self.path)
+        self._set_state(fresh._manifest, fresh._shards)
+        return True
 
     # -- checks and format upgrades -----------------------------------------------------------------
     def verify(self) -> list[str]:

@@ -74,7 +74,21 @@ def test_duplicate_name_is_refused_and_replace_works(db, cover):
     old = db.database_id
     db.enroll("cover", synthetic_cover(9, (200, 260)), replace=True)
     assert db.names == ["cover"] and db.database_id != old
-    assert len(list((db.path / "shards").iterdir())) == 1  # the replaced object's shard is gone
+    m = json.loads((db.path / "manifest.json").read_text())
+    (live,) = [sh["id"] for sh in m["shards"]]
+    (retired,) = [r["id"] for r in m["retired"]]  # the replaced object's shard, kept for readers a while
+    assert sorted(p.name for p in (db.path / "shards").iterdir()) == sorted([live, retired])
+    assert db.orphans() == []
+
+
+def test_retired_shards_are_deleted_after_the_grace_period(db, cover, monkeypatch):
+    import objrec.modeldb as mdb
+
+    db.enroll("cover", synthetic_cover(9, (200, 260)), replace=True)
+    monkeypatch.setattr(mdb, "RETIRE_GRACE_S", 0.0)
+    db.enroll("other", synthetic_cover(4))  # the next write collects it
+    m = json.loads((db.path / "manifest.json").read_text())
+    assert sorted(p.name for p in (db.path / "shards").iterdir()) == sorted(sh["id"] for sh in m["shards"])
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "../x", "-x", "x" * 200, "a b"])
@@ -378,7 +392,8 @@ def test_remove_and_replace_tombstone_then_compact(sift_db, tmp_path):
     assert sift_db.compact() >= 1
     m = json.loads((sift_db.path / "manifest.json").read_text())
     assert all(not s["removed"] for s in m["shards"]) and len(m["shards"]) == 1
-    assert sorted(p.name for p in (sift_db.path / "shards").iterdir()) == [m["shards"][0]["id"]]
+    on_disk = {p.name for p in (sift_db.path / "shards").iterdir()}
+    assert on_disk == {m["shards"][0]["id"]} | {r["id"] for r in m["retired"]}  # retired: kept for readers
     again = ModelDB.open(sift_db.path)
     assert sorted(again.names) == sorted(survivors) and again.verify() == []
     for n in survivors:

@@ -43,7 +43,9 @@ def cmd_train_prefilter(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         video_step=args.video_step,
     )
-    jpath, npath = pf.save(out)
+    from objrec.prefilter.storage import save_for
+
+    jpath, npath = save_for(pf, db, out)
     r: dict[str, Any] = pf.training_report_
     recall = r.get("calibration_region_area_recall")
     rejected = r.get("calibration_empty_area_rejected")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_FILENAME",
     "prefilter_files",
     "save_prefilter",
+    "save_for",
     "load_prefilter",
     "default_path",
     "load_for",
@@ -206,15 +208,16 @@ def _build(m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path, npath:
     return pf
 
 
-def load_prefilter(path: str | os.PathLike, database_id: str | None = None) -> RegionPrefilter:
+def load_prefilter(path: str | os.PathLike, database_id: str | Iterable[str] | None = None) -> RegionPrefilter:
     """Read a prefilter written by :func:`save_prefilter`; never unpickles.
 
     Parameters
     ----------
     path : path-like
         Either file, or their common stem.
-    database_id : str, optional
-        When given, the ``database_id`` the prefilter must have been trained for.
+    database_id : str or iterable of str, optional
+        When given, the ``database_id`` the prefilter must have been trained for (or any of several: a
+        database's current id and its ``compatible_ids``).
 
     Raises
     ------
@@ -230,12 +233,20 @@ def load_prefilter(path: str | os.PathLike, database_id: str | None = None) -> R
     except FileFormatError as exc:
         raise PrefilterError(str(exc)) from None
     pf = _build(m, arrays, jpath, npath)
-    if database_id is not None and pf.database_id_ != database_id:
+    valid = [database_id] if isinstance(database_id, str) else list(database_id or [])
+    if database_id is not None and pf.database_id_ not in valid:
         raise StalePrefilterError(
-            f"{jpath}: trained for database {pf.database_id_}, not {database_id} "
+            f"{jpath}: trained for database {pf.database_id_}, not {valid[0] if valid else None} "
             "(the database changed since; retrain with objrec train-prefilter)"
         )
     return pf
+
+
+def save_for(pf: RegionPrefilter, db: Any, path: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """Save ``pf`` beside ``db`` (default :func:`default_path`) holding the database's write lock, so two
+    processes saving at once cannot pair one's manifest with the other's arrays."""
+    with db.lock():
+        return save_prefilter(pf, path if path is not None else default_path(db))
 
 
 def default_path(db: Any) -> Path:
@@ -268,7 +279,7 @@ def load_for(db: Any, path: str | os.PathLike | None = None, on_stale: str = "wa
             f"{jpath}: no prefilter for this database (train one with objrec train-prefilter --db {db.path})",
         )
     try:
-        return load_prefilter(jpath, database_id=db.database_id)
+        return load_prefilter(jpath, database_id=[db.database_id, *getattr(db, "compatible_ids", [])])
     except StalePrefilterError as exc:
         if on_stale == "raise":
             raise

@@ -183,3 +183,24 @@ def test_load_for_a_fresh_database(trained, db, tmp_path):
         warnings.simplefilter("error")
         pf = RegionPrefilter.load_for(fresh)
     assert pf and pf.database_id_ == db.database_id
+
+
+def test_prefilter_stays_valid_through_remove_and_rename_but_not_enrolment(trained, db, tmp_path):
+    """Removing or renaming objects keeps a prefilter's training valid (same positives or fewer); enrolling
+    does not (the new object was never a positive). The manifest commit carries the earlier ids."""
+    copy = tmp_path / "db"
+    shutil.copytree(db.path, copy)
+    fresh = ModelDB.open(copy)
+    trained.save(default_path(fresh))
+    first = fresh.names[0]
+    fresh.rename(first, "renamed")
+    fresh.remove(fresh.names[1])
+    reopened = ModelDB.open(copy)
+    assert reopened.database_id != db.database_id and db.database_id in reopened.compatible_ids
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert RegionPrefilter.load_for(reopened)
+    reopened.enroll("late", sample_objects()[first])
+    assert reopened.compatible_ids == []
+    with pytest.warns(StalePrefilterWarning):
+        assert not RegionPrefilter.load_for(ModelDB.open(copy))

@@ -1,0 +1,218 @@
+"""``objrec db``: see and change a model database from the command line.
+
+``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects (each one
+atomic commit), ``verify`` every file. Every action takes ``--json`` for one JSON document on stdout.
+``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer) and a stale prefilter or
+retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under the write lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_DAMAGED = 0, 2
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from objrec.modeldb import ModelDB
+
+    return ModelDB.open(args.db)
+
+
+def _disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _object_doc(db: Any, name: str) -> dict[str, Any]:
+    i = db.info(name)
+    src = i.source or {}
+    return {
+        "name": i.name,
+        "width": i.width,
+        "height": i.height,
+        "n_features": i.n_features,
+        "sha256": i.sha256,
+        "source": src.get("path"),
+        "source_sha256": src.get("sha256"),
+    }
+
+
+def prefilter_status(db: Any) -> dict[str, Any]:
+    """``{"status": "current"|"stale"|"absent"|"damaged", "path", "detail"}`` of the database's prefilter."""
+    from objrec.prefilter.storage import PrefilterError, StalePrefilterError, default_path, load_prefilter
+    from objrec.prefilter.storage import prefilter_files
+
+    jpath, _ = prefilter_files(default_path(db))
+    doc: dict[str, Any] = {"path": str(jpath)}
+    if not jpath.exists():
+        return {**doc, "status": "absent", "detail": "no prefilter (objrec train-prefilter trains one)"}
+    try:
+        load_prefilter(jpath, database_id=[db.database_id, *db.compatible_ids])
+    except StalePrefilterError as exc:
+        return {**doc, "status": "stale", "detail": " ".join(str(exc).split())}
+    except PrefilterError as exc:
+        return {**doc, "status": "damaged", "detail": " ".join(str(exc).split())}
+    return {**doc, "status": "current", "detail": ""}
+
+
+def index_status(db: Any) -> dict[str, dict[str, Any]]:
+    """Per detector kind with a saved retrieval index: its status, as :func:`prefilter_status`."""
+    root = Path(db.path) / "index"
+    out: dict[str, dict[str, Any]] = {}
+    if not root.is_dir():
+        return out
+    from objrec.matching.retrieval import RetrievalIndex, RetrievalIndexError
+
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        doc: dict[str, Any] = {"path": str(folder)}
+        try:
+            index = RetrievalIndex.load(folder)
+        except RetrievalIndexError as exc:
+            out[folder.name] = {**doc, "status": "damaged", "detail": " ".join(str(exc).split())}
+            continue
+        if index.database_id != db.database_id:
+            detail = f"built for database {index.database_id}; brought up to date when next used"
+            out[folder.name] = {**doc, "status": "stale", "detail": detail}
+        else:
+            out[folder.name] = {**doc, "status": "current", "detail": ""}
+    return out
+
+
+def _print(args: argparse.Namespace, doc: Any, lines: list[str]) -> None:
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        for line in lines:
+            print(line)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    db = _open(args)
+    rows = [_object_doc(db, n) for n in db.names]
+    lines = [
+        f"{r['name']:32s} {r['width']:5d}x{r['height']:<5d} "
+        + ", ".join(f"{k} {v}" for k, v in r["n_features"].items())
+        + (f"  ({r['source']})" if r["source"] else "")
+        for r in rows
+    ]
+    lines.append(f"{len(rows)} object(s) in {args.db}, id {db.database_id}")
+    _print(args, {"database": str(args.db), "database_id": db.database_id, "objects": rows}, lines)
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    db = _open(args)
+    if args.name:
+        doc = _object_doc(db, args.name)
+        feats = ", ".join(f"{k} {v}" for k, v in doc["n_features"].items())
+        lines = [f"{doc['name']}: {doc['width']}x{doc['height']}, features {feats}", f"content sha256 {doc['sha256']}"]
+        lines += [f"enrolled from {doc['source']}"] if doc["source"] else []
+        _print(args, doc, lines)
+        return EXIT_OK
+    m = db._manifest
+    doc = {
+        "database": str(args.db),
+        "database_id": db.database_id,
+        "compatible_ids": db.compatible_ids,
+        "objects": len(db),
+        "detectors": db.detectors,
+        "descriptor_storage": m.get("descriptor_storage", {}),
+        "shards": len(m["shards"]),
+        "disk_bytes": _disk_bytes(Path(args.db)),
+        "library_version": m.get("library_version"),
+        "prefilter": prefilter_status(db),
+        "index": index_status(db),
+    }
+    lines = [
+        f"database {args.db}: {doc['objects']} object(s), id {doc['database_id']}",
+        "detectors: " + ", ".join(f"{k} {v}" for k, v in doc["detectors"].items()),
+        f"storage: {doc['shards']} shard(s), {doc['disk_bytes'] / 2**20:.1f} MiB on disk",
+        f"prefilter: {doc['prefilter']['status']} {doc['prefilter']['detail']}".rstrip(),
+    ]
+    lines += [f"index {k}: {v['status']} {v['detail']}".rstrip() for k, v in doc["index"].items()]
+    _print(args, doc, lines)
+    return EXIT_OK
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    db = _open(args)
+    db.remove(args.names)
+    doc = {"removed": args.names, "database_id": db.database_id, "objects": len(db)}
+    _print(args, doc, [f"removed {', '.join(args.names)}; {len(db)} object(s) left, id {db.database_id}"])
+    return EXIT_OK
+
+
+def cmd_rename(args: argparse.Namespace) -> int:
+    db = _open(args)
+    db.rename(args.old, args.new)
+    doc = {"renamed": {"from": args.old, "to": args.new}, "database_id": db.database_id}
+    _print(args, doc, [f"renamed {args.old} to {args.new}; id {db.database_id}"])
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    db = _open(args)
+    problems = db.verify()
+    pf, index = prefilter_status(db), index_status(db)
+    problems += [d["detail"] for d in [pf, *index.values()] if d["status"] == "damaged"]
+    warnings = [f"prefilter {pf['detail']}" for d in [pf] if d["status"] == "stale"]
+    warnings += [f"index {k}: {d['detail']}" for k, d in index.items() if d["status"] == "stale"]
+    orphans = [str(p) for p in db.orphans()]
+    cleaned = [str(p) for p in db.clean()] if args.clean and orphans else []
+    doc = {
+        "database": str(args.db),
+        "database_id": db.database_id,
+        "objects": len(db),
+        "ok": not problems,
+        "problems": problems,
+        "warnings": warnings,
+        "orphans": orphans,
+        "cleaned": cleaned,
+    }
+    lines = [f"damaged: {p}" for p in problems] + [f"warning: {w}" for w in warnings]
+    if orphans and not cleaned:
+        lines.append(f"warning: {len(orphans)} orphan file(s) no commit names (objrec db verify --clean deletes them):")
+        lines += [f"  {p}" for p in orphans]
+    lines += [f"deleted orphan {p}" for p in cleaned]
+    verdict = "DAMAGED" if problems else "ok"
+    lines.append(f"{args.db}: {verdict}: {len(db)} object(s), every file checked against its sha256")
+    _print(args, doc, lines)
+    if problems and not args.json:
+        print(f"objrec db verify: {len(problems)} damaged file(s) in {args.db}", file=sys.stderr)
+    return EXIT_DAMAGED if problems else EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``objrec db ACTION`` to the top-level subcommands."""
+    d = sub.add_parser(
+        "db",
+        help="list, inspect, remove, rename or verify a model database's objects",
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+    )
+    acts = d.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, summary: str, func: Any) -> argparse.ArgumentParser:
+        a = acts.add_parser(name, help=summary, description=summary)
+        a.add_argument("--db", required=True, help="model database directory")
+        a.add_argument("--json", action="store_true", help="print one JSON document")
+        a.set_defaults(func=func)
+        return a
+
+    action("list", "list the enrolled objects (name, size, features, source file)", cmd_list)
+    i = action("info", "the database's id, detectors, storage, prefilter and index status, or one object's", cmd_info)
+    i.add_argument("name", nargs="?", metavar="NAME", help="an object: its size, features and source")
+    r = action("remove", "remove objects (one atomic commit; the prefilter stays valid)", cmd_remove)
+    r.add_argument("names", nargs="+", metavar="NAME")
+    n = action("rename", "rename an object (one atomic commit; nothing re-extracted)", cmd_rename)
+    n.add_argument("old", metavar="OLD")
+    n.add_argument("new", metavar="NEW")
+    v = action(
+        "verify",
+        "check every file against its sha256 (exit 2 on damage), report orphans and stale prefilter or index",
+        cmd_verify,
+    )
+    v.add_argument("--clean", action="store_true", help="delete orphan files (under the write lock)")
