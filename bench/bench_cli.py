@@ -102,9 +102,12 @@ def _detected(stdout: str) -> list[str]:
 def run(args: argparse.Namespace, samples: Path, work: Path) -> dict:
     cache = Path(args.cache_dir) if args.cache_dir else work / "cache"
     env = dict(os.environ, OBJREC_CACHE_DIR=str(cache))
+    # A user's installation keeps Python bytecode (pip compiles it at install time); a shell that sets
+    # PYTHONDONTWRITEBYTECODE would make every process recompile objrec's modules from source.
+    res_bytecode = env.pop("PYTHONDONTWRITEBYTECODE", None) is None
     objrec = _objrec_cmd()
     db, model, scene = work / "db", samples / "box.png", samples / "box_in_scene.png"
-    res: dict = {"cache_dir": str(cache)}
+    res: dict = {"cache_dir": str(cache), "bytecode_env_removed": not res_bytecode}
 
     _timed([*objrec, "cache", "clear"], env)
     res["first_enroll_s"], r = _timed([*objrec, "enroll", "--db", str(db), f"box={model}"], env)
@@ -140,6 +143,8 @@ def _report(res: dict, model_shape: tuple, scene_shape: tuple) -> None:
     print(f"anchor (find_obj.py): {res['anchor_cmd']}")
     print(f"model {model_shape[1]}x{model_shape[0]}, scene {scene_shape[1]}x{scene_shape[0]}")
     print(f"kernel cache: {res['cache_dir']}")
+    if res.get("bytecode_env_removed"):
+        print("PYTHONDONTWRITEBYTECODE was set here: removed for the measured processes (as after pip install)")
     print()
 
     def row(label: str, key: str, target: str = "") -> None:

@@ -524,7 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="objrec: %(message)s")
     warnings.showwarning = _one_line_warning
-    from objrec import kernel_cache
+    from objrec import _startup, kernel_cache
+
+    _startup.numba_without_scipy_linalg()
 
     kernel_cache.announce_compilation(sys.stderr)
     t0 = time.perf_counter()

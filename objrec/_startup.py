@@ -1,0 +1,60 @@
+"""Start-up of the ``objrec`` command-line process: Numba without SciPy's linear algebra.
+
+When Numba's CPU target is first used it imports ``numba.np.arraymath``, which checks whether SciPy's
+BLAS is present (``import scipy.linalg.cython_blas``, which imports all of :mod:`scipy.linalg`) so that
+``np.dot`` and ``np.linalg`` can be compiled. objrec's kernels call neither, and nothing else in a command
+needs ``scipy.linalg`` before its kernels run, so the command-line process hides that one module while
+``numba.np.arraymath`` is imported: the check fails quietly (Numba then only refuses to compile BLAS calls,
+which objrec makes none of), and the module is importable again at once for anything that wants it later
+(scikit-learn, for one). The library itself never does this: in a user's process Numba is imported as it
+is.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from typing import Any
+
+_HIDDEN = "scipy.linalg.cython_blas"
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        hide = _HIDDEN not in sys.modules and "scipy.linalg" not in sys.modules
+        if hide:
+            sys.modules[_HIDDEN] = None  # type: ignore[assignment] - makes the import raise ImportError
+        try:
+            self._loader.exec_module(module)
+        finally:
+            if hide and sys.modules.get(_HIDDEN, 0) is None:
+                del sys.modules[_HIDDEN]
+
+
+_TARGET = "numba.np.arraymath"
+
+
+class _NumbaFinder(importlib.abc.MetaPathFinder):
+    """Finds ``numba.np.arraymath`` as usual and wraps its loader; removes itself after the first use."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != _TARGET:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def numba_without_scipy_linalg() -> None:
+    """Arrange for this process's Numba to skip SciPy's BLAS check (see above)."""
+    if _TARGET not in sys.modules and not any(isinstance(f, _NumbaFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NumbaFinder())
