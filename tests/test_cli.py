@@ -41,7 +41,7 @@ def files(tmp_path_factory):
     return paths
 
 
-@pytest.mark.parametrize("cmd", [[], ["enroll"], ["detect"], ["demo"]])
+@pytest.mark.parametrize("cmd", [[], ["enroll"], ["detect"], ["demo"], ["db"], ["db", "verify"], ["cache"]])
 def test_help_on_every_command(cmd):
     r = run_cli(*cmd, "--help")
     assert r.returncode == 0 and "usage: objrec" in r.stdout
@@ -228,3 +228,32 @@ def test_enroll_from_csv(files, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("only-one-column\n")
     _one_line_error(run_cli("enroll", "--db", str(db), "--from", str(bad)), "bad.csv:1", "name,path")
+
+
+def test_cli_process_loads_numba_array_math_without_scipy_linalg():
+    """The command-line start-up hides scipy.linalg only while Numba's array math is imported: kernels
+    compile and run, scipy.linalg stays unloaded until asked for, and then imports and works."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        from objrec import _startup
+        _startup.numba_without_scipy_linalg()
+        import numpy as np
+        from numba import njit
+        @njit
+        def total(a):
+            s = 0.0
+            for v in a:
+                s += v
+            return s
+        assert total(np.arange(5.0)) == 10.0
+        assert "numba.np.arraymath" in sys.modules and "scipy.linalg" not in sys.modules
+        import scipy.linalg
+        assert abs(scipy.linalg.norm([3.0, 4.0]) - 5.0) < 1e-12
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
