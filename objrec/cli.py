@@ -171,9 +171,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
             print(f"{path}: {names}  [{r.latency_ms:.1f} ms]")
             for x in rec.last_rejections if args.explain else []:
                 print(f"  rejected {x.name}: {x.reason} ({x.matches} matches) {x.detail}".rstrip())
+    from objrec.memory import report as memory_report
+
+    memory = memory_report()
     if args.json:
-        json.dump({"results": results}, sys.stdout, indent=2)
+        json.dump({"results": results, "memory": memory}, sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif memory["peak_rss_mb"] is not None:
+        print(f"memory: peak resident {memory['peak_rss_mb']:.0f} MiB ({len(db)} object(s) enrolled)")
     return EXIT_BAD_INPUT if failed else EXIT_OK
 
 

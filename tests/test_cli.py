@@ -58,6 +58,8 @@ def test_enroll_then_detect_json(files, tmp_path):
     (res,) = doc["results"]
     assert res["image"] == str(files["scene"])
     assert isinstance(res["timings_ms"], dict) and all(v >= 0 for v in res["timings_ms"].values())
+    if sys.platform.startswith("linux"):
+        assert doc["memory"]["peak_rss_mb"] >= doc["memory"]["rss_mb"] > 10  # the process's own figures
     (det,) = res["detections"]
     assert set(det) == {"name", "score", "inliers", "homography", "corners", "visible_fraction"}
     assert det["name"] == "cover" and 0 <= det["score"] <= 1 and det["inliers"] >= 10

@@ -14,6 +14,7 @@ import numpy as np
 
 from objrec.draw import draw_detections
 from objrec.fileio import atomic_write_json
+from objrec.memory import report as memory_report
 from objrec.types import FrameResult
 
 __all__ = ["RunStats", "run_stream", "overlay_lines", "display_available"]
@@ -71,6 +72,7 @@ class RunStats:
             "latency_ms": {k: round(v, 3) for k, v in pct.items()},
             "jitter_ms": round(float(lat.std()), 3) if lat.size else 0.0,
             "stage_share": {k: round(v / total, 4) for k, v in sorted(self.stage_ms.items())},
+            "memory": memory_report(),
             "skipped_units": dict(sorted(self.skipped.items())),
             "wall_s": round(self.wall_s, 3),
             "per_frame": self.per_frame,
@@ -86,6 +88,7 @@ class RunStats:
             f"{j['frames']} frames, budget {j['budget_ms']} ms: {j['deadline_misses']} deadline misses, "
             f"{j['dropped']} dropped; latency p50 {lat['p50']:.1f} / p90 {lat['p90']:.1f} / p99 {lat['p99']:.1f} / "
             f"max {lat['max']:.1f} ms"
+            + (f"; peak resident memory {j['memory']['peak_rss_mb']:.0f} MiB" if j["memory"]["peak_rss_mb"] else "")
         )
 
 
