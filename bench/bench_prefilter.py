@@ -1,8 +1,9 @@
 """Acceptance benchmark of the region prefilter.
 
 Trains a prefilter for the three demo objects (objrec.data.sample_objects) on scenes composed over the
-first half of vtest.avi's frames plus the embedded sample backgrounds, then measures on held-out scenes
-whose backgrounds were never used in training (the second half of vtest.avi and Oxford affine images):
+first half of vtest.avi's frames plus the built-in backgrounds (``--defaults-only``: the built-in ones alone,
+as ``objrec train-prefilter`` without ``--backgrounds``), then measures on held-out scenes whose backgrounds
+were never used in training (the second half of vtest.avi, or all of it, and Oxford affine images):
 
 1. object area kept (objects covering 5-25% of a 640x480 frame) and frame area rejected on empty frames;
 2. cost: ``propose`` vs OpenCV SIFT on the same 640x480 frames, interleaved, medians after warm-up;
@@ -88,6 +89,12 @@ def main() -> int:
         help="px added around boxes for SIFT crops (boxes carry the prefilter's own margin)",
     )
     ap.add_argument("--recognition-objects", type=int, default=1, help="objects per recognition scene (1-3)")
+    ap.add_argument(
+        "--defaults-only",
+        action="store_true",
+        help="train on the built-in backgrounds only (what train-prefilter does without --backgrounds); "
+        "every vtest frame (step 10) is then a test background",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
@@ -98,15 +105,21 @@ def main() -> int:
     data = find_data(args.data)
     frames = video_frames(data / "opencv_samples" / "vtest.avi")
     half = len(frames) // 2
-    train_bg = frames[:half:10] + default_backgrounds()
-    test_video = frames[half::10]
+    train_bg = default_backgrounds() if args.defaults_only else frames[:half:10] + default_backgrounds()
+    test_video = frames[::10] if args.defaults_only else frames[half::10]
     test_oxford = [cv2.imread(str(data / "oxford_affine" / s / f"img{k}.png")) for s in OXFORD for k in (1, 4)]
     test_bg = test_video + test_oxford
-    print(
-        f"training backgrounds: {len(frames[:half:10])} vtest frames (0..{half - 1}, step 10) + "
-        f"{len(train_bg) - len(frames[:half:10])} embedded; test: {len(test_video)} vtest frames ({half}.., step 10)"
-        f" + {len(test_oxford)} Oxford images (img1, img4 of {', '.join(OXFORD)})"
-    )
+    if args.defaults_only:
+        print(
+            f"training backgrounds: the {len(train_bg)} built-in ones (no vtest); test: {len(test_video)} vtest "
+            f"frames (all, step 10) + {len(test_oxford)} Oxford images (img1, img4 of {', '.join(OXFORD)})"
+        )
+    else:
+        print(
+            f"training backgrounds: {len(frames[:half:10])} vtest frames (0..{half - 1}, step 10) + "
+            f"{len(train_bg) - len(frames[:half:10])} built-in; test: {len(test_video)} vtest frames "
+            f"({half}.., step 10) + {len(test_oxford)} Oxford images (img1, img4 of {', '.join(OXFORD)})"
+        )
 
     tmp = tempfile.mkdtemp(prefix="bench-prefilter-")
     db = ModelDB.create(Path(tmp) / "db")

@@ -24,6 +24,7 @@ from objrec.scenes import Distortion, compose_scene
 __all__ = [
     "load_backgrounds",
     "default_backgrounds",
+    "generated_background",
     "SceneSet",
     "generate_scenes",
     "cell_fractions",
@@ -87,8 +88,80 @@ def load_backgrounds(
     return out
 
 
-def default_backgrounds(n: int = 8) -> list[np.ndarray]:
-    """Backgrounds that need no files: the embedded sample backgrounds plus smooth and noisy textures."""
+def _palette(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` BGR colours as in everyday scenes: any hue, mostly low saturation, any brightness."""
+    hsv = np.stack([rng.uniform(0, 180, n), 255 * rng.beta(1.1, 2.6, n), 255 * rng.uniform(0.12, 0.97, n)], 1)
+    return cv2.cvtColor(hsv.astype(np.uint8)[None], cv2.COLOR_HSV2BGR)[0].astype(np.float32)
+
+
+def _texture_field(rng: np.random.Generator, shape: tuple[int, int], kind: int) -> np.ndarray:
+    """A zero-mean luminance texture: grain (grass, gravel, asphalt) or stripes (fences, blinds, brick rows)."""
+    h, w = shape
+    if kind == 0:
+        t = cv2.GaussianBlur(rng.normal(0, 1, (h, w)).astype(np.float32), (0, 0), float(rng.uniform(0.6, 2.5)))
+        return t / (t.std() + 1e-6) * float(rng.uniform(4, 28))
+    period, ang = rng.uniform(4, 30), rng.uniform(0, np.pi)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    return np.sign(np.sin(2 * np.pi * (x * np.cos(ang) + y * np.sin(ang)) / period)) * float(rng.uniform(6, 35))
+
+
+def _shape_mask(
+    rng: np.random.Generator, r: float, cx: float, cy: float, w: int, h: int
+) -> tuple[tuple[int, int, int, int], np.ndarray] | None:
+    """A disc, rectangle or pentagon of radius ``r`` at (cx, cy): its box (y0, y1, x0, x1) in the frame and
+    mask, drawn only over that box."""
+    kind = int(rng.integers(4))
+    ar = float(rng.uniform(0.35, 2.8)) if kind in (1, 2) else 1.0
+    rx, ry = r * ar, r / ar
+    x0, y0, x1, y1 = int(max(cx - rx, 0)), int(max(cy - ry, 0)), int(min(cx + rx + 1, w)), int(min(cy + ry + 1, h))
+    if x1 <= x0 or y1 <= y0:
+        return None
+    m = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    px, py = cx - x0, cy - y0
+    if kind == 0:
+        cv2.circle(m, (int(px), int(py)), int(r), 255, -1)
+    elif kind <= 2:
+        cv2.rectangle(m, (int(px - rx), int(py - ry)), (int(px + rx), int(py + ry)), 255, -1)
+    else:
+        t = np.sort(rng.uniform(0, 2 * np.pi, 5))
+        cv2.fillPoly(m, [np.stack([px + r * np.cos(t), py + r * np.sin(t)], 1).astype(np.int32)], 255)
+    return (y0, y1, x0, x1), m > 0
+
+
+def generated_background(rng: np.random.Generator, size: tuple[int, int] = (960, 540)) -> np.ndarray:
+    """A 'dead leaves' scene: occluding discs, rectangles and polygons of log-uniform size over a vertical
+    gradient, flat or filled with grain or stripes, under uneven light, noise and sometimes blur.
+
+    Occlusion of shapes with a wide range of sizes gives the edge, junction and texture statistics of
+    everyday scenes (Lee, Mumford and Huang, IJCV 2001) without any file, and the colours cover the space
+    that cameras see, so a prefilter learns what is unlike its objects rather than one background.
+    """
+    w, h = size
+    top, bottom = _palette(rng, 2)
+    a = np.linspace(0, 1, h, dtype=np.float32)[:, None, None]
+    img = np.broadcast_to(top * (1 - a) + bottom * a, (h, w, 3)).copy()
+    n = int(rng.integers(20, 90)) if rng.random() < 0.5 else int(rng.integers(120, 400))  # sparse or busy
+    fields = [_texture_field(rng, (h, w), k) for k in (0, 0, 1, 1)]
+    radii = np.sort(np.exp(rng.uniform(np.log(5), np.log(w / 4), n)))[::-1]  # large first, small on top
+    for r, c in zip(radii, _palette(rng, n), strict=True):
+        got = _shape_mask(rng, float(r), rng.uniform(0, w), rng.uniform(0, h), w, h)
+        if got is None:
+            continue
+        (y0, y1, x0, x1), m = got
+        k = int(rng.integers(len(fields) + 2))  # a third of the shapes stay flat
+        fill = np.broadcast_to(c, m.shape + (3,))
+        if k < len(fields):
+            fill = fill + fields[k][y0:y1, x0:x1, None] * rng.uniform(0.3, 1.2)
+        np.copyto(img[y0:y1, x0:x1], fill, where=m[:, :, None])
+    light = cv2.resize(rng.uniform(0.7, 1.2, (3, 4)).astype(np.float32), (w, h), interpolation=cv2.INTER_CUBIC)
+    img = img * light[:, :, None] + rng.normal(0, rng.uniform(0.5, 4), (h, w, 1)).astype(np.float32)
+    sigma = float(rng.choice([0.0, 0.7, 1.5]))
+    return np.clip(cv2.GaussianBlur(img, (0, 0), sigma) if sigma else img, 0, 255).astype(np.uint8)
+
+
+def default_backgrounds(n: int = 8, n_generated: int | None = None) -> list[np.ndarray]:
+    """Backgrounds that need no files: the embedded sample backgrounds, smooth and noisy textures, and
+    ``n_generated`` (default ``2 n``) :func:`generated_background` scenes, all from fixed seeds."""
     from objrec.data import sample_background
 
     out = [sample_background((960, 540), seed=s) for s in range(n)]
@@ -98,6 +171,8 @@ def default_backgrounds(n: int = 8) -> list[np.ndarray]:
         img = cv2.resize(base, (960, 540), interpolation=cv2.INTER_CUBIC)
         noise = cv2.GaussianBlur(rng.normal(0, 12, (540, 960)).astype(np.float32), (0, 0), 2.0)
         out.append(np.clip(img.astype(np.float32) + noise[:, :, None], 0, 255).astype(np.uint8))
+    gen = np.random.default_rng(99)
+    out += [generated_background(gen) for _ in range(2 * n if n_generated is None else n_generated)]
     return out
 
 

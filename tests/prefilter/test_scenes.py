@@ -79,3 +79,20 @@ def test_load_backgrounds_takes_every_nth_video_frame(shared_data):
     assert len(frames) == 4
     for f, e in zip(frames, expect, strict=True):
         np.testing.assert_array_equal(f, e)
+
+
+def test_generated_backgrounds_are_varied_and_reproducible():
+    """Generated negatives cover many colours and have edges at many scales; a seed fixes them."""
+    from objrec.prefilter.scenes import generated_background
+
+    a = [generated_background(np.random.default_rng(s), (480, 270)) for s in range(6)]
+    b = generated_background(np.random.default_rng(0), (480, 270))
+    np.testing.assert_array_equal(a[0], b)
+    for img in a:
+        assert img.shape == (270, 480, 3) and img.dtype == np.uint8
+        edges = cv2.Canny(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), 50, 150)
+        assert 0.005 < (edges > 0).mean() < 0.5  # structure, neither flat nor pure noise
+    hsv = cv2.cvtColor(np.concatenate(a), cv2.COLOR_BGR2HSV).reshape(-1, 3)
+    hues = np.bincount(hsv[hsv[:, 1] > 40, 0] // 15, minlength=12)
+    assert (hues > 0.01 * hues.sum()).sum() >= 10  # at least 10 of 12 hue sectors present
+    assert np.median(hsv[:, 1]) < 128  # mostly unsaturated, as everyday scenes are
