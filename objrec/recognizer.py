@@ -120,6 +120,7 @@ class Recognizer:
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(enabled=track)
         self.last_rejections: list[Rejection] = []
+        self._proposals: Regions | None = None  # the prefilter's output for the current frame
         self.frames = 0
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
@@ -136,11 +137,16 @@ class Recognizer:
         """
         sched = self.scheduler
         sched.start(t0)
+        self._proposals = None
         with frame_guard():
             verdicts, mandatory_ms = self._recognize(frame, sched)
         latency = sched.elapsed()
         met = self.budget_ms is None or latency <= self.budget_ms
         result = FrameResult(verdicts.detections(), latency, met, dict(sched.timings), list(sched.skipped))
+        if self.prefilter is not None and self._proposals is not None:
+            h, w = frame.shape[:2]
+            result.prefilter_boxes = [[int(v) for v in b] for b in self._proposals.boxes]
+            result.prefilter_rejected = 1.0 - self._proposals.area_fraction(w, h)
         self.last_rejections = verdicts.rejections
         self.degrade.observe(latency if mandatory_ms is None else mandatory_ms)
         collect_in_slack(sched.remaining())
@@ -172,7 +178,8 @@ class Recognizer:
         """The prefilter's regions, best first (the whole frame without a prefilter)."""
         if self.prefilter is None:
             return Regions.full(frame.shape[1], frame.shape[0])
-        return sched.run("prefilter", lambda: self.prefilter.propose(frame), mandatory=True)[1]
+        self._proposals = sched.run("prefilter", lambda: self.prefilter.propose(frame), mandatory=True)[1]
+        return self._proposals
 
     def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence, while they fit."""

@@ -425,6 +425,11 @@ class FrameResult:
         Stage name to milliseconds.
     skipped : list of SkipRecord
         Work that was not done to keep the budget.
+    prefilter_boxes : list of [x0, y0, x1, y1] or None
+        The boxes the prefilter kept in this frame (its own output, before tracking windows are added);
+        None when the recognizer runs without a prefilter.
+    prefilter_rejected : float or None
+        The share of the frame's area outside ``prefilter_boxes``.
     """
 
     detections: list[Detection] = field(default_factory=list)
@@ -432,6 +437,8 @@ class FrameResult:
     deadline_met: bool = True
     timings_ms: dict[str, float] = field(default_factory=dict)
     skipped: list[SkipRecord] = field(default_factory=list)
+    prefilter_boxes: list[list[int]] | None = None
+    prefilter_rejected: float | None = None
 
     def __post_init__(self) -> None:
         for d in self.detections:
@@ -448,6 +455,8 @@ class FrameResult:
             "deadline_met": self.deadline_met,
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
             "skipped": [r.to_json() for r in self.skipped],
+            "prefilter_boxes": self.prefilter_boxes,
+            "prefilter_rejected": None if self.prefilter_rejected is None else round(self.prefilter_rejected, 4),
         }
 
 

@@ -48,6 +48,8 @@ class RunStats:
                 "deadline_met": bool(r.deadline_met),
                 "detections": [d.to_json() for d in r.detections],
                 "skipped": [s.to_json() for s in r.skipped],
+                "prefilter_boxes": r.prefilter_boxes,
+                "prefilter_rejected": None if r.prefilter_rejected is None else round(r.prefilter_rejected, 4),
             }
         )
         for k, v in r.timings_ms.items():
@@ -95,6 +97,8 @@ class RunStats:
 def overlay_lines(r: FrameResult, budget_ms: float | None, fps: float | None) -> list[str]:
     use = f" ({100 * r.latency_ms / budget_ms:.0f}% of {budget_ms:g} ms)" if budget_ms else ""
     lines = [f"latency {r.latency_ms:.1f} ms{use}" + (f"  {fps:.1f} fps" if fps else "")]
+    if r.prefilter_rejected is not None:
+        lines.append(f"prefilter: {100 * r.prefilter_rejected:.0f}% of the frame rejected")
     if r.skipped:
         lines.append("skipped: " + ", ".join(sorted({s.unit for s in r.skipped}))[:80])
     return lines
