@@ -174,8 +174,8 @@ def test_run_cli_on_image_folder_writes_stats(tmp_path):
         assert {"index", "latency_ms", "deadline_met", "detections"} <= set(f)
         assert f["deadline_met"] == (f["latency_ms"] <= 1000)
         assert f["prefilter_boxes"] is None and f["prefilter_rejected"] is None  # no prefilter trained
-    assert doc["memory"]["peak_rss_mb"] is None or doc["memory"]["peak_rss_mb"] > 10
         assert [d["name"] for d in f["detections"]] == ["cover"]
+    assert doc["memory"]["peak_rss_mb"] is None or doc["memory"]["peak_rss_mb"] > 10
     cap = cv2.VideoCapture(str(tmp_path / "out.mp4"))
     assert cap.isOpened() and int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 4
 
