@@ -157,6 +157,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 "image": path,
                 "detections": [d.to_json() for d in r.detections],
                 "timings_ms": {k: round(v, 3) for k, v in r.timings_ms.items()},
+                "prefilter_boxes": r.prefilter_boxes,
             }
         )
         if args.explain:
