@@ -78,6 +78,17 @@ def union_area(regions: Regions, shape: tuple[int, int]) -> int:
     return int(regions_to_mask(regions, shape).sum(dtype=np.int64))
 
 
+def outside_share(box: tuple[int, int, int, int], regions: Regions, shape: tuple[int, int]) -> float:
+    """Share of ``box``'s pixels (clipped to the frame) that no box of ``regions`` covers (1.0 for an empty
+    box)."""
+    h, w = shape[:2]
+    x0, y0, x1, y1 = max(int(box[0]), 0), max(int(box[1]), 0), min(int(box[2]), w), min(int(box[3]), h)
+    if x1 <= x0 or y1 <= y0:
+        return 1.0
+    covered = regions_to_mask(regions, (h, w))[y0:y1, x0:x1]
+    return float(1.0 - covered.mean())
+
+
 def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tuple[int, int, int, int] | None:
     """Bounding box of an outline ((N, 2) points), grown by ``grow`` times its size per side, clipped."""
     lo, hi = outline.min(axis=0), outline.max(axis=0)

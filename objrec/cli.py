@@ -319,11 +319,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"--budget-ms: expected a positive number, got {args.budget_ms}")
     if args.max_frames is not None and args.max_frames < 1:
         raise CLIError(f"--max-frames: expected a positive integer, got {args.max_frames}")
+    if args.save_prefilter and (args.no_adapt or args.no_prefilter):
+        raise CLIError("--save-prefilter: nothing is learned with --no-adapt or --no-prefilter")
     db = ModelDB.open(args.db)
+    source = open_source(args.source, realtime=args.realtime)  # a bad source fails before any training
     rec = Recognizer(
-        db, budget_ms=args.budget_ms, backend=args.backend, prefilter=None if args.no_prefilter else "auto"
+        db,
+        budget_ms=args.budget_ms,
+        backend=args.backend,
+        prefilter=None if args.no_prefilter else "auto",
+        adapt_prefilter=not (args.no_adapt or args.no_prefilter),
     )
-    source = open_source(args.source, realtime=args.realtime)
+    if rec.adapter is not None and rec.prefilter_status.startswith("trained"):
+        from objrec.prefilter.storage import save_for
+
+        jpath, _ = save_for(rec.adapter.base, db)
+        print(f"saved the prefilter trained on the built-in backgrounds with the database: {jpath}")
     display = not args.no_display and display_available()
     if not args.no_display and not display:
         print("objrec run: no display available; running headless (use --no-display to silence this)", file=sys.stderr)
@@ -336,6 +347,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         warmup_shape=getattr(source, "frame_shape", None),
     )
     print(stats.summary())
+    if rec.adapter is not None:
+        rec.adapter.wait()
+        st = rec.adapter.status()
+        print(
+            f"prefilter adaptation: {st['refits']} refit(s), {st['negatives']} negative and {st['positives']} "
+            f"positive cells, {st['backoffs']} back-off(s), {st['scene_resets']} change(s) of scene"
+        )
+        if args.save_prefilter:
+            jpath, _ = rec.adapter.current.save(args.save_prefilter)
+            print(f"wrote the adapted prefilter to {jpath} (for database {db.database_id})")
     if args.stats:
         stats.write(args.stats)
         print(f"wrote {args.stats}")
@@ -479,6 +500,13 @@ def _add_run_parser(sub: Any) -> None:
     r.add_argument("--out", metavar="VIDEO", help="write the annotated video (.mp4)")
     r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")
     r.add_argument("--max-frames", type=int, help="stop after N frames")
+    r.add_argument(
+        "--no-adapt",
+        action="store_true",
+        help="keep the prefilter as trained (by default it learns the stream's background as it runs; "
+        "without a trained prefilter one is first trained on the built-in backgrounds and saved with the database)",
+    )
+    r.add_argument("--save-prefilter", metavar="PATH", help="write the adapted prefilter here at the end")
     r.set_defaults(func=cmd_run)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import resolve_backend
+from objrec.boxes import outline_box, outside_share
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher
@@ -69,6 +70,13 @@ class Recognizer:
         With a budget, at most this many of a frame's strongest primary keypoints are described.
     exact_matching : bool
         Exact brute-force 2-NN for every database (see :class:`~objrec.matching.DatabaseMatcher`).
+    adapt_prefilter : bool
+        Adapt the prefilter to the live scene (:class:`~objrec.prefilter.online.OnlinePrefilter`): it starts
+        from the database's prefilter, or from one trained on the built-in backgrounds now (with a progress
+        bar), learns the stream's background between frames, and every few frames searches the whole frame
+        as an optional unit to catch what it would have missed.
+    adapt_params : AdaptParams, optional
+        Settings of the adaptation.
 
     Examples
     --------
@@ -93,6 +101,8 @@ class Recognizer:
         max_regions: int = 8,
         scene_max_features: int | None = 1500,
         exact_matching: bool = False,
+        adapt_prefilter: bool = False,
+        adapt_params: Any = None,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -115,6 +125,14 @@ class Recognizer:
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
+        self.adapter = None
+        if adapt_prefilter:
+            from objrec.prefilter.online import adaptive_prefilter
+
+            self.prefilter, self.prefilter_status = adaptive_prefilter(
+                self.db, self.prefilter, self.prefilter_status, adapt_params
+            )
+            self.adapter = self.prefilter
         self.clock = clock or PerfClock()
         self.scheduler = FrameScheduler(budget_ms, CostModel(), self.clock, safety_ms=2.0)
         self.degrade = DegradeController(budget_ms)
@@ -149,6 +167,11 @@ class Recognizer:
             result.prefilter_rejected = 1.0 - self._proposals.area_fraction(w, h)
         self.last_rejections = verdicts.rejections
         self.degrade.observe(latency if mandatory_ms is None else mandatory_ms)
+        if self.adapter is not None:
+            h, w = frame.shape[:2]
+            keep_away = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
+            keep_away += [b for d in result.detections if (b := outline_box(d.corners, 0.0, w, h)) is not None]
+            self.adapter.observe(frame, keep_away, sched.remaining())
         collect_in_slack(sched.remaining())
         self.frames += 1
         return result
@@ -170,6 +193,8 @@ class Recognizer:
             mandatory_ms = sched.elapsed()
             self.verifier.run(self.tracker.prioritise(cands), verdicts, sched, first_mandatory=True)
             self.verifier.second_chance(verdicts, self.matchers[self.primary], feats, sched)
+        if self.adapter is not None and self.adapter.safety_due():
+            self._safety_search(verdicts, sched, (h, w))
         self._escalate(verdicts, sched)
         self.tracker.update(verdicts.found)
         return verdicts, mandatory_ms
@@ -180,6 +205,27 @@ class Recognizer:
             return Regions.full(frame.shape[1], frame.shape[0])
         self._proposals = sched.run("prefilter", lambda: self.prefilter.propose(frame), mandatory=True)[1]
         return self._proposals
+
+    def _safety_search(self, verdicts: FrameVerdicts, sched: FrameScheduler, shape: tuple[int, int]) -> None:
+        """The whole frame searched as an optional unit; what it finds outside the prefilter's regions is a
+        miss the adapting prefilter backs off from (and a detection all the same)."""
+        h, w = shape
+        plan = SearchPlan(None, pixels=h * w, max_features=self.planner.feature_cap if sched.budget_ms else None)
+        kind = self.primary
+
+        def unit():
+            return self.matchers[kind].candidates(self.features.extract(kind, plan))
+
+        ran, cands = sched.run("safety", unit, plan.pixels, stage=f"features_{kind}", timing="safety")
+        if not ran:
+            return
+        known = set(verdicts.found)
+        self.verifier.run([c for c in cands if c.name not in known], verdicts, sched, first_mandatory=False)
+        kept = self._proposals if self._proposals is not None else Regions.empty()
+        for name in set(verdicts.found) - known:
+            box = outline_box(verdicts.found[name].corners, 0.0, w, h)
+            if box is not None and outside_share(box, kept, (h, w)) > 0.5:
+                self.adapter.report_miss(box)
 
     def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence, while they fit."""

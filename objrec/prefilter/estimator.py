@@ -10,6 +10,7 @@ scenes generated from a model database is :func:`objrec.prefilter.training.train
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -336,10 +337,24 @@ class RegionPrefilter(BaseEstimator):
         return self
 
     def _fit_stages(
-        self, X: np.ndarray, y: np.ndarray, sw: np.ndarray | None, rw: np.ndarray, tr: np.ndarray, cal: np.ndarray
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        sw: np.ndarray | None,
+        rw: np.ndarray,
+        tr: np.ndarray,
+        cal: np.ndarray,
+        proba: Callable[[FlatTree, Any, np.ndarray], np.ndarray] | None = None,
     ) -> tuple[tuple[list[FlatTree], list[float]], list[Any]]:
-        """Fit the stages in turn, each on the fit rows the previous ones kept; thresholds from ``cal``."""
+        """Fit the stages in turn, each on the fit rows the previous ones kept; thresholds from ``cal``.
+
+        ``proba(flat_tree, sklearn_tree, X)`` scores rows for the next stage (default: the compiled flat
+        tree, which runs in parallel; a caller on another thread than the frames' passes scikit-learn's
+        own ``predict_proba``, which gives the same numbers without Numba's threading layer).
+        """
         from sklearn.tree import DecisionTreeClassifier
+
+        score = proba or (lambda flat, _clf, rows: _positive_proba(flat, rows))
 
         stage_recall = self.target_recall ** (1.0 / self.cascade)
         trees: list[FlatTree] = []
@@ -360,13 +375,13 @@ class RegionPrefilter(BaseEstimator):
             clf.fit(X[idx], y[idx], sample_weight=None if sw is None else sw[idx])
             flat = FlatTree.from_sklearn(clf)
             cal_idx = cal[keep_cal]
-            p_cal = _positive_proba(flat, X[cal_idx])
+            p_cal = score(flat, clf, X[cal_idx])
             pos = y[cal_idx] == 1
             t = recall_threshold(p_cal[pos], rw[cal_idx][pos], stage_recall)
             trees.append(flat)
             estimators.append(clf)
             thresholds.append(t)
-            keep_tr &= _positive_proba(flat, X[tr]) >= t
+            keep_tr &= score(flat, clf, X[tr]) >= t
             keep_cal[keep_cal] = p_cal >= t
         return (trees, thresholds), estimators
 

@@ -39,6 +39,7 @@ class RunStats:
     skipped: dict[str, int] = field(default_factory=dict)
     dropped: int = 0
     wall_s: float = 0.0
+    adaptation: dict[str, Any] | None = None
 
     def add(self, index: int, r: FrameResult) -> None:
         self.per_frame.append(
@@ -75,6 +76,7 @@ class RunStats:
             "jitter_ms": round(float(lat.std()), 3) if lat.size else 0.0,
             "stage_share": {k: round(v / total, 4) for k, v in sorted(self.stage_ms.items())},
             "memory": memory_report(),
+            "prefilter_adaptation": self.adaptation,
             "skipped_units": dict(sorted(self.skipped.items())),
             "wall_s": round(self.wall_s, 3),
             "per_frame": self.per_frame,
@@ -94,11 +96,17 @@ class RunStats:
         )
 
 
-def overlay_lines(r: FrameResult, budget_ms: float | None, fps: float | None) -> list[str]:
+def overlay_lines(
+    r: FrameResult, budget_ms: float | None, fps: float | None, adaptation: dict[str, Any] | None = None
+) -> list[str]:
     use = f" ({100 * r.latency_ms / budget_ms:.0f}% of {budget_ms:g} ms)" if budget_ms else ""
     lines = [f"latency {r.latency_ms:.1f} ms{use}" + (f"  {fps:.1f} fps" if fps else "")]
     if r.prefilter_rejected is not None:
-        lines.append(f"prefilter: {100 * r.prefilter_rejected:.0f}% of the frame rejected")
+        line = f"prefilter: {100 * r.prefilter_rejected:.0f}% of the frame rejected"
+        if adaptation is not None:
+            last = adaptation.get("last_refit_frame")
+            line += f"; {adaptation['refits']} refit(s)" + (f", last at frame {last}" if last is not None else "")
+        lines.append(line)
     if r.skipped:
         lines.append("skipped: " + ", ".join(sorted({s.unit for s in r.skipped}))[:80])
     return lines
@@ -137,7 +145,9 @@ def run_stream(
                 fps = 0.9 * fps + 0.1 / max(now - last, 1e-6) if fps else 1.0 / max(now - last, 1e-6)
             last = now
             if window or out_video:
-                shown = draw_detections(frame.image, r.detections, lines=overlay_lines(r, recognizer.budget_ms, fps))
+                adapter = getattr(recognizer, "adapter", None)
+                lines = overlay_lines(r, recognizer.budget_ms, fps, adapter.status() if adapter is not None else None)
+                shown = draw_detections(frame.image, r.detections, lines=lines)
                 if out_video:
                     if writer is None:
                         h, w = shown.shape[:2]
@@ -157,6 +167,8 @@ def run_stream(
     finally:
         stats.dropped = int(getattr(source, "dropped", 0))
         stats.wall_s = time.perf_counter() - t_start
+        if getattr(recognizer, "adapter", None) is not None:
+            stats.adaptation = recognizer.adapter.status()
         if writer is not None:
             writer.release()
         if window:

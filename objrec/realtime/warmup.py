@@ -36,4 +36,6 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
         sched.budget_ms = budget
         recognizer.tracker.reset()
         recognizer.degrade.reset()
+        if getattr(recognizer, "adapter", None) is not None:
+            recognizer.adapter.reset()  # the generated frames are not the camera's scene
     collect_in_slack(float("inf"))

@@ -1,0 +1,417 @@
+"""A prefilter that learns the camera's scene while it runs.
+
+:class:`OnlinePrefilter` wraps a fitted :class:`~objrec.prefilter.estimator.RegionPrefilter` (the
+database's, or one trained on the built-in backgrounds) and refits its trees on what the stream shows:
+
+* **Negatives** are harvested from the live frames: cells far from every verified detection, tracking
+  window and unsure candidate (``guard_px`` around each), half of them among the cells the current model
+  keeps (its false alarms, the informative ones), into a bounded store (oldest out first).
+* **Positives** come from the enrolled models, composited into recent live frames as in training
+  (:func:`~objrec.prefilter.scenes.generate_scenes`), one scene per frame while the frame leaves slack.
+  Their background cells join the negatives.
+* **Refits** run at most every ``refit_every`` frames on a background thread at the lowest scheduling
+  priority, with scikit-learn's own tree evaluation (Numba's threading layer must not be entered from two
+  threads at once, and the frame's kernels own it). The colour and texture tables and the feature
+  parameters stay those of the base model, so the features of a frame mean the same to every refit.
+  Thresholds keep ``target_recall`` of the positives' object area on held-out rows. The new trees are
+  swapped in between frames, in one assignment.
+* **A change of scene** (the camera moved: a 32x24 thumbnail of the frame differs from its running
+  average by more than ``scene_change`` of the grey range, on average, for ``scene_change_frames`` frames) drops the harvested negatives and returns to the base model.
+* **A safety net**: every ``safety_every`` frames the recognizer searches the whole frame as an optional
+  unit; a verified detection the prefilter would have rejected (:meth:`OnlinePrefilter.report_miss`)
+  halves the threshold, drops the negatives of the last ``refit_every`` frames, adds the detection's cells
+  as positives and asks for a refit.
+
+The live model is a plain :class:`RegionPrefilter` (:attr:`OnlinePrefilter.current`), tied to the
+database id, that :meth:`RegionPrefilter.save` writes in the usual format.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from objrec.prefilter.estimator import RegionPrefilter
+from objrec.prefilter.features import CellGrid, cell_features
+from objrec.prefilter.tree import FlatCascade
+from objrec.types import Regions
+
+__all__ = ["AdaptParams", "OnlinePrefilter", "adaptive_prefilter"]
+
+
+@dataclass(frozen=True)
+class AdaptParams:
+    """Settings of :class:`OnlinePrefilter` (frame counts, cell counts, pixels of the frame)."""
+
+    refit_every: int = 30
+    min_negatives: int = 600
+    store_size: int = 12000
+    per_frame: int = 48
+    max_positive_scenes: int = 120
+    live_frames: int = 12
+    guard_px: int = 24
+    safety_every: int = 15
+    scene_change: float = 0.08
+    scene_change_frames: int = 3
+    min_slack_ms: float = 6.0
+    seed: int = 0
+
+
+class _Store:
+    """Bounded rows of cell features with a weight and the frame they came from."""
+
+    def __init__(self, size: int) -> None:
+        self.rows: deque[tuple[np.ndarray, np.ndarray, int]] = deque()
+        self.size, self.n = size, 0
+
+    def add(self, X: np.ndarray, w: np.ndarray, frame: int) -> None:
+        if len(X):
+            self.rows.append((X, w, frame))
+            self.n += len(X)
+        while self.n > self.size and self.rows:
+            self.n -= len(self.rows.popleft()[0])
+
+    def drop_since(self, frame: int) -> None:
+        kept = [r for r in self.rows if r[2] < frame]
+        self.rows, self.n = deque(kept), sum(len(r[0]) for r in kept)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.n = 0
+
+    def arrays(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        if not self.rows:
+            return np.zeros((0, dim), np.float32), np.zeros(0, np.float64)
+        return np.concatenate([r[0] for r in self.rows]), np.concatenate([r[1] for r in self.rows])
+
+
+def _cell_boxes(grid: CellGrid, frame_shape: tuple[int, int]) -> np.ndarray:
+    """(ny*nx, 4) frame-pixel boxes of the cells, row-major like the features."""
+    fh, fw = frame_shape
+    wh, ww = float(grid.ys[-1]), float(grid.xs[-1])
+    ys, xs = np.asarray(grid.ys, np.float64), np.asarray(grid.xs, np.float64)
+    y0, x0 = np.meshgrid(ys[:-1] * fh / wh, xs[:-1] * fw / ww, indexing="ij")
+    y1, x1 = np.meshgrid(ys[1:] * fh / wh, xs[1:] * fw / ww, indexing="ij")
+    return np.stack([x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel()], 1)
+
+
+def _near(cells: np.ndarray, boxes: list[tuple[float, float, float, float]], guard: float) -> np.ndarray:
+    """Cells within ``guard`` pixels of any box."""
+    near = np.zeros(len(cells), bool)
+    for x0, y0, x1, y1 in boxes:
+        near |= (
+            (cells[:, 0] < x1 + guard) & (cells[:, 2] > x0 - guard) & (cells[:, 1] < y1 + guard) & (cells[:, 3] > y0 - guard)
+        )
+    return near
+
+
+def _inside(cells: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+    x0, y0, x1, y1 = box
+    return (cells[:, 0] < x1) & (cells[:, 2] > x0) & (cells[:, 1] < y1) & (cells[:, 3] > y0)
+
+
+def _half_bgr(frame: np.ndarray) -> np.ndarray:
+    """A half-size BGR copy of a frame, kept as a background for composited positives."""
+    small = cv2.resize(frame, (frame.shape[1] // 2, frame.shape[0] // 2), interpolation=cv2.INTER_AREA)
+    return small if small.ndim == 3 else cv2.cvtColor(small, cv2.COLOR_GRAY2BGR)
+
+
+def _thumbnail(frame: np.ndarray) -> np.ndarray:
+    return cv2.resize(frame, (32, 24), interpolation=cv2.INTER_AREA).astype(np.float32)
+
+
+class OnlinePrefilter:
+    """A :class:`RegionPrefilter` that adapts to the live scene (see the module documentation).
+
+    Parameters
+    ----------
+    base : RegionPrefilter
+        Fitted; the starting model and the one a change of scene returns to.
+    objects : dict of name -> image
+        Enrolled model images, composited into live frames for positives.
+    params : AdaptParams, optional
+    """
+
+    def __init__(self, base: RegionPrefilter, objects: dict[str, np.ndarray], params: AdaptParams | None = None):
+        if not objects:
+            raise ValueError("objects: need at least one enrolled object image to adapt a prefilter")
+        self.base = base
+        self.current = base
+        self.params = params or AdaptParams()
+        self.objects = objects
+        self.negatives = _Store(self.params.store_size)
+        self.positives = _Store(self.params.store_size)  # cells of detections the prefilter missed
+        self.scenes: deque[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]] = deque(
+            maxlen=self.params.max_positive_scenes
+        )  # composited scenes: work image, cell fractions, coverage mask, cell features, frame (w, h)
+        self.live: deque[np.ndarray] = deque(maxlen=self.params.live_frames)
+        self.rng = np.random.default_rng(self.params.seed)
+        self.frame = 0
+        self.refits = 0
+        self.last_refit_frame: int | None = None
+        self.backoffs = 0
+        self.scene_resets = 0
+        self._pending: RegionPrefilter | None = None
+        self._worker: threading.Thread | None = None
+        self._scale = 1.0
+        self._reference: np.ndarray | None = None
+        self._drift = 0
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray, Regions] | None = None  # X, scores, cells, regions
+
+    # -- the prefilter interface -------------------------------------------------------------------
+    @property
+    def database_id_(self) -> str | None:
+        return self.base.database_id_
+
+    def propose(self, frame: np.ndarray) -> Regions:
+        """The live model's regions of ``frame``; a refit finished since the last frame is swapped in first."""
+        if self._pending is not None:
+            self.current, self._pending = self._pending, None
+        pf = self.current
+        X, grid, shape = pf.frame_features(frame)
+        scores = pf.cell_scores(X)
+        from objrec.prefilter.regions import cells_to_regions
+
+        regions = cells_to_regions(
+            scores.reshape(grid.shape), grid, shape, pf.threshold_, int(pf.dilate), float(pf.min_fill), int(pf.margin)
+        )
+        self._last = (np.asarray(X, np.float32), scores, _cell_boxes(grid, shape), regions)
+        return regions
+
+    # -- learning ----------------------------------------------------------------------------------
+    def observe(
+        self,
+        frame: np.ndarray,
+        found: list[tuple[float, float, float, float]],
+        slack_ms: float,
+    ) -> None:
+        """Learn from the frame just processed: ``found`` are the boxes to keep away from (verified
+        detections, tracking windows, unsure candidates); ``slack_ms`` is what is left of its budget."""
+        self.frame += 1
+        if self._last is None:
+            return
+        if self._scene_changed(frame):
+            self._reset_scene()
+            return
+        X, scores, cells, _ = self._last
+        self._harvest(X, scores, cells, found)
+        if self.frame % 4 == 0 or not self.live:
+            self.live.append(_half_bgr(frame))
+        if slack_ms >= self.params.min_slack_ms:
+            self._composite_positive()
+        self._maybe_refit()
+
+    def _harvest(self, X: np.ndarray, scores: np.ndarray, cells: np.ndarray, found: list) -> None:
+        far = ~_near(cells, found, float(self.params.guard_px))
+        kept = far & (scores >= self.current.threshold_)
+        dropped = far & ~kept
+        half = self.params.per_frame // 2
+        pick = []
+        for mask in (kept, dropped):
+            idx = np.flatnonzero(mask)
+            if len(idx):
+                pick.append(self.rng.choice(idx, min(half, len(idx)), replace=False))
+        if pick:
+            rows = np.concatenate(pick)
+            self.negatives.add(X[rows], np.ones(len(rows)), self.frame)
+
+    def _composite_positive(self) -> None:
+        """One enrolled object (or two) composited into a recent live frame: object cells are positives
+        (weighted by their object fraction), background cells negatives."""
+        from objrec.prefilter.scenes import generate_scenes
+
+        pf = self.base
+        bg = self.live[int(self.rng.integers(len(self.live)))]
+        size = (bg.shape[1] * 2, bg.shape[0] * 2)
+        sc = generate_scenes(
+            self.objects, [bg], 1, pf.work_size, pf.cell_size, size, empty_fraction=0.0, max_objects=2,
+            seed=int(self.rng.integers(1 << 31)),
+        )
+        X, _ = cell_features(sc.images[0], pf.cell_size, pf.color_lut_, pf.texture_lut_, pf.feature_params_)
+        frac = sc.fractions[0]
+        self.scenes.append((sc.images[0], frac, sc.masks[0], np.asarray(X, np.float32), size))
+        bgc = np.flatnonzero(frac <= 0.0)
+        if len(bgc):
+            take = self.rng.choice(bgc, min(self.params.per_frame // 2, len(bgc)), replace=False)
+            self.negatives.add(X[take], np.ones(len(take)), self.frame)
+
+    def _maybe_refit(self) -> None:
+        p = self.params
+        due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= p.refit_every
+        busy = self._worker is not None and self._worker.is_alive()
+        if not due or busy or self.negatives.n < p.min_negatives or len(self.scenes) < 6:
+            return
+        Xn, _ = self.negatives.arrays(self.base.n_features_in_)
+        Xm, _ = self.positives.arrays(self.base.n_features_in_)
+        args = (list(self.scenes), Xm, Xn, self._scale)
+        self.last_refit_frame = self.frame
+        self._worker = threading.Thread(target=self._refit, args=args, daemon=True)
+        self._worker.start()
+
+    def _refit(self, scenes: list, Xm: np.ndarray, Xn: np.ndarray, scale: float) -> None:
+        """Fit new trees (background thread, lowest priority) and leave them for the next frame.
+
+        Every third composited scene is held out: the stage thresholds keep ``target_recall`` of its
+        positive cells, and the last threshold is then chosen on its regions (as in training, after
+        grouping kept cells into boxes) to keep ``target_recall`` of its object area.
+        """
+        _lower_priority()
+        base = self.base
+        held = list(range(0, len(scenes), 3))
+        fit = [i for i in range(len(scenes)) if i % 3]
+        label = base.label_overlap
+        Xp = np.concatenate([scenes[i][3][scenes[i][1] >= label] for i in fit] + [Xm])
+        wp = np.concatenate([scenes[i][1][scenes[i][1] >= label] for i in fit] + [np.ones(len(Xm))])
+        Xc = np.concatenate([scenes[i][3] for i in held])
+        fc = np.concatenate([scenes[i][1] for i in held])
+        X = np.concatenate([Xp, Xn, Xc]).astype(np.float32)
+        y = np.concatenate([np.ones(len(Xp), np.int64), np.zeros(len(Xn), np.int64), (fc >= label).astype(np.int64)])
+        rw = np.concatenate([wp, np.ones(len(Xn)), fc])
+        tr = np.arange(len(Xp) + len(Xn))
+        cal = np.arange(len(Xp) + len(Xn), len(X))
+        (trees, thresholds), _ = base._fit_stages(X, y, None, rw, tr, cal, proba=_sklearn_proba)
+        if not trees:
+            return
+        pf = copy.copy(base)
+        pf._set_fitted(
+            FlatCascade.from_trees(trees, thresholds),
+            None,
+            base.n_features_in_,
+            base.color_lut_,
+            base.texture_lut_,
+            base.feature_params_,
+            database_id=base.database_id_,
+            object_names=base.object_names_,
+            training_report={"online_refit": self.refits + 1, "n_positive": len(Xp), "n_negative": len(Xn)},
+        )
+        pf.threshold_ = _region_threshold(pf, [scenes[i] for i in held]) * scale
+        self._pending = pf
+        self.refits += 1
+
+    # -- scene changes and misses ------------------------------------------------------------------
+    def _scene_changed(self, frame: np.ndarray) -> bool:
+        t = _thumbnail(frame)
+        if self._reference is None or self._reference.shape != t.shape:
+            self._reference = t
+            return False
+        d = float(np.abs(t - self._reference).mean()) / 255.0
+        if d > self.params.scene_change:
+            self._drift += 1  # the reference waits: a lasting change keeps counting, a passing one resets
+        else:
+            self._drift = 0
+            self._reference = 0.9 * self._reference + 0.1 * t
+        return self._drift >= self.params.scene_change_frames
+
+    def _reset_scene(self) -> None:
+        self.negatives.clear()
+        self.positives.clear()
+        self.scenes.clear()
+        self.live.clear()
+        self.current, self._pending = self.base, None
+        self._reference, self._drift = None, 0
+        self.last_refit_frame = None
+        self.scene_resets += 1
+
+    def reset(self) -> None:
+        """Forget everything learned (the base model again, empty stores, frame count 0)."""
+        self.wait()
+        self._reset_scene()
+        self.frame, self.scene_resets, self._scale = 0, 0, 1.0
+
+    def safety_due(self) -> bool:
+        """Whether this frame's whole-frame safety search is due (every ``safety_every`` frames)."""
+        return self.params.safety_every > 0 and self.frame % self.params.safety_every == self.params.safety_every - 1
+
+    def report_miss(self, box: tuple[float, float, float, float]) -> None:
+        """A verified detection in ``box`` (frame pixels) lay outside the kept regions: back off."""
+        self._scale *= 0.5
+        self.current = copy.copy(self.current)
+        self.current.threshold_ = float(self.current.threshold_) * 0.5
+        self.negatives.drop_since(self.frame - self.params.refit_every)
+        if self._last is not None:
+            X, _, cells, _ = self._last
+            inside = _inside(cells, box)
+            self.positives.add(X[inside], np.ones(int(inside.sum())), self.frame)
+        self.last_refit_frame = None
+        self.backoffs += 1
+
+    def status(self) -> dict[str, Any]:
+        """Refits, the frame of the last one, store sizes, back-offs and scene resets, the live threshold."""
+        return {
+            "refits": self.refits,
+            "last_refit_frame": self.last_refit_frame,
+            "negatives": self.negatives.n,
+            "positives": int(sum((sc[1] >= self.base.label_overlap).sum() for sc in self.scenes)) + self.positives.n,
+            "backoffs": self.backoffs,
+            "scene_resets": self.scene_resets,
+            "threshold": float(self.current.threshold_),
+        }
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for a refit in progress (tests, and before saving)."""
+        if self._worker is not None:
+            self._worker.join(timeout)
+
+
+def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
+    """The region-level threshold of ``pf`` for ``target_recall`` of the object area of ``scenes``
+    (:func:`~objrec.prefilter.training.calibrate_region_threshold`; the trees run serially here)."""
+    from objrec.prefilter.scenes import SceneSet
+    from objrec.prefilter.training import SceneCells, calibrate_region_threshold
+
+    images, fracs, masks, xs, sizes = zip(*scenes, strict=True)
+    n_objects = [int(m.max() > 0) for m in masks]
+    cells = SceneCells(
+        SceneSet(list(images), list(fracs), list(masks), n_objects),
+        np.concatenate(xs),
+        np.concatenate([np.full(len(x), i, np.int64) for i, x in enumerate(xs)]),
+        sizes[0],
+    )
+    return calibrate_region_threshold(pf, cells, range(len(scenes)))
+
+
+def _sklearn_proba(_flat: Any, clf: Any, X: np.ndarray) -> np.ndarray:
+    """P(object) of scikit-learn's own tree: the flat tree's numbers, without Numba."""
+    proba = clf.predict_proba(X)
+    classes = list(clf.classes_)
+    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
+
+
+def _lower_priority() -> None:
+    """Give the calling thread the lowest scheduling priority (Linux: threads have their own nice value)."""
+    try:
+        import os
+
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError, PermissionError):  # pragma: no cover - not Linux
+        pass
+
+
+def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams | None = None) -> tuple[Any, str]:
+    """The :class:`OnlinePrefilter` a recognizer of ``db`` uses, and its status.
+
+    ``prefilter``/``status`` are what :func:`~objrec.prefilter.storage.resolve_prefilter` gave. A
+    :class:`RegionPrefilter` is wrapped; with none (``"absent"`` or ``"stale"``) one is first trained on the
+    built-in backgrounds, with a progress bar. A prefilter switched off (``"off"``) stays off.
+    """
+    if status == "off":
+        return None, "off"
+    if isinstance(prefilter, OnlinePrefilter):
+        return prefilter, status
+    if prefilter is None:
+        import sys
+
+        print(f"objrec: training a prefilter for {db.path} on the built-in backgrounds (first use)", file=sys.stderr)
+        prefilter, status = RegionPrefilter().train(db, None, progress=True), "trained"
+    if not isinstance(prefilter, RegionPrefilter):
+        raise ValueError(f"adapt_prefilter: needs a RegionPrefilter to adapt, got {type(prefilter).__name__}")
+    names = list(db.names)
+    step = max(1, len(names) // 32)  # at most 32 objects' images are kept for composited positives
+    objects = {n: db.image(n) for n in names[::step][:32]}
+    return OnlinePrefilter(prefilter, objects, params), f"{status}, adapting"

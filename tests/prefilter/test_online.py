@@ -1,0 +1,110 @@
+"""The adapting prefilter: what it harvests, how it refits, backs off and forgets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from objrec import Recognizer
+from objrec.data import sample_objects
+from objrec.prefilter import regions_to_mask
+from objrec.prefilter.online import AdaptParams, OnlinePrefilter, _near
+from objrec.prefilter.scenes import generated_background
+from objrec.scenes import compose_scene
+
+
+def _stream(seed: int, n: int, size=(640, 480)):
+    """A slow pan over a generated scene the prefilter never saw (its seeds are not the built-in ones)."""
+    big = generated_background(np.random.default_rng(seed), (size[0] + 2 * n, size[1]))
+    return [np.ascontiguousarray(big[:, 2 * i : 2 * i + size[0]]) for i in range(n)]
+
+
+def _rejected(pf, frames) -> float:
+    return float(np.mean([1.0 - pf.propose(f).area_fraction(f.shape[1], f.shape[0]) for f in frames]))
+
+
+def test_near_matches_a_brute_force_loop():
+    cells = np.array([[x, y, x + 16, y + 16] for y in range(0, 160, 16) for x in range(0, 320, 16)], float)
+    boxes = [(40.0, 30.0, 90.0, 70.0), (200.0, 100.0, 230.0, 150.0)]
+    got = _near(cells, boxes, 10.0)
+    want = [
+        any(c[0] < b[2] + 10 and c[2] > b[0] - 10 and c[1] < b[3] + 10 and c[3] > b[1] - 10 for b in boxes)
+        for c in cells
+    ]
+    assert got.tolist() == want and 0 < got.sum() < len(cells)
+
+
+def test_adapts_to_an_unseen_background_and_keeps_the_objects(db, trained):
+    objects = sample_objects()
+    params = AdaptParams(refit_every=10, min_negatives=300, safety_every=0)
+    online = OnlinePrefilter(trained, objects, params)
+    frames = _stream(7, 60)
+    before = _rejected(trained, frames[40:])
+    for f in frames[:40]:
+        online.propose(f)
+        online.observe(f, [], slack_ms=float("inf"))
+        online.wait()
+    online.propose(frames[0])  # swaps in the last refit
+    st = online.status()
+    assert st["refits"] >= 2 and st["negatives"] >= 300 and st["positives"] > 0
+    after = _rejected(online.current, frames[40:])
+    assert after > before + 0.15, (before, after)
+    rng = np.random.default_rng(3)
+    kept = total = 0
+    for i in range(12):
+        sc = compose_scene(frames[40 + i], {"cover": objects["cover"]}, rng, (640, 480), area_fraction=(0.08, 0.2))
+        m, o = regions_to_mask(online.current.propose(sc.image), (480, 640)), sc.object_mask > 0
+        kept, total = kept + int((m & o).sum()), total + int(o.sum())
+    assert kept / total >= 0.97
+    assert online.current.database_id_ == trained.database_id_  # saved with the database's id
+
+
+def test_refit_is_swapped_in_only_between_frames(trained):
+    online = OnlinePrefilter(trained, sample_objects(), AdaptParams(refit_every=1, min_negatives=40, safety_every=0))
+    frames = _stream(8, 8)
+    for f in frames:
+        online.propose(f)
+        online.observe(f, [], slack_ms=float("inf"))
+        online.wait()
+        if online.refits:
+            break
+    assert online.refits >= 1
+    before = online.current
+    online.wait()
+    assert online.current is before  # finished, but waiting for the next frame
+    online.propose(frames[0])
+    assert online.current is not before
+
+
+def test_change_of_scene_forgets_and_a_miss_backs_off(trained):
+    online = OnlinePrefilter(trained, sample_objects(), AdaptParams(refit_every=5, min_negatives=50, safety_every=0))
+    for f in _stream(9, 12):
+        online.propose(f)
+        online.observe(f, [], slack_ms=float("inf"))
+        online.wait()
+    assert online.negatives.n > 0
+    threshold = online.current.threshold_
+    online.report_miss((100.0, 100.0, 300.0, 260.0))
+    assert online.current.threshold_ == pytest.approx(threshold * 0.5) and online.backoffs == 1
+    assert online.negatives.n == 0 or all(r[2] < online.frame - 5 for r in online.negatives.rows)
+    for f in _stream(21, 6):  # another scene entirely
+        online.propose(f)
+        online.observe(f, [], slack_ms=float("inf"))
+    assert online.scene_resets == 1 and online.current is trained
+
+
+def test_recognizer_adapts_and_runs_the_safety_search(db, trained):
+    objects = sample_objects()
+    rec = Recognizer(db, prefilter=trained, adapt_prefilter=True, adapt_params=AdaptParams(safety_every=3), track=False)
+    assert rec.adapter is not None and rec.prefilter_status == "given, adapting"
+    rng = np.random.default_rng(5)
+    frames = _stream(11, 6)
+    found = 0
+    for i, f in enumerate(frames):
+        sc = compose_scene(f, {"dahlia": objects["dahlia"]}, rng, (640, 480), area_fraction=(0.15, 0.2))
+        r = rec.process(sc.image)
+        found += [d.name for d in r.detections] == ["dahlia"]
+        assert r.prefilter_boxes is not None
+    assert found == len(frames)
+    assert any(u.unit == "safety" for u in rec.scheduler.records) or any(s.unit == "safety" for s in r.skipped)
+    assert rec.adapter.frame == len(frames)
