@@ -108,3 +108,31 @@ def test_recognizer_adapts_and_runs_the_safety_search(db, trained):
     assert found == len(frames)
     assert any(u.unit == "safety" for u in rec.scheduler.records) or any(s.unit == "safety" for s in r.skipped)
     assert rec.adapter.frame == len(frames)
+
+
+def test_run_command_adapts_reports_and_saves(db, trained, tmp_path):
+    import json
+    import shutil
+
+    import cv2
+
+    from objrec.cli import main
+    from objrec.prefilter import RegionPrefilter
+
+    copy = tmp_path / "db"
+    shutil.copytree(db.path, copy)
+    trained.save(copy / "prefilter.json")
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i, f in enumerate(_stream(12, 10)):
+        cv2.imwrite(str(frames / f"{i:03d}.png"), f)
+    stats, out = tmp_path / "stats.json", tmp_path / "adapted"
+    argv = ["run", "--db", str(copy), "--source", str(frames), "--no-display", "--budget-ms", "1000"]
+    assert main([*argv, "--stats", str(stats), "--save-prefilter", str(out)]) == 0
+    doc = json.loads(stats.read_text())
+    assert doc["prefilter_adaptation"]["negatives"] > 0
+    for f in doc["per_frame"]:
+        assert f["prefilter_boxes"] is not None and 0.0 <= f["prefilter_rejected"] <= 1.0
+    saved = RegionPrefilter.load(out.with_suffix(".json"), database_id=db.database_id)
+    assert saved.n_features_in_ == trained.n_features_in_
+    assert main([*argv, "--no-adapt", "--save-prefilter", str(out)]) == 2  # nothing learned to save
