@@ -50,10 +50,12 @@ __all__ = [
 
 #: Accepted values of the ``views`` enrolment setting ("none" is the same as None: the model image only).
 VIEWS = ("none", "affine")
-#: Simulated tilts of ``views="affine"``: ASIFT's geometric series ``sqrt(2)**k``, up to 4 (a latitude of
-#: about 76°). With the model image itself (tilt 1) these cover transition tilts up to about 8 between the
-#: model and a frame (tilts compose), while holding the database to a few times the model's own features.
-AFFINE_TILTS = (math.sqrt(2.0), 2.0, 2.0 * math.sqrt(2.0), 4.0)
+#: Simulated tilts of ``views="affine"``: ASIFT's geometric series ``sqrt(2)**k`` up to 8 (a latitude of about
+#: 83°). The extreme-view pairs of ``bench/bench_pairs.py --set evd`` have transition tilts from 3 to over 30
+#: between model and frame; each tilt level adds about 2.5 times the model image's own features (LONGITUDE_STEP
+#: gives ``2.5·t`` views of ``1/t`` of its area). Levels above 4 are what pairs with transition tilts of 7-9
+#: need; levels beyond 8 would add their share of database size and matching time again.
+AFFINE_TILTS = (math.sqrt(2.0), 2.0, 2.0 * math.sqrt(2.0), 4.0, 4.0 * math.sqrt(2.0), 8.0)
 #: Longitude step at tilt ``t`` is ``LONGITUDE_STEP / t`` degrees over [0, 180) (Morel and Yu 2009, sec. 4).
 LONGITUDE_STEP = 72.0
 #: Anti-aliasing blur before subsampling x by ``t``: ``σ = ANTIALIAS_SIGMA · sqrt(t² − 1)`` (ASIFT's c = 0.8).
