@@ -242,7 +242,9 @@ def add_view_features(
     return {kind: Features.concatenate([feats[kind], *per_view[kind]]) for kind in feats}, table
 
 
-def view_rows(table: dict[str, Any] | None, kind: str, n: int, H: np.ndarray, center: tuple[float, float], keep: int = 2) -> np.ndarray:
+def view_rows(
+    table: dict[str, Any] | None, kind: str, n: int, H: np.ndarray, center: tuple[float, float], keep: int = 2
+) -> np.ndarray:
     """Rows of an object's ``n`` keypoints of ``kind`` that come from the image itself and from the ``keep``
     views closest to how the model-to-frame homography ``H`` sees the model around ``center``.
 
