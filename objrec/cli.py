@@ -63,14 +63,15 @@ def _detectors_arg(text: str | None) -> list[str] | None:
 
 
 # --- enroll ---------------------------------------------------------------------------------------
-def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], replace: bool, path: str) -> None:
+def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], replace: bool, path: str, views: str | None = None) -> None:
     for name, _ in pairs:
         if name in db and not replace:
             raise CLIError(f"object {name!r} is already enrolled in {path} (use --replace)")
     for name, img in pairs:
-        obj = db.enroll(name, img, replace=replace)
+        obj = db.enroll(name, img, replace=replace, views=views)
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
-        print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts})")
+        shown = f"; views {obj.views}" if obj.views else ""
+        print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
 
 
 def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
@@ -81,7 +82,9 @@ def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
     if not src.exists():
         raise CLIError(f"--from {source}: no such folder or file")
     items = items_from_dir(src) if src.is_dir() else items_from_csv(src)
-    report = db.enroll_many(items, replace=args.replace, workers=args.workers, progress=not args.no_progress)
+    report = db.enroll_many(
+        items, replace=args.replace, workers=args.workers, progress=not args.no_progress, views=args.views
+    )
     for f in report.failed:
         print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
     print(
@@ -94,9 +97,14 @@ def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
 def cmd_enroll(args: argparse.Namespace) -> int:
     from objrec.imageio import read_image
     from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
+    from objrec.views import check_views
 
     if not args.objects and not args.source:
         raise CLIError("nothing to enroll: give NAME=IMAGE pairs or --from DIR|LIST.csv")
+    try:
+        args.views = check_views(args.views)
+    except ValueError as exc:
+        raise CLIError(f"--views: {exc}".replace("views: ", "", 1)) from None
     pairs = _parse_pairs(args.objects)
     images = [(name, read_image(path)) for name, path in pairs]  # all readable before anything is written
     kinds = _detectors_arg(args.detectors)
@@ -104,7 +112,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
     if kinds and set(kinds) != set(db.detectors):
         raise CLIError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
-    _enroll_pairs(db, images, args.replace, args.db)
+    _enroll_pairs(db, images, args.replace, args.db, args.views)
     ok = _enroll_from(db, args.source, args) if args.source else True
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
     if args.train_prefilter:
@@ -437,6 +445,13 @@ def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
         help="enroll every image of a folder (names from file stems) or of a name,path CSV: in parallel, "
         "committed in batches, resumable (a rerun skips names already enrolled from the same file); "
         "unreadable or featureless images are listed with their reason and the exit code is 2",
+    )
+    e.add_argument(
+        "--views",
+        metavar="none|affine",
+        help="also enroll features of synthesised views of each image: 'affine' adds ASIFT-style tilted and "
+        "rotated copies (recognition under strong viewpoint change, at a few times the database size and "
+        "matching time); default none",
     )
     e.add_argument("--workers", type=int, help="extraction threads for --from (default: the usable cores)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")

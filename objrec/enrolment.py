@@ -40,14 +40,16 @@ def _label(image: Any) -> str:
     return "<array>" if hasattr(image, "shape") else str(image)
 
 
-def _work(name: str, image: Any, detectors: dict, known: dict | None, replace: bool) -> _Prepared | str:
-    """In a worker thread: skip what is enrolled from the same content, else prepare the object."""
+def _work(
+    name: str, image: Any, detectors: dict, known: dict | None, replace: bool, views: str | None = None
+) -> _Prepared | str:
+    """In a worker thread: skip what is enrolled from the same content (and views), else prepare the object."""
     if known is not None:
-        if known.get("sha256") == source_sha256(image):
+        if known.get("sha256") == source_sha256(image) and known.get("views") == views:
             return _SKIP
         if not replace:
-            raise _AlreadyEnrolled(f"object {name!r} is already enrolled from other content (use replace)")
-    return prepare_object(name, image, detectors)
+            raise _AlreadyEnrolled(f"object {name!r} is already enrolled from other content or views (use replace)")
+    return prepare_object(name, image, detectors, views)
 
 
 def _reason(exc: BaseException) -> str:
@@ -123,12 +125,15 @@ def run_enrolment(
     workers: int | None = None,
     batch_size: int = 128,
     progress: bool = True,
+    views: str | None = None,
 ) -> EnrollReport:
     """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
     from tqdm import tqdm
 
     from objrec._threads import usable_cores
+    from objrec.views import check_views
 
+    views = check_views(views)
     workers = max(1, int(workers or usable_cores()))
     total = len(items) if hasattr(items, "__len__") else None
     bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
@@ -142,8 +147,9 @@ def run_enrolment(
             if reason is not None:
                 run.fail(str(name), _label(image), reason)
                 continue
-            known = db.info(name).source if name in db else None
-            pending.append((name, _label(image), pool.submit(_work, name, image, detectors, known, replace)))
+            info = db.info(name) if name in db else None
+            known = {**info.source, "views": info.views} if info is not None and info.source else None
+            pending.append((name, _label(image), pool.submit(_work, name, image, detectors, known, replace, views)))
             while len(pending) >= 2 * workers:
                 run.collect(*pending.popleft())
         while pending:

@@ -132,6 +132,8 @@ class ModelObject:
     height: int
     features: dict[str, Features]
     image: np.ndarray | None = None
+    views: str | None = None
+    view_table: dict[str, Any] | None = None
 
     @property
     def corners(self) -> np.ndarray:
@@ -154,6 +156,8 @@ class ObjectInfo:
         lets a rerun of :meth:`ModelDB.enroll_many` skip what it already enrolled.
     n_features : dict
         Keypoints per detector kind.
+    views : str or None
+        The synthesised views enrolled with the object (see :mod:`objrec.views`); None for the image only.
     """
 
     name: str
@@ -162,6 +166,7 @@ class ObjectInfo:
     sha256: str
     source: dict[str, Any] | None
     n_features: dict[str, int]
+    views: str | None = None
 
 
 @dataclass(frozen=True)
@@ -325,20 +330,31 @@ def source_sha256(image: Any) -> str:
     return sha256_bytes(Path(image).read_bytes())
 
 
-def prepare_object(name: str, image: Any, detectors: dict[str, dict[str, Any]]) -> _Prepared:
+def prepare_object(name: str, image: Any, detectors: dict[str, dict[str, Any]], views: str | None = None) -> _Prepared:
     """Read or check an image, extract its features and put everything in stored form (thread-safe).
+
+    With ``views`` (see :mod:`objrec.views`), the features of synthesised views of the image follow its own,
+    in model coordinates, and the object's entry records the setting.
 
     Raises
     ------
     InputError
         For a bad name, an unreadable image or one without features; the message says which and why.
     """
+    from objrec.views import add_view_features, check_views
+
     check_name(name)
+    views = check_views(views)
     img, encoded, source = _load_source(name, image)
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
         raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
-    return _prepared(name, img, encoded, feats, source)
+    if views is None:
+        return _prepared(name, img, encoded, feats, source)
+    feats, table = add_view_features(img, feats, detectors, views)
+    p = _prepared(name, img, encoded, feats, source)
+    p.entry.update(views=views, view_table=table)
+    return p
 
 
 def _prepared(name: str, img: np.ndarray, encoded: np.ndarray, feats: dict[str, Features], source: Any) -> _Prepared:
@@ -669,7 +685,9 @@ class ModelDB:
         """What the object table records about ``name`` (no array is read)."""
         sh, row = self._locate(name)
         o = sh.objects[row]
-        return ObjectInfo(o["name"], o["width"], o["height"], o["sha256"], o.get("source"), dict(o["n_features"]))
+        return ObjectInfo(
+            o["name"], o["width"], o["height"], o["sha256"], o.get("source"), dict(o["n_features"]), o.get("views")
+        )
 
     def _array(self, shard: _Shard, fname: str) -> np.ndarray:
         """A shard file, memory-mapped; its sha256 is checked the first time this database touches it."""
@@ -724,7 +742,9 @@ class ModelDB:
         o = sh.objects[row]
         feats = {kind: self._features(sh, row, kind) for kind in self._manifest["detectors"]}
         image = self._image(sh, row) if with_image else None
-        obj = ModelObject(o["name"], int(o["width"]), int(o["height"]), feats, image)
+        obj = ModelObject(
+            o["name"], int(o["width"]), int(o["height"]), feats, image, o.get("views"), o.get("view_table")
+        )
         if len(self._cache) >= self.CACHE_OBJECTS:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = obj
@@ -784,12 +804,22 @@ class ModelDB:
         with self._writing():
             yield self
 
-    def enroll(self, name: str, image: str | os.PathLike | np.ndarray, replace: bool = False) -> ModelObject:
-        """Add an object from an image file or array (gray or BGR uint8). Saved atomically at once."""
+    def enroll(
+        self, name: str, image: str | os.PathLike | np.ndarray, replace: bool = False, views: str | None = None
+    ) -> ModelObject:
+        """Add an object from an image file or array (gray or BGR uint8). Saved atomically at once.
+
+        ``views="affine"`` also enrols the features of affine-warped views of the image (ASIFT's tilts and
+        rotations, :mod:`objrec.views`), for recognition under strong viewpoint change; None (or "none")
+        enrols the image's own features only.
+        """
+        from objrec.views import check_views
+
         check_name(name)
+        check_views(views)
         if name in self and not replace:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
-        refused = self._commit_batch([prepare_object(name, image, self.detectors)], replace)
+        refused = self._commit_batch([prepare_object(name, image, self.detectors, views)], replace)
         if refused:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         return self.get(name)
@@ -801,6 +831,7 @@ class ModelDB:
         workers: int | None = None,
         batch_size: int = ENROLL_BATCH,
         progress: bool = True,
+        views: str | None = None,
     ) -> EnrollReport:
         """Enrol many objects: features extracted in parallel threads, committed in batches, resumable.
 
@@ -819,6 +850,9 @@ class ModelDB:
             enrolled from the same content (file hash), so at most one batch is redone.
         progress : bool
             Show a tqdm progress bar on stderr.
+        views : str, optional
+            Synthesised views enrolled with every object (as for :meth:`enroll`). A rerun skips a name only
+            when it was enrolled from the same content with the same views.
 
         Returns
         -------
@@ -828,7 +862,7 @@ class ModelDB:
         """
         from objrec.enrolment import run_enrolment
 
-        return run_enrolment(self, items, replace, workers, batch_size, progress)
+        return run_enrolment(self, items, replace, workers, batch_size, progress, views)
 
     def remove(self, name: str | Iterable[str]) -> None:
         """Remove an enrolled object, or several in one commit (KeyError naming the first unknown one,

@@ -9,7 +9,7 @@ import numpy as np
 
 from objrec.backend import to_numpy
 from objrec.matching.guided import guided_matches
-from objrec.matching.knn import BruteForceIndex, SpillIndex, ratio_match
+from objrec.matching.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
 from objrec.matching.verifier import CandidateVerifier
 from objrec.matching.verify import VerifyParams
 from objrec.types import Candidate, Detection, Features, Rejection
@@ -48,6 +48,10 @@ class DatabaseMatcher:
         descriptors or more without Laplacian signs is searched through a one-level spill tree of two exact
         leaves (:class:`~objrec.matching.knn.SpillIndex`), about half the work; SURF's sign split already
         halves it exactly.
+    fginn : bool, optional
+        Ratio test against the first geometrically inconsistent neighbour (:class:`~objrec.matching.knn.Fginn`)
+        instead of the second one. By default on when an object was enrolled with synthesised views (their
+        near-duplicate descriptors would fail Lowe's test against each other), off otherwise.
     """
 
     def __init__(
@@ -58,12 +62,14 @@ class DatabaseMatcher:
         mutual: bool = False,
         xp: Any = np,
         exact: bool = False,
+        fginn: bool | None = None,
     ):
         self.kind = kind
         self.ratio = ratio
         self.mutual = mutual
         self.names = [o.name for o in objects]
         self.sizes = [(o.width, o.height) for o in objects]
+        self.view_tables = [getattr(o, "view_table", None) for o in objects]
         feats = [o.features[kind] for o in objects]
         nonempty = [f for f in feats if len(f)]
         dim = nonempty[0].descriptor_size if nonempty else 128
@@ -81,6 +87,9 @@ class DatabaseMatcher:
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
         self.xp = xp
+        if fginn is None:
+            fginn = any(getattr(o, "views", None) for o in objects)
+        self.fginn = Fginn(xp.asarray(self.xy), xp.asarray(self.owner)) if fginn else None
         # Prepared once, reused every frame.
         if exact or self.use_laplacian or len(self.descriptors) < SPILL_MIN_TRAIN:
             self.index: BruteForceIndex | SpillIndex = BruteForceIndex(self.descriptors, self.laplacian)
@@ -101,7 +110,7 @@ class DatabaseMatcher:
             raise ValueError(f"cannot match {scene.kind!r} features against a {self.kind!r} database")
         q = self.xp.asarray(scene.descriptors)
         ql = self.xp.asarray(scene.laplacian) if self.use_laplacian else None
-        m = ratio_match(q, self.index, self.ratio, self.mutual, ql)
+        m = ratio_match(q, self.index, self.ratio, self.mutual, ql, fginn=self.fginn)
         if len(m) == 0:
             return []
         scene_xy = to_numpy(scene.xy[scene.xp.asarray(m.query_idx)])
@@ -124,13 +133,24 @@ class DatabaseMatcher:
 
     def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
         """The candidate's object matched again against ``scene`` within ``radius`` px of where ``H`` (model
-        to frame) puts each of its keypoints (:func:`~objrec.matching.guided.guided_matches`)."""
-        lo, hi = self._start[candidate.object_index], self._start[candidate.object_index + 1]
-        sign = self.laplacian[lo:hi] if self.use_laplacian else None
+        to frame) puts each of its keypoints (:func:`~objrec.matching.guided.guided_matches`).
+
+        Of an object enrolled with synthesised views, only the keypoints of the image itself and of the views
+        most like the frame's view of it under ``H`` take part (:func:`~objrec.views.view_rows`): the others
+        are copies of the same points with descriptors further from the frame's.
+        """
+        from objrec.views import view_rows
+
+        oi = candidate.object_index
+        lo = int(self._start[oi])
+        w, h = self.sizes[oi]
+        rows = lo + view_rows(self.view_tables[oi], self.kind, int(self._start[oi + 1]) - lo, H, (w / 2, h / 2))
+        xp_rows = self.xp.asarray(rows)
+        sign = self.laplacian[xp_rows] if self.use_laplacian else None
         mi, si = guided_matches(
             H,
-            self.xy[lo:hi],
-            self.descriptors[lo:hi],
+            self.xy[rows],
+            self.descriptors[xp_rows],
             scene.xy,
             scene.descriptors,
             radius,
@@ -140,7 +160,7 @@ class DatabaseMatcher:
         scene_xy = to_numpy(scene.xy[scene.xp.asarray(si)])
         return Candidate(
             candidate.object_index,
-            self.xy[lo:hi][mi],
+            self.xy[rows][mi],
             scene_xy,
             np.full(len(mi), np.nan, np.float32),
             candidate.name,

@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 
 from objrec.backend import get_array_module, to_numpy
+from objrec.matching.knn import fginn_competitor
 from objrec.matching.verify import VerifyParams, quad_checks
 
 __all__ = ["tentative_homography", "guided_matches"]
@@ -90,18 +91,27 @@ def guided_matches(
     ok = hom[:, 2] > 1e-9
     pred = np.full((len(model_xy), 2), np.nan, np.float32)
     pred[ok] = (hom[ok, :2] / hom[ok, 2:3]).astype(np.float32)
-    p, s = xp.asarray(pred), xp.asarray(scene_xy, dtype=np.float32)
+    s = xp.asarray(scene_xy, dtype=np.float32)
+    # Only model keypoints predicted within ``radius`` of the scene keypoints' bounding box can have a
+    # window with a keypoint in it; the others are left out before the quadratic work.
+    if len(pred) and int(s.shape[0]):
+        lo, hi = to_numpy(s.min(axis=0)) - radius, to_numpy(s.max(axis=0)) + radius
+        cand = np.flatnonzero(np.all((pred >= lo) & (pred <= hi), axis=1))
+    else:
+        cand = np.zeros(0, np.int64)
+    xc = xp.asarray(cand)
+    p = xp.asarray(pred[cand])
     near = ((p[:, None, :] - s[None, :, :]) ** 2).sum(axis=2) <= radius * radius
     if model_sign is not None and scene_sign is not None:
-        near &= xp.asarray(model_sign)[:, None] == xp.asarray(scene_sign)[None, :]
-    m, q = xp.asarray(model_desc, dtype=np.float32), xp.asarray(scene_desc, dtype=np.float32)
+        near &= xp.asarray(model_sign)[xc][:, None] == xp.asarray(scene_sign)[None, :]
+    m, q = xp.asarray(model_desc, dtype=np.float32)[xc], xp.asarray(scene_desc, dtype=np.float32)
     d2 = xp.maximum((m * m).sum(axis=1)[:, None] + (q * q).sum(axis=1)[None, :] - 2.0 * (m @ q.T), 0.0)
     inside = xp.where(near, d2, xp.inf)
     best = inside.argmin(axis=1)
     d1 = inside[xp.arange(d2.shape[0]), best]
     # FGINN: the competitor is the nearest descriptor outside the window (geometrically inconsistent), so a
     # keypoint that is merely the only one in its window is not taken on geometry alone.
-    outside = xp.where(near, xp.inf, d2).min(axis=1)
+    outside = fginn_competitor(d2, near)
     keep = xp.isfinite(d1) & (d1 < (ratio * ratio) * outside)
     mi = xp.flatnonzero(keep)
-    return to_numpy(mi).astype(np.int64), to_numpy(best[mi]).astype(np.int64)
+    return cand[to_numpy(mi)].astype(np.int64), to_numpy(best[mi]).astype(np.int64)

@@ -16,7 +16,7 @@ import numpy as np
 from objrec._threads import one_blas_thread, usable_cores, worker_pool
 from objrec.backend import get_array_module
 
-__all__ = ["knn2", "Matches", "ratio_match", "BruteForceIndex", "SpillIndex"]
+__all__ = ["knn2", "Matches", "ratio_match", "BruteForceIndex", "SpillIndex", "Fginn", "fginn_competitor"]
 
 #: Query rows per GEMM block: 2048 x M float32 keeps a block under ~64 MB for M = 8k; block sizes from 256
 #: up perform alike, the products being bound by writing their output.
@@ -30,6 +30,11 @@ _LAPLACIAN_WEIGHT = 2.0
 #: loses its true neighbour on the other side; ``tests/matching/test_spill.py`` checks what this margin keeps
 #: on the Oxford pairs against exact matching.
 SPILL_MARGIN = 0.08
+#: Neighbours searched per query for FGINN: the competitor must be found among them (see :class:`Fginn`).
+FGINN_K = 8
+#: Train keypoints of one object closer than this (model pixels) to the nearest neighbour's are taken as the
+#: same physical point, seen in another synthesised view (MODS's spatial threshold).
+FGINN_RADIUS = 10.0
 
 
 class BruteForceIndex:
@@ -84,15 +89,22 @@ class BruteForceIndex:
 
     def knn2(self, query: Any, laplacian: Any | None = None) -> tuple[Any, Any]:
         """``(index, dist2)`` of the two nearest train rows per query row (see :func:`knn2`)."""
+        return self.knn(query, 2, laplacian)
+
+    def knn(self, query: Any, k: int, laplacian: Any | None = None) -> tuple[Any, Any]:
+        """``(index, dist2)`` of the ``k`` nearest train rows per query row, nearest first; ``(N, k)``
+        arrays with -1 and ``inf`` where fewer than ``k`` rows qualify."""
         xp = self.xp
+        if k < 1:
+            raise ValueError(f"k: expected a positive integer, got {k}")
         q = xp.asarray(query, dtype=xp.float32)
         if q.ndim != 2 or (q.shape[0] and self.m and q.shape[1] != self.dim):
             raise ValueError(f"knn2: expected (N, {self.dim}) query descriptors, got shape {q.shape}")
         if (laplacian is None) == self.has_sign:
             raise ValueError("knn2: give Laplacian signs for both query and train, or for neither")
         n, m = q.shape[0], self.m
-        index = xp.full((n, 2), -1, dtype=xp.int64)
-        dist2 = xp.full((n, 2), xp.inf, dtype=xp.float32)
+        index = xp.full((n, k), -1, dtype=xp.int64)
+        dist2 = xp.full((n, k), xp.inf, dtype=xp.float32)
         if n == 0 or m == 0:
             return index, dist2
         if self.has_sign:
@@ -102,7 +114,7 @@ class BruteForceIndex:
             for sign, rows, sub in self._groups:
                 _search_part(sub, rows, q, lap == sign, index, dist2)
             return index, dist2
-        k = min(2, m)
+        k = min(k, m)
         # The augmented query [q, 1] once, and one output block per worker reused: a fresh block per
         # iteration costs page faults on every write.
         qa = xp.empty((n, self.dim + 1), dtype=xp.float32)
@@ -203,6 +215,10 @@ class SpillIndex:
 
     def knn2(self, query: Any, laplacian: Any | None = None) -> tuple[Any, Any]:
         """``(index, dist2)`` of the two nearest train rows of the query's leaf (see :func:`knn2`)."""
+        return self.knn(query, 2, laplacian)
+
+    def knn(self, query: Any, k: int, laplacian: Any | None = None) -> tuple[Any, Any]:
+        """``(index, dist2)`` of the ``k`` nearest train rows of the query's leaf, nearest first."""
         xp = self.xp
         if laplacian is not None:
             raise ValueError("knn2: a SpillIndex has no Laplacian signs; use BruteForceIndex for SURF signs")
@@ -210,8 +226,8 @@ class SpillIndex:
         if q.ndim != 2 or (q.shape[0] and q.shape[1] != self.dim):
             raise ValueError(f"knn2: expected (N, {self.dim}) query descriptors, got shape {q.shape}")
         n = q.shape[0]
-        index = xp.full((n, 2), -1, dtype=xp.int64)
-        dist2 = xp.full((n, 2), xp.inf, dtype=xp.float32)
+        index = xp.full((n, k), -1, dtype=xp.int64)
+        dist2 = xp.full((n, k), xp.inf, dtype=xp.float32)
         if n == 0:
             return index, dist2
         # One BLAS thread on the CPU: a two-thread product here leaves OpenBLAS's threads spinning through
@@ -224,12 +240,13 @@ class SpillIndex:
 
 
 def _search_part(part: BruteForceIndex, rows: Any, q: Any, which: Any, index: Any, dist2: Any) -> None:
-    """2-NN of the queries where ``which`` holds among ``part`` (train rows ``rows``), into ``index``/``dist2``."""
+    """k-NN (k = ``index.shape[1]``) of the queries where ``which`` holds among ``part`` (train rows
+    ``rows``), into ``index``/``dist2``."""
     xp = part.xp
     sel = xp.nonzero(which)[0]
     if int(sel.shape[0]) == 0:
         return
-    si, sd = part.knn2(q[sel])
+    si, sd = part.knn(q[sel], index.shape[1])
     index[sel] = xp.where(si >= 0, rows[xp.maximum(si, 0)], -1)
     dist2[sel] = sd
 
@@ -238,10 +255,16 @@ def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
     """Indices and values of the ``k`` smallest entries per row, ascending; ``d`` is overwritten.
 
     Repeated ``argmin`` (SIMD-vectorised in NumPy, a tree reduction in CuPy) beats ``argpartition`` and a
-    Numba insertion pass for k = 2 by an order of magnitude.
+    Numba insertion pass for k = 2 by an order of magnitude; for larger k one ``argpartition`` pass and a
+    sort of the k selected values cost less than k passes.
     """
     n = d.shape[0]
     rows = xp.arange(n)
+    if k > 4 and k < d.shape[1]:
+        part = xp.argpartition(d, k - 1, axis=1)[:, :k]
+        vals = xp.take_along_axis(d, part, axis=1)
+        order = xp.argsort(vals, axis=1)
+        return xp.take_along_axis(part, order, axis=1).astype(xp.int64), xp.take_along_axis(vals, order, axis=1)
     idx = xp.empty((n, k), dtype=xp.int64)
     val = xp.empty((n, k), dtype=xp.float32)
     for j in range(k):
@@ -305,6 +328,61 @@ class Matches:
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.float32))
 
 
+@dataclass(frozen=True)
+class Fginn:
+    """Where the train rows' keypoints lie, for the ratio test against the first geometrically inconsistent
+    nearest neighbour (FGINN, Mishkin, Matas and Perdoch 2015).
+
+    A model enrolled with synthesised views holds several near-identical descriptors of one physical point
+    (found in several views); Lowe's second neighbour is then usually a copy of the first and the ratio test
+    rejects the match. FGINN's competitor is the nearest neighbour after the first that belongs to another
+    object or lies more than ``radius`` model pixels from the first one's keypoint; when all ``k - 1``
+    further neighbours are consistent with the first, the k-th distance stands in for it (a lower bound on
+    the competitor's distance, so the test errs towards rejecting).
+
+    Attributes
+    ----------
+    xy : (M, 2) float32
+        Model position of each train row's keypoint (same array module as the index).
+    owner : (M,) int
+        Object of each train row.
+    radius : float
+        Model pixels within which a neighbour of the same object is the same point.
+    k : int
+        Neighbours searched per query (at least 2).
+    """
+
+    xy: Any
+    owner: Any
+    radius: float = FGINN_RADIUS
+    k: int = FGINN_K
+
+    def __post_init__(self) -> None:
+        if int(self.k) < 2:
+            raise ValueError(f"k: expected an integer >= 2, got {self.k}")
+        if not self.radius >= 0:
+            raise ValueError(f"radius: expected a distance >= 0, got {self.radius}")
+        if self.xy.shape[0] != self.owner.shape[0] or self.xy.shape[1:] != (2,):
+            raise ValueError(f"xy, owner: expected (M, 2) and (M,), got {self.xy.shape} and {self.owner.shape}")
+
+    def competitor(self, index: Any, dist2: Any) -> Any:
+        """Squared distance of each query's FGINN competitor from its sorted k-NN ``(index, dist2)``."""
+        xp = get_array_module(dist2)
+        first = xp.maximum(index[:, :1], 0)
+        rest = xp.maximum(index[:, 1:], 0)
+        near = ((self.xy[rest] - self.xy[first]) ** 2).sum(axis=2) <= self.radius * self.radius
+        consistent = near & (self.owner[rest] == self.owner[first]) & (index[:, 1:] >= 0)
+        comp = fginn_competitor(dist2[:, 1:], consistent)
+        return xp.where(xp.isinf(comp), dist2[:, -1], comp)
+
+
+def fginn_competitor(dist2: Any, consistent: Any) -> Any:
+    """Per row, the smallest ``dist2`` among the entries that are not ``consistent`` with the nearest
+    neighbour (``inf`` where all are): the first geometrically inconsistent neighbour's distance."""
+    xp = get_array_module(dist2)
+    return xp.where(consistent, xp.inf, dist2).min(axis=1)
+
+
 def ratio_match(
     query: Any,
     train: Any,
@@ -313,10 +391,13 @@ def ratio_match(
     query_laplacian: Any | None = None,
     train_laplacian: Any | None = None,
     block: int = DEFAULT_BLOCK,
+    fginn: Fginn | None = None,
 ) -> Matches:
     """Lowe's ratio test on 2-NN (distance ratio, not squared), with an optional mutual check.
 
-    Only the surviving matches come back to the host.
+    With ``fginn`` (:class:`Fginn`, describing the train rows) the competitor of the nearest neighbour is the
+    first geometrically inconsistent one among ``fginn.k`` neighbours instead of the second. Only the
+    surviving matches come back to the host.
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio: expected a value in (0, 1], got {ratio}")
@@ -329,9 +410,13 @@ def ratio_match(
     xp = index.xp
     if query.shape[0] == 0 or len(index) == 0:
         return Matches.empty()
-    idx, d2 = index.knn2(query, query_laplacian)
+    if fginn is None:
+        idx, d2 = index.knn2(query, query_laplacian)
+        dn = xp.sqrt(d2[:, 1])
+    else:
+        idx, d2 = index.knn(query, int(fginn.k), query_laplacian)
+        dn = xp.sqrt(fginn.competitor(idx, d2))
     d1 = xp.sqrt(d2[:, 0])
-    dn = xp.sqrt(d2[:, 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         # Two train rows at distance 0 (duplicates) are ambiguous: ratio 1, rejected as Lowe's test would.
         r = xp.where(dn > 0, d1 / dn, 1.0)
