@@ -38,6 +38,7 @@ def _object_doc(db: Any, name: str) -> dict[str, Any]:
         "sha256": i.sha256,
         "source": src.get("path"),
         "source_sha256": src.get("sha256"),
+        "views": i.views,
     }
 
 
@@ -111,6 +112,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         feats = ", ".join(f"{k} {v}" for k, v in doc["n_features"].items())
         lines = [f"{doc['name']}: {doc['width']}x{doc['height']}, features {feats}", f"content sha256 {doc['sha256']}"]
         lines += [f"enrolled from {doc['source']}"] if doc["source"] else []
+        lines += [f"synthesised views: {doc['views']}"] if doc["views"] else []
         _print(args, doc, lines)
         return EXIT_OK
     m = db._manifest
