@@ -177,3 +177,20 @@ def test_real_homogr_pairs(shared_data, tmp_path):
         assert r["found"] or r["rejections"]  # every miss says why
     s = rep["pairs"]["summary"]["objrec"]["homogr"]
     assert s["solved"] == sum(r["solved"] for r in rows.values())
+
+
+@pytest.mark.dask
+def test_dask_workers_give_the_same_pair_numbers(tmp_path):
+    import distributed  # noqa: F401  (a dependency of the dev extra: missing, this test fails)
+
+    from objrec.evaluation import numbers_only
+
+    root = tmp_path / "pairs"
+    _write_pair(root, "good", "homogr")
+    _write_pair(root / "extremeview", "good", "evd", shift_b=8.0)
+    common = [f"pairs:{root}", "--detectors", "surf", "--no-plots"]
+    single = run_eval(*common, "--out", str(tmp_path / "single"))
+    dask = run_eval(*common, "--workers", "2", "--out", str(tmp_path / "dask"))
+    assert dask["run"]["mode"] == "dask local cluster"
+    assert numbers_only(dask) == numbers_only(single)
+    assert [(r["set"], r["solved"]) for r in single["pairs"]["pairs"]] == [("homogr", True), ("evd", False)]
