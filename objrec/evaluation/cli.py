@@ -117,7 +117,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--detectors",
         metavar="LIST",
         help="comma-separated detector names (default: surf,sift,opencv-sift,orb,akaze,opencv-surf-ref on "
-        "oxford; surf,sift,orb,akaze for recognition). " + DETECTOR_HELP,
+        "oxford; surf,sift,orb,akaze for recognition; objrec, the Recognizer with the database defaults, for pairs, "
+        "which also take surf, sift and their GPU/Numba twins). " + DETECTOR_HELP,
     )
     p.add_argument(
         "--budget-ms",
