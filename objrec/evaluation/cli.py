@@ -91,6 +91,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_pairs_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``pairs:ROOT`` runs only."""
+    p.add_argument(
+        "--views",
+        metavar="NAME",
+        help="pairs: enrol image A with ModelDB.enroll(..., views=NAME) (synthesised views, e.g. affine)",
+    )
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` to ``subparsers`` (from ``ArgumentParser.add_subparsers``); sets ``func=cmd_eval``."""
     from objrec.evaluation._help import SWEEPS
@@ -135,11 +144,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="oxford/hpatches: only these sequences (e.g. graf,leuven); pairs: only these sets or pairs "
         "(homogr, evd, graf, evd/graf)",
     )
-    p.add_argument(
-        "--views",
-        metavar="NAME",
-        help="pairs: enrol image A with ModelDB.enroll(..., views=NAME) (synthesised views, e.g. affine)",
-    )
+    _add_pairs_arguments(p)
     p.add_argument("--pairs", metavar="LIST", help="oxford/hpatches: only pairs 1->N for these N (e.g. 2,4,6)")
     p.add_argument(
         "--max-features",
