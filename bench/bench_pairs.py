@@ -8,6 +8,8 @@ as solved within 5 px. Both recognisers see the same images; the anchor is OpenC
 ratio 0.75, RANSAC 5 px (``bench/baseline_findobj.py``).
 
     python bench/bench_pairs.py [--set homogr|evd|all] [--json out.json]
+
+``objrec eval pairs:ROOT`` runs the objrec side alone, with the evaluation reports.
 """
 
 from __future__ import annotations
@@ -28,32 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline_findobj import FindObjBaseline  # noqa: E402
 
 from objrec import ModelDB, Recognizer  # noqa: E402
+from objrec.evaluation.pairs import load_annotated_pairs  # noqa: E402
+from objrec.evaluation.pairs import median_error as annotated_median_error  # noqa: E402
 
 
 def pairs(root: Path, which: str) -> list[tuple[str, Path, Path, np.ndarray, np.ndarray]]:
-    """``(name, A, B, points in A, points in B)`` of the chosen set(s)."""
-    out = []
-    if which in ("homogr", "all"):
-        for a in sorted(root.glob("*A.png")):
-            name = a.name[:-5]
-            t = np.loadtxt(root / f"{name}_pts.txt")
-            t = t[t[:, 6] == 1]
-            out.append((f"homogr/{name}", a, root / f"{name}B.png", t[:, 0:2], t[:, 3:5]))
-    if which in ("evd", "all"):
-        evd = root / "extremeview"
-        for a in sorted(evd.glob("*A.png")):
-            name = a.name[:-5]
-            rows = [ln.split() for ln in (evd / f"{name}_pts.txt").read_text().splitlines() if ln.strip()]
-            t = np.array([[float(v) for v in r[:4]] for r in rows if r[-1] == "1"])
-            out.append((f"evd/{name}", a, evd / f"{name}B.png", t[:, 0:2], t[:, 2:4]))
-    return out
+    """``(label, A, B, points in A, points in B)`` of the chosen set(s), read by the evaluation package."""
+    sets = None if which == "all" else [which]
+    return [(p.label, p.path_a, p.path_b, p.points_a, p.points_b) for p in load_annotated_pairs(root, sets)]
 
 
 def median_error(H: np.ndarray | None, pa: np.ndarray, pb: np.ndarray) -> float:
-    if H is None:
-        return float("inf")
-    mapped = cv2.perspectiveTransform(pa.reshape(-1, 1, 2).astype(np.float64), H).reshape(-1, 2)
-    return float(np.median(np.linalg.norm(mapped - pb, axis=1)))
+    e = annotated_median_error(H, pa, pb)
+    return float("inf") if e is None else e
 
 
 def run_pair(a: Path, b: Path, pa: np.ndarray, pb: np.ndarray, views: str | None) -> dict:

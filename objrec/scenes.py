@@ -23,6 +23,8 @@ __all__ = [
     "Distortion",
     "random_homography",
     "place_homography",
+    "outside_fraction",
+    "place_partly_outside",
     "warp_object",
     "compose_scene",
     "apply_photometric",
@@ -188,6 +190,68 @@ def random_homography(
     raise ValueError(
         f"random_homography: no placement of a {w}x{h} model covering {area_fraction} of a {fw}x{fh} frame "
         f"fits inside it after {tries} tries (lower area_fraction or max_tilt, or pass inside=False)"
+    )
+
+
+def outside_fraction(H: np.ndarray, model_size: tuple[int, int], frame_size: tuple[int, int]) -> float:
+    """Share of the model's area that ``H`` maps outside a ``frame_size`` (w, h) frame (convex outline)."""
+    q = map_points(np.asarray(H, np.float64), corners_of(*model_size)).astype(np.float32)
+    area = _quad_area(q.astype(np.float64))
+    if area <= 0:
+        return 1.0
+    inter, _ = cv2.intersectConvexConvex(q, corners_of(*frame_size).astype(np.float32))
+    return float(np.clip(1.0 - inter / area, 0.0, 1.0))
+
+
+def place_partly_outside(
+    model_size: tuple[int, int],
+    frame_size: tuple[int, int],
+    outside: float,
+    rng: np.random.Generator,
+    scale: tuple[float, float] = (0.8, 1.5),
+    max_rotation: float = 180.0,
+    max_tilt: float = 0.1,
+    tries: int = 2000,
+) -> np.ndarray:
+    """A close-up placement with ``outside`` of the model's area beyond the frame's border.
+
+    Scale is drawn from ``scale`` in units of the size at which the model just fits the frame
+    (``min(fw / w, fh / h)``), rotation from ``±max_rotation`` degrees, each tilt term from ``±max_tilt`` (see
+    :func:`place_homography`). A draw whose centred placement already leaves more than ``outside`` beyond the
+    border is drawn again, so at small ``outside`` large objects come mostly unrotated. The centred object is
+    then slid along a random direction until the share outside is ``outside`` (bisection on the distance).
+
+    Raises ``ValueError`` when no draw of ``tries`` fits.
+    """
+    if not 0.0 <= outside < 1.0:
+        raise ValueError(f"outside: expected a fraction in [0, 1), got {outside}")
+    w, h = model_size
+    fw, fh = frame_size
+    fit = min(fw / w, fh / h)
+    for _ in range(tries):
+        s = fit * rng.uniform(*scale)
+        rot = rng.uniform(-max_rotation, max_rotation)
+        tilt = (float(rng.uniform(-max_tilt, max_tilt)), float(rng.uniform(-max_tilt, max_tilt)))
+        H0 = place_homography(model_size, (fw / 2, fh / 2), s, rot, tilt)
+        if outside_fraction(H0, model_size, frame_size) > outside:
+            continue
+        a = rng.uniform(0.0, 2.0 * np.pi)
+        u = np.array([np.cos(a), np.sin(a)])
+        q = map_points(H0, corners_of(w, h))
+        lo, hi = 0.0, float(np.hypot(fw, fh) + np.ptp(q, axis=0).max())
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            T = np.array([[1, 0, mid * u[0]], [0, 1, mid * u[1]], [0, 0, 1]], np.float64)
+            if outside_fraction(T @ H0, model_size, frame_size) < outside:
+                lo = mid
+            else:
+                hi = mid
+        T = np.array([[1, 0, lo * u[0]], [0, 1, lo * u[1]], [0, 0, 1]], np.float64)
+        H = T @ H0
+        return H / H[2, 2]
+    raise ValueError(
+        f"place_partly_outside: no placement of a {w}x{h} model at scale {scale} (x fit) leaves {outside:.0%} "
+        f"outside a {fw}x{fh} frame after {tries} tries"
     )
 
 

@@ -310,3 +310,34 @@ def test_random_placement_in_compose_scene_stays_inside():
         for o in scene.objects:
             assert np.all(o.corners >= -1e-6)
             assert np.all(o.corners <= np.array(FRAME) + 1e-6)
+
+
+@pytest.mark.parametrize("outside", [0.2, 0.4, 0.6])
+@pytest.mark.parametrize("model_size", [(800, 640), (324, 223), (500, 500)])
+def test_partly_outside_placement_leaves_the_asked_share_outside(model_size, outside):
+    from objrec.scenes import outside_fraction, place_partly_outside
+
+    rng = np.random.default_rng(4)
+    obj = np.full((model_size[1], model_size[0], 3), 200, np.uint8)
+    fit = min(FRAME[0] / model_size[0], FRAME[1] / model_size[1])
+    for _ in range(3):
+        H = place_partly_outside(model_size, FRAME, outside, rng)
+        assert outside_fraction(H, model_size, FRAME) == pytest.approx(outside, abs=1e-3)
+        # Independent count: the composited object's pixels in the frame over its outline's area.
+        t = compose_scene(np.zeros((480, 640, 3), np.uint8), {"o": obj}, rng=0, homographies={"o": H}, inside=False)
+        assert t.truth("o").visible_fraction == pytest.approx(1 - outside, abs=0.01)
+        # Scale within 0.8-1.5 of the size that fits the frame (the outline's area, tilt aside).
+        q = t.truth("o").corners
+        d1, d2 = q[2] - q[0], q[3] - q[1]
+        area = 0.5 * abs(d1[0] * d2[1] - d1[1] * d2[0])
+        s = np.sqrt(area / (model_size[0] * model_size[1])) / fit
+        assert 0.75 < s < 1.6
+
+
+def test_partly_outside_placement_refuses_what_cannot_fit():
+    from objrec.scenes import place_partly_outside
+
+    with pytest.raises(ValueError, match="no placement"):
+        place_partly_outside((500, 500), FRAME, 0.05, np.random.default_rng(0), scale=(1.4, 1.5), tries=50)
+    with pytest.raises(ValueError, match="outside"):
+        place_partly_outside((500, 500), FRAME, 1.0, np.random.default_rng(0))

@@ -1,6 +1,6 @@
 """Robustness evaluation: ``objrec eval KIND:PATH`` on standard datasets and synthetic corruption sweeps.
 
-Two kinds of evaluation:
+Three kinds of evaluation:
 
 - feature level (``oxford``, ``hpatches``): for every detector and image pair ``1 -> N``, repeatability and
   matching score (Mikolajczyk et al. 2005: overlap error < 0.4 at a 30 px normalised radius, one-to-one),
@@ -12,7 +12,9 @@ Two kinds of evaluation:
   (0 included, as a control) composited into an embedded background; level = view-angle difference.
   ``synthetic:PATH`` (a folder of object images, or ``synthetic:demo`` for :func:`objrec.data.sample_objects`):
   sweeps built on :func:`objrec.scenes.compose_scene` with exact ground truth (see
-  :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes.
+  :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes;
+- annotated pairs (``pairs``, :mod:`objrec.evaluation.pairs`): image A of each pair enrolled, recognised in image
+  B, the median error of the annotated points under the found homography, pairs solved within 5 px per set.
 
 Work is split into tasks, each a pure function of a JSON spec (:mod:`objrec.evaluation.tasks`); they run in
 this process or on Dask (``--workers N`` local cluster, ``--scheduler ADDRESS``), and every finished task is
@@ -51,15 +53,22 @@ a failed homography for a corner error)::
       scenes     [{detector, scene, distortion, level, n_truth, tp, fp, fn, latency_ms}]
       STATS =    {n_scenes, n_objects, tp, fp, fn, precision, recall, corner_error_mean, corner_error_median,
                   latency_ms: {p50, p90, p99, max}, deadline_met_fraction (with --budget-ms)}
+    pairs        null, or (pairs):
+      solved_px  5
+      summary    {detector: {set: {n_pairs, found, solved, solved_fraction, error_median, latency_ms: {p50, max}}}}
+      pairs      [{detector, set, pair, found, solved, error, n_points, inliers, score, visible_fraction,
+                  rejections: [{reason, matches, detail}], latency_ms, timings_ms}]
     run          {mode, workers, tasks, ran, resumed, dropped_lines, wall_s, total_s, finished}
     environment  {python, platform, cpu_count, opencv, numpy, opencv_threads}
     notes        [str]   (unavailable detectors, missing matplotlib, parallel timings)
     plots        [relative PNG paths]
 
-records.jsonl: one JSON object per finished task: {id, type ("pair" | "scene"), detector, label, meta,
-result, elapsed_s}; ``result`` is a ``pairs`` row (features) or {n_truth, tp, fp, fn, detections: [{name,
-score, inliers, corner_error, correct}], corner_errors, visible_fraction, latency_ms, deadline_met,
-timings_ms} (recognition). The id is ``<detector>/<label>#<hash of the task spec>``.
+records.jsonl: one JSON object per finished task: {id, type ("pair" | "scene" | "annotated_pair"), detector,
+label, meta, result, elapsed_s}; ``result`` is a ``features.pairs`` row (features), {n_truth, tp, fp, fn,
+detections: [{name, score, inliers, corner_error, correct}], corner_errors, visible_fraction, latency_ms,
+deadline_met, timings_ms} (recognition; for the ``outside`` sweep ``corner_error`` is the mean error of the
+model's grid points inside the frame) or a ``pairs.pairs`` row without detector, set and pair (pairs). The id
+is ``<detector>/<label>#<hash of the task spec>``.
 """
 
 from __future__ import annotations

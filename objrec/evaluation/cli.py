@@ -18,7 +18,10 @@ __all__ = ["register", "cmd_eval", "config_from_args"]
 _KINDS_HELP = (
     "oxford:ROOT (Oxford affine: <seq>/img1..6 + H1toNp), hpatches:ROOT (v_*/i_* with H_1_N), "
     "coil:DIR (obj<ID>__<deg>.png), objects:FILE.json (objects + scenes + ground truth), "
-    "synthetic:DIR (object images; corruption sweeps) or synthetic:demo (embedded sample objects)"
+    "synthetic:DIR (object images; corruption sweeps) or synthetic:demo (embedded sample objects), "
+    "pairs:ROOT (annotated planar pairs: NAMEA.png, NAMEB.png, NAME_pts.txt with lines 'x_A y_A 1 x_B y_B 1 "
+    "[flag]', and extremeview/ with lines 'x_A y_A x_B y_B ... flag'; A enrolled, B recognised, median error "
+    "on the flag-1 points, solved within 5 px)"
 )
 
 
@@ -44,6 +47,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
     kind, sep, path = args.dataset.partition(":")
     if not sep or not path or kind not in KINDS:
         raise ValueError(f"dataset: expected KIND:PATH with KIND one of {', '.join(KINDS)}, got {args.dataset!r}")
+    views = getattr(args, "views", None)
+    if views is not None and kind != "pairs":
+        raise ValueError(f"--views: enrolment views apply to pairs:ROOT only, not {kind}")
     if args.budget_ms is not None and not args.budget_ms > 0:
         raise ValueError(f"--budget-ms: expected a positive number, got {args.budget_ms}")
     return EvalConfig(
@@ -64,6 +70,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         repeats=args.repeats,
         seed=args.seed,
         corner_tolerance=args.corner_tolerance,
+        views=views,
         progress=not args.no_progress,
         plots=not args.no_plots,
     )
@@ -84,6 +91,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_pairs_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``pairs:ROOT`` runs only."""
+    p.add_argument(
+        "--views",
+        metavar="NAME",
+        help="pairs: enrol image A with ModelDB.enroll(..., views=NAME) (synthesised views, e.g. affine)",
+    )
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` to ``subparsers`` (from ``ArgumentParser.add_subparsers``); sets ``func=cmd_eval``."""
     from objrec.evaluation._help import SWEEPS
@@ -93,7 +109,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="evaluate detectors and recognizers on datasets and corruption sweeps (reports and plots)",
         description="Evaluate feature detectors (repeatability, matching score, MMA, homography accuracy) on "
         "Oxford/HPatches image pairs, or recognition (precision, recall, corner error, latency) on COIL-100, "
-        "an objects+scenes JSON set or synthetic corruption sweeps. Writes report.json, report.md, report.html, "
+        "an objects+scenes JSON set or synthetic corruption sweeps, or image A of annotated pairs found in "
+        "image B (pairs). Writes report.json, report.md, report.html, "
         "plots/*.png and per-task records.jsonl into --out; a rerun skips the tasks already recorded.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="dataset kinds: "
@@ -109,7 +126,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--detectors",
         metavar="LIST",
         help="comma-separated detector names (default: surf,sift,opencv-sift,orb,akaze,opencv-surf-ref on "
-        "oxford; surf,sift,orb,akaze for recognition). " + DETECTOR_HELP,
+        "oxford; surf,sift,orb,akaze for recognition; objrec, the Recognizer with the database defaults, for pairs, "
+        "which also take surf, sift and their GPU/Numba twins). " + DETECTOR_HELP,
     )
     p.add_argument(
         "--budget-ms",
@@ -120,7 +138,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--workers", type=int, metavar="N", help="run tasks on a local Dask cluster of N processes")
     g.add_argument("--scheduler", metavar="ADDRESS", help="run tasks on an existing Dask cluster (tcp://host:8786)")
-    p.add_argument("--sequences", metavar="LIST", help="oxford/hpatches: only these sequences (e.g. graf,leuven)")
+    p.add_argument(
+        "--sequences",
+        metavar="LIST",
+        help="oxford/hpatches: only these sequences (e.g. graf,leuven); pairs: only these sets or pairs "
+        "(homogr, evd, graf, evd/graf)",
+    )
+    _add_pairs_arguments(p)
     p.add_argument("--pairs", metavar="LIST", help="oxford/hpatches: only pairs 1->N for these N (e.g. 2,4,6)")
     p.add_argument(
         "--max-features",

@@ -11,8 +11,9 @@ Two kinds of recognizer are compared:
 
 Scoring: a detection is a true positive when it names an object present in the scene, no better-scored
 detection already took that object, and it is localised: mean corner error at most ``corner_tolerance``
-pixels (``match="corners"``), or, for views of a 3-D object that no homography maps exactly (COIL-100 at
-other turntable angles), the centre of its outline inside the true outline (``match="centre"``).
+pixels (``match="corners"``), or, for objects partly outside the frame, the mean error of the model's grid
+points inside the frame (``match="visible"``), or, for views of a 3-D object that no homography maps exactly
+(COIL-100 at other turntable angles), the centre of its outline inside the true outline (``match="centre"``).
 Precision is TP / detections, recall TP / objects present.
 """
 
@@ -83,7 +84,16 @@ def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]
             H = np.asarray(t["H"], np.float64)
             w, h = t["size"]
             c = cv2.perspectiveTransform(corners_of(w, h).reshape(-1, 1, 2), H).reshape(4, 2)
-            truth.append({"name": t["name"], "H": H, "corners": c, "visible_fraction": None})
+            truth.append(
+                {
+                    "name": t["name"],
+                    "H": H,
+                    "corners": c,
+                    "visible_fraction": None,
+                    "model_size": (int(w), int(h)),
+                    "frame_size": (int(img.shape[1]), int(img.shape[0])),
+                }
+            )
         return img, truth
     objects = {p["name"]: load_source(p["source"]) for p in scene["place"]}
     homs = {p["name"]: np.asarray(p["H"], np.float64) for p in scene["place"]}
@@ -98,7 +108,14 @@ def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]
         distortion=Distortion(**scene.get("distortion", {})),
     )
     truth = [
-        {"name": o.name, "H": o.homography, "corners": o.corners, "visible_fraction": o.visible_fraction}
+        {
+            "name": o.name,
+            "H": o.homography,
+            "corners": o.corners,
+            "visible_fraction": o.visible_fraction,
+            "model_size": tuple(o.model_size),
+            "frame_size": tuple(scene["frame_size"]),
+        }
         for o in s.objects
     ]
     return s.image, truth
@@ -108,16 +125,43 @@ def _inside(point: np.ndarray, quad: np.ndarray) -> bool:
     return cv2.pointPolygonTest(quad.astype(np.float32).reshape(-1, 1, 2), tuple(map(float, point)), False) >= 0
 
 
+#: Points per side of the model grid on which ``match="visible"`` measures the error.
+VISIBLE_GRID = 20
+
+
+def visible_grid_error(H: np.ndarray, truth: dict[str, Any]) -> float | None:
+    """Mean distance between the true and the found positions of the model grid points (cell centres of a
+    :data:`VISIBLE_GRID` square grid) that the true homography puts inside the frame; None if none is inside."""
+    from objrec.boxes import map_points
+
+    w, h = truth["model_size"]
+    fw, fh = truth["frame_size"]
+    g = (np.arange(VISIBLE_GRID) + 0.5) / VISIBLE_GRID
+    pts = np.stack(np.meshgrid(g * w, g * h), axis=-1).reshape(-1, 2)
+    true = map_points(np.asarray(truth["H"], np.float64), pts)
+    inside = (true[:, 0] >= 0) & (true[:, 0] < fw) & (true[:, 1] >= 0) & (true[:, 1] < fh)
+    if not inside.any():
+        return None
+    found = map_points(np.asarray(H, np.float64), pts[inside])
+    e = float(np.linalg.norm(found - true[inside], axis=1).mean())
+    return e if np.isfinite(e) else None
+
+
 def score_detections(
     detections: list[Detection], truth: list[dict[str, Any]], match: str = "corners", corner_tolerance: float = 10.0
 ) -> dict[str, Any]:
     """Match detections to ground truth (best score first, one detection per object) and count.
 
+    ``match``: ``"corners"`` (mean corner error at most ``corner_tolerance``), ``"visible"`` (the same bound on
+    :func:`visible_grid_error`, for objects partly outside the frame, whose corners a small error of the
+    homography moves far), or ``"centre"`` (the detected outline's centre inside the true outline).
+
     Returns ``{"n_truth", "tp", "fp", "fn", "detections": [{name, score, inliers, corner_error, correct}],
-    "corner_errors": [corner error of each true positive]}``.
+    "corner_errors": [corner error of each true positive]}``; with ``"visible"`` the error reported as
+    ``corner_error`` is the grid error.
     """
-    if match not in ("corners", "centre"):
-        raise ValueError(f"match: expected 'corners' or 'centre', got {match!r}")
+    if match not in ("corners", "centre", "visible"):
+        raise ValueError(f"match: expected 'corners', 'centre' or 'visible', got {match!r}")
     by_name = {t["name"]: t for t in truth}
     taken: set[str] = set()
     rows, errs = [], []
@@ -127,9 +171,13 @@ def score_detections(
         err = None
         ok = False
         if t is not None:
-            e = float(np.linalg.norm(np.asarray(d.corners) - t["corners"], axis=1).mean())
+            if match == "visible":
+                e = visible_grid_error(d.homography, t)
+                e = np.inf if e is None else e
+            else:
+                e = float(np.linalg.norm(np.asarray(d.corners) - t["corners"], axis=1).mean())
             err = round(e, 4) if np.isfinite(e) else None
-            if match == "corners":
+            if match in ("corners", "visible"):
                 loc = err is not None and err <= corner_tolerance
             else:
                 loc = _inside(np.asarray(d.corners).mean(axis=0), t["corners"])

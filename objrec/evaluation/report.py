@@ -181,6 +181,7 @@ def build_report(
         "detectors": status,
         "features": None,
         "recognition": None,
+        "pairs": None,
         "run": {**run, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
         "environment": _environment(),
         "notes": list(cfg.notes),
@@ -190,6 +191,10 @@ def build_report(
             report["notes"].append(f"{name}: not evaluated ({s['note']})")
     if cfg.kind in FEATURE_KINDS:
         report["features"] = _features_section(records, detectors, cfg.budget_ms)
+    elif cfg.kind == "pairs":
+        from objrec.evaluation.pairs import pairs_section
+
+        report["pairs"] = pairs_section(records, detectors)
     else:
         report["recognition"] = _recognition_section(records, detectors, cfg.budget_ms)
     if run.get("workers", 1) and run.get("workers", 1) > 1:
@@ -223,7 +228,7 @@ def numbers_only(report: dict[str, Any]) -> dict[str, Any]:
             return [strip(v) for v in x]
         return x
 
-    return strip({k: report[k] for k in ("dataset", "detectors", "features", "recognition")})
+    return strip({k: report.get(k) for k in ("dataset", "detectors", "features", "recognition", "pairs")})
 
 
 # --- rendering -------------------------------------------------------------------------------------------
@@ -580,6 +585,10 @@ def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str
         _render_features(doc, report["features"])
     if report["recognition"] is not None:
         _render_recognition(doc, report["recognition"], report["config"].get("budget_ms"))
+    if report.get("pairs") is not None:
+        from objrec.evaluation.pairs import render_pairs
+
+        render_pairs(doc, report["pairs"])
     _render_files(doc, plots)
     return doc
 
@@ -603,6 +612,10 @@ def write_reports(report: dict[str, Any], out: str | os.PathLike, plots: bool = 
             (out / "plots").mkdir(exist_ok=True)
             if report["features"] is not None:
                 made = _plots_features(report, out, plt)
+            elif report.get("pairs") is not None:
+                from objrec.evaluation.pairs import plot_pairs
+
+                made = plot_pairs(report, out, plt)
             else:
                 made = _plots_recognition(report, out, plt)
     else:

@@ -34,7 +34,8 @@ __all__ = [
 
 FEATURE_KINDS = ("oxford", "hpatches")
 RECOGNITION_KINDS = ("coil", "objects", "synthetic")
-KINDS = FEATURE_KINDS + RECOGNITION_KINDS
+PAIR_KINDS = ("pairs",)
+KINDS = FEATURE_KINDS + RECOGNITION_KINDS + PAIR_KINDS
 
 FRAME_SIZE = (640, 480)
 BASE_AREA_FRACTION = 0.15
@@ -63,6 +64,7 @@ class EvalConfig:
     corner_tolerance: float = 10.0
     ratio: float = 0.8
     ransac_px: float = 3.0
+    views: str | None = None
     progress: bool = True
     plots: bool = True
     notes: list[str] = field(default_factory=list)
@@ -103,6 +105,10 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         from objrec.evaluation.recognition import evaluate_scene
 
         result = evaluate_scene(spec)
+    elif spec["type"] == "annotated_pair":
+        from objrec.evaluation.pairs import evaluate_annotated_pair
+
+        result = evaluate_annotated_pair(spec)
     else:
         raise ValueError(f"task {spec.get('id')}: unknown task type {spec['type']!r}")
     return {
@@ -265,6 +271,11 @@ def _sweep_scene(sweep: str, level: float, size: tuple[int, int], rng: np.random
         geo["tilt"] = (float(sign * level), 0.0)
     elif sweep == "occlusion":
         occ = float(level)
+    elif sweep == "outside":
+        from objrec.scenes import place_partly_outside
+
+        H = place_partly_outside(size, FRAME_SIZE, float(level), rng)
+        return {"H": H.tolist(), "distortion": dist, "occlusion": occ}
     elif sweep in _DISTORTION_PARAMS:
         key, cast = _DISTORTION_PARAMS[sweep]
         dist[key] = cast(level)
@@ -353,7 +364,7 @@ def _sweep_scenes(cfg: EvalConfig, objects: _Objects, sizes: dict[str, tuple[int
     Returns
     -------
     list of _Scene
-        In the order sweep, level, repeat, object; match rule ``"corners"``.
+        In the order sweep, level, repeat, object; match rule ``"corners"`` (``"visible"`` for ``outside``).
     """
     sweeps = cfg.sweeps or list(SWEEPS)
     for sw in sweeps:
@@ -378,7 +389,8 @@ def _sweep_scenes(cfg: EvalConfig, objects: _Objects, sizes: dict[str, tuple[int
                         "distortion": g["distortion"],
                     }
                     meta = {"distortion": sw, "level": level, "object": name, "repeat": r}
-                    scenes.append((f"{sw}={level:g}/{name}/r{r}", scene, meta, "corners"))
+                    match = "visible" if sw == "outside" else "corners"
+                    scenes.append((f"{sw}={level:g}/{name}/r{r}", scene, meta, match))
     return scenes
 
 
@@ -473,6 +485,10 @@ def build_tasks(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[s
 
     if cfg.kind not in KINDS:
         raise ValueError(f"dataset: expected KIND:PATH with KIND one of {', '.join(KINDS)}, got {cfg.kind!r}")
+    if cfg.kind in PAIR_KINDS:
+        from objrec.evaluation.pairs import pair_tasks
+
+        return pair_tasks(cfg)
     names = parse_detectors(",".join(cfg.detectors) if cfg.detectors else None, default_detectors(cfg.kind))
     status = {n: detector_status(n).to_json() for n in names}
     if cfg.max_features < 0:

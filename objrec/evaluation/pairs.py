@@ -1,0 +1,371 @@
+"""Annotated image pairs: ``objrec eval pairs:ROOT`` (enrol A, recognise in B, score on annotated points).
+
+Layout of ``ROOT`` (that of MAGSAC's ``data/homography``; ``../shared/data/homography_pairs``):
+
+- ``NAMEA.<ext>``, ``NAMEB.<ext>``, ``NAME_pts.txt`` at the top level (set ``homogr``): one correspondence per
+  line, ``x_A y_A 1 x_B y_B 1 [flag]``; with a seventh column only the lines whose flag is 1 are used, without
+  one every line;
+- the same names in ``extremeview/`` (set ``evd``, the EVD pairs of Mishkin et al. 2015): one correspondence
+  per line, ``x_A y_A x_B y_B ... flag``, the last column 1 for a verified correspondence (only those are used).
+
+For each pair the object is image A, enrolled in a fresh model database (``--views NAME`` is passed on as
+``ModelDB.enroll(..., views=NAME)``), and the scene is image B, given to a :class:`~objrec.recognizer.Recognizer`
+without tracking or budget. The error of a detection is the median distance, in B, between A's annotated points
+mapped by the recovered homography and their annotated positions in B; a pair is solved when it is at most
+:data:`SOLVED_PX` pixels. A pair without a detection records the recognizer's rejection reasons.
+
+References
+----------
+Lebeda, Matas, Chum, "Fixing the locally optimized RANSAC", BMVC 2012 (the ``homogr`` pairs).
+Mishkin, Matas, Perdoch, "MODS: Fast and robust method for two-view matching", CVIU 141, 2015,
+doi:10.1016/j.cviu.2015.08.005 (the EVD pairs).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.datasets import IMAGE_EXTENSIONS, DatasetError
+
+__all__ = [
+    "SETS",
+    "SOLVED_PX",
+    "AnnotatedPair",
+    "load_annotated_pairs",
+    "read_points",
+    "median_error",
+    "pair_tasks",
+    "evaluate_annotated_pair",
+    "pairs_section",
+]
+
+#: Set name -> sub-folder of the root and point-file format.
+SETS: dict[str, tuple[str, str]] = {"homogr": (".", "homogr"), "evd": ("extremeview", "evd")}
+#: A pair is solved when the median error on its annotated points is at most this (pixels).
+SOLVED_PX = 5.0
+#: ``--detectors`` for pairs: ``objrec`` is the Recognizer with the database's default detectors.
+PAIR_DETECTORS = ("objrec", "surf", "sift", "surf-gpu", "sift-numba", "sift-gpu")
+
+
+@dataclass(frozen=True, eq=False)
+class AnnotatedPair:
+    """Two views of a planar scene with annotated correspondences.
+
+    Attributes
+    ----------
+    set : str
+        ``"homogr"`` or ``"evd"``.
+    name : str
+        The pair's name (``NAME`` of ``NAMEA.png``).
+    path_a, path_b : Path
+        The images; A is enrolled, B is the scene.
+    points_a, points_b : (N, 2) float64
+        The used correspondences (x, y) in A and in B.
+    """
+
+    set: str
+    name: str
+    path_a: Path
+    path_b: Path
+    points_a: np.ndarray = field(repr=False)
+    points_b: np.ndarray = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.set}/{self.name}"
+
+
+def read_points(path: Path, fmt: str) -> tuple[np.ndarray, np.ndarray]:
+    """The used correspondences of a point file in the ``homogr`` or ``evd`` format (see the module notes)."""
+    if not path.is_file():
+        raise DatasetError(f"{path}: point file not found")
+    try:
+        rows = [ln.split() for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: cannot read the point file ({exc})") from None
+    pa, pb = [], []
+    for i, r in enumerate(rows, 1):
+        try:
+            if fmt == "homogr":
+                if len(r) not in (6, 7):
+                    raise ValueError(f"expected 6 or 7 columns (x_A y_A 1 x_B y_B 1 [flag]), got {len(r)}")
+                if len(r) == 7 and float(r[6]) != 1:
+                    continue
+                a, b = (float(r[0]), float(r[1])), (float(r[3]), float(r[4]))
+            else:
+                if len(r) < 5:
+                    raise ValueError(f"expected x_A y_A x_B y_B ... flag, got {len(r)} columns")
+                if r[-1] != "1":
+                    continue
+                a, b = (float(r[0]), float(r[1])), (float(r[2]), float(r[3]))
+        except ValueError as exc:
+            raise DatasetError(f"{path}: line {i}: {exc}") from None
+        pa.append(a)
+        pb.append(b)
+    if not pa:
+        raise DatasetError(f"{path}: no verified correspondences (flag 1)")
+    a, b = np.array(pa, np.float64), np.array(pb, np.float64)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise DatasetError(f"{path}: non-finite coordinates")
+    return a, b
+
+
+def _image_b(folder: Path, name: str) -> Path:
+    for ext in IMAGE_EXTENSIONS:
+        p = folder / f"{name}B{ext}"
+        if p.is_file():
+            return p
+    raise DatasetError(f"{folder / name}B.*: image B of pair {name!r} not found")
+
+
+def load_annotated_pairs(root: str | Path, sets: list[str] | None = None) -> list[AnnotatedPair]:
+    """The pairs under ``root`` (every set whose folder exists, or ``sets``), sorted by set and name.
+
+    Raises :class:`~objrec.datasets.DatasetError` naming the file when an image B or a point file is missing
+    or a point file is malformed, and when no pair is found.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: annotated pair folder not found")
+    for s in sets or ():
+        if s not in SETS:
+            raise ValueError(f"pairs: unknown set {s!r} (choose from {', '.join(SETS)})")
+    out = []
+    for set_name, (sub, fmt) in SETS.items():
+        folder = root / sub
+        if (sets and set_name not in sets) or not folder.is_dir():
+            continue
+        a_files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS and p.stem.endswith("A"))
+        for a in a_files:
+            name = a.stem[:-1]
+            pa, pb = read_points(folder / f"{name}_pts.txt", fmt)
+            out.append(AnnotatedPair(set_name, name, a, _image_b(folder, name), pa, pb))
+    if not out:
+        raise DatasetError(f"{root}: no annotated pairs (NAMEA.png, NAMEB.png, NAME_pts.txt) found")
+    return out
+
+
+def median_error(H: np.ndarray | None, points_a: np.ndarray, points_b: np.ndarray) -> float | None:
+    """Median distance between ``points_a`` mapped by ``H`` and ``points_b``; None without a homography."""
+    if H is None:
+        return None
+    from objrec.boxes import map_points
+
+    mapped = map_points(np.asarray(H, np.float64), np.asarray(points_a, np.float64))
+    e = float(np.median(np.linalg.norm(mapped - points_b, axis=1)))
+    return e if math.isfinite(e) else None
+
+
+def _select(pairs: list[AnnotatedPair], wanted: list[str] | None) -> list[AnnotatedPair]:
+    """``wanted`` entries name a set (``evd``), a pair (``graf``, in every set) or a label (``evd/graf``)."""
+    if not wanted:
+        return pairs
+    keep = [p for p in pairs if p.set in wanted or p.name in wanted or p.label in wanted]
+    known = {p.set for p in pairs} | {p.name for p in pairs} | {p.label for p in pairs}
+    bad = [w for w in wanted if w not in known]
+    if bad:
+        raise ValueError(f"--sequences: no set or pair {bad[0]!r} (sets: {', '.join(sorted({p.set for p in pairs}))})")
+    return keep
+
+
+def _check_views(views: str | None) -> None:
+    """A clear error when ``--views`` is asked of a ModelDB.enroll that has no ``views`` parameter."""
+    if views is None:
+        return
+    from objrec.modeldb import ModelDB
+
+    if "views" not in inspect.signature(ModelDB.enroll).parameters:
+        raise ValueError(f"--views {views}: this objrec's ModelDB.enroll has no 'views' parameter")
+
+
+def pair_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The ``annotated_pair`` task specs of a ``pairs:ROOT`` run and the status of each detector.
+
+    ``cfg`` is the run's :class:`~objrec.evaluation.tasks.EvalConfig`: ``path`` is the root, ``sequences``
+    selects sets or pairs, ``detectors`` (default ``objrec``) and ``views`` choose the recognizer.
+    """
+    from objrec.evaluation.detectors import detector_status
+    from objrec.evaluation.tasks import _finish, _read_all
+
+    names = list(dict.fromkeys(cfg.detectors or ["objrec"]))
+    for n in names:
+        if n not in PAIR_DETECTORS:
+            raise ValueError(f"--detectors: {n!r} cannot run on pairs (choose from {', '.join(PAIR_DETECTORS)})")
+    views = getattr(cfg, "views", None)
+    _check_views(views)
+    status = {
+        n: {"available": True, "note": "Recognizer defaults"} if n == "objrec" else detector_status(n).to_json()
+        for n in names
+    }
+    pairs = _select(load_annotated_pairs(cfg.path), cfg.sequences)
+    _read_all([p.path_a for p in pairs] + [p.path_b for p in pairs])
+    tasks = []
+    for det in names:
+        if not status[det]["available"]:
+            continue
+        for p in pairs:
+            spec = {
+                "type": "annotated_pair",
+                "detector": det,
+                "label": p.label,
+                "image_a": str(p.path_a.resolve()),
+                "image_b": str(p.path_b.resolve()),
+                "points_a": p.points_a.tolist(),
+                "points_b": p.points_b.tolist(),
+                "views": views,
+                "meta": {"set": p.set, "pair": p.name, "n_points": len(p.points_a)},
+            }
+            tasks.append(_finish(spec))
+    return tasks, status
+
+
+def _recognizer(detector: str, image_a: np.ndarray, views: str | None, folder: Path) -> Any:
+    from objrec.modeldb import ModelDB
+    from objrec.recognizer import Recognizer
+
+    if detector == "objrec":
+        db = ModelDB.create(folder / "db")
+        kw: dict[str, Any] = {"track": False}
+    else:
+        kind, _, backend = detector.partition("-")
+        db = ModelDB.create(folder / "db", detectors={kind: {}})
+        kw = {"track": False, "detectors": [kind], "backend": backend or "cpu"}
+    db.enroll("a", image_a, **({"views": views} if views is not None else {}))
+    return Recognizer(db, **kw)
+
+
+def evaluate_annotated_pair(spec: dict[str, Any]) -> dict[str, Any]:
+    """Enrol A, recognise in B (once to warm up, once measured), score on the annotated points.
+
+    Returns ``{found, solved, error, n_points, inliers, score, visible_fraction, rejections: [{reason,
+    matches, detail}], latency_ms, timings_ms}`` (``error`` None when nothing was found).
+    """
+    from objrec.datasets._common import load_image
+
+    image_a, image_b = load_image(Path(spec["image_a"])), load_image(Path(spec["image_b"]))
+    pa, pb = np.asarray(spec["points_a"], np.float64), np.asarray(spec["points_b"], np.float64)
+    tmp = Path(tempfile.mkdtemp(prefix="objrec-eval-pair-"))
+    try:
+        rec = _recognizer(spec["detector"], image_a, spec.get("views"), tmp)
+        rec.process(image_b)  # compilation and buffers for this frame size
+        t0 = time.perf_counter()
+        r = rec.process(image_b)
+        latency = (time.perf_counter() - t0) * 1e3
+        rejections = list(rec.last_rejections)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    det = max(r.detections, key=lambda d: d.score) if r.detections else None
+    err = median_error(det.homography if det else None, pa, pb)
+    return {
+        "found": det is not None,
+        "solved": err is not None and err <= SOLVED_PX,
+        "error": None if err is None else round(err, 4),
+        "n_points": int(len(pa)),
+        "inliers": int(det.inliers) if det else None,
+        "score": round(float(det.score), 6) if det else None,
+        "visible_fraction": round(float(det.visible_fraction), 4) if det else None,
+        "rejections": []
+        if det
+        else [{"reason": x.reason, "matches": int(x.matches), "detail": x.detail} for x in rejections],
+        "latency_ms": round(float(latency), 3),
+        "timings_ms": {k: round(float(v), 3) for k, v in r.timings_ms.items()},
+    }
+
+
+# --- report ----------------------------------------------------------------------------------------------
+def _set_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    errs = [r["error"] for r in rows if r["error"] is not None]
+    lat = [r["latency_ms"] for r in rows]
+    return {
+        "n_pairs": len(rows),
+        "found": sum(r["found"] for r in rows),
+        "solved": sum(r["solved"] for r in rows),
+        "solved_fraction": round(sum(r["solved"] for r in rows) / len(rows), 6),
+        "error_median": round(float(np.median(errs)), 4) if errs else None,
+        "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 3), "max": round(float(max(lat)), 3)},
+    }
+
+
+def pairs_section(records: list[dict[str, Any]], detectors: list[str]) -> dict[str, Any]:
+    """The report's ``pairs`` section: ``{solved_px, summary: {detector: {set: STATS}}, pairs: [rows]}``.
+
+    STATS = ``{n_pairs, found, solved, solved_fraction, error_median (found pairs), latency_ms: {p50, max}}``;
+    a row is the task's result with ``detector``, ``set`` and ``pair``.
+    """
+    rows = [
+        {"detector": r["detector"], "set": r["meta"]["set"], "pair": r["meta"]["pair"], **r["result"]} for r in records
+    ]
+    summary: dict[str, Any] = {}
+    for d in detectors:
+        mine = [r for r in rows if r["detector"] == d]
+        sets = list(dict.fromkeys(r["set"] for r in mine))
+        if mine:
+            summary[d] = {s: _set_stats([r for r in mine if r["set"] == s]) for s in sets}
+    return {"solved_px": SOLVED_PX, "summary": summary, "pairs": rows}
+
+
+def _why(row: dict[str, Any]) -> str:
+    if row["found"]:
+        return ""
+    reasons = dict.fromkeys(f"{x['reason']} ({x['detail']})" if x["detail"] else x["reason"] for x in row["rejections"])
+    return "; ".join(reasons) or "no candidate"
+
+
+def render_pairs(doc: Any, section: dict[str, Any]) -> None:
+    """Add the per-set summary and the per-pair table to ``doc`` (a :class:`~objrec.evaluation.report._Doc`)."""
+    px = f"{section['solved_px']:g}"
+    doc.h(2, f"Annotated pairs: solved within {px} px")
+    doc.table(
+        ["detector", "set", "pairs", "found", f"solved (<= {px} px)", "median error (found)", "latency p50", "max"],
+        [
+            [d, s, v["n_pairs"], v["found"], f"{v['solved']}/{v['n_pairs']}", v["error_median"]]
+            + [v["latency_ms"]["p50"], v["latency_ms"]["max"]]
+            for d, sets in section["summary"].items()
+            for s, v in sets.items()
+        ],
+    )
+    doc.h(2, "Per pair")
+    doc.table(
+        ["detector", "pair", "points", "found", "median error (px)", "inliers", "visible", "latency ms", "not found"],
+        [
+            [r["detector"], f"{r['set']}/{r['pair']}", r["n_points"], r["found"], r["error"], r["inliers"]]
+            + [r["visible_fraction"], r["latency_ms"], _why(r)]
+            for r in section["pairs"]
+        ],
+    )
+
+
+def plot_pairs(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
+    """One panel per set: each pair's median error (log scale; not found at the top), the solved line."""
+    section = report["pairs"]
+    sets = list(dict.fromkeys(r["set"] for r in section["pairs"]))
+    fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4), squeeze=False)
+    cap = 1e3
+    for ax, s in zip(axes.ravel(), sets, strict=True):
+        names = list(dict.fromkeys(r["pair"] for r in section["pairs"] if r["set"] == s))
+        dets = list(section["summary"])
+        for i, d in enumerate(dets):
+            rows = {r["pair"]: r for r in section["pairs"] if r["set"] == s and r["detector"] == d}
+            xs = [j + (i - (len(dets) - 1) / 2) * 0.8 / max(len(dets), 1) for j in range(len(names))]
+            ys = [min(rows[n]["error"], cap) if n in rows and rows[n]["error"] is not None else cap for n in names]
+            ax.bar(xs, ys, width=0.8 / max(len(dets), 1), label=d, color=f"C{i}")
+        ax.axhline(section["solved_px"], color="k", ls="--", lw=1, label=f"{section['solved_px']:g} px")
+        ax.set_yscale("log")
+        ax.set_ylim(0.1, cap * 1.5)
+        ax.set_xticks(range(len(names)), names, rotation=60, fontsize=7)
+        ax.set(title=f"{s}: median error on annotated points (top = not found)", ylabel="px")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "plots/pairs_error.png", dpi=90)
+    plt.close(fig)
+    return [("plots/pairs_error.png", "median error on the annotated points per pair")]
