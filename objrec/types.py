@@ -337,6 +337,8 @@ class Detection:
         partly outside the frame lie outside the image.
     visible_fraction : float
         Share of the model's area that lies inside the frame, in [0, 1].
+    inlier_xy : (n, 2) float ndarray or None
+        Scene positions of the inliers (what the detection explains; not part of the JSON form).
     """
 
     name: str
@@ -345,6 +347,7 @@ class Detection:
     homography: np.ndarray
     corners: np.ndarray
     visible_fraction: float = 1.0
+    inlier_xy: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -7,8 +7,11 @@ verification runs outside the budget.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from objrec.boxes import points_box
 from objrec.matching.guided import tentative_homography
@@ -29,6 +32,22 @@ GUIDED_RADIUS = (2.5, 1.5)
 #: A guided result needs this many times the usual inlier count: the window makes chance matches agree with
 #: the tentative map, so agreement alone is weaker evidence than after a global search.
 GUIDED_SUPPORT = 2
+
+
+#: A detection is explained by a stronger one when at least this share of its inliers are (within
+#: ``SAME_POINT_PX``) scene positions of the stronger one's inliers.
+EXPLAINED_SHARE = 0.5
+SAME_POINT_PX = 2.0
+
+
+def shared_support(weak: Detection, strong: Detection) -> float:
+    """Share of ``weak``'s inliers that lie within ``SAME_POINT_PX`` of one of ``strong``'s inliers (0 when
+    either has no recorded inliers)."""
+    a, b = weak.inlier_xy, strong.inlier_xy
+    if a is None or b is None or not len(a) or not len(b):
+        return 0.0
+    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    return float((d2.min(axis=1) <= SAME_POINT_PX**2).mean())
 
 
 @dataclass
@@ -56,6 +75,8 @@ class FrameVerdicts:
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
         if isinstance(verdict, Detection):
+            verdict = self._explain_away(candidate, verdict)
+        if isinstance(verdict, Detection):
             self.found[verdict.name] = verdict
             self.rejections = [r for r in self.rejections if r.name != verdict.name]
             return
@@ -67,6 +88,23 @@ class FrameVerdicts:
             box = points_box(candidate.scene_xy, w, h)
             if box is not None and box not in self.unsure:
                 self.unsure.append(box)
+
+    def _explain_away(self, candidate: Candidate, new: Detection) -> Detection | Rejection:
+        """Two detections resting on the same scene keypoints (two covers sharing a logo or a banner): the
+        one with fewer inliers is rejected as ``explained``, whichever was verified first. Objects that only
+        overlap (one in front of the other) keep their own keypoints and are both kept."""
+        for name, old in list(self.found.items()):
+            weak, strong = (new, old) if new.inliers <= old.inliers else (old, new)
+            share = shared_support(weak, strong)
+            if share < EXPLAINED_SHARE:
+                continue
+            detail = f"{share:.0%} of its {weak.inliers} inliers are inliers of {strong.name} ({strong.inliers})"
+            rejection = Rejection(weak.name, "explained", weak.inliers, detail)
+            if weak is new:
+                return rejection
+            del self.found[name]
+            self.rejections.append(rejection)
+        return new
 
     def detections(self) -> list[Detection]:
         """The detections, highest score first."""
@@ -90,7 +128,8 @@ class CandidateVerifier:
         v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, self.params)
         if isinstance(v, Failure):
             return Rejection(candidate.name, v.reason, len(candidate), v.detail)
-        return v.to_detection(candidate.name)
+        d = v.to_detection(candidate.name)
+        return dataclasses.replace(d, inlier_xy=np.asarray(candidate.scene_xy, np.float64)[v.inliers])
 
     def run(self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: Any, first_mandatory: bool) -> None:
         """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.

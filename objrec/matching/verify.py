@@ -47,6 +47,7 @@ REASONS = {
     "scale_change": "area change versus the model outside the allowed range",
     "aspect": "aspect ratio change beyond max_aspect_change",
     "perspective": "perspective terms too strong (extreme foreshortening)",
+    "explained": "most of its inliers are inliers of a stronger detection (artwork the two objects share)",
 }
 
 _METHODS = {

@@ -81,3 +81,44 @@ def test_with_room_every_candidate_is_verified_and_found_objects_are_not_verifie
     v.run([good], verdicts, sched, first_mandatory=False)
     assert list(verdicts.found) == ["good"] and len(sched.records) == 1
     assert [d.name for d in verdicts.detections()] == ["good"]
+
+
+def _det(name: str, inliers: np.ndarray, x0: float) -> Detection:
+    corners = np.array([[x0, 0], [x0 + 100, 0], [x0 + 100, 100], [x0, 100]], float)
+    return Detection(name, 0.5, len(inliers), np.eye(3), corners, inlier_xy=inliers)
+
+
+def _cand(name: str) -> Candidate:
+    z = np.zeros((0, 2), np.float32)
+    return Candidate(0, z, z, np.zeros(0, np.float32), name, (100, 100))
+
+
+@pytest.mark.parametrize("strong_first", [True, False])
+def test_a_detection_resting_on_a_stronger_ones_keypoints_is_explained_away(strong_first):
+    """Two covers sharing a logo: the weaker detection's inliers are the stronger one's scene points; it is
+    rejected as 'explained' whichever was verified first. Objects that only overlap keep their keypoints."""
+    rng = np.random.default_rng(0)
+    strong_pts = rng.uniform(0, 300, (60, 2))
+    logo = strong_pts[:20] + rng.normal(0, 0.5, (20, 2))  # the same keypoints, within a pixel
+    weak_pts = np.concatenate([logo, rng.uniform(0, 300, (6, 2))])
+    strong, weak = _det("cover_a", strong_pts, 0), _det("cover_b", weak_pts, 50)
+    v = FrameVerdicts((480, 640))
+    for d in (strong, weak) if strong_first else (weak, strong):
+        v.add(_cand(d.name), d)
+    assert list(v.found) == ["cover_a"]
+    (r,) = [r for r in v.rejections if r.name == "cover_b"]
+    assert r.reason == "explained" and "cover_a" in r.detail
+    # An object in front of another: the same area, its own keypoints.
+    v2 = FrameVerdicts((480, 640))
+    v2.add(_cand("poster"), _det("poster", strong_pts, 0))
+    v2.add(_cand("sticker"), _det("sticker", rng.uniform(100, 150, (25, 2)), 100))
+    assert sorted(v2.found) == ["poster", "sticker"]
+
+
+def test_verified_detections_carry_their_inlier_positions():
+    good, H = _candidate("good", 60, 20, 0)
+    d = CandidateVerifier().verify(good, (480, 640))
+    assert isinstance(d, Detection) and d.inlier_xy.shape == (d.inliers, 2)
+    true_scene = good.scene_xy[:60].astype(np.float64)
+    near = np.sqrt(((d.inlier_xy[:, None] - true_scene[None]) ** 2).sum(-1)).min(axis=1)
+    assert np.all(near < 1e-3)  # every inlier is one of the true matches' scene points
