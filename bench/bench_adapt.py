@@ -108,80 +108,130 @@ def compose(frame: np.ndarray, shown, objs: dict[str, np.ndarray]):
     return sc.image, (name, truth.corners, sc.object_mask > 0, truth.visible_fraction >= 0.999)
 
 
-def run(label: str, db: ModelDB, pf, frames, truths, budget: float, adapt: bool, start: int) -> dict:
-    rec = Recognizer(db, budget_ms=budget, prefilter=pf, adapt_prefilter=adapt, track=True)
-    rec.warmup(SIZE[::-1])
-    lat, rejected, kept, total, found, visible, false, first = [], [], 0, 0, 0, 0, 0, None
-    for i, (img, truth) in enumerate(zip(frames, truths, strict=True)):
-        t0 = rec.clock.now()
-        r = rec.process(img, t0)
-        if i < start:
-            continue
-        lat.append(r.latency_ms)
+class Stream:
+    """The frames and their ground truth, composed when asked for (10,000 frames would not fit in memory)."""
+
+    def __init__(self, base: list[np.ndarray], plan: list, objs: dict[str, np.ndarray]) -> None:
+        self.base, self.plan, self.objs = base, plan, objs
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def __getitem__(self, i: int):
+        return compose(self.base[i % len(self.base)], self.plan[i], self.objs)
+
+
+class Window:
+    """Figures over a range of frames."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.lat: list[float] = []
+        self.rejected: list[float] = []
+        self.kept = self.total = self.found = self.visible = self.false = 0
+
+    def add(self, r, truth) -> None:
+        self.lat.append(r.latency_ms)
         names = [d.name for d in r.detections]
         if truth is None:
-            false += len(names)
+            self.false += len(names)
             if r.prefilter_rejected is not None:
-                rejected.append(r.prefilter_rejected)
-            continue
+                self.rejected.append(r.prefilter_rejected)
+            return
         name, corners, mask, full = truth
-        false += sum(n != name for n in names)
-        hit = any(
-            d.name == name and cv2.pointPolygonTest(corners.astype(np.float32), tuple(d.corners.mean(0)), False) >= 0
-            for d in r.detections
-        )
-        if full:
-            visible += 1
-            found += hit
-            if first is None and i >= FIRST_OBJECT:
+        self.false += sum(n != name for n in names)
+        if not full:
+            return
+        self.visible += 1
+        self.found += _hit(r, name, corners)
+        if r.prefilter_boxes is not None:
+            m = regions_to_mask(Regions.from_boxes([tuple(b) for b in r.prefilter_boxes]), mask.shape)
+            self.kept, self.total = self.kept + int((m & mask).sum()), self.total + int(mask.sum())
+
+    def figures(self, budget: float) -> dict:
+        lat = np.array(self.lat)
+        return {
+            "frames": [self.lo, self.hi],
+            "empty_area_rejected": float(np.mean(self.rejected)) if self.rejected else None,
+            "object_area_kept": self.kept / self.total if self.total else None,
+            "recall": self.found / max(self.visible, 1),
+            "visible_frames": self.visible,
+            "false_detections": self.false,
+            "latency_ms": {
+                "p50": float(np.percentile(lat, 50)),
+                "p99": float(np.percentile(lat, 99)),
+                "mean": float(lat.mean()),
+            },
+            "deadline_misses": int((lat > budget).sum()),
+        }
+
+
+def _hit(r, name: str, corners: np.ndarray) -> bool:
+    poly = corners.astype(np.float32)
+    return any(
+        d.name == name and cv2.pointPolygonTest(poly, tuple(float(v) for v in d.corners.mean(0)), False) >= 0
+        for d in r.detections
+    )
+
+
+def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool, windows: list[tuple[int, int]]):
+    rec = Recognizer(db, budget_ms=budget, prefilter=pf, adapt_prefilter=adapt, track=True)
+    rec.warmup(SIZE[::-1])
+    wins = [Window(lo, hi) for lo, hi in windows]
+    first, rss = None, {}
+    for i in range(len(stream)):
+        img, truth = stream[i]
+        r = rec.process(img, rec.clock.now())
+        for w in wins:
+            if w.lo <= i < w.hi:
+                w.add(r, truth)
+        if truth is not None and truth[3] and i >= FIRST_OBJECT:
+            if first is None:
                 first = {"fully_visible": i, "found": None}
-            if first is not None and first["found"] is None and hit:
+            if first["found"] is None and _hit(r, truth[0], truth[1]):
                 first["found"] = i
-            if r.prefilter_boxes is not None:
-                m = regions_to_mask(Regions.from_boxes([tuple(b) for b in r.prefilter_boxes]), mask.shape)
-                kept, total = kept + int((m & mask).sum()), total + int(mask.sum())
+        if i % 500 == 499:
+            rss[i + 1] = memory_report()["rss_mb"]
     if rec.adapter is not None:
         rec.adapter.wait()
-    lat_a = np.array(lat)
-    res = {
+    return {
         "label": label,
-        "frames_measured": len(lat),
-        "empty_area_rejected": float(np.mean(rejected)) if rejected else None,
-        "object_area_kept": kept / total if total else None,
-        "recall": found / max(visible, 1),
-        "visible_frames": visible,
-        "false_detections": false,
-        "latency_ms": {
-            "p50": float(np.percentile(lat_a, 50)),
-            "p99": float(np.percentile(lat_a, 99)),
-            "mean": float(lat_a.mean()),
-        },
-        "deadline_misses": int((lat_a > budget).sum()),
+        "windows": [w.figures(budget) for w in wins],
         "first_appearance": first,
+        "rss_mb_every_500_frames": rss,
         "memory": memory_report(),
         "adaptation": rec.adapter.status() if rec.adapter is not None else None,
     }
-    return res
 
 
-def _line(r: dict) -> str:
-    rej = "-" if r["empty_area_rejected"] is None else f"{r['empty_area_rejected']:.1%}"
-    kept = "-" if r["object_area_kept"] is None else f"{r['object_area_kept']:.2%}"
-    lat = r["latency_ms"]
+def _lines(r: dict) -> list[str]:
+    out = []
     fa = r["first_appearance"] or {}
     delay = "-" if fa.get("found") is None else str(fa["found"] - fa["fully_visible"])
-    return (
-        f"{r['label']:13s} rejected {rej:>6s}  kept {kept:>7s}  recall {r['recall']:.1%} ({r['visible_frames']})  "
-        f"false {r['false_detections']}  p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} mean {lat['mean']:.2f} ms  "
-        f"misses {r['deadline_misses']}  first found after {delay} frame(s)"
+    for w in r["windows"]:
+        rej = "-" if w["empty_area_rejected"] is None else f"{w['empty_area_rejected']:.1%}"
+        kept = "-" if w["object_area_kept"] is None else f"{w['object_area_kept']:.2%}"
+        lat = w["latency_ms"]
+        out.append(
+            f"{r['label']:13s} frames {w['frames'][0]}-{w['frames'][1] - 1}: rejected {rej:>6s}  kept {kept:>7s}  "
+            f"recall {w['recall']:.1%} ({w['visible_frames']})  false {w['false_detections']}  p50 {lat['p50']:.1f} "
+            f"p99 {lat['p99']:.1f} mean {lat['mean']:.2f} ms  misses {w['deadline_misses']}"
+        )
+    rss = r["rss_mb_every_500_frames"]
+    out.append(
+        f"{'':13s} first object found {delay} frame(s) after fully visible; resident MiB every 500 frames: "
+        + ", ".join(f"{v:.0f}" for v in rss.values())
     )
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data")
     ap.add_argument("--frames", type=int, default=1000)
-    ap.add_argument("--from", dest="start", type=int, default=150, help="first frame measured (default 150)")
+    ap.add_argument(
+        "--windows", default="150:1000", help="frame ranges reported, e.g. 150:1000,1000:10000 (default 150:1000)"
+    )
     ap.add_argument("--budget-ms", type=float, default=33.0)
     ap.add_argument("--objects", choices=["demo", "smvs"], default="demo")
     ap.add_argument("--runs", default="adapt,no-adapt,no-prefilter")
@@ -197,15 +247,14 @@ def main() -> int:
     t = time.perf_counter()
     pf = RegionPrefilter(random_state=0).train(db, None, n_scenes=args.train_scenes, progress=True)
     print(f"prefilter trained on the built-in backgrounds in {time.perf_counter() - t:.0f} s (no vtest frame)")
-    base = vtest(data, args.frames)
-    plan = schedule(args.frames, list(objs), np.random.default_rng(0))
-    composed = [compose(f, s, objs) for f, s in zip(base, plan, strict=True)]
-    frames, truths = [c[0] for c in composed], [c[1] for c in composed]
+    base = vtest(data, min(args.frames, 2000))
+    stream = Stream(base, schedule(args.frames, list(objs), np.random.default_rng(0)), objs)
+    windows = [tuple(int(v) for v in w.split(":")) for w in args.windows.split(",")]
     results = []
     for label in args.runs.split(","):
         prefilter = None if label == "no-prefilter" else pf
-        results.append(run(label, db, prefilter, frames, truths, args.budget_ms, label == "adapt", args.start))
-        print(_line(results[-1]), flush=True)
+        results.append(run(label, db, prefilter, stream, args.budget_ms, label == "adapt", windows))
+        print("\n".join(_lines(results[-1])), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, "results": results}, indent=1))
     return 0

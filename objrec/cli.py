@@ -552,10 +552,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     m.set_defaults(func=cmd_demo)
 
+    from objrec.dbcli import register as register_db
     from objrec.evaluation.cli import register as register_eval
     from objrec.prefilter.cli import register as register_prefilter
-
-    from objrec.dbcli import register as register_db
 
     register_prefilter(sub)
     register_eval(sub)

@@ -44,8 +44,13 @@ def _object_doc(db: Any, name: str) -> dict[str, Any]:
 
 def prefilter_status(db: Any) -> dict[str, Any]:
     """``{"status": "current"|"stale"|"absent"|"damaged", "path", "detail"}`` of the database's prefilter."""
-    from objrec.prefilter.storage import PrefilterError, StalePrefilterError, default_path, load_prefilter
-    from objrec.prefilter.storage import prefilter_files
+    from objrec.prefilter.storage import (
+        PrefilterError,
+        StalePrefilterError,
+        default_path,
+        load_prefilter,
+        prefilter_files,
+    )
 
     jpath, _ = prefilter_files(default_path(db))
     doc: dict[str, Any] = {"path": str(jpath)}

@@ -1011,7 +1011,9 @@ class ModelDB:
         root = self.path / SHARDS
         found = []
         if root.is_dir():
-            found += [d for d in root.iterdir() if d.name not in keep and (_SHARD_ID_RE.match(d.name) or ".tmp" in d.name)]
+            found += [
+                d for d in root.iterdir() if d.name not in keep and (_SHARD_ID_RE.match(d.name) or ".tmp" in d.name)
+            ]
         found += list(self.path.glob(".*.tmp"))
         found += [t for d in (self.path, self.path / "index") if d.is_dir() for t in d.rglob("*.tmp") if t not in found]
         if newer_than is not None:

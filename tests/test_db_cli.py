@@ -158,7 +158,10 @@ def test_four_writers_and_a_reader(db, tmp_path):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     reader = subprocess.Popen(
         [sys.executable, "-c", _READER, str(db.path), str(scene), str(stop)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     writers = []
     for w in range(4):
@@ -169,7 +172,7 @@ def test_four_writers_and_a_reader(db, tmp_path):
     outs = [w.communicate(timeout=600) for w in writers]
     stop.touch()
     r_out, r_err = reader.communicate(timeout=600)
-    for w, (out, err) in zip(writers, outs):
+    for w, (out, err) in zip(writers, outs, strict=True):
         assert w.returncode == 0, err
         assert out.count("enrolled ") == 5
     assert reader.returncode == 0, r_err
@@ -193,7 +196,10 @@ _BULK = textwrap.dedent("""
 
 def _bulk(db_path: Path, folder: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", _BULK, str(db_path), str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", _BULK, str(db_path), str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

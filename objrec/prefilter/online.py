@@ -16,7 +16,8 @@ database's, or one trained on the built-in backgrounds) and refits its trees on 
   Thresholds keep ``target_recall`` of the positives' object area on held-out rows. The new trees are
   swapped in between frames, in one assignment.
 * **A change of scene** (the camera moved: a 32x24 thumbnail of the frame differs from its running
-  average by more than ``scene_change`` of the grey range, on average, for ``scene_change_frames`` frames) drops the harvested negatives and returns to the base model.
+  average by more than ``scene_change`` of the grey range, on average, for ``scene_change_frames``
+  frames) drops the harvested negatives and returns to the base model.
 * **A safety net**: every ``safety_every`` frames the recognizer searches the whole frame as an optional
   unit; a verified detection the prefilter would have rejected (:meth:`OnlinePrefilter.report_miss`)
   halves the threshold, drops the negatives of the last ``refit_every`` frames, adds the detection's cells
@@ -106,7 +107,10 @@ def _near(cells: np.ndarray, boxes: list[tuple[float, float, float, float]], gua
     near = np.zeros(len(cells), bool)
     for x0, y0, x1, y1 in boxes:
         near |= (
-            (cells[:, 0] < x1 + guard) & (cells[:, 2] > x0 - guard) & (cells[:, 1] < y1 + guard) & (cells[:, 3] > y0 - guard)
+            (cells[:, 0] < x1 + guard)
+            & (cells[:, 2] > x0 - guard)
+            & (cells[:, 1] < y1 + guard)
+            & (cells[:, 3] > y0 - guard)
         )
     return near
 
@@ -230,7 +234,14 @@ class OnlinePrefilter:
         bg = self.live[int(self.rng.integers(len(self.live)))]
         size = (bg.shape[1] * 2, bg.shape[0] * 2)
         sc = generate_scenes(
-            self.objects, [bg], 1, pf.work_size, pf.cell_size, size, empty_fraction=0.0, max_objects=2,
+            self.objects,
+            [bg],
+            1,
+            pf.work_size,
+            pf.cell_size,
+            size,
+            empty_fraction=0.0,
+            max_objects=2,
             seed=int(self.rng.integers(1 << 31)),
         )
         X, _ = cell_features(sc.images[0], pf.cell_size, pf.color_lut_, pf.texture_lut_, pf.feature_params_)

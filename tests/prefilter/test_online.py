@@ -100,7 +100,7 @@ def test_recognizer_adapts_and_runs_the_safety_search(db, trained):
     rng = np.random.default_rng(5)
     frames = _stream(11, 6)
     found = 0
-    for i, f in enumerate(frames):
+    for f in frames:
         sc = compose_scene(f, {"dahlia": objects["dahlia"]}, rng, (640, 480), area_fraction=(0.15, 0.2))
         r = rec.process(sc.image)
         found += [d.name for d in r.detections] == ["dahlia"]
