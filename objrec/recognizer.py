@@ -3,12 +3,13 @@
 A frame flows through the stages of the pipeline, each a unit of its own package:
 
     prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
-    ->  features (``objrec.features.extract``)  ->  matching (``objrec.matching.database``)
+    ->  features (``objrec.features.extract``)  ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
+    ->  matching (``objrec.matching.database``)
     ->  verification (``objrec.matching.verifier``, with guided matching as a second chance)
     ->  escalation where unsure  ->  tracking
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
-extraction, matching and the best candidate's verification are mandatory; the other candidates and the
+extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates and the
 escalation to the secondary detector run only while the cost model predicts they fit. This class wires the
 stages together and owns no algorithm of its own.
 """
@@ -23,6 +24,7 @@ from objrec.backend import resolve_backend
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher
+from objrec.matching.shortlist import ShortlistMatcher, make_matcher
 from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
@@ -69,6 +71,11 @@ class Recognizer:
         With a budget, at most this many of a frame's strongest primary keypoints are described.
     exact_matching : bool
         Exact brute-force 2-NN for every database (see :class:`~objrec.matching.DatabaseMatcher`).
+    retrieval : bool, optional
+        Match each frame only against the objects a retrieval index shortlists
+        (:class:`~objrec.matching.shortlist.ShortlistMatcher`). None (default): for databases with at least
+        :data:`~objrec.matching.shortlist.RETRIEVAL_MIN_DESCRIPTORS` descriptors of a kind. The index is
+        saved with the database and brought up to date with its content when the recognizer opens it.
 
     Examples
     --------
@@ -93,6 +100,7 @@ class Recognizer:
         max_regions: int = 8,
         scene_max_features: int | None = 1500,
         exact_matching: bool = False,
+        retrieval: bool | None = None,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -106,7 +114,10 @@ class Recognizer:
         objects = self.db.objects()
         xp = __import__("cupy") if self.backend == "gpu" else np
         self.matchers = {
-            k: DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching) for k in self.kinds
+            k: make_matcher(
+                self.db, k, DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching), retrieval
+            )
+            for k in self.kinds
         }
         self.features = FeatureStage({k: self.db.detectors[k] for k in self.kinds}, backend)
         cap = self.db.detectors[self.primary].get("max_features") or scene_max_features
@@ -160,13 +171,22 @@ class Recognizer:
             stage = f"features_{self.primary}"
             run = sched.run
             _, feats = run("features", lambda: self.features.extract(self.primary, plan), plan.pixels, True, stage)
-            _, cands = run("matching", lambda: self.matchers[self.primary].candidates(feats), len(feats), True)
+            cands = self._match(feats, sched)
             mandatory_ms = sched.elapsed()
             self.verifier.run(self.tracker.prioritise(cands), verdicts, sched, first_mandatory=True)
             self.verifier.second_chance(verdicts, self.matchers[self.primary], feats, sched)
         self._escalate(verdicts, sched)
         self.tracker.update(verdicts.found)
         return verdicts, mandatory_ms
+
+    def _match(self, feats: Any, sched: FrameScheduler) -> list:
+        """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit."""
+        matcher = self.matchers[self.primary]
+        if not isinstance(matcher, ShortlistMatcher):
+            return sched.run("matching", lambda: matcher.candidates(feats), len(feats), True)[1]
+        voters = min(len(feats), matcher.queries)
+        _, shortlist = sched.run("retrieval", lambda: matcher.shortlist(feats), voters, True)
+        return sched.run("matching", lambda: matcher.candidates(feats, shortlist), len(feats), True)[1]
 
     def _propose(self, frame: np.ndarray, sched: FrameScheduler) -> Regions:
         """The prefilter's regions, best first (the whole frame without a prefilter)."""
@@ -175,9 +195,10 @@ class Recognizer:
         return sched.run("prefilter", lambda: self.prefilter.propose(frame), mandatory=True)[1]
 
     def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
-        """The secondary detectors on the boxes where candidates had too little evidence, while they fit."""
+        """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
+        found), while they fit."""
         for kind in self.kinds[1:]:
-            for i, box in enumerate(list(verdicts.unsure)):
+            for i, box in enumerate(verdicts.open_unsure()):
                 plan = SearchPlan(Regions.from_boxes([box]), pixels=(box[2] - box[0]) * (box[3] - box[1]))
 
                 def unit(kind=kind, plan=plan):

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import cv2
+import numpy as np
+
 from objrec.boxes import points_box
 from objrec.matching.guided import tentative_homography
 from objrec.matching.verify import VerifyParams, verify_homography
@@ -67,6 +70,20 @@ class FrameVerdicts:
             box = points_box(candidate.scene_xy, w, h)
             if box is not None and box not in self.unsure:
                 self.unsure.append(box)
+
+    def open_unsure(self) -> list[tuple[int, int, int, int]]:
+        """The unsure boxes whose centre lies outside every detection's outline.
+
+        A box inside a found object is explained by it: rejected candidates' matches there are that
+        object's features matched to look-alikes, and a stronger detector would find the same object.
+        """
+        outlines = [np.asarray(d.corners, np.float32).reshape(-1, 1, 2) for d in self.found.values()]
+        out = []
+        for box in self.unsure:
+            centre = ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0)
+            if not any(cv2.pointPolygonTest(q, centre, False) >= 0 for q in outlines):
+                out.append(box)
+        return out
 
     def detections(self) -> list[Detection]:
         """The detections, highest score first."""

@@ -53,7 +53,7 @@ class SearchPlanner:
 
         ``windows`` (tracking) come first and are always searched; ``proposals`` (the prefilter's regions,
         best first) are cut to the level's count. Under a budget the resolution drops to what the cost
-        model predicts fits the time left after matching and the first verification, but only then: a
+        model predicts fits the time left after retrieval (for a catalogue), matching and the first verification, but only then: a
         lower resolution loses the smaller objects. ``sched`` (a :class:`FrameScheduler`) supplies the
         cost model and the time left, and records what the plan leaves out.
         """
@@ -74,7 +74,8 @@ class SearchPlanner:
             regions, pixels = None, h * w
         scale = level.scale
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
-            after = sched.learned("matching", self.feature_cap or 2000) + sched.learned("verify", 100)
+            n = self.feature_cap or 2000
+            after = sched.learned("retrieval", n) + sched.learned("matching", n) + sched.learned("verify", 100)
             scale = min(scale, fit_scale(sched.cost.predict(self.stage, pixels), sched.remaining() - after))
         if scale < 1.0:
             sched.skip("full_resolution", "degrade", f"{scale:g}")
