@@ -12,7 +12,10 @@ Two kinds of evaluation:
   (0 included, as a control) composited into an embedded background; level = view-angle difference.
   ``synthetic:PATH`` (a folder of object images, or ``synthetic:demo`` for :func:`objrec.data.sample_objects`):
   sweeps built on :func:`objrec.scenes.compose_scene` with exact ground truth (see
-  :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes.
+  :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes;
+- catalogue (``catalogue``): reference images (plus ``--distractors``) enrolled, real labelled photos
+  recognised one by one: found, top-1, wrong detections, latency and stage times
+  (:mod:`objrec.evaluation.catalogue`).
 
 Work is split into tasks, each a pure function of a JSON spec (:mod:`objrec.evaluation.tasks`); they run in
 this process or on Dask (``--workers N`` local cluster, ``--scheduler ADDRESS``), and every finished task is
@@ -51,6 +54,13 @@ a failed homography for a corner error)::
       scenes     [{detector, scene, distortion, level, n_truth, tp, fp, fn, latency_ms}]
       STATS =    {n_scenes, n_objects, tp, fp, fn, precision, recall, corner_error_mean, corner_error_median,
                   latency_ms: {p50, p90, p99, max}, deadline_met_fraction (with --budget-ms)}
+    catalogue    null, or (catalogue):
+      summary    {recognizer: CSTATS}
+      groups     [{group, detector, **CSTATS}]   group: the camera (SMVS) or the query folder
+      queries    [{detector, query, truth, found, top1, wrong, latency_ms, deadline_met, detections}]
+      CSTATS =   {n_queries, n_labelled, found, top1, found_fraction, top1_fraction, wrong, queries_with_wrong,
+                  latency_ms: {p50, p90, p99, max}, stage_ms_mean: {stage: ms}, deadline_misses and
+                  deadline_met_fraction (with --budget-ms)}
     run          {mode, workers, tasks, ran, resumed, dropped_lines, wall_s, total_s, finished}
     environment  {python, platform, cpu_count, opencv, numpy, opencv_threads}
     notes        [str]   (unavailable detectors, missing matplotlib, parallel timings)

@@ -18,7 +18,9 @@ __all__ = ["register", "cmd_eval", "config_from_args"]
 _KINDS_HELP = (
     "oxford:ROOT (Oxford affine: <seq>/img1..6 + H1toNp), hpatches:ROOT (v_*/i_* with H_1_N), "
     "coil:DIR (obj<ID>__<deg>.png), objects:FILE.json (objects + scenes + ground truth), "
-    "synthetic:DIR (object images; corruption sweeps) or synthetic:demo (embedded sample objects)"
+    "synthetic:DIR (object images; corruption sweeps) or synthetic:demo (embedded sample objects), "
+    "catalogue:DIR (reference images + labelled query photos: SMVS reference/ + queries/CAM_NAME.jpg, or "
+    "references/NAME.ext + queries/LABEL/*.ext or queries.csv)"
 )
 
 
@@ -66,6 +68,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         corner_tolerance=args.corner_tolerance,
         progress=not args.no_progress,
         plots=not args.no_plots,
+        distractors=args.distractors,
+        query_side=args.query_side,
+        without_query_objects=args.without_query_objects,
     )
 
 
@@ -82,6 +87,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for n in report["notes"]:
         print(f"note: {n}", file=sys.stderr)
     return 0
+
+
+def _catalogue_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--distractors",
+        action="append",
+        metavar="DIR",
+        help="catalogue: enrol every image of DIR too (repeatable)",
+    )
+    p.add_argument(
+        "--query-side",
+        type=int,
+        default=640,
+        metavar="PX",
+        help="catalogue: resize query photos to PX on the long side (0: as stored; default 640)",
+    )
+    p.add_argument(
+        "--without-query-objects",
+        action="store_true",
+        help="catalogue: leave the labelled objects out of the database (every detection is wrong)",
+    )
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -146,6 +172,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PX",
         help="a detection is correct within this mean corner error (default 10 px)",
     )
+    _catalogue_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="no matplotlib plots")
     p.set_defaults(func=cmd_eval)

@@ -181,6 +181,7 @@ def build_report(
         "detectors": status,
         "features": None,
         "recognition": None,
+        "catalogue": None,
         "run": {**run, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
         "environment": _environment(),
         "notes": list(cfg.notes),
@@ -190,6 +191,10 @@ def build_report(
             report["notes"].append(f"{name}: not evaluated ({s['note']})")
     if cfg.kind in FEATURE_KINDS:
         report["features"] = _features_section(records, detectors, cfg.budget_ms)
+    elif cfg.kind == "catalogue":
+        from objrec.evaluation.catalogue import catalogue_section
+
+        report["catalogue"] = catalogue_section(records, detectors, cfg.budget_ms)
     else:
         report["recognition"] = _recognition_section(records, detectors, cfg.budget_ms)
     if run.get("workers", 1) and run.get("workers", 1) > 1:
@@ -209,6 +214,8 @@ _TIMING_KEYS = (
     "deadline_met_fraction",
     "detect_within_budget",
     "elapsed_s",
+    "stage_ms_mean",
+    "deadline_misses",
 )
 
 
@@ -223,7 +230,7 @@ def numbers_only(report: dict[str, Any]) -> dict[str, Any]:
             return [strip(v) for v in x]
         return x
 
-    return strip({k: report[k] for k in ("dataset", "detectors", "features", "recognition")})
+    return strip({k: report.get(k) for k in ("dataset", "detectors", "features", "recognition", "catalogue")})
 
 
 # --- rendering -------------------------------------------------------------------------------------------
@@ -580,6 +587,10 @@ def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str
         _render_features(doc, report["features"])
     if report["recognition"] is not None:
         _render_recognition(doc, report["recognition"], report["config"].get("budget_ms"))
+    if report.get("catalogue") is not None:
+        from objrec.evaluation.catalogue import render_catalogue
+
+        render_catalogue(doc, report["catalogue"], report["config"].get("budget_ms"))
     _render_files(doc, plots)
     return doc
 
@@ -603,6 +614,10 @@ def write_reports(report: dict[str, Any], out: str | os.PathLike, plots: bool = 
             (out / "plots").mkdir(exist_ok=True)
             if report["features"] is not None:
                 made = _plots_features(report, out, plt)
+            elif report.get("catalogue") is not None:
+                from objrec.evaluation.catalogue import plot_catalogue
+
+                made = plot_catalogue(report, out, plt)
             else:
                 made = _plots_recognition(report, out, plt)
     else:

@@ -34,7 +34,8 @@ __all__ = [
 
 FEATURE_KINDS = ("oxford", "hpatches")
 RECOGNITION_KINDS = ("coil", "objects", "synthetic")
-KINDS = FEATURE_KINDS + RECOGNITION_KINDS
+CATALOGUE_KINDS = ("catalogue",)
+KINDS = FEATURE_KINDS + RECOGNITION_KINDS + CATALOGUE_KINDS
 
 FRAME_SIZE = (640, 480)
 BASE_AREA_FRACTION = 0.15
@@ -65,6 +66,9 @@ class EvalConfig:
     ransac_px: float = 3.0
     progress: bool = True
     plots: bool = True
+    distractors: list[str] | None = None
+    query_side: int = 640
+    without_query_objects: bool = False
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -103,6 +107,10 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         from objrec.evaluation.recognition import evaluate_scene
 
         result = evaluate_scene(spec)
+    elif spec["type"] == "catalogue":
+        from objrec.evaluation.catalogue import evaluate_query
+
+        result = evaluate_query(spec)
     else:
         raise ValueError(f"task {spec.get('id')}: unknown task type {spec['type']!r}")
     return {
@@ -473,6 +481,10 @@ def build_tasks(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[s
 
     if cfg.kind not in KINDS:
         raise ValueError(f"dataset: expected KIND:PATH with KIND one of {', '.join(KINDS)}, got {cfg.kind!r}")
+    if cfg.kind in CATALOGUE_KINDS:
+        from objrec.evaluation.catalogue import build_catalogue_tasks
+
+        return build_catalogue_tasks(cfg)
     names = parse_detectors(",".join(cfg.detectors) if cfg.detectors else None, default_detectors(cfg.kind))
     status = {n: detector_status(n).to_json() for n in names}
     if cfg.max_features < 0:

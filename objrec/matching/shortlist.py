@@ -24,7 +24,7 @@ from objrec.matching.database import DatabaseMatcher
 from objrec.matching.retrieval import RetrievalIndex, RetrievalIndexError, RetrievalParams
 from objrec.types import Candidate, Features
 
-__all__ = ["ShortlistMatcher", "make_matcher", "RETRIEVAL_MIN_DESCRIPTORS", "SHORTLIST_SIZE", "RETRIEVAL_QUERIES"]
+__all__ = ["ShortlistMatcher", "make_matcher", "prepare_indexes", "RETRIEVAL_MIN_DESCRIPTORS", "SHORTLIST_SIZE", "RETRIEVAL_QUERIES"]
 
 log = logging.getLogger("objrec")
 
@@ -166,3 +166,18 @@ def make_matcher(
     if not use or len(matcher) == 0:
         return matcher
     return ShortlistMatcher(matcher, _index_for(db, kind, params), top)
+
+
+def prepare_indexes(db: Any, params: RetrievalParams | None = None) -> list[str]:
+    """Build, bring up to date and save the retrieval index of each of ``db``'s detector kinds that
+    :func:`make_matcher` would search through one; returns those kinds.
+
+    For a process that opens many recognizers on one database (an evaluation's workers): done once
+    beforehand, each recognizer only loads the saved index.
+    """
+    kinds = []
+    for kind in db.detectors:
+        if len(db.descriptor_table(kind)[1]) >= RETRIEVAL_MIN_DESCRIPTORS:
+            _index_for(db, kind, params)
+            kinds.append(kind)
+    return kinds
