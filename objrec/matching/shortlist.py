@@ -21,17 +21,17 @@ import numpy as np
 
 from objrec.backend import to_numpy
 from objrec.matching.database import DatabaseMatcher
-from objrec.matching.retrieval import RetrievalIndex, RetrievalIndexError, RetrievalParams
+from objrec.matching.retrieval import IVF_MIN_DESCRIPTORS, RetrievalIndex, RetrievalIndexError, RetrievalParams
 from objrec.types import Candidate, Features
 
 __all__ = ["ShortlistMatcher", "make_matcher", "prepare_indexes", "RETRIEVAL_MIN_DESCRIPTORS", "SHORTLIST_SIZE", "RETRIEVAL_QUERIES"]
 
 log = logging.getLogger("objrec")
 
-#: Databases with at least this many descriptors of a kind go through retrieval; below it, exact matching
-#: against everything costs less than the retrieval plus matching against a shortlist
-#: (``bench/bench_catalogue.py --sections crossover`` measures both).
-RETRIEVAL_MIN_DESCRIPTORS = 60_000
+#: Databases with at least this many descriptors of a kind go through retrieval. Retrieval pays once its
+#: index is an inverted file: a smaller, flat index scans every descriptor as exact matching does, in slower
+#: scalar-quantised code (``bench/bench_catalogue.py --sections crossover`` times both per database size).
+RETRIEVAL_MIN_DESCRIPTORS = IVF_MIN_DESCRIPTORS
 #: Objects retrieval proposes per frame: matched, then verified in order of votes while the budget allows.
 SHORTLIST_SIZE = 6
 #: The frame's strongest descriptors (by detector response) that vote: a shortlist of a few objects needs a
