@@ -115,7 +115,10 @@ class Recognizer:
         xp = __import__("cupy") if self.backend == "gpu" else np
         self.matchers = {
             k: make_matcher(
-                self.db, k, DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching), retrieval
+                self.db,
+                k,
+                DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching),
+                retrieval,
             )
             for k in self.kinds
         }

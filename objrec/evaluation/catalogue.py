@@ -252,16 +252,16 @@ class FindObjAnchor:
         from objrec.datasets._common import load_image
 
         self.sift = cv2.SIFT_create()
-        descs, self.owner, self.xy, self.names = [], [], [], []
-        for i, (name, path) in enumerate(objects):
+        descs, owner, xy = [], [], []
+        for i, (_, path) in enumerate(objects):
             kps, d = self.sift.detectAndCompute(load_image(Path(path), gray=True), None)
             if d is None:
                 continue
             descs.append(d)
-            self.owner.append(np.full(len(d), i))
-            self.xy.append(np.float32([k.pt for k in kps]))
+            owner.append(np.full(len(d), i))
+            xy.append(np.float32([k.pt for k in kps]))
         self.names = [n for n, _ in objects]
-        self.owner, self.xy = np.concatenate(self.owner), np.concatenate(self.xy)
+        self.owner, self.xy = np.concatenate(owner), np.concatenate(xy)
         self.matcher = cv2.FlannBasedMatcher({"algorithm": 1, "trees": 4}, {"checks": 32})
         self.matcher.add([np.concatenate(descs)])
         self.matcher.train()

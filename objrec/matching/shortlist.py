@@ -24,7 +24,14 @@ from objrec.matching.database import DatabaseMatcher
 from objrec.matching.retrieval import IVF_MIN_DESCRIPTORS, RetrievalIndex, RetrievalIndexError, RetrievalParams
 from objrec.types import Candidate, Features
 
-__all__ = ["ShortlistMatcher", "make_matcher", "prepare_indexes", "RETRIEVAL_MIN_DESCRIPTORS", "SHORTLIST_SIZE", "RETRIEVAL_QUERIES"]
+__all__ = [
+    "ShortlistMatcher",
+    "make_matcher",
+    "prepare_indexes",
+    "RETRIEVAL_MIN_DESCRIPTORS",
+    "SHORTLIST_SIZE",
+    "RETRIEVAL_QUERIES",
+]
 
 log = logging.getLogger("objrec")
 
