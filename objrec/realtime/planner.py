@@ -54,8 +54,9 @@ class SearchPlanner:
         ``windows`` (tracking) come first and are always searched; ``proposals`` (the prefilter's regions,
         best first) are cut to the level's count. Under a budget the resolution drops to what the cost
         model predicts fits the time left after retrieval (for a catalogue), matching and the first
-        verification, but only then: a lower resolution loses the smaller objects. ``sched`` (a :class:`FrameScheduler`) supplies the
-        cost model and the time left, and records what the plan leaves out.
+        verification, but only then: a lower resolution loses the smaller objects. ``sched`` (a
+        :class:`FrameScheduler`) supplies the cost model and the time left, and records what the plan leaves
+        out.
         """
         h, w = shape[:2]
         level = degrade.current
