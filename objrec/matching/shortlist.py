@@ -112,10 +112,11 @@ class ShortlistMatcher:
         """The matcher's object indices the frame's descriptors vote for most, best first (at most ``top``)."""
         if len(scene) == 0:
             return np.zeros(0, np.int64)
-        desc = to_numpy(scene.descriptors)
-        if len(desc) > self.queries:
-            desc = desc[np.argsort(-to_numpy(scene.response), kind="stable")[: self.queries]]
-        labels, _ = self.index.candidates(desc, top=self.top, n_probe=self.n_probe)
+        desc = scene.descriptors
+        if len(scene) > self.queries:
+            # Chosen where the features are (host or device): only the voters go to the (CPU) index.
+            desc = desc[scene.xp.argsort(-scene.response)[: self.queries]]
+        labels, _ = self.index.candidates(to_numpy(desc), top=self.top, n_probe=self.n_probe)
         objs = self._object_of[labels]
         return objs[objs >= 0]
 
