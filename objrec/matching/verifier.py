@@ -34,6 +34,21 @@ GUIDED_RADIUS = (2.5, 1.5)
 GUIDED_SUPPORT = 2
 
 
+#: An unsure box with this share of its area inside a larger unsure box is searched as part of that one.
+UNSURE_COVERED = 0.5
+
+
+def _area(box: tuple[int, int, int, int]) -> int:
+    return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
+
+
+def _covered(box: tuple[int, int, int, int], other: tuple[int, int, int, int]) -> float:
+    """The share of ``box``'s area inside ``other``."""
+    w = min(box[2], other[2]) - max(box[0], other[0])
+    h = min(box[3], other[3]) - max(box[1], other[1])
+    return max(0, w) * max(0, h) / max(1, _area(box))
+
+
 @dataclass
 class FrameVerdicts:
     """What the verification units of one frame decided.
@@ -72,18 +87,20 @@ class FrameVerdicts:
                 self.unsure.append(box)
 
     def open_unsure(self) -> list[tuple[int, int, int, int]]:
-        """The unsure boxes whose centre lies outside every detection's outline.
+        """The unsure boxes still worth a second look, in their order.
 
-        A box inside a found object is explained by it: rejected candidates' matches there are that
-        object's features matched to look-alikes, and a stronger detector would find the same object.
+        A box whose centre lies inside a found object's outline is explained by it: rejected candidates'
+        matches there are that object's features matched to look-alikes, and a stronger detector would
+        find the same object. A box lying mostly (:data:`UNSURE_COVERED`) inside a larger open box is left
+        to that one: the larger box's features include its own.
         """
         outlines = [np.asarray(d.corners, np.float32).reshape(-1, 1, 2) for d in self.found.values()]
-        out = []
+        boxes = []
         for box in self.unsure:
             centre = ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0)
             if not any(cv2.pointPolygonTest(q, centre, False) >= 0 for q in outlines):
-                out.append(box)
-        return out
+                boxes.append(box)
+        return [b for b in boxes if not any(_area(a) > _area(b) and _covered(b, a) >= UNSURE_COVERED for a in boxes)]
 
     def detections(self) -> list[Detection]:
         """The detections, highest score first."""
