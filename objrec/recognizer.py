@@ -9,9 +9,9 @@ A frame flows through the stages of the pipeline, each a unit of its own package
     ->  escalation where unsure  ->  tracking
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
-extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates and the
-escalation to the secondary detector run only while the cost model predicts they fit. This class wires the
-stages together and owns no algorithm of its own.
+extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates
+and the escalation to the secondary detector run only while the cost model predicts they fit. This class
+wires the stages together and owns no algorithm of its own.
 """
 
 from __future__ import annotations
@@ -70,11 +70,13 @@ class Recognizer:
     scene_max_features : int, optional
         With a budget, at most this many of a frame's strongest primary keypoints are described.
     exact_matching : bool
-        Exact brute-force 2-NN for every database (see :class:`~objrec.matching.DatabaseMatcher`).
+        Exact brute-force 2-NN for every database (see :class:`~objrec.matching.DatabaseMatcher`), against
+        every object unless ``retrieval=True``.
     retrieval : bool, optional
         Match each frame only against the objects a retrieval index shortlists
         (:class:`~objrec.matching.shortlist.ShortlistMatcher`). None (default): for databases with at least
-        :data:`~objrec.matching.shortlist.RETRIEVAL_MIN_DESCRIPTORS` descriptors of a kind. The index is
+        :data:`~objrec.matching.shortlist.RETRIEVAL_MIN_DESCRIPTORS` descriptors of a kind, unless
+        ``exact_matching``. The index is
         saved with the database and brought up to date with its content when the recognizer opens it.
 
     Examples
@@ -113,6 +115,8 @@ class Recognizer:
         self.primary = self.kinds[0]
         objects = self.db.objects()
         xp = __import__("cupy") if self.backend == "gpu" else np
+        if retrieval is None and exact_matching:
+            retrieval = False
         self.matchers = {
             k: make_matcher(
                 self.db,
