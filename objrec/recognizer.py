@@ -128,7 +128,11 @@ class Recognizer:
         }
         self.features = FeatureStage({k: self.db.detectors[k] for k in self.kinds}, backend)
         cap = self.db.detectors[self.primary].get("max_features") or scene_max_features
-        self.planner = SearchPlanner(self.primary, max_regions, cap if budget_ms is not None else None)
+        primary = self.matchers[self.primary]
+        voters = primary.queries if isinstance(primary, ShortlistMatcher) else 0
+        self.planner = SearchPlanner(
+            self.primary, max_regions, cap if budget_ms is not None else None, retrieval_voters=voters
+        )
         self.verifier = CandidateVerifier(verify)
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
