@@ -135,7 +135,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--detectors",
         metavar="LIST",
         help="comma-separated detector names (default: surf,sift,opencv-sift,orb,akaze,opencv-surf-ref on "
-        "oxford; surf,sift,orb,akaze for recognition). " + DETECTOR_HELP,
+        "oxford; surf,sift,orb,akaze for recognition; objrec,findobj for catalogue, which also has objrec-exact). "
+        + DETECTOR_HELP,
     )
     p.add_argument(
         "--budget-ms",
