@@ -39,8 +39,10 @@ log = logging.getLogger("objrec")
 #: index is an inverted file: a smaller, flat index scans every descriptor as exact matching does, in slower
 #: scalar-quantised code (``bench/bench_catalogue.py --sections crossover`` times both per database size).
 RETRIEVAL_MIN_DESCRIPTORS = IVF_MIN_DESCRIPTORS
-#: Objects retrieval proposes per frame: matched, then verified in order of votes while the budget allows.
-SHORTLIST_SIZE = 6
+#: Objects retrieval proposes per frame: matched, then verified in order of votes while the budget allows. The
+#: photographed object is nearly always among the first few by votes, and matching costs in proportion to the
+#: shortlisted descriptors; fewer competitors in the ratio test also keep more of the object's own matches.
+SHORTLIST_SIZE = 3
 #: The frame's strongest descriptors (by detector response) that vote: a shortlist of a few objects needs a
 #: few hundred votes, and the search costs in proportion to the voters.
 RETRIEVAL_QUERIES = 300
