@@ -13,6 +13,10 @@ Sections (each optional):
   the same SIFT features: recall of the right cover among the top 1 and top 5 candidates for real phone
   photos (SMVS), with the DVD covers (and optionally UKBench thumbnails) as distractors, and the median
   time per query.
+* ``crossover``: per frame, exact matching of SURF features against every object
+  (:class:`~objrec.matching.database.DatabaseMatcher`) against retrieval plus matching against the
+  shortlist (:class:`~objrec.matching.shortlist.ShortlistMatcher`), for growing prefixes of the catalogue:
+  where retrieval starts to pay (``RETRIEVAL_MIN_DESCRIPTORS``) and how each grows.
 
 Run from the repository root, e.g.::
 
@@ -238,6 +242,44 @@ def section_retrieval(items, qs, args) -> None:
         report(what, ranked, labels, statistics.median(times))
 
 
+def section_crossover(items, qs, args) -> None:
+    from objrec.features import make_detector
+    from objrec.matching.database import DatabaseMatcher
+    from objrec.matching.retrieval import RetrievalIndex
+    from objrec.matching.shortlist import RETRIEVAL_PROBES, RETRIEVAL_QUERIES, SHORTLIST_SIZE
+    from objrec.modeldb import DEFAULT_DETECTORS, ModelObject
+
+    surf = make_detector("surf", backend="cpu", **DEFAULT_DETECTORS["surf"])
+    models = []
+    for name, p in items:
+        f = surf.detect_and_compute(cv2.imread(str(p), cv2.IMREAD_GRAYSCALE))
+        f = f.replace(descriptors=f.descriptors.astype(np.float16).astype(np.float32))  # as the database stores them
+        models.append(ModelObject(name, 500, 500, {"surf": f}))
+    scene = [surf.detect_and_compute(img) for _, img in qs]
+    print(f"crossover: SURF, {len(qs)} queries, median features {int(np.median([len(f) for f in scene]))}")
+    for n in args.crossover_sizes:
+        sub = models[:n]
+        matcher = DatabaseMatcher(sub, "surf")
+        desc = np.concatenate([m.features["surf"].descriptors for m in sub])
+        owner = np.concatenate([np.full(len(m.features["surf"]), i) for i, m in enumerate(sub)])
+        index = RetrievalIndex.build(desc, owner, "surf")
+        exact, retr = [], []
+        for f in scene:
+            t = time.perf_counter()
+            matcher.candidates(f)
+            exact.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            voters = f.descriptors[np.argsort(-f.response, kind="stable")[:RETRIEVAL_QUERIES]]
+            ids, _ = index.candidates(voters, top=SHORTLIST_SIZE, n_probe=RETRIEVAL_PROBES)
+            matcher.candidates(f, among=ids)
+            retr.append(time.perf_counter() - t)
+        print(
+            f"  {n} objects, {len(desc)} descriptors ({'exact' if index.exact else 'IVF'} index): exact matching "
+            f"median {statistics.median(exact) * 1e3:.1f} ms, retrieval + shortlist matching "
+            f"{statistics.median(retr) * 1e3:.1f} ms"
+        )
+
+
 def report(what: str, ranked, labels, seconds: float) -> None:
     top1 = np.mean([len(r) and r[0] == lab for r, lab in zip(ranked, labels, strict=True)])
     top5 = np.mean([lab in r[:5] for r, lab in zip(ranked, labels, strict=True)])
@@ -258,13 +300,14 @@ def main() -> None:
     p.add_argument("--skip-exact", action="store_true", help="retrieval: no exact reference (it is slow)")
     p.add_argument("--scale-objects", type=int, default=10_000, help="objects of the synthetic 'scale' database")
     p.add_argument("--scale-features", type=int, default=200, help="SIFT rows per synthetic object")
+    p.add_argument("--crossover-sizes", type=int, nargs="+", default=[10, 20, 40, 70, 100, 200, 334])
     p.add_argument("--cache", help="an .npz file caching the model SIFT descriptors between runs")
     args = p.parse_args()
     print("command:", " ".join(sys.argv), "| OpenCV threads", cv2.getNumThreads())
     data = data_root(args.data)
     items = catalogue(data, args.distractors, args.ukbench)
     sections = args.sections.split(",")
-    qs = queries(data, args.queries) if {"surf16", "retrieval"} & set(sections) else []
+    qs = queries(data, args.queries) if {"surf16", "retrieval", "crossover"} & set(sections) else []
     if "scale" in sections:
         section_scale(args)
     if "enrol" in sections:
@@ -273,6 +316,8 @@ def main() -> None:
         section_surf16(items[:100], qs, args)
     if "retrieval" in sections:
         section_retrieval(items, qs, args)
+    if "crossover" in sections:
+        section_crossover(items, qs, args)
 
 
 if __name__ == "__main__":

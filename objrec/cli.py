@@ -491,8 +491,8 @@ def _add_detect_parser(sub: Any) -> None:
     d.add_argument(
         "--exact-matching",
         action="store_true",
-        help="exact brute-force 2-NN for every database size (default: a spill-tree index for SIFT databases "
-        "of 2048+ descriptors, about half the work)",
+        help="exact brute-force 2-NN against every object for every database size (default: a spill-tree index "
+        "for SIFT databases of 2048+ descriptors, about half the work, and a retrieval shortlist for catalogues)",
     )
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)

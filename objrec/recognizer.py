@@ -3,14 +3,15 @@
 A frame flows through the stages of the pipeline, each a unit of its own package:
 
     prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
-    ->  features (``objrec.features.extract``)  ->  matching (``objrec.matching.database``)
+    ->  features (``objrec.features.extract``)  ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
+    ->  matching (``objrec.matching.database``)
     ->  verification (``objrec.matching.verifier``, with guided matching as a second chance)
     ->  escalation where unsure  ->  tracking
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
-extraction, matching and the best candidate's verification are mandatory; the other candidates and the
-escalation to the secondary detector run only while the cost model predicts they fit. This class wires the
-stages together and owns no algorithm of its own.
+extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates
+and the escalation to the secondary detector run only while the cost model predicts they fit. This class
+wires the stages together and owns no algorithm of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from objrec.boxes import outline_box, outside_share
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher
+from objrec.matching.shortlist import ShortlistMatcher, make_matcher
 from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
@@ -69,7 +71,14 @@ class Recognizer:
     scene_max_features : int, optional
         With a budget, at most this many of a frame's strongest primary keypoints are described.
     exact_matching : bool
-        Exact brute-force 2-NN for every database (see :class:`~objrec.matching.DatabaseMatcher`).
+        Exact brute-force 2-NN for every database (see :class:`~objrec.matching.DatabaseMatcher`), against
+        every object unless ``retrieval=True``.
+    retrieval : bool, optional
+        Match each frame only against the objects a retrieval index shortlists
+        (:class:`~objrec.matching.shortlist.ShortlistMatcher`). None (default): for databases with at least
+        :data:`~objrec.matching.shortlist.RETRIEVAL_MIN_DESCRIPTORS` descriptors of a kind, unless
+        ``exact_matching``. The index is
+        saved with the database and brought up to date with its content when the recognizer opens it.
     adapt_prefilter : bool
         Adapt the prefilter to the live scene (:class:`~objrec.prefilter.online.OnlinePrefilter`): it starts
         from the database's prefilter, or from one trained on the built-in backgrounds now (with a progress
@@ -101,6 +110,7 @@ class Recognizer:
         max_regions: int = 8,
         scene_max_features: int | None = 1500,
         exact_matching: bool = False,
+        retrieval: bool | None = None,
         adapt_prefilter: bool = False,
         adapt_params: Any = None,
     ) -> None:
@@ -115,12 +125,24 @@ class Recognizer:
         self.primary = self.kinds[0]
         objects = self.db.objects()
         xp = __import__("cupy") if self.backend == "gpu" else np
+        if retrieval is None and exact_matching:
+            retrieval = False
         self.matchers = {
-            k: DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching) for k in self.kinds
+            k: make_matcher(
+                self.db,
+                k,
+                DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching),
+                retrieval,
+            )
+            for k in self.kinds
         }
         self.features = FeatureStage({k: self.db.detectors[k] for k in self.kinds}, backend)
         cap = self.db.detectors[self.primary].get("max_features") or scene_max_features
-        self.planner = SearchPlanner(self.primary, max_regions, cap if budget_ms is not None else None)
+        primary = self.matchers[self.primary]
+        voters = primary.queries if isinstance(primary, ShortlistMatcher) else 0
+        self.planner = SearchPlanner(
+            self.primary, max_regions, cap if budget_ms is not None else None, retrieval_voters=voters
+        )
         self.verifier = CandidateVerifier(verify)
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
@@ -189,7 +211,7 @@ class Recognizer:
             stage = f"features_{self.primary}"
             run = sched.run
             _, feats = run("features", lambda: self.features.extract(self.primary, plan), plan.pixels, True, stage)
-            _, cands = run("matching", lambda: self.matchers[self.primary].candidates(feats), len(feats), True)
+            cands = self._match(feats, sched)
             mandatory_ms = sched.elapsed()
             self.verifier.run(self.tracker.prioritise(cands), verdicts, sched, first_mandatory=True)
             self.verifier.second_chance(verdicts, self.matchers[self.primary], feats, sched)
@@ -198,6 +220,15 @@ class Recognizer:
         self._escalate(verdicts, sched)
         self.tracker.update(verdicts.found)
         return verdicts, mandatory_ms
+
+    def _match(self, feats: Any, sched: FrameScheduler) -> list:
+        """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit."""
+        matcher = self.matchers[self.primary]
+        if not isinstance(matcher, ShortlistMatcher):
+            return sched.run("matching", lambda: matcher.candidates(feats), len(feats), True)[1]
+        voters = min(len(feats), matcher.queries)
+        _, shortlist = sched.run("retrieval", lambda: matcher.shortlist(feats), voters, True)
+        return sched.run("matching", lambda: matcher.candidates(feats, shortlist), len(feats), True)[1]
 
     def _propose(self, frame: np.ndarray, sched: FrameScheduler) -> Regions:
         """The prefilter's regions, best first (the whole frame without a prefilter)."""
@@ -228,9 +259,10 @@ class Recognizer:
                 self.adapter.report_miss(box)
 
     def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
-        """The secondary detectors on the boxes where candidates had too little evidence, while they fit."""
+        """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
+        found), while they fit."""
         for kind in self.kinds[1:]:
-            for i, box in enumerate(list(verdicts.unsure)):
+            for i, box in enumerate(verdicts.open_unsure()):
                 plan = SearchPlan(Regions.from_boxes([box]), pixels=(box[2] - box[0]) * (box[3] - box[1]))
 
                 def unit(kind=kind, plan=plan):

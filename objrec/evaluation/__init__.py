@@ -15,6 +15,9 @@ Three kinds of evaluation:
   :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes;
 - annotated pairs (``pairs``, :mod:`objrec.evaluation.pairs`): image A of each pair enrolled, recognised in image
   B, the median error of the annotated points under the found homography, pairs solved within 5 px per set.
+- catalogue (``catalogue``): reference images (plus ``--distractors``) enrolled, real labelled photos
+  recognised one by one: found, top-1, wrong detections, latency and stage times
+  (:mod:`objrec.evaluation.catalogue`).
 
 Work is split into tasks, each a pure function of a JSON spec (:mod:`objrec.evaluation.tasks`); they run in
 this process or on Dask (``--workers N`` local cluster, ``--scheduler ADDRESS``), and every finished task is
@@ -58,6 +61,13 @@ a failed homography for a corner error)::
       summary    {detector: {set: {n_pairs, found, solved, solved_fraction, error_median, latency_ms: {p50, max}}}}
       pairs      [{detector, set, pair, found, solved, error, n_points, inliers, score, visible_fraction,
                   rejections: [{reason, matches, detail}], latency_ms, timings_ms}]
+    catalogue    null, or (catalogue):
+      summary    {recognizer: CSTATS}
+      groups     [{group, detector, **CSTATS}]   group: the camera (SMVS) or the query folder
+      queries    [{detector, query, truth, found, top1, wrong, latency_ms, deadline_met, detections}]
+      CSTATS =   {n_queries, n_labelled, found, top1, found_fraction, top1_fraction, wrong, queries_with_wrong,
+                  latency_ms: {p50, p90, p99, max}, stage_ms_mean: {stage: ms}, deadline_misses and
+                  deadline_met_fraction (with --budget-ms)}
     run          {mode, workers, tasks, ran, resumed, dropped_lines, wall_s, total_s, finished}
     environment  {python, platform, cpu_count, opencv, numpy, opencv_threads}
     notes        [str]   (unavailable detectors, missing matplotlib, parallel timings)

@@ -21,7 +21,9 @@ _KINDS_HELP = (
     "synthetic:DIR (object images; corruption sweeps) or synthetic:demo (embedded sample objects), "
     "pairs:ROOT (annotated planar pairs: NAMEA.png, NAMEB.png, NAME_pts.txt with lines 'x_A y_A 1 x_B y_B 1 "
     "[flag]', and extremeview/ with lines 'x_A y_A x_B y_B ... flag'; A enrolled, B recognised, median error "
-    "on the flag-1 points, solved within 5 px)"
+    "on the flag-1 points, solved within 5 px), "
+    "catalogue:DIR (reference images + labelled query photos: SMVS reference/ + queries/CAM_NAME.jpg, or "
+    "references/NAME.ext + queries/LABEL/*.ext or queries.csv)"
 )
 
 
@@ -73,6 +75,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         views=views,
         progress=not args.no_progress,
         plots=not args.no_plots,
+        distractors=args.distractors,
+        query_side=args.query_side,
+        without_query_objects=args.without_query_objects,
     )
 
 
@@ -97,6 +102,27 @@ def _add_pairs_arguments(p: argparse.ArgumentParser) -> None:
         "--views",
         metavar="NAME",
         help="pairs: enrol image A with ModelDB.enroll(..., views=NAME) (synthesised views, e.g. affine)",
+    )
+
+
+def _catalogue_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--distractors",
+        action="append",
+        metavar="DIR",
+        help="catalogue: enrol every image of DIR too (repeatable)",
+    )
+    p.add_argument(
+        "--query-side",
+        type=int,
+        default=640,
+        metavar="PX",
+        help="catalogue: resize query photos to PX on the long side (0: as stored; default 640)",
+    )
+    p.add_argument(
+        "--without-query-objects",
+        action="store_true",
+        help="catalogue: leave the labelled objects out of the database (every detection is wrong)",
     )
 
 
@@ -127,7 +153,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="LIST",
         help="comma-separated detector names (default: surf,sift,opencv-sift,orb,akaze,opencv-surf-ref on "
         "oxford; surf,sift,orb,akaze for recognition; objrec, the Recognizer with the database defaults, for pairs, "
-        "which also take surf, sift and their GPU/Numba twins). " + DETECTOR_HELP,
+        "which also take surf, sift and their GPU/Numba twins; objrec,findobj for catalogue, which also "
+        "has objrec-exact). " + DETECTOR_HELP,
     )
     p.add_argument(
         "--budget-ms",
@@ -170,6 +197,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PX",
         help="a detection is correct within this mean corner error (default 10 px)",
     )
+    _catalogue_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="no matplotlib plots")
     p.set_defaults(func=cmd_eval)

@@ -182,6 +182,7 @@ def build_report(
         "features": None,
         "recognition": None,
         "pairs": None,
+        "catalogue": None,
         "run": {**run, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
         "environment": _environment(),
         "notes": list(cfg.notes),
@@ -195,6 +196,10 @@ def build_report(
         from objrec.evaluation.pairs import pairs_section
 
         report["pairs"] = pairs_section(records, detectors)
+    elif cfg.kind == "catalogue":
+        from objrec.evaluation.catalogue import catalogue_section
+
+        report["catalogue"] = catalogue_section(records, detectors, cfg.budget_ms)
     else:
         report["recognition"] = _recognition_section(records, detectors, cfg.budget_ms)
     if run.get("workers", 1) and run.get("workers", 1) > 1:
@@ -214,6 +219,8 @@ _TIMING_KEYS = (
     "deadline_met_fraction",
     "detect_within_budget",
     "elapsed_s",
+    "stage_ms_mean",
+    "deadline_misses",
 )
 
 
@@ -228,7 +235,7 @@ def numbers_only(report: dict[str, Any]) -> dict[str, Any]:
             return [strip(v) for v in x]
         return x
 
-    return strip({k: report.get(k) for k in ("dataset", "detectors", "features", "recognition", "pairs")})
+    return strip({k: report.get(k) for k in ("dataset", "detectors", "features", "recognition", "pairs", "catalogue")})
 
 
 # --- rendering -------------------------------------------------------------------------------------------
@@ -589,6 +596,10 @@ def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str
         from objrec.evaluation.pairs import render_pairs
 
         render_pairs(doc, report["pairs"])
+    if report.get("catalogue") is not None:
+        from objrec.evaluation.catalogue import render_catalogue
+
+        render_catalogue(doc, report["catalogue"], report["config"].get("budget_ms"))
     _render_files(doc, plots)
     return doc
 
@@ -616,6 +627,10 @@ def write_reports(report: dict[str, Any], out: str | os.PathLike, plots: bool = 
                 from objrec.evaluation.pairs import plot_pairs
 
                 made = plot_pairs(report, out, plt)
+            elif report.get("catalogue") is not None:
+                from objrec.evaluation.catalogue import plot_catalogue
+
+                made = plot_catalogue(report, out, plt)
             else:
                 made = _plots_recognition(report, out, plt)
     else:

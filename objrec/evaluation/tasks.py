@@ -35,7 +35,8 @@ __all__ = [
 FEATURE_KINDS = ("oxford", "hpatches")
 RECOGNITION_KINDS = ("coil", "objects", "synthetic")
 PAIR_KINDS = ("pairs",)
-KINDS = FEATURE_KINDS + RECOGNITION_KINDS + PAIR_KINDS
+CATALOGUE_KINDS = ("catalogue",)
+KINDS = FEATURE_KINDS + RECOGNITION_KINDS + PAIR_KINDS + CATALOGUE_KINDS
 
 FRAME_SIZE = (640, 480)
 BASE_AREA_FRACTION = 0.15
@@ -67,6 +68,9 @@ class EvalConfig:
     views: str | None = None
     progress: bool = True
     plots: bool = True
+    distractors: list[str] | None = None
+    query_side: int = 640
+    without_query_objects: bool = False
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -109,6 +113,10 @@ def run_task(spec: dict[str, Any]) -> dict[str, Any]:
         from objrec.evaluation.pairs import evaluate_annotated_pair
 
         result = evaluate_annotated_pair(spec)
+    elif spec["type"] == "catalogue":
+        from objrec.evaluation.catalogue import evaluate_query
+
+        result = evaluate_query(spec)
     else:
         raise ValueError(f"task {spec.get('id')}: unknown task type {spec['type']!r}")
     return {
@@ -489,6 +497,10 @@ def build_tasks(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[s
         from objrec.evaluation.pairs import pair_tasks
 
         return pair_tasks(cfg)
+    if cfg.kind in CATALOGUE_KINDS:
+        from objrec.evaluation.catalogue import build_catalogue_tasks
+
+        return build_catalogue_tasks(cfg)
     names = parse_detectors(",".join(cfg.detectors) if cfg.detectors else None, default_detectors(cfg.kind))
     status = {n: detector_status(n).to_json() for n in names}
     if cfg.max_features < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,10 +100,14 @@ class DatabaseMatcher:
     def __len__(self) -> int:
         return int(self.descriptors.shape[0])
 
-    def candidates(self, scene: Features) -> list[Candidate]:
-        """Ratio-test matches of ``scene`` features, grouped per object, most matches first.
+    def candidates(self, scene: Features, among: Any = None) -> list[Candidate]:
+        """Ratio-test matches of ``scene`` features, grouped per object.
 
-        Features on the device stay there: only the matches' scene positions come back to the host.
+        Without ``among``, every enrolled descriptor is searched and the candidates come most matches
+        first. With ``among`` (object indices, best first, e.g. a retrieval shortlist), only those
+        objects' descriptors are searched, both nearest neighbours of the ratio test come from them,
+        and the candidates keep the order of ``among``. Features on the device stay there: only the
+        matches' scene positions come back to the host.
         """
         if len(scene) == 0 or len(self) == 0:
             return []
@@ -110,26 +115,45 @@ class DatabaseMatcher:
             raise ValueError(f"cannot match {scene.kind!r} features against a {self.kind!r} database")
         q = self.xp.asarray(scene.descriptors)
         ql = self.xp.asarray(scene.laplacian) if self.use_laplacian else None
-        m = ratio_match(q, self.index, self.ratio, self.mutual, ql, fginn=self.fginn)
+        if among is None:
+            m = ratio_match(q, self.index, self.ratio, self.mutual, ql, fginn=self.fginn)
+            rows = None
+        else:
+            order = np.asarray(among, np.int64).reshape(-1)
+            rows = self.rows_of(order)
+            if not len(rows):
+                return []
+            dev_rows = self.xp.asarray(rows)
+            lap = self.laplacian[dev_rows] if self.use_laplacian else None
+            sub = BruteForceIndex(self.descriptors[dev_rows], lap)
+            fginn = None
+            if self.fginn is not None:  # the same test on the shortlist's rows
+                fginn = dataclasses.replace(self.fginn, xy=self.fginn.xy[dev_rows], owner=self.fginn.owner[dev_rows])
+            m = ratio_match(q, sub, self.ratio, self.mutual, ql, fginn=fginn)
         if len(m) == 0:
             return []
+        train = m.train_idx if rows is None else rows[m.train_idx]
         scene_xy = to_numpy(scene.xy[scene.xp.asarray(m.query_idx)])
-        owner = self.owner[m.train_idx]
-        out = []
-        for oi in np.unique(owner):
-            sel = owner == oi
-            out.append(
-                Candidate(
-                    int(oi),
-                    self.xy[m.train_idx[sel]],
-                    scene_xy[sel],
-                    m.ratio[sel],
-                    self.names[oi],
-                    self.sizes[oi],
-                )
-            )
-        out.sort(key=lambda c: -len(c))
+        owner = self.owner[train]
+        out = [
+            Candidate(int(oi), self.xy[train[sel]], scene_xy[sel], m.ratio[sel], self.names[oi], self.sizes[oi])
+            for oi in np.unique(owner)
+            for sel in [owner == oi]
+        ]
+        if among is None:
+            out.sort(key=lambda c: -len(c))
+        else:
+            rank = {int(o): r for r, o in enumerate(order)}
+            out.sort(key=lambda c: rank[c.object_index])
         return out
+
+    def rows_of(self, objects: Any) -> np.ndarray:
+        """The database rows of the given objects' descriptors, object after object (int64)."""
+        objs = np.asarray(objects, np.int64).reshape(-1)
+        if not len(objs):
+            return np.zeros(0, np.int64)
+        lo, hi = self._start[objs], self._start[objs + 1]
+        return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)]).astype(np.int64)
 
     def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
         """The candidate's object matched again against ``scene`` within ``radius`` px of where ``H`` (model

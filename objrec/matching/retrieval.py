@@ -304,8 +304,10 @@ class RetrievalIndex:
             return 0
         return int(self.index_.remove_ids(_faiss().IDSelectorBatch(ids)))
 
-    def candidates(self, query: Any, top: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, query: Any, top: int = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``top`` objects with most votes from ``query`` descriptors (N, D), best first.
+
+        ``n_probe`` overrides ``params.n_probe`` for this search (an inverted file only).
 
         Returns
         -------
@@ -316,7 +318,11 @@ class RetrievalIndex:
         q = _as_f32(query, self.dim, "query")
         if not len(q) or not len(self):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        _, labels = self.index_.search(q, int(self.params.k))
+        if n_probe is None or self.exact:
+            _, labels = self.index_.search(q, int(self.params.k))
+        else:
+            probe = _faiss().SearchParametersIVF(nprobe=int(n_probe))
+            _, labels = self.index_.search(q, int(self.params.k), params=probe)
         return vote(labels, top)
 
     def candidate_names(self, query: Any, top: int = 10) -> tuple[list[str], np.ndarray]:

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import cv2
 import numpy as np
 
 from objrec.boxes import points_box
@@ -48,6 +49,21 @@ def shared_support(weak: Detection, strong: Detection) -> float:
         return 0.0
     d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
     return float((d2.min(axis=1) <= SAME_POINT_PX**2).mean())
+
+
+#: An unsure box with this share of its area inside a larger unsure box is searched as part of that one.
+UNSURE_COVERED = 0.5
+
+
+def _area(box: tuple[int, int, int, int]) -> int:
+    return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
+
+
+def _covered(box: tuple[int, int, int, int], other: tuple[int, int, int, int]) -> float:
+    """The share of ``box``'s area inside ``other``."""
+    w = min(box[2], other[2]) - max(box[0], other[0])
+    h = min(box[3], other[3]) - max(box[1], other[1])
+    return max(0, w) * max(0, h) / max(1, _area(box))
 
 
 @dataclass
@@ -105,6 +121,22 @@ class FrameVerdicts:
             del self.found[name]
             self.rejections.append(rejection)
         return new
+
+    def open_unsure(self) -> list[tuple[int, int, int, int]]:
+        """The unsure boxes still worth a second look, in their order.
+
+        A box whose centre lies inside a found object's outline is explained by it: rejected candidates'
+        matches there are that object's features matched to look-alikes, and a stronger detector would
+        find the same object. A box lying mostly (:data:`UNSURE_COVERED`) inside a larger open box is left
+        to that one: the larger box's features include its own.
+        """
+        outlines = [np.asarray(d.corners, np.float32).reshape(-1, 1, 2) for d in self.found.values()]
+        boxes = []
+        for box in self.unsure:
+            centre = ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0)
+            if not any(cv2.pointPolygonTest(q, centre, False) >= 0 for q in outlines):
+                boxes.append(box)
+        return [b for b in boxes if not any(_area(a) > _area(b) and _covered(b, a) >= UNSURE_COVERED for a in boxes)]
 
     def detections(self) -> list[Detection]:
         """The detections, highest score first."""

@@ -29,6 +29,9 @@ class SearchPlanner:
         without masks costs less than a masked one over nearly everything).
     min_features : int
         The feature cap never goes below this.
+    retrieval_voters : int
+        At most this many of the features vote in the retrieval unit (the size its cost is learned at);
+        0 when the recognizer has no retrieval stage.
     """
 
     def __init__(
@@ -38,6 +41,7 @@ class SearchPlanner:
         feature_cap: int | None = None,
         whole_frame_fraction: float = 0.9,
         min_features: int = 100,
+        retrieval_voters: int = 0,
     ) -> None:
         self.kind = kind
         self.stage = f"features_{kind}"
@@ -45,6 +49,7 @@ class SearchPlanner:
         self.feature_cap = feature_cap
         self.whole_frame_fraction = whole_frame_fraction
         self.min_features = min_features
+        self.retrieval_voters = retrieval_voters
 
     def plan(
         self, shape: tuple[int, int], windows: Regions, proposals: Regions, degrade: DegradeController, sched: Any
@@ -53,9 +58,10 @@ class SearchPlanner:
 
         ``windows`` (tracking) come first and are always searched; ``proposals`` (the prefilter's regions,
         best first) are cut to the level's count. Under a budget the resolution drops to what the cost
-        model predicts fits the time left after matching and the first verification, but only then: a
-        lower resolution loses the smaller objects. ``sched`` (a :class:`FrameScheduler`) supplies the
-        cost model and the time left, and records what the plan leaves out.
+        model predicts fits the time left after retrieval (for a catalogue), matching and the first
+        verification, but only then: a lower resolution loses the smaller objects. ``sched`` (a
+        :class:`FrameScheduler`) supplies the cost model and the time left, and records what the plan leaves
+        out.
         """
         h, w = shape[:2]
         level = degrade.current
@@ -74,7 +80,10 @@ class SearchPlanner:
             regions, pixels = None, h * w
         scale = level.scale
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
-            after = sched.learned("matching", self.feature_cap or 2000) + sched.learned("verify", 100)
+            n = self.feature_cap or 2000
+            after = sched.learned("matching", n) + sched.learned("verify", 100)
+            if self.retrieval_voters:
+                after += sched.learned("retrieval", min(n, self.retrieval_voters))
             scale = min(scale, fit_scale(sched.cost.predict(self.stage, pixels), sched.remaining() - after))
         if scale < 1.0:
             sched.skip("full_resolution", "degrade", f"{scale:g}")

@@ -122,3 +122,19 @@ def test_verified_detections_carry_their_inlier_positions():
     true_scene = good.scene_xy[:60].astype(np.float64)
     near = np.sqrt(((d.inlier_xy[:, None] - true_scene[None]) ** 2).sum(-1)).min(axis=1)
     assert np.all(near < 1e-3)  # every inlier is one of the true matches' scene points
+
+
+def test_open_unsure_leaves_out_boxes_explained_by_a_detection_or_a_larger_box():
+    verdicts = FrameVerdicts((480, 640))
+    corners = np.array([[300, 200], [600, 200], [600, 460], [300, 460]], np.float64)
+    verdicts.found["obj"] = Detection("obj", 0.9, 50, np.eye(3), corners)
+    verdicts.unsure = [
+        (10, 10, 110, 110),  # open
+        (400, 250, 500, 350),  # centre inside the detection
+        (20, 20, 90, 90),  # wholly inside the first, smaller
+        (60, 60, 200, 200),  # a quarter of it inside the first (under half): open
+        (0, 300, 100, 400),  # open
+    ]
+    assert verdicts.open_unsure() == [(10, 10, 110, 110), (60, 60, 200, 200), (0, 300, 100, 400)]
+    verdicts.found.clear()
+    assert (400, 250, 500, 350) in verdicts.open_unsure()

@@ -1,0 +1,193 @@
+"""Retrieval before matching: a frame is matched only against the objects its descriptors vote for.
+
+For a catalogue, exact 2-NN against every enrolled descriptor costs time in proportion to the database.
+:class:`ShortlistMatcher` puts a :class:`~objrec.matching.retrieval.RetrievalIndex` in front of a
+:class:`~objrec.matching.database.DatabaseMatcher`: the index proposes the objects most of the frame's
+descriptors vote for (a shortlist, best first), and the ratio test then runs against those objects'
+descriptors only, so both the retrieval (an inverted file visiting a fixed number of cells) and the matching
+(a fixed number of objects) stay nearly flat as the catalogue grows. Verification follows the shortlist's
+order of votes.
+
+:func:`make_matcher` chooses: databases with fewer than :data:`RETRIEVAL_MIN_DESCRIPTORS` descriptors of a
+kind keep exact matching, where a shortlist would save less than the retrieval costs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from objrec.backend import to_numpy
+from objrec.matching.database import DatabaseMatcher
+from objrec.matching.retrieval import IVF_MIN_DESCRIPTORS, RetrievalIndex, RetrievalIndexError, RetrievalParams
+from objrec.types import Candidate, Features
+
+__all__ = [
+    "ShortlistMatcher",
+    "make_matcher",
+    "prepare_indexes",
+    "RETRIEVAL_MIN_DESCRIPTORS",
+    "SHORTLIST_SIZE",
+    "RETRIEVAL_QUERIES",
+]
+
+log = logging.getLogger("objrec")
+
+#: Databases with at least this many descriptors of a kind go through retrieval. Retrieval pays once its
+#: index is an inverted file: a smaller, flat index scans every descriptor as exact matching does, in slower
+#: scalar-quantised code (``bench/bench_catalogue.py --sections crossover`` times both per database size).
+RETRIEVAL_MIN_DESCRIPTORS = IVF_MIN_DESCRIPTORS
+#: Objects retrieval proposes per frame: matched, then verified in order of votes while the budget allows. The
+#: photographed object is nearly always among the first few by votes, and matching costs in proportion to the
+#: shortlisted descriptors; fewer competitors in the ratio test also keep more of the object's own matches.
+SHORTLIST_SIZE = 3
+#: The frame's strongest descriptors (by detector response) that vote: a shortlist of a few objects needs a
+#: few hundred votes, and the search costs in proportion to the voters.
+RETRIEVAL_QUERIES = 300
+#: Inverted-file cells visited per voting descriptor. A vote only needs one of the object's descriptors among
+#: the neighbours, not the true nearest one, so few cells rank as well as many (``bench/bench_catalogue.py``).
+RETRIEVAL_PROBES = 2
+
+
+class ShortlistMatcher:
+    """Candidates of a frame from a retrieval shortlist, matched exactly against the shortlisted objects.
+
+    Parameters
+    ----------
+    matcher : DatabaseMatcher
+        Every enrolled object's descriptors of one kind (its objects in database order).
+    index : RetrievalIndex
+        An index of the same database and kind (:meth:`RetrievalIndex.for_database`), whose labels are
+        mapped to the matcher's objects by name.
+    top : int
+        Objects per shortlist.
+    queries : int
+        At most this many of the frame's descriptors vote (the strongest).
+    n_probe : int
+        Cells of the index's inverted file visited per voting descriptor.
+
+    Notes
+    -----
+    The index votes with ``k`` approximate neighbours per descriptor (see :mod:`objrec.matching.retrieval`);
+    the ratio test afterwards takes both nearest neighbours from the shortlisted objects only, so the
+    second neighbour of a descriptor never comes from an object outside the shortlist.
+    """
+
+    def __init__(
+        self,
+        matcher: DatabaseMatcher,
+        index: RetrievalIndex,
+        top: int = SHORTLIST_SIZE,
+        queries: int = RETRIEVAL_QUERIES,
+        n_probe: int = RETRIEVAL_PROBES,
+    ) -> None:
+        if index.objects is None:
+            raise ValueError("ShortlistMatcher: the index must be a database's (RetrievalIndex.for_database)")
+        if index.kind != matcher.kind:
+            raise ValueError(f"ShortlistMatcher: a {index.kind!r} index for a {matcher.kind!r} matcher")
+        if top < 1:
+            raise ValueError(f"top: expected a positive integer, got {top}")
+        self.matcher = matcher
+        self.index = index
+        self.top = int(top)
+        self.queries = int(queries)
+        self.n_probe = int(n_probe)
+        position = {n: i for i, n in enumerate(matcher.names)}
+        self._object_of = np.full(index.objects.next_label, -1, np.int64)
+        for name, (label, _) in index.objects.table.items():
+            if name not in position:
+                raise ValueError(f"ShortlistMatcher: the index holds {name!r}, which the matcher does not")
+            self._object_of[label] = position[name]
+        if len(index.objects.table) != len(position):
+            raise ValueError("ShortlistMatcher: the index and the matcher hold different objects")
+
+    @property
+    def kind(self) -> str:
+        return self.matcher.kind
+
+    def __len__(self) -> int:
+        return len(self.matcher)
+
+    def shortlist(self, scene: Features) -> np.ndarray:
+        """The matcher's object indices the frame's descriptors vote for most, best first (at most ``top``)."""
+        if len(scene) == 0:
+            return np.zeros(0, np.int64)
+        desc = scene.descriptors
+        if len(scene) > self.queries:
+            # Chosen where the features are (host or device): only the voters go to the (CPU) index.
+            desc = desc[scene.xp.argsort(-scene.response)[: self.queries]]
+        labels, _ = self.index.candidates(to_numpy(desc), top=self.top, n_probe=self.n_probe)
+        objs = self._object_of[labels]
+        return objs[objs >= 0]
+
+    def candidates(self, scene: Features, shortlist: Any = None) -> list[Candidate]:
+        """Ratio-test matches against the shortlisted objects (retrieved here when not given), in its order."""
+        if shortlist is None:
+            shortlist = self.shortlist(scene)
+        return self.matcher.candidates(scene, among=shortlist)
+
+    def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
+        """See :meth:`DatabaseMatcher.guided`: one object's matches, unaffected by retrieval."""
+        return self.matcher.guided(candidate, scene, H, radius)
+
+
+def _index_for(db: Any, kind: str, params: RetrievalParams | None) -> RetrievalIndex:
+    """The database's saved index, brought up to date; built in memory only when it cannot be saved.
+
+    A saved index whose files are damaged is rebuilt (and saved again).
+    """
+    try:
+        return RetrievalIndex.for_database(db, kind, params)
+    except RetrievalIndexError as exc:
+        log.warning("%s; rebuilding the retrieval index", exc)
+        index = RetrievalIndex.from_database(db, kind, params)
+        try:
+            index.save(db.path / "index" / kind)
+        except OSError:
+            pass
+        return index
+    except OSError as exc:
+        log.warning("%s: the retrieval index cannot be saved with the database (%s); built in memory", db.path, exc)
+        index = RetrievalIndex.from_database(db, kind, params)
+        return index
+
+
+def make_matcher(
+    db: Any,
+    kind: str,
+    matcher: DatabaseMatcher,
+    retrieval: bool | None = None,
+    params: RetrievalParams | None = None,
+    top: int = SHORTLIST_SIZE,
+) -> DatabaseMatcher | ShortlistMatcher:
+    """``matcher`` itself, or a :class:`ShortlistMatcher` over the database's retrieval index.
+
+    Parameters
+    ----------
+    db : ModelDB
+        The database ``matcher`` was made from (its objects in the same order).
+    retrieval : bool, optional
+        None: retrieval from :data:`RETRIEVAL_MIN_DESCRIPTORS` descriptors of ``kind`` on; True/False: always
+        or never.
+    """
+    use = len(matcher) >= RETRIEVAL_MIN_DESCRIPTORS if retrieval is None else bool(retrieval)
+    if not use or len(matcher) == 0:
+        return matcher
+    return ShortlistMatcher(matcher, _index_for(db, kind, params), top)
+
+
+def prepare_indexes(db: Any, params: RetrievalParams | None = None) -> list[str]:
+    """Build, bring up to date and save the retrieval index of each of ``db``'s detector kinds that
+    :func:`make_matcher` would search through one; returns those kinds.
+
+    For a process that opens many recognizers on one database (an evaluation's workers): done once
+    beforehand, each recognizer only loads the saved index.
+    """
+    kinds = []
+    for kind in db.detectors:
+        if len(db.descriptor_table(kind)[1]) >= RETRIEVAL_MIN_DESCRIPTORS:
+            _index_for(db, kind, params)
+            kinds.append(kind)
+    return kinds
