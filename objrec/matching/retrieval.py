@@ -393,8 +393,19 @@ class RetrievalIndex:
         else:
             changed = index.sync(db)
         if changed and save:
-            index.save(folder)
+            index.save_with(db)
         return index
+
+    def save_with(self, db: ModelDB) -> Path | None:
+        """Save this index of ``db`` into ``DB/index/<kind>/`` holding the database's write lock, so two
+        processes never interleave their files; nothing is written when another process changed the
+        database since this index was brought up to date (it would be stale at once). Returns the manifest
+        path, or None when nothing was written."""
+        folder = Path(db.path) / "index" / self.kind
+        with db.lock():
+            if db.database_id != self.database_id:
+                return None
+            return self.save(folder)
 
     # -- files ----------------------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike) -> Path:

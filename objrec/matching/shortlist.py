@@ -102,6 +102,10 @@ class ShortlistMatcher:
             self._object_of[label] = position[name]
         if len(index.objects.table) != len(position):
             raise ValueError("ShortlistMatcher: the index and the matcher hold different objects")
+        counts = np.bincount(np.asarray(matcher.owner, np.int64), minlength=len(matcher.names))
+        # The chance that an object is among a descriptor's k neighbours whatever it shows: an object with
+        # many descriptors collects votes from every frame, so shortlists rank votes above this chance.
+        self._chance = 1.0 - (1.0 - counts / max(1, counts.sum())) ** int(index.params.k)
 
     @property
     def kind(self) -> str:
@@ -111,16 +115,21 @@ class ShortlistMatcher:
         return len(self.matcher)
 
     def shortlist(self, scene: Features) -> np.ndarray:
-        """The matcher's object indices the frame's descriptors vote for most, best first (at most ``top``)."""
+        """The matcher's object indices the frame's descriptors vote for most beyond chance, best first (at
+        most ``top``): an object's score is the share of voting descriptors with it among their neighbours,
+        less the share expected from its number of descriptors alone, so a small model filling the frame
+        is not outvoted by large models that are merely everywhere."""
         if len(scene) == 0:
             return np.zeros(0, np.int64)
         desc = scene.descriptors
         if len(scene) > self.queries:
             # Chosen where the features are (host or device): only the voters go to the (CPU) index.
             desc = desc[scene.xp.argsort(-scene.response)[: self.queries]]
-        labels, _ = self.index.candidates(to_numpy(desc), top=self.top, n_probe=self.n_probe)
+        labels, share = self.index.candidates(to_numpy(desc), top=None, n_probe=self.n_probe)
         objs = self._object_of[labels]
-        return objs[objs >= 0]
+        keep = objs >= 0
+        objs, excess = objs[keep], share[keep] - self._chance[objs[keep]]
+        return objs[np.argsort(-excess, kind="stable")[: self.top]]
 
     def candidates(self, scene: Features, shortlist: Any = None) -> list[Candidate]:
         """Ratio-test matches against the shortlisted objects (retrieved here when not given), in its order."""
@@ -144,7 +153,7 @@ def _index_for(db: Any, kind: str, params: RetrievalParams | None) -> RetrievalI
         log.warning("%s; rebuilding the retrieval index", exc)
         index = RetrievalIndex.from_database(db, kind, params)
         try:
-            index.save(db.path / "index" / kind)
+            index.save_with(db)
         except OSError:
             pass
         return index

@@ -152,3 +152,44 @@ def test_retrieval_gives_the_detections_of_exact_matching_on_phone_photos(smvs_d
             assert err < 5.0, (q, name, err)
         hits += label in b
     assert hits >= len(photos) - 1  # the photos' own covers are found
+
+
+def test_a_small_model_filling_the_frame_is_not_outvoted_by_large_ones():
+    """Shortlists rank votes beyond the chance an object's descriptor count gives it: three 8000-descriptor
+    models among most descriptors' 5 neighbours (as large models are in any frame) lose to a 60-descriptor
+    model that fewer descriptors vote for, but far above its chance."""
+    from types import SimpleNamespace
+
+    from objrec.matching.retrieval import RetrievalParams, _Objects
+    from objrec.types import Features
+
+    rng = np.random.default_rng(0)
+
+    def feats(n):
+        z = np.zeros(n, np.float32)
+        desc = rng.integers(0, 256, (n, 128)).astype(np.float32)
+        return Features(
+            rng.uniform(0, 300, (n, 2)).astype(np.float32),
+            z + 8,
+            z,
+            z + 1,
+            np.zeros(n, np.int32),
+            np.zeros(n, np.int8),
+            desc,
+            "sift",
+        )
+
+    sizes = {"small": 60, "big0": 8000, "big1": 8000, "big2": 8000}
+    models = [ModelObject(n, 300, 300, {"sift": feats(k)}) for n, k in sizes.items()]
+    matcher = DatabaseMatcher(models, "sift")
+    votes = (np.array([1, 2, 3, 0]), np.array([0.9, 0.88, 0.86, 0.6], np.float32))  # label, share of voters
+    index = SimpleNamespace(
+        objects=_Objects({n: (i, "") for i, n in enumerate(sizes)}, len(sizes)),
+        kind="sift",
+        params=RetrievalParams(k=5),
+        candidates=lambda q, top=None, n_probe=None: votes,
+    )
+    short = ShortlistMatcher(matcher, index, top=2)
+    chance = 1 - (1 - 8000 / 24060) ** 5
+    assert chance > 0.86  # the large models' votes are what chance gives them
+    assert [matcher.names[i] for i in short.shortlist(feats(40))] == ["small", "big0"]
