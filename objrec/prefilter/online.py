@@ -7,14 +7,13 @@ database's, or one trained on the built-in backgrounds) and refits its trees on 
   window and unsure candidate (``guard_px`` around each), half of them among the cells the current model
   keeps (its false alarms, the informative ones), into a bounded store (oldest out first).
 * **Positives** come from the enrolled models, composited into recent live frames as in training
-  (:func:`~objrec.prefilter.scenes.generate_scenes`), one scene per frame while the frame leaves slack.
-  Their background cells join the negatives.
-* **Refits** run at most every ``refit_every`` frames on a background thread at the lowest scheduling
-  priority, with scikit-learn's own tree evaluation (Numba's threading layer must not be entered from two
-  threads at once, and the frame's kernels own it). The colour and texture tables and the feature
+  (:func:`~objrec.prefilter.scenes.generate_scenes`); their background cells join the negatives.
+* **Refits** (:func:`refit_job`) run at most every ``refit_every`` frames in one worker process at the
+  lowest scheduling priority: compositing, fitting and calibrating hold the interpreter lock for long
+  stretches, which a thread would take from the frames. The colour and texture tables and the feature
   parameters stay those of the base model, so the features of a frame mean the same to every refit.
-  Thresholds keep ``target_recall`` of the positives' object area on held-out rows. The new trees are
-  swapped in between frames, in one assignment.
+  Thresholds keep ``target_recall`` of held-out composites' object area, after grouping into boxes. The
+  new trees are swapped in between frames, in one assignment.
 * **A change of scene** (the camera moved: a 32x24 thumbnail of the frame differs from its running
   average by more than ``scene_change`` of the grey range, on average, for ``scene_change_frames``
   frames) drops the harvested negatives and returns to the base model.
@@ -30,7 +29,8 @@ database id, that :meth:`RegionPrefilter.save` writes in the usual format.
 from __future__ import annotations
 
 import copy
-import threading
+import logging
+import os
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +43,9 @@ from objrec.prefilter.features import CellGrid, cell_features
 from objrec.prefilter.tree import FlatCascade
 from objrec.types import Regions
 
-__all__ = ["AdaptParams", "OnlinePrefilter", "adaptive_prefilter"]
+__all__ = ["AdaptParams", "OnlinePrefilter", "adaptive_prefilter", "refit_job"]
+
+log = logging.getLogger("objrec")
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,12 @@ class AdaptParams:
     min_negatives: int = 600
     store_size: int = 12000
     per_frame: int = 48
-    max_positive_scenes: int = 120
+    refit_scenes: int = 30
     live_frames: int = 12
     guard_px: int = 24
     safety_every: int = 15
     scene_change: float = 0.08
     scene_change_frames: int = 3
-    min_slack_ms: float = 6.0
     seed: int = 0
 
 
@@ -151,9 +152,6 @@ class OnlinePrefilter:
         self.objects = objects
         self.negatives = _Store(self.params.store_size)
         self.positives = _Store(self.params.store_size)  # cells of detections the prefilter missed
-        self.scenes: deque[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]] = deque(
-            maxlen=self.params.max_positive_scenes
-        )  # composited scenes: work image, cell fractions, coverage mask, cell features, frame (w, h)
         self.live: deque[np.ndarray] = deque(maxlen=self.params.live_frames)
         self.rng = np.random.default_rng(self.params.seed)
         self.frame = 0
@@ -162,7 +160,9 @@ class OnlinePrefilter:
         self.backoffs = 0
         self.scene_resets = 0
         self._pending: RegionPrefilter | None = None
-        self._worker: threading.Thread | None = None
+        self._future: Any = None  # the refit in progress in the worker process, and its scene generation
+        self._generation = 0
+        self._n_positive = 0
         self._scale = 1.0
         self._reference: np.ndarray | None = None
         self._drift = 0
@@ -175,6 +175,7 @@ class OnlinePrefilter:
 
     def propose(self, frame: np.ndarray) -> Regions:
         """The live model's regions of ``frame``; a refit finished since the last frame is swapped in first."""
+        self._collect()
         if self._pending is not None:
             self.current, self._pending = self._pending, None
         pf = self.current
@@ -207,8 +208,6 @@ class OnlinePrefilter:
         self._harvest(X, scores, cells, found)
         if self.frame % 4 == 0 or not self.live:
             self.live.append(_half_bgr(frame))
-        if slack_ms >= self.params.min_slack_ms:
-            self._composite_positive()
         self._maybe_refit()
 
     def _harvest(self, X: np.ndarray, scores: np.ndarray, cells: np.ndarray, found: list) -> None:
@@ -225,84 +224,45 @@ class OnlinePrefilter:
             rows = np.concatenate(pick)
             self.negatives.add(X[rows], np.ones(len(rows)), self.frame)
 
-    def _composite_positive(self) -> None:
-        """One enrolled object (or two) composited into a recent live frame: object cells are positives
-        (weighted by their object fraction), background cells negatives."""
-        from objrec.prefilter.scenes import generate_scenes
-
-        pf = self.base
-        bg = self.live[int(self.rng.integers(len(self.live)))]
-        size = (bg.shape[1] * 2, bg.shape[0] * 2)
-        sc = generate_scenes(
-            self.objects,
-            [bg],
-            1,
-            pf.work_size,
-            pf.cell_size,
-            size,
-            empty_fraction=0.0,
-            max_objects=2,
-            seed=int(self.rng.integers(1 << 31)),
-        )
-        X, _ = cell_features(sc.images[0], pf.cell_size, pf.color_lut_, pf.texture_lut_, pf.feature_params_)
-        frac = sc.fractions[0]
-        self.scenes.append((sc.images[0], frac, sc.masks[0], np.asarray(X, np.float32), size))
-        bgc = np.flatnonzero(frac <= 0.0)
-        if len(bgc):
-            take = self.rng.choice(bgc, min(self.params.per_frame // 2, len(bgc)), replace=False)
-            self.negatives.add(X[take], np.ones(len(take)), self.frame)
-
     def _maybe_refit(self) -> None:
         p = self.params
         due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= p.refit_every
-        busy = self._worker is not None and self._worker.is_alive()
-        if not due or busy or self.negatives.n < p.min_negatives or len(self.scenes) < 6:
+        busy = self._future is not None and not self._future[0].done()
+        if not due or busy or self.negatives.n < p.min_negatives or len(self.live) < 2:
             return
         Xn, _ = self.negatives.arrays(self.base.n_features_in_)
         Xm, _ = self.positives.arrays(self.base.n_features_in_)
-        args = (list(self.scenes), Xm, Xn, self._scale)
+        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, int(self.rng.integers(1 << 31)))
         self.last_refit_frame = self.frame
-        self._worker = threading.Thread(target=self._refit, args=args, daemon=True)
-        self._worker.start()
+        self._future = (_executor().submit(refit_job, *job), self._generation, self._scale)
 
-    def _refit(self, scenes: list, Xm: np.ndarray, Xn: np.ndarray, scale: float) -> None:
-        """Fit new trees (background thread, lowest priority) and leave them for the next frame.
-
-        Every third composited scene is held out: the stage thresholds keep ``target_recall`` of its
-        positive cells, and the last threshold is then chosen on its regions (as in training, after
-        grouping kept cells into boxes) to keep ``target_recall`` of its object area.
-        """
-        _lower_priority()
-        base = self.base
-        held = list(range(0, len(scenes), 3))
-        fit = [i for i in range(len(scenes)) if i % 3]
-        label = base.label_overlap
-        Xp = np.concatenate([scenes[i][3][scenes[i][1] >= label] for i in fit] + [Xm])
-        wp = np.concatenate([scenes[i][1][scenes[i][1] >= label] for i in fit] + [np.ones(len(Xm))])
-        Xc = np.concatenate([scenes[i][3] for i in held])
-        fc = np.concatenate([scenes[i][1] for i in held])
-        X = np.concatenate([Xp, Xn, Xc]).astype(np.float32)
-        y = np.concatenate([np.ones(len(Xp), np.int64), np.zeros(len(Xn), np.int64), (fc >= label).astype(np.int64)])
-        rw = np.concatenate([wp, np.ones(len(Xn)), fc])
-        tr = np.arange(len(Xp) + len(Xn))
-        cal = np.arange(len(Xp) + len(Xn), len(X))
-        (trees, thresholds), _ = base._fit_stages(X, y, None, rw, tr, cal, proba=_sklearn_proba)
-        if not trees:
+    def _collect(self) -> None:
+        """Take a finished refit: its trees become the next frame's model (unless the scene changed since)."""
+        if self._future is None or not self._future[0].done():
             return
+        future, generation, scale = self._future
+        self._future = None
+        try:
+            cascade, threshold, n_positive, n_negative = future.result()
+        except Exception as exc:  # noqa: BLE001 - a failed refit keeps the current model
+            log.warning("prefilter refit failed (%s: %s); keeping the current model", type(exc).__name__, exc)
+            return
+        if generation != self._generation or cascade is None:
+            return
+        base = self.base
         pf = copy.copy(base)
         pf._set_fitted(
-            FlatCascade.from_trees(trees, thresholds),
-            None,
+            cascade,
+            threshold * scale,
             base.n_features_in_,
             base.color_lut_,
             base.texture_lut_,
             base.feature_params_,
             database_id=base.database_id_,
             object_names=base.object_names_,
-            training_report={"online_refit": self.refits + 1, "n_positive": len(Xp), "n_negative": len(Xn)},
+            training_report={"online_refit": self.refits + 1, "n_positive": n_positive, "n_negative": n_negative},
         )
-        pf.threshold_ = _region_threshold(pf, [scenes[i] for i in held]) * scale
-        self._pending = pf
+        self._pending, self._n_positive = pf, n_positive
         self.refits += 1
 
     # -- scene changes and misses ------------------------------------------------------------------
@@ -322,8 +282,8 @@ class OnlinePrefilter:
     def _reset_scene(self) -> None:
         self.negatives.clear()
         self.positives.clear()
-        self.scenes.clear()
         self.live.clear()
+        self._generation += 1  # a refit in progress learned the old scene
         self.current, self._pending = self.base, None
         self._reference, self._drift = None, 0
         self.last_refit_frame = None
@@ -358,16 +318,20 @@ class OnlinePrefilter:
             "refits": self.refits,
             "last_refit_frame": self.last_refit_frame,
             "negatives": self.negatives.n,
-            "positives": int(sum((sc[1] >= self.base.label_overlap).sum() for sc in self.scenes)) + self.positives.n,
+            "positives": self._n_positive,
             "backoffs": self.backoffs,
             "scene_resets": self.scene_resets,
             "threshold": float(self.current.threshold_),
         }
 
     def wait(self, timeout: float | None = None) -> None:
-        """Wait for a refit in progress (tests, and before saving)."""
-        if self._worker is not None:
-            self._worker.join(timeout)
+        """Wait for a refit in progress and take it (tests, and before saving); the next frame uses it."""
+        if self._future is not None:
+            try:
+                self._future[0].result(timeout)
+            except Exception:  # noqa: BLE001 - reported by _collect
+                pass
+            self._collect()
 
 
 def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
@@ -394,14 +358,84 @@ def _sklearn_proba(_flat: Any, clf: Any, X: np.ndarray) -> np.ndarray:
     return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
 
 
-def _lower_priority() -> None:
-    """Give the calling thread the lowest scheduling priority (Linux: threads have their own nice value)."""
-    try:
-        import os
+_EXECUTOR: Any = None
 
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError, PermissionError):  # pragma: no cover - not Linux
+
+def _executor() -> Any:
+    """The one worker process refits run in (started on first use, at the lowest priority). A process, not a
+    thread: fitting and calibrating hold the interpreter lock for long stretches, which a thread would take
+    from the frames."""
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # "spawn": forking a process whose Numba threads are running is unsafe.
+        ctx = multiprocessing.get_context("spawn")
+        _EXECUTOR = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_lowest_priority)
+    return _EXECUTOR
+
+
+def _lowest_priority() -> None:
+    try:
+        os.nice(19)
+    except (AttributeError, OSError):  # pragma: no cover - not POSIX
         pass
+
+
+def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) -> tuple:
+    """One or two enrolled objects composited into a live frame (half size) as in training: the work image,
+    cell object fractions, coverage mask, cell features and the frame size."""
+    from objrec.prefilter.scenes import generate_scenes
+
+    size = (bg.shape[1] * 2, bg.shape[0] * 2)
+    sc = generate_scenes(
+        objects, [bg], 1, base.work_size, base.cell_size, size, empty_fraction=0.0, max_objects=2, seed=seed
+    )
+    X, _ = cell_features(sc.images[0], base.cell_size, base.color_lut_, base.texture_lut_, base.feature_params_)
+    return sc.images[0], sc.fractions[0], sc.masks[0], np.asarray(X, np.float32), size
+
+
+def refit_job(
+    base: RegionPrefilter, objects: dict, live: list, Xm: np.ndarray, Xn: np.ndarray, n_scenes: int, seed: int
+) -> tuple[FlatCascade | None, float, int, int]:
+    """Fit new trees for the live scene (runs in the worker process).
+
+    ``n_scenes`` scenes composite the enrolled objects into the live frames; their object cells (and
+    ``Xm``, cells of missed detections) are the positives, their background cells join the harvested
+    negatives ``Xn``. Every third scene is held out: the stage thresholds keep ``target_recall`` of its
+    positive cells, and the last threshold is then chosen on its regions (as in training, after grouping
+    kept cells into boxes) to keep ``target_recall`` of its object area.
+
+    Returns
+    -------
+    (cascade or None, threshold, positives, negatives)
+    """
+    rng = np.random.default_rng(seed)
+    scenes = [
+        _composite(base, objects, live[int(rng.integers(len(live)))], int(rng.integers(1 << 31)))
+        for _ in range(n_scenes)
+    ]
+    held = list(range(0, len(scenes), 3))
+    fit = [i for i in range(len(scenes)) if i % 3]
+    label = base.label_overlap
+    Xp = np.concatenate([scenes[i][3][scenes[i][1] >= label] for i in fit] + [Xm])
+    wp = np.concatenate([scenes[i][1][scenes[i][1] >= label] for i in fit] + [np.ones(len(Xm))])
+    Xb = np.concatenate([scenes[i][3][scenes[i][1] <= 0.0] for i in fit])
+    Xn = np.concatenate([Xn, Xb])
+    Xc = np.concatenate([scenes[i][3] for i in held])
+    fc = np.concatenate([scenes[i][1] for i in held])
+    X = np.concatenate([Xp, Xn, Xc]).astype(np.float32)
+    y = np.concatenate([np.ones(len(Xp), np.int64), np.zeros(len(Xn), np.int64), (fc >= label).astype(np.int64)])
+    rw = np.concatenate([wp, np.ones(len(Xn)), fc])
+    tr, cal = np.arange(len(Xp) + len(Xn)), np.arange(len(Xp) + len(Xn), len(X))
+    (trees, thresholds), _ = base._fit_stages(X, y, None, rw, tr, cal, proba=_sklearn_proba)
+    if not trees:
+        return None, 0.0, len(Xp), len(Xn)
+    cascade = FlatCascade.from_trees(trees, thresholds)
+    pf = copy.copy(base)
+    pf._set_fitted(cascade, None, base.n_features_in_, base.color_lut_, base.texture_lut_, base.feature_params_)
+    return cascade, _region_threshold(pf, [scenes[i] for i in held]), len(Xp), len(Xn)
 
 
 def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams | None = None) -> tuple[Any, str]:
