@@ -8,7 +8,7 @@ for three SMVS DVD covers) take turns: each slides in from the left border, stay
 slides out, then the scene is empty for a while. Ground truth is exact (the compositing homographies).
 
 Three runs of the same frames, each a ``Recognizer`` with a 33 ms budget processing every frame in turn,
-as ``objrec run`` does on a video: ``adapt`` (the default of ``objrec run``), ``no-adapt`` and
+as ``objrec run`` does on a video: ``adapt`` (``objrec run --adapt``), ``no-adapt`` (its default) and
 ``no-prefilter``. Over frames 150 to the end (``--from``):
 
 * empty frames' area rejected: the mean of ``1 - area of the prefilter's kept boxes / frame area``;
@@ -174,8 +174,8 @@ def _hit(r, name: str, corners: np.ndarray) -> bool:
     )
 
 
-def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool, windows: list[tuple[int, int]]):
-    rec = Recognizer(db, budget_ms=budget, prefilter=pf, adapt_prefilter=adapt, track=True)
+def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool, windows, params=None):
+    rec = Recognizer(db, budget_ms=budget, prefilter=pf, adapt_prefilter=adapt, adapt_params=params, track=True)
     rec.warmup(SIZE[::-1])
     wins = [Window(lo, hi) for lo, hi in windows]
     first, rss = None, {}
@@ -236,6 +236,7 @@ def main() -> int:
     ap.add_argument("--objects", choices=["demo", "smvs"], default="demo")
     ap.add_argument("--runs", default="adapt,no-adapt,no-prefilter")
     ap.add_argument("--train-scenes", type=int, default=400)
+    ap.add_argument("--safety-every", type=int, default=None, help="adapt: frames between safety searches")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     print("command:", shlex.join([sys.executable, *sys.argv]))
@@ -253,7 +254,12 @@ def main() -> int:
     results = []
     for label in args.runs.split(","):
         prefilter = None if label == "no-prefilter" else pf
-        results.append(run(label, db, prefilter, stream, args.budget_ms, label == "adapt", windows))
+        params = None
+        if args.safety_every is not None:
+            from objrec.prefilter.online import AdaptParams
+
+            params = AdaptParams(safety_every=args.safety_every)
+        results.append(run(label, db, prefilter, stream, args.budget_ms, label == "adapt", windows, params))
         print("\n".join(_lines(results[-1])), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, "results": results}, indent=1))

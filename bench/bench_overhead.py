@@ -1,6 +1,6 @@
 """Overhead of everything after feature extraction (matching, verification) against the extraction itself.
 
-Acceptance (issue 2): on a 1920x1080 scene composed from real images, with 3 enrolled objects of about
+Acceptance: on a 1920x1080 scene composed from real images, with 3 enrolled objects of about
 1000 features each, matching + verification cost at most 15% of the extraction time, as a ratio measured
 in one run.
 

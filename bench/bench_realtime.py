@@ -1,4 +1,4 @@
-"""Real-time acceptance benchmark (issue 6): a 30 fps stream, a 33 ms budget, recall and deadline misses.
+"""Real-time benchmark: a 30 fps stream, a 33 ms budget, recall and deadline misses.
 
 Stream: 640x480 frames delivered at a 30 fps pace; backgrounds are vtest.avi's frames (each shown for three
 frames; objrec's own panning sample backgrounds without ../shared/data); three enrolled covers from objrec's

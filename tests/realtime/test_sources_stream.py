@@ -157,7 +157,6 @@ def test_run_cli_on_image_folder_writes_stats(tmp_path):
             "--source",
             str(frames),
             "--no-display",
-            "--no-adapt",
             "--budget-ms",
             "1000",
             "--stats",
