@@ -193,7 +193,7 @@ class Recognizer:
             h, w = frame.shape[:2]
             keep_away = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
             keep_away += [b for d in result.detections if (b := outline_box(d.corners, 0.0, w, h)) is not None]
-            self.adapter.observe(frame, keep_away, sched.remaining())
+            self.adapter.observe(frame, keep_away)
         collect_in_slack(sched.remaining())
         self.frames += 1
         return result

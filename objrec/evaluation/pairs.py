@@ -1,6 +1,6 @@
 """Annotated image pairs: ``objrec eval pairs:ROOT`` (enrol A, recognise in B, score on annotated points).
 
-Layout of ``ROOT`` (that of MAGSAC's ``data/homography``; ``../shared/data/homography_pairs``):
+Layout of ``ROOT`` (that of MAGSAC's ``data/homography`` annotated pairs):
 
 - ``NAMEA.<ext>``, ``NAMEB.<ext>``, ``NAME_pts.txt`` at the top level (set ``homogr``): one correspondence per
   line, ``x_A y_A 1 x_B y_B 1 [flag]``; with a seventh column only the lines whose flag is 1 are used, without

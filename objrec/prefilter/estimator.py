@@ -460,13 +460,26 @@ class RegionPrefilter(BaseEstimator):
         ``dilate`` cells and ``margin`` pixels, overlapping boxes merged. A frame with no kept cell gives
         ``Regions.empty()``.
         """
+        return self.propose_cells(frame)[0]
+
+    def propose_cells(self, frame: Any) -> tuple[Regions, np.ndarray, np.ndarray, CellGrid, tuple[int, int]]:
+        """:meth:`propose` with what it computed on the way: ``(regions, X, scores, grid, frame (h, w))``, the
+        cells' features (host float32) and scores in row-major order (what an adapting prefilter learns from)."""
         X, grid, frame_shape = self.frame_features(frame)
         # The trees walk on the host: a frame has a few hundred cells, so their features are one small
         # copy, and the boxes are built on the host anyway.
-        scores = self.cell_scores(to_numpy(X)).reshape(grid.shape)
-        return cells_to_regions(
-            scores, grid, frame_shape, self.threshold_, int(self.dilate), float(self.min_fill), int(self.margin)
+        X = np.asarray(to_numpy(X), np.float32)
+        scores = self.cell_scores(X)
+        regions = cells_to_regions(
+            scores.reshape(grid.shape),
+            grid,
+            frame_shape,
+            self.threshold_,
+            int(self.dilate),
+            float(self.min_fill),
+            int(self.margin),
         )
+        return regions, X, scores, grid, frame_shape
 
     # -- files ----------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> tuple[Path, Path]:

@@ -166,7 +166,8 @@ class OnlinePrefilter:
         self._scale = 1.0
         self._reference: np.ndarray | None = None
         self._drift = 0
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray, Regions] | None = None  # X, scores, cells, regions
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the frame's X, scores, cell boxes
+        self._cells: tuple[Any, np.ndarray] | None = None  # cell boxes of the last grid and frame size
 
     # -- the prefilter interface -------------------------------------------------------------------
     @property
@@ -178,15 +179,10 @@ class OnlinePrefilter:
         self._collect()
         if self._pending is not None:
             self.current, self._pending = self._pending, None
-        pf = self.current
-        X, grid, shape = pf.frame_features(frame)
-        scores = pf.cell_scores(X)
-        from objrec.prefilter.regions import cells_to_regions
-
-        regions = cells_to_regions(
-            scores.reshape(grid.shape), grid, shape, pf.threshold_, int(pf.dilate), float(pf.min_fill), int(pf.margin)
-        )
-        self._last = (np.asarray(X, np.float32), scores, _cell_boxes(grid, shape), regions)
+        regions, X, scores, grid, shape = self.current.propose_cells(frame)
+        if self._cells is None or self._cells[0] != (grid.shape, shape):
+            self._cells = ((grid.shape, shape), _cell_boxes(grid, shape))
+        self._last = (X, scores, self._cells[1])
         return regions
 
     # -- learning ----------------------------------------------------------------------------------
@@ -194,17 +190,17 @@ class OnlinePrefilter:
         self,
         frame: np.ndarray,
         found: list[tuple[float, float, float, float]],
-        slack_ms: float,
     ) -> None:
         """Learn from the frame just processed: ``found`` are the boxes to keep away from (verified
-        detections, tracking windows, unsure candidates); ``slack_ms`` is what is left of its budget."""
+        detections, tracking windows, unsure candidates). Only cheap bookkeeping runs here; refits run in
+        the worker process."""
         self.frame += 1
         if self._last is None:
             return
         if self._scene_changed(frame):
             self._reset_scene()
             return
-        X, scores, cells, _ = self._last
+        X, scores, cells = self._last
         self._harvest(X, scores, cells, found)
         if self.frame % 4 == 0 or not self.live:
             self.live.append(_half_bgr(frame))
@@ -306,7 +302,7 @@ class OnlinePrefilter:
         self.current.threshold_ = float(self.current.threshold_) * 0.5
         self.negatives.drop_since(self.frame - self.params.refit_every)
         if self._last is not None:
-            X, _, cells, _ = self._last
+            X, _, cells = self._last
             inside = _inside(cells, box)
             self.positives.add(X[inside], np.ones(int(inside.sum())), self.frame)
         self.last_refit_frame = None

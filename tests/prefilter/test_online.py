@@ -42,7 +42,7 @@ def test_adapts_to_an_unseen_background_and_keeps_the_objects(db, trained):
     before = _rejected(trained, frames[40:])
     for f in frames[:40]:
         online.propose(f)
-        online.observe(f, [], slack_ms=float("inf"))
+        online.observe(f, [])
         online.wait()
     online.propose(frames[0])  # swaps in the last refit
     st = online.status()
@@ -64,7 +64,7 @@ def test_refit_is_swapped_in_only_between_frames(trained):
     frames = _stream(8, 8)
     for f in frames:
         online.propose(f)
-        online.observe(f, [], slack_ms=float("inf"))
+        online.observe(f, [])
         online.wait()
         if online.refits:
             break
@@ -80,7 +80,7 @@ def test_change_of_scene_forgets_and_a_miss_backs_off(trained):
     online = OnlinePrefilter(trained, sample_objects(), AdaptParams(refit_every=5, min_negatives=50, safety_every=0))
     for f in _stream(9, 12):
         online.propose(f)
-        online.observe(f, [], slack_ms=float("inf"))
+        online.observe(f, [])
         online.wait()
     assert online.negatives.n > 0
     threshold = online.current.threshold_
@@ -89,7 +89,7 @@ def test_change_of_scene_forgets_and_a_miss_backs_off(trained):
     assert online.negatives.n == 0 or all(r[2] < online.frame - 5 for r in online.negatives.rows)
     for f in _stream(21, 6):  # another scene entirely
         online.propose(f)
-        online.observe(f, [], slack_ms=float("inf"))
+        online.observe(f, [])
     assert online.scene_resets == 1 and online.current is trained
 
 
