@@ -281,6 +281,28 @@ def _locator_class():
     return Locator
 
 
+def _load_light(cache: Any, sig: Any, target_context: Any) -> Any:
+    """Load a cached overload without first installing every Numba registry in the target context.
+
+    Numba's own ``load_overload`` refreshes the target context before it looks in the cache, which imports and
+    installs all of Numba's typing and lowering registries: most of a process's first kernel call when the
+    kernel is cached. Rebuilding a cached result needs only the code generator and Numba's runtime (for kernels
+    that allocate arrays), so this initialises the runtime and loads; a miss returns ``None`` and the compiler
+    that runs next refreshes the context itself. Caches of another shape (no cache, an unusable directory) go
+    through their own ``load_overload``.
+    """
+    load = getattr(cache, "_load_overload", None)
+    guard = getattr(cache, "_guard_against_spurious_io_errors", None)
+    if load is None or guard is None:
+        return cache.load_overload(sig, target_context)
+    from numba.core.runtime import rtsys
+
+    rtsys.initialize(target_context)
+    with guard():
+        return load(sig, target_context)
+    return None
+
+
 @functools.cache
 def _lazy_cache_class():
     """A Numba cache that stores under :func:`kernel_dir`, set up on the first compilation."""
@@ -317,7 +339,7 @@ def _lazy_cache_class():
             return self._get().cache_path
 
         def load_overload(self, sig, target_context):
-            data = self._get().load_overload(sig, target_context)
+            data = _load_light(self._get(), sig, target_context)
             if data is None:
                 self._t_miss = time.perf_counter()
                 _compile_started(self._py_func)

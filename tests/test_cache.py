@@ -172,7 +172,7 @@ def test_import_and_help_stay_light():
 # kernel of the prefilter; prints Numba's per-dispatcher cache statistics.
 _RUN = textwrap.dedent(
     """
-    import json, sys
+    import hashlib, json, sys
     import numpy as np
     from objrec import kernel_cache
     kernel_cache.announce_compilation(sys.stderr)
@@ -181,15 +181,22 @@ _RUN = textwrap.dedent(
     from objrec.prefilter import tree
     yy, xx = np.mgrid[0:96, 0:96]
     img = (128 + 60 * np.sin(xx / 5.0) * np.cos(yy / 7.0) + 40 * ((xx // 16 + yy // 16) % 2)).astype(np.uint8)
-    n = len(SURF(100, n_octaves=2).detect_and_compute(img))
+    feats = SURF(100, n_octaves=2).detect_and_compute(img)
+    n = len(feats)
+    digest = hashlib.sha256(np.ascontiguousarray(feats.descriptors).tobytes()).hexdigest()
     X = np.zeros((3, 1), np.float32)
     i64 = np.zeros(1, np.int64)
     out = np.empty(3)
     tree._cascade_nb(X, i64, i64 - 1, i64 - 1, i64, np.zeros(1), np.zeros(1, np.uint8), np.ones(1), np.zeros(1), out)
     kernel_cache.finish_announcement()
+    registries = "numba.np.linalg" in sys.modules  # installed by a context refresh, which loading skips
+    # a kernel compiled after the loads (the compiler refreshes the context then) that allocates arrays
+    import numba
+    fresh = numba.njit(lambda k: np.arange(k).astype(np.float64).cumsum())(5).tolist()
     fns = dict(K.kernels_for("cpu"), cascade=tree._cascade_nb)
     stats = {k: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())] for k, f in fns.items()}
-    print(json.dumps({"n": n, "stats": stats, "dir": str(kernel_cache.kernel_dir())}))
+    print(json.dumps({"n": n, "digest": digest, "registries": registries, "fresh": fresh, "stats": stats,
+                      "dir": str(kernel_cache.kernel_dir())}))
     """
 )
 
@@ -212,6 +219,10 @@ def test_second_process_loads_kernels_from_cache(tmp_path):
     before = {p: p.stat().st_mtime_ns for p in index}
     second, err2 = _run(env)
     assert second["n"] == first["n"] and second["dir"] == first["dir"]
+    # cached code gives the compiled code's descriptors, bit for bit, without installing Numba's registries
+    assert second["digest"] == first["digest"]
+    assert first["registries"] and not second["registries"]
+    assert first["fresh"] == second["fresh"] == [0.0, 1.0, 3.0, 6.0, 10.0]
     assert all(hit == 1 and miss == 0 for hit, miss in second["stats"].values()), second["stats"]
     assert "compiled" not in err2
     assert {p: p.stat().st_mtime_ns for p in index} == before  # nothing rewritten: nothing compiled
