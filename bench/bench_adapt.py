@@ -8,7 +8,8 @@ for three SMVS DVD covers) take turns: each slides in from the left border, stay
 slides out, then the scene is empty for a while. Ground truth is exact (the compositing homographies).
 
 Three runs of the same frames, each a ``Recognizer`` with a 33 ms budget processing every frame in turn,
-as ``objrec run`` does on a video: ``adapt`` (``objrec run --adapt``), ``no-adapt`` (its default) and
+as ``objrec run`` does on a camera: a frame is handed over every ``1/--fps`` s (30 per second by default;
+``--fps 0`` hands them over back to back, as from a video file read as fast as it is processed): ``adapt`` (``objrec run --adapt``), ``no-adapt`` (its default) and
 ``no-prefilter``. Over frames 150 to the end (``--from``):
 
 * empty frames' area rejected: the mean of ``1 - area of the prefilter's kept boxes / frame area``;
@@ -174,13 +175,21 @@ def _hit(r, name: str, corners: np.ndarray) -> bool:
     )
 
 
-def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool, windows, params=None):
+def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool, windows, params=None, fps=30.0):
     rec = Recognizer(db, budget_ms=budget, prefilter=pf, adapt_prefilter=adapt, adapt_params=params, track=True)
     rec.warmup(SIZE[::-1])
     wins = [Window(lo, hi) for lo, hi in windows]
     first, rss = None, {}
+    period = 1.0 / fps if fps > 0 else 0.0
+    due = time.perf_counter()
     for i in range(len(stream)):
         img, truth = stream[i]
+        due += period
+        wait = due - time.perf_counter()  # a camera hands over its next frame only when it has taken it
+        if wait > 0:
+            time.sleep(wait)
+        else:
+            due -= wait  # late: the camera's next frame is one period after this one
         r = rec.process(img, rec.clock.now())
         for w in wins:
             if w.lo <= i < w.hi:
@@ -233,6 +242,7 @@ def main() -> int:
         "--windows", default="150:1000", help="frame ranges reported, e.g. 150:1000,1000:10000 (default 150:1000)"
     )
     ap.add_argument("--budget-ms", type=float, default=33.0)
+    ap.add_argument("--fps", type=float, default=30.0, help="frames handed over per second (0: back to back)")
     ap.add_argument("--objects", choices=["demo", "smvs"], default="demo")
     ap.add_argument("--runs", default="adapt,no-adapt,no-prefilter")
     ap.add_argument("--train-scenes", type=int, default=400)
@@ -259,7 +269,7 @@ def main() -> int:
             from objrec.prefilter.online import AdaptParams
 
             params = AdaptParams(safety_every=args.safety_every)
-        results.append(run(label, db, prefilter, stream, args.budget_ms, label == "adapt", windows, params))
+        results.append(run(label, db, prefilter, stream, args.budget_ms, label == "adapt", windows, params, args.fps))
         print("\n".join(_lines(results[-1])), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"command": sys.argv, "results": results}, indent=1))

@@ -178,6 +178,15 @@ class Recognizer:
         sched = self.scheduler
         sched.start(t0)
         self._proposals = None
+        if self.adapter is not None:
+            self.adapter.hold()  # a prefilter refit in progress waits while the frame runs
+        try:
+            return self._process(frame, sched)
+        finally:
+            if self.adapter is not None:
+                self.adapter.release()
+
+    def _process(self, frame: np.ndarray, sched: FrameScheduler) -> FrameResult:
         with frame_guard():
             verdicts, mandatory_ms = self._recognize(frame, sched)
         latency = sched.elapsed()

@@ -9,9 +9,10 @@ database's, or one trained on the built-in backgrounds) and refits its trees on 
 * **Positives** come from the enrolled models, composited into recent live frames as in training
   (:func:`~objrec.prefilter.scenes.generate_scenes`); their background cells join the negatives.
 * **Refits** (:func:`refit_job`) run at most every ``refit_every`` frames in one worker process at the
-  lowest scheduling priority: compositing, fitting and calibrating hold the interpreter lock for long
-  stretches, which a thread would take from the frames. The colour and texture tables and the feature
-  parameters stay those of the base model, so the features of a frame mean the same to every refit.
+  lowest scheduling priority, stopped while a frame is processed (:meth:`OnlinePrefilter.hold`,
+  :meth:`OnlinePrefilter.release`), so they use the time between frames only. The colour and texture
+  tables and the feature parameters stay those of the base model, so the features of a frame mean the
+  same to every refit.
   Thresholds keep ``target_recall`` of held-out composites' object area, after grouping into boxes. The
   new trees are swapped in between frames, in one assignment.
 * **A change of scene** (the camera moved: a 32x24 thumbnail of the frame differs from its running
@@ -160,7 +161,8 @@ class OnlinePrefilter:
         self.backoffs = 0
         self.scene_resets = 0
         self._pending: RegionPrefilter | None = None
-        self._future: Any = None  # the refit in progress in the worker process, and its scene generation
+        self._worker: _RefitWorker | None = None  # started with the first refit
+        self._job = (0, 1.0)  # the scene generation and threshold scale the refit in progress started from
         self._generation = 0
         self._n_positive = 0
         self._scale = 1.0
@@ -174,9 +176,19 @@ class OnlinePrefilter:
     def database_id_(self) -> str | None:
         return self.base.database_id_
 
+    def hold(self) -> None:
+        """A frame starts: a refit in progress stops until :meth:`release` (it would compete with the frame)."""
+        if self._worker is not None:
+            self._worker.pause()
+
+    def release(self) -> None:
+        """The frame is done: a refit in progress continues, and a finished one is taken for the next frame."""
+        if self._worker is not None:
+            self._worker.resume()
+            self._collect()
+
     def propose(self, frame: np.ndarray) -> Regions:
-        """The live model's regions of ``frame``; a refit finished since the last frame is swapped in first."""
-        self._collect()
+        """The live model's regions of ``frame``; a refit finished before this frame is swapped in first."""
         if self._pending is not None:
             self.current, self._pending = self._pending, None
         regions, X, scores, grid, shape = self.current.propose_cells(frame)
@@ -223,26 +235,28 @@ class OnlinePrefilter:
     def _maybe_refit(self) -> None:
         p = self.params
         due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= p.refit_every
-        busy = self._future is not None and not self._future[0].done()
+        busy = self._worker is not None and self._worker.busy
         if not due or busy or self.negatives.n < p.min_negatives or len(self.live) < 2:
             return
         Xn, _ = self.negatives.arrays(self.base.n_features_in_)
         Xm, _ = self.positives.arrays(self.base.n_features_in_)
         job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, int(self.rng.integers(1 << 31)))
         self.last_refit_frame = self.frame
-        self._future = (_executor().submit(refit_job, *job), self._generation, self._scale)
+        if self._worker is None or not self._worker.alive:
+            self._worker = _RefitWorker()
+        self._worker.submit(job)
+        self._job = (self._generation, self._scale)
 
-    def _collect(self) -> None:
+    def _collect(self, timeout: float | None = 0.0) -> None:
         """Take a finished refit: its trees become the next frame's model (unless the scene changed since)."""
-        if self._future is None or not self._future[0].done():
+        msg = None if self._worker is None else self._worker.poll(timeout)
+        if msg is None:
             return
-        future, generation, scale = self._future
-        self._future = None
-        try:
-            cascade, threshold, n_positive, n_negative = future.result()
-        except Exception as exc:  # noqa: BLE001 - a failed refit keeps the current model
-            log.warning("prefilter refit failed (%s: %s); keeping the current model", type(exc).__name__, exc)
+        generation, scale = self._job
+        if msg[0] != "ok":
+            log.warning("prefilter refit failed (%s); keeping the current model", msg[1])
             return
+        cascade, threshold, n_positive, n_negative = msg[1]
         if generation != self._generation or cascade is None:
             return
         base = self.base
@@ -322,12 +336,14 @@ class OnlinePrefilter:
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for a refit in progress and take it (tests, and before saving); the next frame uses it."""
-        if self._future is not None:
-            try:
-                self._future[0].result(timeout)
-            except Exception:  # noqa: BLE001 - reported by _collect
-                pass
-            self._collect()
+        if self._worker is not None and self._worker.busy:
+            self._collect(timeout)
+
+    def close(self) -> None:
+        """End the worker process (a later refit starts another)."""
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            _stop_worker(worker._proc, worker._conn)
 
 
 def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
@@ -354,29 +370,107 @@ def _sklearn_proba(_flat: Any, clf: Any, X: np.ndarray) -> np.ndarray:
     return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
 
 
-_EXECUTOR: Any = None
+class _RefitWorker:
+    """One spawned process that runs :func:`refit_job`, at the lowest priority, stopped while frames run.
 
+    A process, not a thread: compositing, fitting and calibrating hold the interpreter lock for long
+    stretches, which a thread would take from the frames. Even at the lowest priority a running worker
+    competes with a frame's kernels for the cores and their caches, so :meth:`pause` stops it (``SIGSTOP``)
+    for the duration of each frame and :meth:`resume` lets it continue (``SIGCONT``) in the time between
+    frames. Without those signals (not POSIX) it only runs at the lowest priority. Results are read only
+    while the worker runs, so a half-written result never blocks the reader.
+    """
 
-def _executor() -> Any:
-    """The one worker process refits run in (started on first use, at the lowest priority). A process, not a
-    thread: fitting and calibrating hold the interpreter lock for long stretches, which a thread would take
-    from the frames."""
-    global _EXECUTOR
-    if _EXECUTOR is None:
+    def __init__(self) -> None:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        import weakref
 
         # "spawn": forking a process whose Numba threads are running is unsafe.
         ctx = multiprocessing.get_context("spawn")
-        _EXECUTOR = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_lowest_priority)
-    return _EXECUTOR
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="objrec-prefilter-refit")
+        self._proc.start()
+        child.close()
+        self.busy = False
+        self._paused = False
+        self._signals = hasattr(os, "kill") and hasattr(__import__("signal"), "SIGSTOP")
+        weakref.finalize(self, _stop_worker, self._proc, self._conn)
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def submit(self, job: tuple) -> None:
+        self.resume()
+        self._conn.send(job)
+        self.busy = True
+
+    def pause(self) -> None:
+        if self.busy and self._signals and not self._paused:
+            import signal
+
+            try:
+                os.kill(self._proc.pid, signal.SIGSTOP)
+                self._paused = True
+            except OSError:
+                pass
+
+    def resume(self) -> None:
+        if self._paused:
+            import signal
+
+            self._paused = False
+            try:
+                os.kill(self._proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+
+    def poll(self, timeout: float | None = 0.0) -> tuple[str, Any] | None:
+        """The finished job's ``("ok", result)`` or ``("error", message)``, or None while it runs."""
+        if not self.busy:
+            return None
+        self.resume()
+        try:
+            if not self._conn.poll(timeout):
+                return None
+            msg = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            msg = ("error", f"the refit worker stopped ({type(exc).__name__})")
+        self.busy = False
+        return msg
 
 
-def _lowest_priority() -> None:
+def _stop_worker(proc: Any, conn: Any) -> None:
+    """Let a stopped worker continue, then end it (a stopped process would ignore a plain terminate)."""
+    import signal
+
+    if proc.is_alive():
+        if hasattr(signal, "SIGCONT"):
+            try:
+                os.kill(proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+        proc.terminate()
+        proc.join(5)
+    conn.close()
+
+
+def _serve(conn: Any) -> None:
+    """The worker's loop: run each job it is sent and send back its result or its error."""
     try:
         os.nice(19)
     except (AttributeError, OSError):  # pragma: no cover - not POSIX
         pass
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            msg = ("ok", refit_job(*job))
+        except Exception as exc:  # noqa: BLE001 - reported to the recognizer, which keeps its model
+            msg = ("error", f"{type(exc).__name__}: {exc}")
+        conn.send(msg)
 
 
 def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) -> tuple:

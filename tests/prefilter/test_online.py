@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,43 @@ def test_refit_is_swapped_in_only_between_frames(trained):
     assert online.current is before  # finished, but waiting for the next frame
     online.propose(frames[0])
     assert online.current is not before
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped, read from /proc (the signal's effect may take a moment to show)."""
+    import time
+
+    for _ in range(100):
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        if state in "tT":
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc to read the worker's state")
+def test_refit_worker_is_stopped_while_a_frame_runs(trained):
+    online = OnlinePrefilter(trained, sample_objects(), AdaptParams(refit_every=1, min_negatives=40, safety_every=0))
+    frames = _stream(10, 8)
+    for f in frames:
+        online.hold()
+        online.propose(f)
+        online.observe(f, [])
+        online.release()
+        if online._worker is not None and online._worker.busy:
+            break
+    worker = online._worker
+    assert worker is not None and worker.busy
+    pid = worker._proc.pid
+    online.hold()  # a frame starts
+    assert _stopped(pid)
+    online.release()
+    state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    assert state not in "tT"
+    online.wait()
+    assert online.refits == 1 and not worker.busy
+    online.close()
+    assert not worker.alive
 
 
 def test_change_of_scene_forgets_and_a_miss_backs_off(trained):
