@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.prefilter._refit_worker import RefitWorker, stop_worker
 from objrec.prefilter.estimator import RegionPrefilter
 from objrec.prefilter.features import CellGrid, cell_features
 from objrec.prefilter.tree import FlatCascade
@@ -57,7 +57,7 @@ class AdaptParams:
     min_negatives: int = 600
     store_size: int = 12000
     per_frame: int = 48
-    refit_scenes: int = 30
+    refit_scenes: int = 12
     live_frames: int = 12
     guard_px: int = 24
     safety_every: int = 15
@@ -161,7 +161,7 @@ class OnlinePrefilter:
         self.backoffs = 0
         self.scene_resets = 0
         self._pending: RegionPrefilter | None = None
-        self._worker: _RefitWorker | None = None  # started with the first refit
+        self._worker: RefitWorker | None = None  # started with the first refit
         self._job = (0, 1.0)  # the scene generation and threshold scale the refit in progress started from
         self._generation = 0
         self._n_positive = 0
@@ -243,7 +243,7 @@ class OnlinePrefilter:
         job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, int(self.rng.integers(1 << 31)))
         self.last_refit_frame = self.frame
         if self._worker is None or not self._worker.alive:
-            self._worker = _RefitWorker()
+            self._worker = RefitWorker()
         self._worker.submit(job)
         self._job = (self._generation, self._scale)
 
@@ -343,7 +343,7 @@ class OnlinePrefilter:
         """End the worker process (a later refit starts another)."""
         if self._worker is not None:
             worker, self._worker = self._worker, None
-            _stop_worker(worker._proc, worker._conn)
+            stop_worker(worker._proc, worker._conn)
 
 
 def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
@@ -368,109 +368,6 @@ def _sklearn_proba(_flat: Any, clf: Any, X: np.ndarray) -> np.ndarray:
     proba = clf.predict_proba(X)
     classes = list(clf.classes_)
     return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
-
-
-class _RefitWorker:
-    """One spawned process that runs :func:`refit_job`, at the lowest priority, stopped while frames run.
-
-    A process, not a thread: compositing, fitting and calibrating hold the interpreter lock for long
-    stretches, which a thread would take from the frames. Even at the lowest priority a running worker
-    competes with a frame's kernels for the cores and their caches, so :meth:`pause` stops it (``SIGSTOP``)
-    for the duration of each frame and :meth:`resume` lets it continue (``SIGCONT``) in the time between
-    frames. Without those signals (not POSIX) it only runs at the lowest priority. Results are read only
-    while the worker runs, so a half-written result never blocks the reader.
-    """
-
-    def __init__(self) -> None:
-        import multiprocessing
-        import weakref
-
-        # "spawn": forking a process whose Numba threads are running is unsafe.
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="objrec-prefilter-refit")
-        self._proc.start()
-        child.close()
-        self.busy = False
-        self._paused = False
-        self._signals = hasattr(os, "kill") and hasattr(__import__("signal"), "SIGSTOP")
-        weakref.finalize(self, _stop_worker, self._proc, self._conn)
-
-    @property
-    def alive(self) -> bool:
-        return self._proc.is_alive()
-
-    def submit(self, job: tuple) -> None:
-        self.resume()
-        self._conn.send(job)
-        self.busy = True
-
-    def pause(self) -> None:
-        if self.busy and self._signals and not self._paused:
-            import signal
-
-            try:
-                os.kill(self._proc.pid, signal.SIGSTOP)
-                self._paused = True
-            except OSError:
-                pass
-
-    def resume(self) -> None:
-        if self._paused:
-            import signal
-
-            self._paused = False
-            try:
-                os.kill(self._proc.pid, signal.SIGCONT)
-            except OSError:
-                pass
-
-    def poll(self, timeout: float | None = 0.0) -> tuple[str, Any] | None:
-        """The finished job's ``("ok", result)`` or ``("error", message)``, or None while it runs."""
-        if not self.busy:
-            return None
-        self.resume()
-        try:
-            if not self._conn.poll(timeout):
-                return None
-            msg = self._conn.recv()
-        except (EOFError, OSError) as exc:
-            msg = ("error", f"the refit worker stopped ({type(exc).__name__})")
-        self.busy = False
-        return msg
-
-
-def _stop_worker(proc: Any, conn: Any) -> None:
-    """Let a stopped worker continue, then end it (a stopped process would ignore a plain terminate)."""
-    import signal
-
-    if proc.is_alive():
-        if hasattr(signal, "SIGCONT"):
-            try:
-                os.kill(proc.pid, signal.SIGCONT)
-            except OSError:
-                pass
-        proc.terminate()
-        proc.join(5)
-    conn.close()
-
-
-def _serve(conn: Any) -> None:
-    """The worker's loop: run each job it is sent and send back its result or its error."""
-    try:
-        os.nice(19)
-    except (AttributeError, OSError):  # pragma: no cover - not POSIX
-        pass
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            msg = ("ok", refit_job(*job))
-        except Exception as exc:  # noqa: BLE001 - reported to the recognizer, which keeps its model
-            msg = ("error", f"{type(exc).__name__}: {exc}")
-        conn.send(msg)
 
 
 def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) -> tuple:

@@ -103,7 +103,7 @@ def test_refit_worker_is_stopped_while_a_frame_runs(trained):
             break
     worker = online._worker
     assert worker is not None and worker.busy
-    pid = worker._proc.pid
+    pid = worker.pid
     online.hold()  # a frame starts
     assert _stopped(pid)
     online.release()
