@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class AdaptParams:
     store_size: int = 12000
     per_frame: int = 48
     refit_scenes: int = 12
+    calibration_scenes: int = 24
     live_frames: int = 12
     guard_px: int = 24
     safety_every: int = 15
@@ -163,6 +165,7 @@ class OnlinePrefilter:
         self._pending: RegionPrefilter | None = None
         self._worker: RefitWorker | None = None  # started with the first refit
         self._job = (0, 1.0)  # the scene generation and threshold scale the refit in progress started from
+        self._token = os.urandom(8).hex()  # names this prefilter's held-out composites kept in the worker
         self._generation = 0
         self._n_positive = 0
         self._scale = 1.0
@@ -240,7 +243,9 @@ class OnlinePrefilter:
             return
         Xn, _ = self.negatives.arrays(self.base.n_features_in_)
         Xm, _ = self.positives.arrays(self.base.n_features_in_)
-        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, int(self.rng.integers(1 << 31)))
+        held = (f"{self._token}:{self._generation}", p.calibration_scenes)
+        seed = int(self.rng.integers(1 << 31))
+        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, seed, held)
         self.last_refit_frame = self.frame
         if self._worker is None or not self._worker.alive:
             self._worker = RefitWorker()
@@ -383,35 +388,62 @@ def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) 
     return sc.images[0], sc.fractions[0], sc.masks[0], np.asarray(X, np.float32), size
 
 
+_HELD: dict[str, deque] = {}  # the worker's held-out composites of the scene it last refitted
+
+
+def _held_out(key: str | None, new: list, size: int) -> list:
+    """The held-out composites to calibrate on: ``new`` plus those kept from earlier refits of the same
+    scene (``key``), the newest ``size``. A few scenes calibrate a threshold badly (one object the trees
+    score low holds a large share of their object area), and making composites is most of a refit's work,
+    so the worker keeps them; another key starts again."""
+    if key is None or size <= len(new):
+        return new
+    pool = deque(_HELD.get(key, ()), maxlen=size)
+    pool.extend(new)
+    _HELD.clear()
+    _HELD[key] = pool
+    return list(pool)
+
+
 def refit_job(
-    base: RegionPrefilter, objects: dict, live: list, Xm: np.ndarray, Xn: np.ndarray, n_scenes: int, seed: int
+    base: RegionPrefilter,
+    objects: dict,
+    live: list,
+    Xm: np.ndarray,
+    Xn: np.ndarray,
+    n_scenes: int,
+    seed: int,
+    held: tuple[str, int] | None = None,
 ) -> tuple[FlatCascade | None, float, int, int]:
     """Fit new trees for the live scene (runs in the worker process).
 
     ``n_scenes`` scenes composite the enrolled objects into the live frames; their object cells (and
     ``Xm``, cells of missed detections) are the positives, their background cells join the harvested
-    negatives ``Xn``. Every third scene is held out: the stage thresholds keep ``target_recall`` of its
-    positive cells, and the last threshold is then chosen on its regions (as in training, after grouping
-    kept cells into boxes) to keep ``target_recall`` of its object area.
+    negatives ``Xn``. Every third scene is held out, and joins the held-out scenes of earlier refits of
+    the same scene (``held = (key, size)``: see :func:`_held_out`): the stage thresholds keep
+    ``target_recall`` of their positive cells, and the last threshold is then chosen on their regions (as
+    in training, after grouping kept cells into boxes) to keep ``target_recall`` of their object area.
 
     Returns
     -------
     (cascade or None, threshold, positives, negatives)
     """
     rng = np.random.default_rng(seed)
-    scenes = [
+    made = [
         _composite(base, objects, live[int(rng.integers(len(live)))], int(rng.integers(1 << 31)))
         for _ in range(n_scenes)
     ]
-    held = list(range(0, len(scenes), 3))
-    fit = [i for i in range(len(scenes)) if i % 3]
+    key, size = held if held is not None else (None, 0)
+    fitted = [sc for i, sc in enumerate(made) if i % 3]
+    scenes = fitted + _held_out(key, made[::3], size)
+    fit, held_idx = range(len(fitted)), range(len(fitted), len(scenes))
     label = base.label_overlap
     Xp = np.concatenate([scenes[i][3][scenes[i][1] >= label] for i in fit] + [Xm])
     wp = np.concatenate([scenes[i][1][scenes[i][1] >= label] for i in fit] + [np.ones(len(Xm))])
     Xb = np.concatenate([scenes[i][3][scenes[i][1] <= 0.0] for i in fit])
     Xn = np.concatenate([Xn, Xb])
-    Xc = np.concatenate([scenes[i][3] for i in held])
-    fc = np.concatenate([scenes[i][1] for i in held])
+    Xc = np.concatenate([scenes[i][3] for i in held_idx])
+    fc = np.concatenate([scenes[i][1] for i in held_idx])
     X = np.concatenate([Xp, Xn, Xc]).astype(np.float32)
     y = np.concatenate([np.ones(len(Xp), np.int64), np.zeros(len(Xn), np.int64), (fc >= label).astype(np.int64)])
     rw = np.concatenate([wp, np.ones(len(Xn)), fc])
@@ -422,7 +454,7 @@ def refit_job(
     cascade = FlatCascade.from_trees(trees, thresholds)
     pf = copy.copy(base)
     pf._set_fitted(cascade, None, base.n_features_in_, base.color_lut_, base.texture_lut_, base.feature_params_)
-    return cascade, _region_threshold(pf, [scenes[i] for i in held]), len(Xp), len(Xn)
+    return cascade, _region_threshold(pf, [scenes[i] for i in held_idx]), len(Xp), len(Xn)
 
 
 def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams | None = None) -> tuple[Any, str]:
