@@ -159,6 +159,7 @@ class OnlinePrefilter:
         self.rng = np.random.default_rng(self.params.seed)
         self.frame = 0
         self.refits = 0
+        self.refits_taken = 0  # refits whose new trees replaced the live ones
         self.last_refit_frame: int | None = None
         self.backoffs = 0
         self.scene_resets = 0
@@ -245,7 +246,7 @@ class OnlinePrefilter:
         Xm, _ = self.positives.arrays(self.base.n_features_in_)
         held = (f"{self._token}:{self._generation}", p.calibration_scenes)
         seed = int(self.rng.integers(1 << 31))
-        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, seed, held)
+        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, seed, held, self.current.cascade_)
         self.last_refit_frame = self.frame
         if self._worker is None or not self._worker.alive:
             self._worker = RefitWorker()
@@ -261,9 +262,10 @@ class OnlinePrefilter:
         if msg[0] != "ok":
             log.warning("prefilter refit failed (%s); keeping the current model", msg[1])
             return
-        cascade, threshold, n_positive, n_negative = msg[1]
+        cascade, threshold, n_positive, n_negative, new = msg[1]
         if generation != self._generation or cascade is None:
             return
+        self.refits_taken += int(new)
         base = self.base
         pf = copy.copy(base)
         pf._set_fitted(
@@ -331,6 +333,7 @@ class OnlinePrefilter:
         """Refits, the frame of the last one, store sizes, back-offs and scene resets, the live threshold."""
         return {
             "refits": self.refits,
+            "refits_taken": self.refits_taken,
             "last_refit_frame": self.last_refit_frame,
             "negatives": self.negatives.n,
             "positives": self._n_positive,
@@ -414,7 +417,8 @@ def refit_job(
     n_scenes: int,
     seed: int,
     held: tuple[str, int] | None = None,
-) -> tuple[FlatCascade | None, float, int, int]:
+    current: FlatCascade | None = None,
+) -> tuple[FlatCascade | None, float, int, int, bool]:
     """Fit new trees for the live scene (runs in the worker process).
 
     ``n_scenes`` scenes composite the enrolled objects into the live frames; their object cells (and
@@ -424,9 +428,12 @@ def refit_job(
     ``target_recall`` of their positive cells, and the last threshold is then chosen on their regions (as
     in training, after grouping kept cells into boxes) to keep ``target_recall`` of their object area.
 
+    The new trees replace ``current`` (the live model's trees) only if, calibrated alike, they reject more
+    of the live frames (:func:`_best`).
+
     Returns
     -------
-    (cascade or None, threshold, positives, negatives)
+    (cascade or None, threshold, positives, negatives, whether the cascade is the new one)
     """
     rng = np.random.default_rng(seed)
     made = [
@@ -450,11 +457,31 @@ def refit_job(
     tr, cal = np.arange(len(Xp) + len(Xn)), np.arange(len(Xp) + len(Xn), len(X))
     (trees, thresholds), _ = base._fit_stages(X, y, None, rw, tr, cal, proba=_sklearn_proba)
     if not trees:
-        return None, 0.0, len(Xp), len(Xn)
-    cascade = FlatCascade.from_trees(trees, thresholds)
+        return None, 0.0, len(Xp), len(Xn), False
+    calibration = [scenes[i] for i in held_idx]
+    options = [FlatCascade.from_trees(trees, thresholds)] + ([current] if current is not None else [])
+    cascade, threshold = _best(base, options, calibration, live)
+    return cascade, threshold, len(Xp), len(Xn), cascade is options[0]
+
+
+def _with(base: RegionPrefilter, cascade: FlatCascade, threshold: float | None) -> RegionPrefilter:
     pf = copy.copy(base)
-    pf._set_fitted(cascade, None, base.n_features_in_, base.color_lut_, base.texture_lut_, base.feature_params_)
-    return cascade, _region_threshold(pf, [scenes[i] for i in held_idx]), len(Xp), len(Xn)
+    pf._set_fitted(cascade, threshold, base.n_features_in_, base.color_lut_, base.texture_lut_, base.feature_params_)
+    return pf
+
+
+def _best(base: RegionPrefilter, options: list, calibration: list, live: list) -> tuple[FlatCascade, float]:
+    """Of the new trees and the live ones, each with its threshold calibrated on the same held-out
+    composites (the same object area kept), the one that rejects most of the live frames' area. A refit
+    is a fit on a few hundred harvested cells: some come out worse than the model they would replace."""
+    best = None
+    for cascade in options:
+        threshold = _region_threshold(_with(base, cascade, None), calibration)
+        pf = _with(base, cascade, threshold)
+        rejected = float(np.mean([1.0 - pf.propose(f).area_fraction(f.shape[1], f.shape[0]) for f in live]))
+        if best is None or rejected > best[0]:
+            best = (rejected, cascade, threshold)
+    return best[1], best[2]
 
 
 def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams | None = None) -> tuple[Any, str]:
