@@ -58,7 +58,8 @@ class AdaptParams:
     min_negatives: int = 600
     store_size: int = 12000
     per_frame: int = 48
-    refit_scenes: int = 12
+    refit_scenes: int = 6
+    fit_scenes: int = 16
     calibration_scenes: int = 24
     live_frames: int = 12
     guard_px: int = 24
@@ -166,7 +167,7 @@ class OnlinePrefilter:
         self._pending: RegionPrefilter | None = None
         self._worker: RefitWorker | None = None  # started with the first refit
         self._job = (0, 1.0)  # the scene generation and threshold scale the refit in progress started from
-        self._token = os.urandom(8).hex()  # names this prefilter's held-out composites kept in the worker
+        self._token = os.urandom(8).hex()  # names the composites the worker keeps for this prefilter
         self._generation = 0
         self._n_positive = 0
         self._scale = 1.0
@@ -244,9 +245,9 @@ class OnlinePrefilter:
             return
         Xn, _ = self.negatives.arrays(self.base.n_features_in_)
         Xm, _ = self.positives.arrays(self.base.n_features_in_)
-        held = (f"{self._token}:{self._generation}", p.calibration_scenes)
+        pool = (f"{self._token}:{self._generation}", p.fit_scenes, p.calibration_scenes)
         seed = int(self.rng.integers(1 << 31))
-        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, seed, held, self.current.cascade_)
+        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, seed, pool, self.current.cascade_)
         self.last_refit_frame = self.frame
         if self._worker is None or not self._worker.alive:
             self._worker = RefitWorker()
@@ -391,20 +392,21 @@ def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) 
     return sc.images[0], sc.fractions[0], sc.masks[0], np.asarray(X, np.float32), size
 
 
-_HELD: dict[str, deque] = {}  # the worker's held-out composites of the scene it last refitted
+_KEPT: dict[tuple[str, str], deque] = {}  # the worker's composites of the scene it last refitted
 
 
-def _held_out(key: str | None, new: list, size: int) -> list:
-    """The held-out composites to calibrate on: ``new`` plus those kept from earlier refits of the same
-    scene (``key``), the newest ``size``. A few scenes calibrate a threshold badly (one object the trees
-    score low holds a large share of their object area), and making composites is most of a refit's work,
-    so the worker keeps them; another key starts again."""
+def _kept(key: str | None, role: str, new: list, size: int) -> list:
+    """``new`` composites plus those kept from earlier refits of the same scene (``key``) in the same role
+    (``"fit"`` or ``"held"``), the newest ``size``; another key starts again. Making composites is most of
+    a refit's work, and a few scenes calibrate a threshold badly (one object the trees score low holds a
+    large share of their object area), so the worker keeps them."""
     if key is None or size <= len(new):
         return new
-    pool = deque(_HELD.get(key, ()), maxlen=size)
+    pool = deque(_KEPT.get((key, role), ()), maxlen=size)
     pool.extend(new)
-    _HELD.clear()
-    _HELD[key] = pool
+    for k in [k for k in _KEPT if k[0] != key]:
+        del _KEPT[k]
+    _KEPT[(key, role)] = pool
     return list(pool)
 
 
@@ -416,15 +418,16 @@ def refit_job(
     Xn: np.ndarray,
     n_scenes: int,
     seed: int,
-    held: tuple[str, int] | None = None,
+    pool: tuple[str, int, int] | None = None,
     current: FlatCascade | None = None,
 ) -> tuple[FlatCascade | None, float, int, int, bool]:
     """Fit new trees for the live scene (runs in the worker process).
 
     ``n_scenes`` scenes composite the enrolled objects into the live frames; their object cells (and
     ``Xm``, cells of missed detections) are the positives, their background cells join the harvested
-    negatives ``Xn``. Every third scene is held out, and joins the held-out scenes of earlier refits of
-    the same scene (``held = (key, size)``: see :func:`_held_out`): the stage thresholds keep
+    negatives ``Xn``. Every third scene is held out. With ``pool = (key, fit, held)`` the scenes join
+    those of earlier refits of the same scene, up to ``fit`` and ``held`` of them (:func:`_kept`). The
+    stage thresholds keep
     ``target_recall`` of their positive cells, and the last threshold is then chosen on their regions (as
     in training, after grouping kept cells into boxes) to keep ``target_recall`` of their object area.
 
@@ -440,9 +443,9 @@ def refit_job(
         _composite(base, objects, live[int(rng.integers(len(live)))], int(rng.integers(1 << 31)))
         for _ in range(n_scenes)
     ]
-    key, size = held if held is not None else (None, 0)
-    fitted = [sc for i, sc in enumerate(made) if i % 3]
-    scenes = fitted + _held_out(key, made[::3], size)
+    key, n_fit, n_held = pool if pool is not None else (None, 0, 0)
+    fitted = _kept(key, "fit", [sc for i, sc in enumerate(made) if i % 3], n_fit)
+    scenes = fitted + _kept(key, "held", made[::3], n_held)
     fit, held_idx = range(len(fitted)), range(len(fitted), len(scenes))
     label = base.label_overlap
     Xp = np.concatenate([scenes[i][3][scenes[i][1] >= label] for i in fit] + [Xm])
