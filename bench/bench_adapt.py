@@ -9,8 +9,9 @@ slides out, then the scene is empty for a while. Ground truth is exact (the comp
 
 Three runs of the same frames, each a ``Recognizer`` with a 33 ms budget processing every frame in turn,
 as ``objrec run`` does on a camera: a frame is handed over every ``1/--fps`` s (30 per second by default;
-``--fps 0`` hands them over back to back, as from a video file read as fast as it is processed): ``adapt`` (``objrec run --adapt``), ``no-adapt`` (its default) and
-``no-prefilter``. Over frames 150 to the end (``--from``):
+``--fps 0`` hands them over back to back, as from a video file read as fast as it is processed):
+``adapt`` (``objrec run``, its default), ``no-adapt`` (``--no-adapt``) and ``no-prefilter``. Over frames
+150 to the end (``--from``):
 
 * empty frames' area rejected: the mean of ``1 - area of the prefilter's kept boxes / frame area``;
 * object area kept: fully visible objects' pixels inside the prefilter's kept boxes / their pixels;

@@ -328,7 +328,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_frames is not None and args.max_frames < 1:
         raise CLIError(f"--max-frames: expected a positive integer, got {args.max_frames}")
     if args.save_prefilter and (not args.adapt or args.no_prefilter):
-        raise CLIError("--save-prefilter: nothing is learned without --adapt (or with --no-prefilter)")
+        raise CLIError("--save-prefilter: nothing is learned with --no-adapt or --no-prefilter")
     db = ModelDB.open(args.db)
     source = open_source(args.source, realtime=args.realtime)  # a bad source fails before any training
     rec = Recognizer(
@@ -516,12 +516,13 @@ def _add_run_parser(sub: Any) -> None:
     r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")
     r.add_argument("--max-frames", type=int, help="stop after N frames")
     r.add_argument(
-        "--adapt",
-        action="store_true",
-        help="let the prefilter learn the stream's background as it runs (without a trained prefilter one is "
-        "first trained on the built-in backgrounds and saved with the database); --no-adapt: as trained (default)",
+        "--no-adapt",
+        dest="adapt",
+        action="store_false",
+        help="keep the prefilter as trained (by default it learns the stream's background as it runs; without a "
+        "trained prefilter one is first trained on the built-in backgrounds and saved with the database)",
     )
-    r.add_argument("--no-adapt", dest="adapt", action="store_false", help=argparse.SUPPRESS)
+    r.add_argument("--adapt", dest="adapt", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--save-prefilter", metavar="PATH", help="write the adapted prefilter here at the end")
     r.set_defaults(func=cmd_run)
 

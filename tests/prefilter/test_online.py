@@ -167,11 +167,11 @@ def test_run_command_adapts_reports_and_saves(db, trained, tmp_path):
         cv2.imwrite(str(frames / f"{i:03d}.png"), f)
     stats, out = tmp_path / "stats.json", tmp_path / "adapted"
     argv = ["run", "--db", str(copy), "--source", str(frames), "--no-display", "--budget-ms", "1000"]
-    assert main([*argv, "--adapt", "--stats", str(stats), "--save-prefilter", str(out)]) == 0
+    assert main([*argv, "--no-adapt", "--save-prefilter", str(out)]) == 2  # nothing would be learned
+    assert main([*argv, "--stats", str(stats), "--save-prefilter", str(out)]) == 0  # adapts by default
     doc = json.loads(stats.read_text())
     assert doc["prefilter_adaptation"]["negatives"] > 0
     for f in doc["per_frame"]:
         assert f["prefilter_boxes"] is not None and 0.0 <= f["prefilter_rejected"] <= 1.0
     saved = RegionPrefilter.load(out.with_suffix(".json"), database_id=db.database_id)
     assert saved.n_features_in_ == trained.n_features_in_
-    assert main([*argv, "--save-prefilter", str(out)]) == 2  # not adapting: nothing learned to save

@@ -159,6 +159,7 @@ def test_run_cli_on_image_folder_writes_stats(tmp_path):
             "--no-display",
             "--budget-ms",
             "1000",
+            "--no-adapt",
             "--stats",
             str(stats),
             "--out",
