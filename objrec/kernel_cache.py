@@ -300,7 +300,7 @@ def _load_light(cache: Any, sig: Any, target_context: Any) -> Any:
     rtsys.initialize(target_context)
     with guard():
         return load(sig, target_context)
-    return None
+    return None  # the guard swallowed a spurious I/O error: compile instead
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""The process prefilter refits run in: started with the interpreter, stopped while frames run.
+"""The process prefilter refits run in: started at the first refit, stopped while frames run.
 
 A process, not a thread: compositing, fitting and calibrating hold the interpreter lock for long stretches,
 which a thread would take from the frames. Even at the lowest priority a running worker competes with a
@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RefitWorker", "stop_worker"]
+__all__ = ["RefitWorker"]
 
 _SIGNALS = hasattr(signal, "SIGSTOP") and hasattr(signal, "SIGCONT")
 
@@ -42,7 +42,7 @@ class RefitWorker:
             child.close()
         self.busy = False
         self._paused = False
-        weakref.finalize(self, stop_worker, self._proc, self._conn)
+        self._stop = weakref.finalize(self, stop_worker, self._proc, self._conn)
 
     @property
     def pid(self) -> int:
@@ -50,8 +50,11 @@ class RefitWorker:
 
     @property
     def alive(self) -> bool:
-        proc = self._proc
-        return proc.poll() is None if hasattr(proc, "poll") else proc.is_alive()
+        return _alive(self._proc)
+
+    def close(self) -> None:
+        """End the process (once; also when the worker is garbage-collected or the interpreter exits)."""
+        self._stop()
 
     def submit(self, job: tuple) -> None:
         """Send the arguments of one refit; :meth:`poll` gives its result."""
@@ -62,20 +65,13 @@ class RefitWorker:
     def pause(self) -> None:
         """Stop a job in progress (a frame starts)."""
         if self.busy and _SIGNALS and not self._paused:
-            try:
-                os.kill(self._proc.pid, signal.SIGSTOP)
-                self._paused = True
-            except OSError:
-                pass
+            self._paused = _signal(self._proc, "SIGSTOP")
 
     def resume(self) -> None:
         """Let a stopped job continue (the frame is done)."""
         if self._paused:
             self._paused = False
-            try:
-                os.kill(self._proc.pid, signal.SIGCONT)
-            except OSError:
-                pass
+            _signal(self._proc, "SIGCONT")
 
     def poll(self, timeout: float | None = 0.0) -> tuple[str, Any] | None:
         """The finished job's ``("ok", result)`` or ``("error", message)``; None while it runs (after
@@ -113,15 +109,24 @@ def _start_subprocess() -> tuple[Any, Any]:
     return Connection(ours.detach()), proc
 
 
+def _alive(proc: Any) -> bool:
+    """Whether a :class:`subprocess.Popen` or :class:`multiprocessing.Process` is still running."""
+    return proc.poll() is None if hasattr(proc, "poll") else proc.is_alive()
+
+
+def _signal(proc: Any, name: str) -> bool:
+    """Send signal ``name`` to the process; False if it could not be sent (gone, or not POSIX)."""
+    try:
+        os.kill(proc.pid, getattr(signal, name))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def stop_worker(proc: Any, conn: Any) -> None:
     """Let a stopped worker continue, then end it (a stopped process would not act on a plain terminate)."""
-    alive = proc.poll() is None if hasattr(proc, "poll") else proc.is_alive()
-    if alive:
-        if _SIGNALS:
-            try:
-                os.kill(proc.pid, signal.SIGCONT)
-            except OSError:
-                pass
+    if _alive(proc):
+        _signal(proc, "SIGCONT")
         proc.terminate()
         try:
             proc.wait(5) if hasattr(proc, "wait") else proc.join(5)

@@ -39,7 +39,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.prefilter._refit_worker import RefitWorker, stop_worker
+from objrec.prefilter._refit_worker import RefitWorker
 from objrec.prefilter.estimator import RegionPrefilter
 from objrec.prefilter.features import CellGrid, cell_features
 from objrec.prefilter.tree import FlatCascade
@@ -352,7 +352,7 @@ class OnlinePrefilter:
         """End the worker process (a later refit starts another)."""
         if self._worker is not None:
             worker, self._worker = self._worker, None
-            stop_worker(worker._proc, worker._conn)
+            worker.close()
 
 
 def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
@@ -427,9 +427,9 @@ def refit_job(
     ``Xm``, cells of missed detections) are the positives, their background cells join the harvested
     negatives ``Xn``. Every third scene is held out. With ``pool = (key, fit, held)`` the scenes join
     those of earlier refits of the same scene, up to ``fit`` and ``held`` of them (:func:`_kept`). The
-    stage thresholds keep
-    ``target_recall`` of their positive cells, and the last threshold is then chosen on their regions (as
-    in training, after grouping kept cells into boxes) to keep ``target_recall`` of their object area.
+    stage thresholds keep ``target_recall`` of the held-out positive cells, and the last threshold is then
+    chosen on the held-out regions (as in training, after grouping kept cells into boxes) to keep
+    ``target_recall`` of their object area.
 
     The new trees replace ``current`` (the live model's trees) only if, calibrated alike, they reject more
     of the live frames (:func:`_best`).
