@@ -26,7 +26,7 @@ from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher
 from objrec.matching.shortlist import ShortlistMatcher, make_matcher
-from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
+from objrec.matching.verifier import CandidateVerifier, FrameVerdicts, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
 from objrec.realtime.degrade import DegradeController
@@ -143,7 +143,7 @@ class Recognizer:
         self.planner = SearchPlanner(
             self.primary, max_regions, cap if budget_ms is not None else None, retrieval_voters=voters
         )
-        self.verifier = CandidateVerifier(verify)
+        self.verifier = CandidateVerifier(verify, aspect_limits(objects))
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)

@@ -46,6 +46,8 @@ __all__ = [
     "view_features",
     "add_view_features",
     "view_rows",
+    "TILT_TOLERANCE",
+    "covered_tilt",
 ]
 
 #: Accepted values of the ``views`` enrolment setting ("none" is the same as None: the model image only).
@@ -56,6 +58,10 @@ VIEWS = ("none", "affine")
 #: gives ``2.5·t`` views of ``1/t`` of its area). Levels above 4 are what pairs with transition tilts of 7-9
 #: need; levels beyond 8 would add their share of database size and matching time again.
 AFFINE_TILTS = (math.sqrt(2.0), 2.0, 2.0 * math.sqrt(2.0), 4.0, 4.0 * math.sqrt(2.0), 8.0)
+#: Transition tilt that SIFT and SURF descriptors still match across (Morel and Yu 2009 measure about 2 to
+#: 2.5): a frame is within reach of an object's views when its tilt relative to the nearest simulated view is
+#: at most this, so views up to tilt ``T`` cover frames up to ``TILT_TOLERANCE · T``.
+TILT_TOLERANCE = 2.0
 #: Longitude step at tilt ``t`` is ``LONGITUDE_STEP / t`` degrees over [0, 180) (Morel and Yu 2009, sec. 4).
 LONGITUDE_STEP = 72.0
 #: Anti-aliasing blur before subsampling x by ``t``: ``σ = ANTIALIAS_SIGMA · sqrt(t² − 1)`` (ASIFT's c = 0.8).
@@ -267,3 +273,16 @@ def view_rows(
         score.append(sv[0] / max(sv[1], 1e-12))
     best = set(np.argsort(score)[:keep].tolist()) | {0}
     return np.concatenate([np.arange(start[i], start[i + 1]) for i in sorted(best)])
+
+
+def covered_tilt(table: dict[str, Any] | None) -> float:
+    """The largest tilt between model and frame that an object's views cover: ``TILT_TOLERANCE`` times the
+    largest simulated tilt of its view table (``TILT_TOLERANCE`` alone for an object without views, whose
+    own features already tolerate that much).
+
+    Geometric verification uses it as the object's limit on the change of aspect ratio: a view of a planar
+    object at tilt ``t`` changes its aspect ratio by up to ``t``, so a fixed limit below this would reject
+    the very views the synthesised tilts were enrolled for.
+    """
+    tilts = [float(t) for t, _ in (table or {}).get("views", [])] or [1.0]
+    return TILT_TOLERANCE * max(tilts)
