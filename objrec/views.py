@@ -52,12 +52,13 @@ __all__ = [
 
 #: Accepted values of the ``views`` enrolment setting ("none" is the same as None: the model image only).
 VIEWS = ("none", "affine")
-#: Simulated tilts of ``views="affine"``: ASIFT's geometric series ``sqrt(2)**k`` up to 8 (a latitude of about
-#: 83°). The extreme-view pairs of ``bench/bench_pairs.py --set evd`` have transition tilts from 3 to over 30
-#: between model and frame; each tilt level adds about 2.5 times the model image's own features (LONGITUDE_STEP
-#: gives ``2.5·t`` views of ``1/t`` of its area). Levels above 4 are what pairs with transition tilts of 7-9
-#: need; levels beyond 8 would add their share of database size and matching time again.
-AFFINE_TILTS = (math.sqrt(2.0), 2.0, 2.0 * math.sqrt(2.0), 4.0, 4.0 * math.sqrt(2.0), 8.0)
+#: Simulated tilts of ``views="affine"``: ASIFT's geometric series ``sqrt(2)**k`` up to 16 (a latitude of about
+#: 86°). With descriptors matching across a residual tilt of about 2 (:data:`TILT_TOLERANCE`), the views reach
+#: frames at transition tilts up to about 32 from the model image. Each tilt level adds about 2.5 times the
+#: model image's own features (LONGITUDE_STEP gives ``2.5·t`` views of ``1/t`` of its area), and fewer at the
+#: highest levels, where the views are narrow strips; levels beyond 16 would add their share of database size
+#: and matching time again for views only a few dozen pixels wide.
+AFFINE_TILTS = tuple(float(2 ** (k // 2)) * (math.sqrt(2.0) if k % 2 else 1.0) for k in range(1, 9))
 #: Transition tilt that SIFT and SURF descriptors still match across (Morel and Yu 2009 measure about 2 to
 #: 2.5): a frame is within reach of an object's views when its tilt relative to the nearest simulated view is
 #: at most this, so views up to tilt ``T`` cover frames up to ``TILT_TOLERANCE · T``.
