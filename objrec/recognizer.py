@@ -26,7 +26,7 @@ from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.database import DatabaseMatcher
 from objrec.matching.shortlist import ShortlistMatcher, make_matcher
-from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
+from objrec.matching.verifier import CandidateVerifier, FrameVerdicts, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
 from objrec.realtime.degrade import DegradeController
@@ -143,7 +143,7 @@ class Recognizer:
         self.planner = SearchPlanner(
             self.primary, max_regions, cap if budget_ms is not None else None, retrieval_voters=voters
         )
-        self.verifier = CandidateVerifier(verify)
+        self.verifier = CandidateVerifier(verify, aspect_limits(objects))
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
@@ -269,17 +269,21 @@ class Recognizer:
 
     def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
-        found), while they fit."""
+        found), while they fit; their candidates with too little evidence get guided matching against the
+        box's features, as the primary detector's do."""
+        verdicts.retry = []  # the primary detector's retries had their chance with its own features
         for kind in self.kinds[1:]:
             for i, box in enumerate(verdicts.open_unsure()):
                 plan = SearchPlan(Regions.from_boxes([box]), pixels=(box[2] - box[0]) * (box[3] - box[1]))
 
                 def unit(kind=kind, plan=plan):
-                    return self.matchers[kind].candidates(self.features.extract(kind, plan))
+                    feats = self.features.extract(kind, plan)
+                    return feats, self.matchers[kind].candidates(feats)
 
-                ran, cands = sched.run("escalate", unit, plan.pixels, stage=f"escalate_{kind}", subject=f"{kind}:{i}")
+                ran, out = sched.run("escalate", unit, plan.pixels, stage=f"escalate_{kind}", subject=f"{kind}:{i}")
                 if ran:
-                    self.verifier.run(cands, verdicts, sched, first_mandatory=False)
+                    self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
+                    self.verifier.second_chance(verdicts, self.matchers[kind], out[0], sched)
 
     def reset(self) -> None:
         """Forget tracked objects (a new, unrelated sequence of frames follows)."""

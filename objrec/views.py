@@ -46,16 +46,23 @@ __all__ = [
     "view_features",
     "add_view_features",
     "view_rows",
+    "TILT_TOLERANCE",
+    "covered_tilt",
 ]
 
 #: Accepted values of the ``views`` enrolment setting ("none" is the same as None: the model image only).
 VIEWS = ("none", "affine")
-#: Simulated tilts of ``views="affine"``: ASIFT's geometric series ``sqrt(2)**k`` up to 8 (a latitude of about
-#: 83°). The extreme-view pairs of ``bench/bench_pairs.py --set evd`` have transition tilts from 3 to over 30
-#: between model and frame; each tilt level adds about 2.5 times the model image's own features (LONGITUDE_STEP
-#: gives ``2.5·t`` views of ``1/t`` of its area). Levels above 4 are what pairs with transition tilts of 7-9
-#: need; levels beyond 8 would add their share of database size and matching time again.
-AFFINE_TILTS = (math.sqrt(2.0), 2.0, 2.0 * math.sqrt(2.0), 4.0, 4.0 * math.sqrt(2.0), 8.0)
+#: Simulated tilts of ``views="affine"``: ASIFT's geometric series ``sqrt(2)**k`` up to 16 (a latitude of about
+#: 86°). With descriptors matching across a residual tilt of about 2 (:data:`TILT_TOLERANCE`), the views reach
+#: frames at transition tilts up to about 32 from the model image. Each tilt level adds about 2.5 times the
+#: model image's own features (LONGITUDE_STEP gives ``2.5·t`` views of ``1/t`` of its area), and fewer at the
+#: highest levels, where the views are narrow strips; levels beyond 16 would add their share of database size
+#: and matching time again for views only a few dozen pixels wide.
+AFFINE_TILTS = tuple(float(2 ** (k // 2)) * (math.sqrt(2.0) if k % 2 else 1.0) for k in range(1, 9))
+#: Transition tilt that SIFT and SURF descriptors still match across (Morel and Yu 2009 measure about 2 to
+#: 2.5): a frame is within reach of an object's views when its tilt relative to the nearest simulated view is
+#: at most this, so views up to tilt ``T`` cover frames up to ``TILT_TOLERANCE · T``.
+TILT_TOLERANCE = 2.0
 #: Longitude step at tilt ``t`` is ``LONGITUDE_STEP / t`` degrees over [0, 180) (Morel and Yu 2009, sec. 4).
 LONGITUDE_STEP = 72.0
 #: Anti-aliasing blur before subsampling x by ``t``: ``σ = ANTIALIAS_SIGMA · sqrt(t² − 1)`` (ASIFT's c = 0.8).
@@ -267,3 +274,16 @@ def view_rows(
         score.append(sv[0] / max(sv[1], 1e-12))
     best = set(np.argsort(score)[:keep].tolist()) | {0}
     return np.concatenate([np.arange(start[i], start[i + 1]) for i in sorted(best)])
+
+
+def covered_tilt(table: dict[str, Any] | None) -> float:
+    """The largest tilt between model and frame that an object's views cover: ``TILT_TOLERANCE`` times the
+    largest simulated tilt of its view table (``TILT_TOLERANCE`` alone for an object without views, whose
+    own features already tolerate that much).
+
+    Geometric verification uses it as the object's limit on the change of aspect ratio: a view of a planar
+    object at tilt ``t`` changes its aspect ratio by up to ``t``, so a fixed limit below this would reject
+    the very views the synthesised tilts were enrolled for.
+    """
+    tilts = [float(t) for t, _ in (table or {}).get("views", [])] or [1.0]
+    return TILT_TOLERANCE * max(tilts)

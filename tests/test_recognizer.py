@@ -82,6 +82,31 @@ def test_escalation_verifies_through_the_scheduler(db, scene):
     assert any(s.unit == "escalate" and s.reason == "budget" for s in t.skipped)
 
 
+def test_escalated_candidates_get_guided_matching(db, scene):
+    """Primary candidates cut to 6 matches and SIFT's cut to 9 (fewer inliers than the minimum): guided
+    matching with the SIFT features of the escalation's box recovers every object, where it belongs."""
+    rec = Recognizer(db, budget_ms=None, track=False)
+
+    def cut(matcher, n):
+        real = matcher.candidates
+
+        def few(feats, *args):
+            return [
+                dataclasses.replace(c, model_xy=c.model_xy[:n], scene_xy=c.scene_xy[:n]) for c in real(feats, *args)
+            ]
+
+        matcher.candidates = few
+
+    cut(rec.matchers["surf"], 6)
+    cut(rec.matchers["sift"], 9)
+    r = rec.process(scene.image)
+    units = [(u.unit, u.admitted) for u in rec.scheduler.records]
+    first_escalation = units.index(("escalate", True))
+    assert ("guided", True) in units[first_escalation:]
+    assert sorted(d.name for d in r.detections) == sorted(db.names)
+    assert all(_placed(scene, d) and d.inliers >= 20 for d in r.detections)
+
+
 def test_frame_runs_blas_on_one_thread_and_restores_it(db):
     """BLAS's spinning workers would steal the cores from the next stage: one thread inside a frame only."""
     from threadpoolctl import threadpool_info

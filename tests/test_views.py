@@ -14,7 +14,17 @@ from objrec import ModelDB
 from objrec.cli import main
 from objrec.data import sample_photos
 from objrec.features import SIFT
-from objrec.views import View, affine_views, check_views, map_to_model, view_affine, warp_view
+from objrec.views import (
+    AFFINE_TILTS,
+    TILT_TOLERANCE,
+    View,
+    affine_views,
+    check_views,
+    covered_tilt,
+    map_to_model,
+    view_affine,
+    warp_view,
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +40,18 @@ def test_affine_views_follow_asift_sampling():
     assert [v.longitude for v in views if v.tilt == 2.0] == pytest.approx([0, 36, 72, 108, 144])
     assert len([v for v in views if v.tilt == 4.0]) == 10
     assert all(0 <= v.longitude < 180 for v in views)
+
+
+def test_default_tilts_are_the_geometric_series_to_16():
+    assert AFFINE_TILTS == pytest.approx([2 ** (k / 2) for k in range(1, 9)])
+    views = affine_views()
+    assert len([v for v in views if v.tilt == 16.0]) == 40  # ceil(180 * 16 / 72) longitudes
+
+
+def test_covered_tilt_follows_the_largest_simulated_tilt():
+    table = {"views": [[1.0, 0.0], [4.0, 0.0], [8.0, 9.0]], "n_features": {}}
+    assert covered_tilt(table) == pytest.approx(TILT_TOLERANCE * 8.0)
+    assert covered_tilt(None) == pytest.approx(TILT_TOLERANCE)
 
 
 @pytest.mark.parametrize("view", [View(2.0, 30.0), View(4.0, 117.0), View(1.0, 90.0)])

@@ -198,8 +198,12 @@ class DatabaseMatcher:
         params: VerifyParams | None = None,
         max_candidates: int | None = None,
     ) -> MatchOutcome:
-        """Verify candidates (best first) without a budget; every rejected one gets a reason code."""
-        verifier = CandidateVerifier(params)
+        """Verify candidates (best first) without a budget; every rejected one gets a reason code (objects with
+        synthesised views under the aspect limit their views cover, as in the recognizer)."""
+        from objrec.views import covered_tilt
+
+        limits = {n: covered_tilt(t) for n, t in zip(self.names, self.view_tables, strict=True) if t}
+        verifier = CandidateVerifier(params, limits)
         out = MatchOutcome()
         for rank, c in enumerate(candidates):
             if max_candidates is not None and rank >= max_candidates:

@@ -19,7 +19,7 @@ from objrec.matching.guided import tentative_homography
 from objrec.matching.verify import VerifyParams, verify_homography
 from objrec.types import Candidate, Detection, Failure, Rejection
 
-__all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS"]
+__all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS", "aspect_limits"]
 
 #: Rejections that say "too little evidence" rather than "wrong geometry": the matches' area is worth a
 #: second look with a stronger detector.
@@ -143,21 +143,41 @@ class FrameVerdicts:
         return sorted(self.found.values(), key=lambda d: -d.score)
 
 
+def aspect_limits(objects: list[Any]) -> dict[str, float]:
+    """Object name to the aspect-ratio change its synthesised views cover (:func:`objrec.views.covered_tilt`),
+    for the objects enrolled with views; objects without views keep the verifier's own limit."""
+    from objrec.views import covered_tilt
+
+    return {o.name: covered_tilt(o.view_table) for o in objects if getattr(o, "view_table", None)}
+
+
 class CandidateVerifier:
     """Geometric verification of candidates (:func:`~objrec.matching.verify.verify_homography`).
 
     Parameters
     ----------
     params : VerifyParams, optional
+    aspect_limits : dict of str -> float, optional
+        Per object name, a larger ``max_aspect_change`` than ``params``'s: objects enrolled with synthesised
+        views are meant to be found at tilts beyond the default limit (:func:`objrec.views.covered_tilt`).
     """
 
-    def __init__(self, params: VerifyParams | None = None) -> None:
+    def __init__(self, params: VerifyParams | None = None, aspect_limits: dict[str, float] | None = None) -> None:
         self.params = params or VerifyParams()
+        self.aspect_limits = dict(aspect_limits or {})
+
+    def params_for(self, candidate: Candidate) -> VerifyParams:
+        """The verification parameters of the candidate's object (``params`` with its aspect limit)."""
+        limit = self.aspect_limits.get(candidate.name)
+        if limit is None or limit <= self.params.max_aspect_change:
+            return self.params
+        return dataclasses.replace(self.params, max_aspect_change=float(limit))
 
     def verify(self, candidate: Candidate, frame_shape: tuple[int, int]) -> Detection | Rejection:
         """The candidate's detection, or its rejection with the reason code."""
         w, h = candidate.model_size
-        v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, self.params)
+        p = self.params_for(candidate)
+        v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, p)
         if isinstance(v, Failure):
             return Rejection(candidate.name, v.reason, len(candidate), v.detail)
         d = v.to_detection(candidate.name)
@@ -196,7 +216,7 @@ class CandidateVerifier:
                 continue
 
             def unit(c: Candidate = c) -> tuple[Candidate, Detection | Rejection] | None:
-                H = tentative_homography(c.model_xy, c.scene_xy, c.model_size, verdicts.shape, self.params)
+                H = tentative_homography(c.model_xy, c.scene_xy, c.model_size, verdicts.shape, self.params_for(c))
                 if H is None:
                     return None
                 # A wide window around a tentative map, then a narrow one around the verified homography.

@@ -138,3 +138,23 @@ def test_open_unsure_leaves_out_boxes_explained_by_a_detection_or_a_larger_box()
     assert verdicts.open_unsure() == [(10, 10, 110, 110), (60, 60, 200, 200), (0, 300, 100, 400)]
     verdicts.found.clear()
     assert (400, 250, 500, 350) in verdicts.open_unsure()
+
+
+def test_aspect_limit_of_an_object_with_views():
+    """A 400x200 model seen with its width compressed 7 times against its height (a tilt of 7): the default
+    aspect limit rejects the exact matches, the limit given for the object accepts them, with the true
+    homography; other objects keep the default limit."""
+    rng = np.random.default_rng(3)
+    H = np.array([[0.3, 0.0, 100.0], [0.0, 2.1, 50.0], [0.0, 0.0, 1.0]])
+    m = rng.uniform([0, 0], [400, 200], (80, 2))
+    s = m @ H[:2, :2].T + H[:2, 2]
+    c = Candidate(0, m.astype(np.float32), s.astype(np.float32), np.full(80, 0.5, np.float32), "tilted", (400, 200))
+    params = VerifyParams()
+    ref = verify_homography(c.model_xy, c.scene_xy, 400, 200, (480, 640), params)
+    assert isinstance(ref, Failure) and ref.reason == "aspect"
+    assert CandidateVerifier(params, {"other": 16.0}).verify(c, (480, 640)).reason == "aspect"
+    det = CandidateVerifier(params, {"tilted": 16.0}).verify(c, (480, 640))
+    assert isinstance(det, Detection) and det.inliers == 80
+    np.testing.assert_allclose(det.homography, H, atol=1e-6)
+    # A limit below the verifier's own never tightens it.
+    assert CandidateVerifier(params, {"tilted": 2.0}).params_for(c) is params
