@@ -110,8 +110,12 @@ def apply_photometric(img: np.ndarray, d: Distortion, rng: np.random.Generator) 
         k[d.motion_blur // 2, :] = 1.0 / d.motion_blur
         out = cv2.filter2D(out, -1, k)
     if d.noise_sigma > 0:
-        noise = rng.normal(0.0, d.noise_sigma, out.shape)
-        out = np.rint(np.clip(out.astype(np.float32) + noise, 0, 255)).astype(np.uint8)
+        # OpenCV's generator, seeded from ``rng`` (reproducible, and several times faster than NumPy's
+        # normal draws on a frame); its state is per thread, so other threads' draws are not disturbed.
+        cv2.setRNGSeed(int(rng.integers(1 << 31)))
+        # One channel: on a multi-channel array OpenCV would take the scalar sigma for the first channel only.
+        noise = cv2.randn(np.empty((out.shape[0], out.size // out.shape[0]), np.float32), 0.0, float(d.noise_sigma))
+        out = cv2.add(out, noise.reshape(out.shape), dtype=cv2.CV_8U)  # rounded and saturated to 0..255
     if d.jpeg_quality is not None:
         ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(d.jpeg_quality)])
         out = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
@@ -256,19 +260,34 @@ def place_partly_outside(
 
 
 def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray) -> np.ndarray:
-    """Composite ``obj`` into ``canvas`` (in place) through ``H``; returns the boolean coverage mask."""
+    """Composite ``obj`` into ``canvas`` (in place) through ``H``; returns the boolean coverage mask.
+
+    Only the part of the canvas inside the warped outline's bounding box is warped and blended: an object
+    covering a small share of the frame costs that share.
+    """
     fh, fw = canvas.shape[:2]
-    warped = cv2.warpPerspective(obj, H, (fw, fh), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    cover = np.zeros((fh, fw), bool)
+    h, w = obj.shape[:2]
+    corners = np.array([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], np.float64) @ np.asarray(H, np.float64).T
+    if np.any(corners[:, 2] <= 1e-9):  # part of the plane is behind the camera: the whole frame may be covered
+        x0, y0, x1, y1 = 0, 0, fw, fh
+    else:
+        xy = corners[:, :2] / corners[:, 2:]
+        x0, y0 = (max(0, int(np.floor(v)) - 1) for v in xy.min(0))
+        x1, y1 = min(fw, int(np.ceil(xy[:, 0].max())) + 2), min(fh, int(np.ceil(xy[:, 1].max())) + 2)
+    if x1 <= x0 or y1 <= y0:
+        return cover
+    T = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64) @ H
+    size = (x1 - x0, y1 - y0)
+    warped = cv2.warpPerspective(obj, T, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
     alpha = cv2.warpPerspective(
-        np.full(obj.shape[:2], 255, np.uint8),
-        H,
-        (fw, fh),
-        flags=cv2.INTER_LINEAR,
-        borderMode=cv2.BORDER_CONSTANT,
+        np.full(obj.shape[:2], 255, np.uint8), T, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
     )
     a = (alpha.astype(np.float32) / 255.0)[:, :, None]
-    canvas[:] = (canvas.astype(np.float32) * (1 - a) + warped.astype(np.float32) * a + 0.5).astype(np.uint8)
-    return alpha >= 128
+    sub = canvas[y0:y1, x0:x1]
+    sub[:] = (sub.astype(np.float32) * (1 - a) + warped.astype(np.float32) * a + 0.5).astype(np.uint8)
+    cover[y0:y1, x0:x1] = alpha >= 128
+    return cover
 
 
 def _fit_background(background: np.ndarray, frame_size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:

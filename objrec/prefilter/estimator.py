@@ -469,6 +469,12 @@ class RegionPrefilter(BaseEstimator):
         # The trees walk on the host: a frame has a few hundred cells, so their features are one small
         # copy, and the boxes are built on the host anyway.
         X = np.asarray(to_numpy(X), np.float32)
+        regions, scores = self.cell_regions(X, grid, frame_shape)
+        return regions, X, scores, grid, frame_shape
+
+    def cell_regions(self, X: np.ndarray, grid: CellGrid, frame_shape: tuple[int, int]) -> tuple[Regions, np.ndarray]:
+        """Regions of a frame from its cell features (:meth:`frame_features`, on the host), and the cells'
+        scores: the second half of :meth:`propose`, for features computed once and scored by several models."""
         scores = self.cell_scores(X)
         regions = cells_to_regions(
             scores.reshape(grid.shape),
@@ -479,7 +485,7 @@ class RegionPrefilter(BaseEstimator):
             float(self.min_fill),
             int(self.margin),
         )
-        return regions, X, scores, grid, frame_shape
+        return regions, scores
 
     # -- files ----------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> tuple[Path, Path]:

@@ -57,6 +57,7 @@ class AdaptParams:
     refit_every: int = 30
     min_negatives: int = 600
     store_size: int = 12000
+    fit_negatives: int = 4000
     per_frame: int = 48
     refit_scenes: int = 6
     fit_scenes: int = 16
@@ -244,6 +245,8 @@ class OnlinePrefilter:
         if not due or busy or self.negatives.n < p.min_negatives or len(self.live) < 2:
             return
         Xn, _ = self.negatives.arrays(self.base.n_features_in_)
+        if len(Xn) > p.fit_negatives:  # a fresh sample of the store each refit: fitting time grows with rows
+            Xn = Xn[np.sort(self.rng.choice(len(Xn), p.fit_negatives, replace=False))]
         Xm, _ = self.positives.arrays(self.base.n_features_in_)
         pool = (f"{self._token}:{self._generation}", p.fit_scenes, p.calibration_scenes)
         seed = int(self.rng.integers(1 << 31))
@@ -477,11 +480,16 @@ def _best(base: RegionPrefilter, options: list, calibration: list, live: list) -
     """Of the new trees and the live ones, each with its threshold calibrated on the same held-out
     composites (the same object area kept), the one that rejects most of the live frames' area. A refit
     is a fit on a few hundred harvested cells: some come out worse than the model they would replace."""
+    cells = [base.frame_features(f) for f in live]  # the features are the same for every option
     best = None
     for cascade in options:
         threshold = _region_threshold(_with(base, cascade, None), calibration)
         pf = _with(base, cascade, threshold)
-        rejected = float(np.mean([1.0 - pf.propose(f).area_fraction(f.shape[1], f.shape[0]) for f in live]))
+        kept = [
+            pf.cell_regions(np.asarray(X, np.float32), g, shape)[0].area_fraction(shape[1], shape[0])
+            for X, g, shape in cells
+        ]
+        rejected = 1.0 - float(np.mean(kept))
         if best is None or rejected > best[0]:
             best = (rejected, cascade, threshold)
     return best[1], best[2]

@@ -17,15 +17,12 @@ from objrec.types import Regions
 __all__ = ["cells_to_regions", "decompose_mask", "merge_overlapping", "expand_regions"]
 
 
-def _areas(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
-
-
 def merge_overlapping(boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge overlapping boxes whose union is no larger than the two boxes together.
 
     Two such boxes cost no more to process as their union, and their overlap would otherwise be processed
-    twice. A merged box takes the larger score. Merging repeats until no pair qualifies.
+    twice. A merged box takes the larger score. Merging repeats until no pair qualifies: the first box
+    (in order) with a qualifying partner takes the union with its first such partner, which is removed.
 
     Parameters
     ----------
@@ -38,36 +35,12 @@ def merge_overlapping(boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray
     boxes : (M, 4) int64
     scores : (M,) float64
     """
+    from objrec.prefilter.region_kernels import merge_boxes
+
     boxes = np.array(boxes, np.int64).reshape(-1, 4)
     scores = np.array(scores, np.float64).reshape(-1)
-    merged = True
-    while merged and len(boxes) > 1:
-        merged = False
-        for i in range(len(boxes)):
-            b = boxes[i]
-            union = np.concatenate([np.minimum(boxes[:, :2], b[:2]), np.maximum(boxes[:, 2:], b[2:])], axis=1)
-            overlap = (boxes[:, 0] < b[2]) & (b[0] < boxes[:, 2]) & (boxes[:, 1] < b[3]) & (b[1] < boxes[:, 3])
-            ok = overlap & (_areas(union) <= _areas(boxes) + _areas(b))
-            ok[i] = False
-            if ok.any():
-                j = int(np.flatnonzero(ok)[0])
-                boxes[i] = union[j]
-                scores[i] = max(scores[i], scores[j])
-                boxes = np.delete(boxes, j, axis=0)
-                scores = np.delete(scores, j)
-                merged = True
-                break
-    return boxes, scores
-
-
-def _split(sub: np.ndarray, r0: int, r1: int, c0: int, c1: int) -> list[tuple[int, int, int, int]]:
-    """Two halves of a rectangle, cut along its longer side at the line with the fewest kept cells."""
-    axis = 1 if (r1 - r0) >= (c1 - c0) else 0
-    line = sub.sum(axis=axis)
-    cut = 1 + int(np.argmin(line[1:])) if len(line) > 2 else 1
-    if axis == 1:
-        return [(r0, r0 + cut, c0, c1), (r0 + cut, r1, c0, c1)]
-    return [(r0, r1, c0, c0 + cut), (r0, r1, c0 + cut, c1)]
+    n = merge_boxes(boxes, scores) if len(boxes) > 1 else len(boxes)
+    return boxes[:n].copy(), scores[:n].copy()
 
 
 def decompose_mask(mask: np.ndarray, min_fill: float) -> list[tuple[int, int, int, int]]:
@@ -90,25 +63,14 @@ def decompose_mask(mask: np.ndarray, min_fill: float) -> list[tuple[int, int, in
     """
     from scipy import ndimage
 
-    labels, _ = ndimage.label(mask, np.ones((3, 3), int))
-    out: list[tuple[int, int, int, int]] = []
-    for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
-        comp = labels == lab
-        stack = [(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)]
-        while stack:
-            r0, r1, c0, c1 = stack.pop()
-            sub = comp[r0:r1, c0:c1]
-            rows = np.flatnonzero(sub.any(axis=1))
-            cols = np.flatnonzero(sub.any(axis=0))
-            if len(rows) == 0:
-                continue
-            r0, r1, c0, c1 = r0 + rows[0], r0 + rows[-1] + 1, c0 + cols[0], c0 + cols[-1] + 1
-            sub = comp[r0:r1, c0:c1]
-            if sub.mean() >= min_fill or sub.size <= 2:
-                out.append((int(r0), int(r1), int(c0), int(c1)))
-            else:
-                stack += _split(sub, r0, r1, c0, c1)
-    return out
+    from objrec.prefilter.region_kernels import decompose_labels
+
+    labels, n = ndimage.label(np.asarray(mask, bool), np.ones((3, 3), int))
+    if n == 0:
+        return []
+    boxes = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for sl in ndimage.find_objects(labels)])
+    rects = decompose_labels(labels.astype(np.int32), n, boxes.astype(np.int64), float(min_fill))
+    return [tuple(int(v) for v in r) for r in rects]
 
 
 def cells_to_regions(

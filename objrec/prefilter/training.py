@@ -96,16 +96,21 @@ class SceneCells:
     frame_size: tuple[int, int]
 
 
-def scene_region_masks(pf: RegionPrefilter, cells: SceneCells, which: Sequence[int], threshold: float) -> list:
-    """Boolean working-resolution masks of the regions ``pf`` proposes on scenes ``which`` at ``threshold``."""
+def scene_region_masks(
+    pf: RegionPrefilter, cells: SceneCells, which: Sequence[int], threshold: float, scores: dict | None = None
+) -> list:
+    """Boolean working-resolution masks of the regions ``pf`` proposes on scenes ``which`` at ``threshold``;
+    ``scores`` (scene -> cell scores, filled here) spares a search over thresholds scoring cells again."""
     scenes, X, groups, frame_size = cells.scenes, cells.X, cells.groups, cells.frame_size
+    scores = {} if scores is None else scores
     out = []
     for sidx in which:
         wh, ww = scenes.images[sidx].shape[:2]
         grid = cell_grid(wh, ww, pf.cell_size)
-        scores = pf.cell_scores(X[groups == sidx]).reshape(grid.shape)
+        if sidx not in scores:
+            scores[sidx] = pf.cell_scores(X[groups == sidx]).reshape(grid.shape)
         margin = int(round(pf.margin * ww / frame_size[0]))
-        regions = cells_to_regions(scores, grid, (wh, ww), threshold, int(pf.dilate), float(pf.min_fill), margin)
+        regions = cells_to_regions(scores[sidx], grid, (wh, ww), threshold, int(pf.dilate), float(pf.min_fill), margin)
         out.append(regions_to_mask(regions, (wh, ww)))
     return out
 
@@ -137,8 +142,10 @@ def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: Se
     cand = np.unique(pf.cell_scores(cells.X[np.isin(cells.groups, which)]))
     cand = np.concatenate([[0.0], cand[cand > 0]])
 
+    scored: dict = {}
+
     def recall(t: float) -> float:
-        return _region_recall(scene_region_masks(pf, cells, which, t), scenes, which)
+        return _region_recall(scene_region_masks(pf, cells, which, t, scored), scenes, which)
 
     lo, hi = 0, len(cand) - 1  # threshold 0 keeps every cell that reached the last stage
     while lo < hi:

@@ -50,7 +50,8 @@ def test_adapts_to_an_unseen_background_and_keeps_the_objects(db, trained):
     st = online.status()
     assert st["refits"] >= 2 and st["negatives"] >= 300 and st["positives"] > 0
     after = _rejected(online.current, frames[40:])
-    assert after > before + 0.15, (before, after)
+    # Adaptation removes at least 40% of the empty area the trained model still kept.
+    assert 1.0 - after <= 0.6 * (1.0 - before), (before, after)
     rng = np.random.default_rng(3)
     kept = total = 0
     for i in range(12):
