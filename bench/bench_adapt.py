@@ -72,7 +72,9 @@ def vtest(data: Path, n: int) -> list[np.ndarray]:
 
 def objects(kind: str, data: Path) -> dict[str, np.ndarray]:
     if kind == "smvs":
-        refs = sorted((data / "smvs_dvd" / "references").glob("*"))[:3]
+        refs = sorted((data / "smvs_dvd" / "reference").glob("*.jpg"))[:3]
+        if len(refs) < 3:
+            sys.exit(f"{data / 'smvs_dvd' / 'reference'}: expected the SMVS DVD reference images")
         return {p.stem: cv2.imread(str(p)) for p in refs}
     from objrec.data import sample_objects
 

@@ -15,9 +15,11 @@ database's, or one trained on the built-in backgrounds) and refits its trees on 
   same to every refit.
   Thresholds keep ``target_recall`` of held-out composites' object area, after grouping into boxes. The
   new trees are swapped in between frames, in one assignment.
-* **A change of scene** (the camera moved: a 32x24 thumbnail of the frame differs from its running
-  average by more than ``scene_change`` of the grey range, on average, for ``scene_change_frames``
-  frames) drops the harvested negatives and returns to the base model.
+* **A change of scene** (the camera moved: over 70% of a 32x24 thumbnail of the frame, outside the boxes
+  to keep away from, differs from its running average by more than ``scene_change`` of the grey range,
+  for ``scene_change_frames`` frames) drops the harvested negatives and returns to the base model. A
+  camera move changes most of the view, an object coming into it only its part; the average follows a
+  slow pan where the view did not change.
 * **A safety net**: every ``safety_every`` frames the recognizer searches the whole frame as an optional
   unit; a verified detection the prefilter would have rejected (:meth:`OnlinePrefilter.report_miss`)
   halves the threshold, drops the negatives of the last ``refit_every`` frames, adds the detection's cells
@@ -136,6 +138,17 @@ def _thumbnail(frame: np.ndarray) -> np.ndarray:
     return cv2.resize(frame, (32, 24), interpolation=cv2.INTER_AREA).astype(np.float32)
 
 
+def _away_from(boxes: list, frame_shape: tuple[int, int], shape: tuple[int, int]) -> np.ndarray:
+    """Pixels of a ``shape`` thumbnail of a ``frame_shape`` frame outside every box (frame pixels)."""
+    away = np.ones(shape, bool)
+    sy, sx = shape[0] / frame_shape[0], shape[1] / frame_shape[1]
+    for x0, y0, x1, y1 in boxes:
+        r0, r1 = max(0, int(np.floor(y0 * sy))), min(shape[0], int(np.ceil(y1 * sy)))
+        c0, c1 = max(0, int(np.floor(x0 * sx))), min(shape[1], int(np.ceil(x1 * sx)))
+        away[r0:r1, c0:c1] = False
+    return away
+
+
 class OnlinePrefilter:
     """A :class:`RegionPrefilter` that adapts to the live scene (see the module documentation).
 
@@ -215,7 +228,7 @@ class OnlinePrefilter:
         self.frame += 1
         if self._last is None:
             return
-        if self._scene_changed(frame):
+        if self._scene_changed(frame, found):
             self._reset_scene()
             return
         X, scores, cells = self._last
@@ -287,14 +300,21 @@ class OnlinePrefilter:
         self.refits += 1
 
     # -- scene changes and misses ------------------------------------------------------------------
-    def _scene_changed(self, frame: np.ndarray) -> bool:
+    def _scene_changed(self, frame: np.ndarray, found: list) -> bool:
         t = _thumbnail(frame)
         if self._reference is None or self._reference.shape != t.shape:
             self._reference = t
             return False
-        d = float(np.abs(t - self._reference).mean()) / 255.0
+        diff = np.abs(t - self._reference)
+        diff = diff.mean(axis=2) if diff.ndim == 3 else diff
+        away = _away_from(found, frame.shape[:2], diff.shape)
+        # The view's 30% least changed: an object the camera did not move with holds less than 70% of it.
+        d = float(np.quantile(diff[away] if away.sum() >= diff.size // 5 else diff, 0.3)) / 255.0
+        level = self.params.scene_change * 255.0
         if d > self.params.scene_change:
-            self._drift += 1  # the reference waits: a lasting change keeps counting, a passing one resets
+            self._drift += 1  # the reference waits where the view changed: a lasting change keeps counting
+            still = (diff <= level)[..., None] if t.ndim == 3 else diff <= level
+            self._reference = np.where(still, 0.9 * self._reference + 0.1 * t, self._reference)
         else:
             self._drift = 0
             self._reference = 0.9 * self._reference + 0.1 * t

@@ -133,6 +133,25 @@ def test_change_of_scene_forgets_and_a_miss_backs_off(trained):
     assert online.scene_resets == 1 and online.current is trained
 
 
+def test_an_object_coming_into_view_is_not_a_change_of_scene(trained):
+    cover = sample_objects()["cover"]
+    online = OnlinePrefilter(trained, sample_objects(), AdaptParams(refit_every=10**6, safety_every=0))
+    frames = _stream(13, 30)
+    h, w = cover.shape[:2]
+    s = 0.9 * 480 / h  # the cover fills 90% of the frame's height: about a third of the frame
+    for i, f in enumerate(frames):
+        x = -w * s + (w * s + 40) * min(i / 10, 1.0)  # slides in from the left over 10 frames, then stays
+        H = np.array([[s, 0, x], [0, s, 24], [0, 0, 1]])
+        img = compose_scene(f, {"cover": cover}, 0, (640, 480), homographies={"cover": H}).image if i >= 5 else f
+        online.propose(img)
+        online.observe(img, [])  # not detected: nothing to keep away from
+    assert online.scene_resets == 0
+    for f in _stream(21, 6):  # the camera turned to another scene
+        online.propose(f)
+        online.observe(f, [])
+    assert online.scene_resets == 1
+
+
 def test_recognizer_adapts_and_runs_the_safety_search(db, trained):
     objects = sample_objects()
     rec = Recognizer(db, prefilter=trained, adapt_prefilter=True, adapt_params=AdaptParams(safety_every=3), track=False)
