@@ -25,9 +25,11 @@ as ``objrec run`` does on a camera: a frame is handed over every ``1/--fps`` s (
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -255,7 +257,9 @@ def main() -> int:
     print("command:", shlex.join([sys.executable, *sys.argv]))
     data = find_data(args.data)
     objs = objects(args.objects, data)
-    db = ModelDB.create(Path(tempfile.mkdtemp(prefix="bench-adapt-")) / "db")
+    work = tempfile.mkdtemp(prefix="bench-adapt-")
+    atexit.register(shutil.rmtree, work, True)  # the database is the run's own
+    db = ModelDB.create(Path(work) / "db")
     for n, img in objs.items():
         db.enroll(n, img)
     t = time.perf_counter()

@@ -26,6 +26,7 @@ Run from the repository root, e.g.::
 from __future__ import annotations
 
 import argparse
+import atexit
 import shutil
 import statistics
 import sys
@@ -80,7 +81,9 @@ def disk_usage(path: Path) -> dict[str, int]:
 
 
 def section_enrol(items, args) -> None:
-    tmp = Path(tempfile.mkdtemp()) / "db"
+    work = tempfile.mkdtemp(prefix="bench-catalogue-")
+    atexit.register(shutil.rmtree, work, True)
+    tmp = Path(work) / "db"
     db = ModelDB.create(tmp)
     extract_model_features(cv2.imread(str(items[0][1])), db.detectors)  # warm-up: SURF's JIT compilation
     t0 = time.perf_counter()
@@ -119,7 +122,9 @@ def section_scale(args) -> None:
 
     rng = np.random.default_rng(0)
     png = cv2.imencode(".png", rng.integers(0, 255, (32, 32), dtype=np.uint8))[1].reshape(-1)
-    tmp = Path(tempfile.mkdtemp()) / "db"
+    work = tempfile.mkdtemp(prefix="bench-catalogue-")
+    atexit.register(shutil.rmtree, work, True)
+    tmp = Path(work) / "db"
     db = ModelDB.create(tmp, detectors={"sift": {"n_features": 0}})
     n, m, batch = args.scale_objects, args.scale_features, 128
     commit_s = []

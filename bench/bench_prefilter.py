@@ -16,8 +16,10 @@ Run: ``.venv/bin/python bench/bench_prefilter.py [--data ../shared/data] [--json
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -122,6 +124,7 @@ def main() -> int:
         )
 
     tmp = tempfile.mkdtemp(prefix="bench-prefilter-")
+    atexit.register(shutil.rmtree, tmp, True)
     db = ModelDB.create(Path(tmp) / "db")
     objects = sample_objects()
     for n, img in objects.items():
