@@ -195,3 +195,32 @@ def test_run_command_adapts_reports_and_saves(db, trained, tmp_path):
         assert f["prefilter_boxes"] is not None and 0.0 <= f["prefilter_rejected"] <= 1.0
     saved = RegionPrefilter.load(out.with_suffix(".json"), database_id=db.database_id)
     assert saved.n_features_in_ == trained.n_features_in_
+
+
+class _Capture:
+    """A stand-in refit worker that keeps the jobs it is given."""
+
+    busy, alive = False, True
+
+    def __init__(self) -> None:
+        self.jobs: list = []
+
+    def submit(self, job) -> None:
+        self.jobs.append(job)
+
+
+def test_a_refit_fits_on_a_sample_of_the_store(trained):
+    params = AdaptParams(refit_every=5, min_negatives=100, fit_negatives=150, per_frame=48, safety_every=0)
+    online = OnlinePrefilter(trained, sample_objects(), params)
+    online._worker = worker = _Capture()
+    for f in _stream(17, 16):
+        online.propose(f)
+        online.observe(f, [])
+    assert online.negatives.n > 150 and worker.jobs
+    Xn = worker.jobs[-1][4]
+    store = np.concatenate([r[0] for r in online.negatives.rows])
+    assert len(Xn) == 150
+    # Rows of the store, not a copy of its first rows.
+    rows = {r.tobytes() for r in store}
+    assert all(r.tobytes() in rows for r in Xn)
+    assert not np.array_equal(Xn, store[:150])
