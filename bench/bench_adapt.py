@@ -3,8 +3,9 @@
 The stream is ``vtest.avi`` (OpenCV's samples, ``../shared/data/opencv_samples``) at 640x480, played forwards
 and backwards to ``--frames`` frames. The prefilter is trained on the built-in backgrounds only (what
 ``objrec train-prefilter`` does without ``--backgrounds``), so no vtest frame was seen in training. Frames
-0-519 are empty; from frame 520 the enrolled objects (three covers: the demo objects, or ``--objects smvs``
-for three SMVS DVD covers) take turns: each slides in from the left border, stays fully visible for a while,
+0-519 are empty; from frame 520 the three enrolled objects (the demo objects: two crops of photos, a pagoda
+among trees and a dahlia among leaves, and a generated cover; or ``--objects smvs``: three SMVS DVD covers)
+take turns: each slides in from the left border, stays fully visible for a while,
 slides out, then the scene is empty for a while. Ground truth is exact (the compositing homographies).
 
 Three runs of the same frames, each a ``Recognizer`` with a 33 ms budget processing every frame in turn,
