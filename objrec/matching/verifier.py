@@ -33,6 +33,9 @@ GUIDED_RADIUS = (2.5, 1.5)
 #: A guided result needs this many times the usual inlier count: the window makes chance matches agree with
 #: the tentative map, so agreement alone is weaker evidence than after a global search.
 GUIDED_SUPPORT = 2
+#: Rounds of guided matching around a detection's homography when it is refined (each round's refit predicts
+#: the keypoints better, so its window holds more of the true matches); they stop once the inliers stop growing.
+REFINE_ROUNDS = 3
 
 
 #: A detection is explained by a stronger one when at least this share of its inliers are (within
@@ -81,6 +84,8 @@ class FrameVerdicts:
         Where candidates rejected for too little evidence had their matches (frame pixels).
     retry : list of Candidate
         Candidates whose few inliers deserve guided matching.
+    refine : list of Candidate
+        Candidates whose detections are refined by guided matching around their homography.
     """
 
     shape: tuple[int, int]
@@ -88,6 +93,7 @@ class FrameVerdicts:
     rejections: list[Rejection] = field(default_factory=list)
     unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
     retry: list[Candidate] = field(default_factory=list)
+    refine: list[Candidate] = field(default_factory=list)
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
         if isinstance(verdict, Detection):
@@ -144,8 +150,9 @@ class FrameVerdicts:
 
 
 def aspect_limits(objects: list[Any]) -> dict[str, float]:
-    """Object name to the aspect-ratio change its synthesised views cover (:func:`objrec.views.covered_tilt`),
-    for the objects enrolled with views; objects without views keep the verifier's own limit."""
+    """Object name to the tilt its synthesised views cover (:func:`objrec.views.covered_tilt`), for the
+    objects enrolled with views: the limit of their aspect-ratio change and of their foreshortening
+    (:meth:`CandidateVerifier.params_for`); objects without views keep the verifier's own limits."""
     from objrec.views import covered_tilt
 
     return {o.name: covered_tilt(o.view_table) for o in objects if getattr(o, "view_table", None)}
@@ -158,8 +165,10 @@ class CandidateVerifier:
     ----------
     params : VerifyParams, optional
     aspect_limits : dict of str -> float, optional
-        Per object name, a larger ``max_aspect_change`` than ``params``'s: objects enrolled with synthesised
-        views are meant to be found at tilts beyond the default limit (:func:`objrec.views.covered_tilt`).
+        Per object name, the tilt its synthesised views cover (:func:`objrec.views.covered_tilt`): objects
+        enrolled with views are meant to be found at tilts beyond the default limits, so it bounds their
+        aspect-ratio change and their foreshortening instead (:meth:`params_for`), and their detections are
+        refined by guided matching (:meth:`second_chance`).
     """
 
     def __init__(self, params: VerifyParams | None = None, aspect_limits: dict[str, float] | None = None) -> None:
@@ -167,11 +176,26 @@ class CandidateVerifier:
         self.aspect_limits = dict(aspect_limits or {})
 
     def params_for(self, candidate: Candidate) -> VerifyParams:
-        """The verification parameters of the candidate's object (``params`` with its aspect limit)."""
+        """The verification parameters of the candidate's object: ``params``, with the limits of an object
+        whose views cover a tilt ``T`` (``aspect_limits``) widened to what that tilt allows.
+
+        A planar object at tilt ``T`` changes its aspect ratio by up to ``T``. Its opposite sides differ in
+        length by the ratio of their depths (for sides parallel to the horizon, exactly: with
+        ``H = K [r1 r2 t]`` the third coordinate of ``H x`` is the depth of model point ``x``), and the depth
+        of a point of the plane is ``d · t(x) · cos α(x)``, where ``t(x)`` is the local tilt there, ``d`` the
+        plane's distance and ``α(x)`` the ray's angle off the optical axis: so the far side is at most about
+        ``T`` times shorter than the near one when no part of the object is seen at a tilt beyond ``T``.
+        Hence ``max_aspect_change = T`` and ``max_perspective = 1 - 1/T``; a limit below the verifier's own
+        never tightens it.
+        """
         limit = self.aspect_limits.get(candidate.name)
-        if limit is None or limit <= self.params.max_aspect_change:
+        if limit is None:
             return self.params
-        return dataclasses.replace(self.params, max_aspect_change=float(limit))
+        aspect = max(self.params.max_aspect_change, float(limit))
+        perspective = max(self.params.max_perspective, 1.0 - 1.0 / max(float(limit), 1.0))
+        if aspect == self.params.max_aspect_change and perspective == self.params.max_perspective:
+            return self.params
+        return dataclasses.replace(self.params, max_aspect_change=aspect, max_perspective=perspective)
 
     def verify(self, candidate: Candidate, frame_shape: tuple[int, int]) -> Detection | Rejection:
         """The candidate's detection, or its rejection with the reason code."""
@@ -202,13 +226,21 @@ class CandidateVerifier:
             )
             if ran:
                 verdicts.add(c, v)
+                if verdicts.found.get(c.name) is v and c.name in self.aspect_limits:
+                    verdicts.refine.append(c)
 
     def second_chance(self, verdicts: FrameVerdicts, matcher: Any, scene: Any, sched: Any) -> None:
-        """Guided matching for the candidates with too little evidence, each an optional scheduler unit.
+        """Guided matching for the candidates with too little evidence, then for the detections to refine,
+        each an optional scheduler unit.
 
         A tentative homography from the candidate's few inliers guides ``matcher.guided`` (the object's
         keypoints matched again against ``scene`` near their predicted positions); the new matches are
-        verified like any candidate, and only a detection changes the frame's verdicts.
+        verified like any candidate, and only a detection changes the frame's verdicts. The detections of
+        objects with synthesised views (``verdicts.refine``) are matched again around their own homography
+        and replaced when that verifies with more inliers: their global matches compete with the
+        near-duplicates of every view, while :meth:`~objrec.matching.database.DatabaseMatcher.guided` takes
+        only the views nearest to the frame's, inside a window, so it recovers matches the global search
+        lost, and a homography fitted to more of them is more accurate.
         """
         retry, verdicts.retry = verdicts.retry, []
         for c in retry:
@@ -219,17 +251,52 @@ class CandidateVerifier:
                 H = tentative_homography(c.model_xy, c.scene_xy, c.model_size, verdicts.shape, self.params_for(c))
                 if H is None:
                     return None
-                # A wide window around a tentative map, then a narrow one around the verified homography.
-                thr = self.params.reproj_threshold
-                g = matcher.guided(c, scene, H, radius=GUIDED_RADIUS[0] * thr)
+                # A wide window around a tentative map, then a narrow one around the verified homography: one
+                # round only, since these matches were never confirmed by a global search and each round
+                # lets more chance agreement inside the window count.
+                g = matcher.guided(c, scene, H, radius=GUIDED_RADIUS[0] * self.params.reproj_threshold)
                 v = self.verify(g, verdicts.shape)
-                if isinstance(v, Detection):
-                    g2 = matcher.guided(c, scene, v.homography, radius=GUIDED_RADIUS[1] * thr)
-                    v2 = self.verify(g2, verdicts.shape)
-                    g, v = (g2, v2) if isinstance(v2, Detection) and v2.inliers >= v.inliers else (g, v)
-                return g, v
+                if not isinstance(v, Detection):
+                    return g, v
+                return self._narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
 
             ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
                 if out[1].inliers >= GUIDED_SUPPORT * self.params.min_inliers:
                     verdicts.add(*out)
+        self._refine(verdicts, matcher, scene, sched)
+
+    def _refine(self, verdicts: FrameVerdicts, matcher: Any, scene: Any, sched: Any) -> None:
+        """The detections of ``verdicts.refine`` matched again around their homography (``refine`` units);
+        a detection is replaced when the guided matches verify with more inliers."""
+        refine, verdicts.refine = verdicts.refine, []
+        for c in refine:
+            d = verdicts.found.get(c.name)
+            if d is None:
+                continue
+
+            def unit(c: Candidate = c, d: Detection = d) -> tuple[Candidate, Detection]:
+                return self._narrowed(c, c, d, matcher, scene, verdicts.shape, REFINE_ROUNDS)
+
+            ran, out = sched.run("refine", unit, size=len(c), subject=c.name, timing="verification")
+            if ran and out[1].inliers > d.inliers and verdicts.found.get(c.name) is d:
+                del verdicts.found[c.name]
+                verdicts.add(*out)
+
+    def _narrowed(
+        self, c: Candidate, g: Candidate, v: Detection, matcher: Any, scene: Any, shape: tuple[int, int], rounds: int
+    ) -> tuple[Candidate, Detection]:
+        """Guided matching of ``c``'s object in a narrow window around the verified homography of ``v`` (found
+        from the matches ``g``), up to ``rounds`` times while the inlier count grows: the last matches and
+        detection that verified with at least as many inliers as the one before."""
+        radius = GUIDED_RADIUS[1] * self.params.reproj_threshold
+        for _ in range(rounds):
+            g2 = matcher.guided(c, scene, v.homography, radius=radius)
+            v2 = self.verify(g2, shape)
+            if not isinstance(v2, Detection) or v2.inliers < v.inliers:
+                break
+            grew = v2.inliers > v.inliers
+            g, v = g2, v2
+            if not grew:
+                break
+        return g, v
