@@ -41,6 +41,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.boxes import regions_to_mask
 from objrec.prefilter._refit_worker import RefitWorker
 from objrec.prefilter.estimator import RegionPrefilter
 from objrec.prefilter.features import CellGrid, cell_features
@@ -140,13 +141,12 @@ def _thumbnail(frame: np.ndarray) -> np.ndarray:
 
 def _away_from(boxes: list, frame_shape: tuple[int, int], shape: tuple[int, int]) -> np.ndarray:
     """Pixels of a ``shape`` thumbnail of a ``frame_shape`` frame outside every box (frame pixels)."""
-    away = np.ones(shape, bool)
-    sy, sx = shape[0] / frame_shape[0], shape[1] / frame_shape[1]
-    for x0, y0, x1, y1 in boxes:
-        r0, r1 = max(0, int(np.floor(y0 * sy))), min(shape[0], int(np.ceil(y1 * sy)))
-        c0, c1 = max(0, int(np.floor(x0 * sx))), min(shape[1], int(np.ceil(x1 * sx)))
-        away[r0:r1, c0:c1] = False
-    return away
+    if not boxes:
+        return np.ones(shape, bool)
+    scale = np.array([shape[1] / frame_shape[1], shape[0] / frame_shape[0]] * 2)
+    b = np.asarray(boxes, np.float64).reshape(-1, 4) * scale
+    outward = np.concatenate([np.floor(b[:, :2]), np.ceil(b[:, 2:])], axis=1).astype(np.int64)
+    return ~regions_to_mask(Regions.from_boxes([tuple(r) for r in outward]), shape)
 
 
 class OnlinePrefilter:
