@@ -8,6 +8,7 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ __all__ = [
     "FileFormatError",
     "atomic_write_bytes",
     "atomic_write_json",
+    "atomic_write_via",
+    "file_sha256",
+    "file_sha256_once",
+    "sha256_files_once",
     "npz_bytes",
     "sha256_bytes",
     "load_npz_verified",
@@ -50,6 +55,72 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def atomic_write_via(
+    folder: str | os.PathLike, write: Callable[[str], None], name: Callable[[str], str]
+) -> tuple[Path, str]:
+    """Let ``write(tmp_path)`` write a file in ``folder`` (for libraries that write to a path themselves),
+    then move it, synced, to ``folder / name(sha256)``; returns the final path and the sha256.
+
+    The sha256 is of the file as read back after it was synced, so it vouches for what is on disk. Readers
+    see the finished file or none: the temporary name starts with a dot and is removed on error.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".write.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        digest = file_sha256(tmp)
+        final = folder / name(digest)
+        os.replace(tmp, final)
+        return final, digest
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's content, read in 4 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+#: sha256 of files this process has read, by (device, inode, size, modification time in ns).
+_DIGESTS: dict[tuple[int, int, int, int], str] = {}
+
+
+def file_sha256_once(path: str | os.PathLike) -> str:
+    """:func:`file_sha256`, computed once per process for a file that has not changed since (same inode,
+    size and modification time): a large read-only file (a catalogue's index) is checked when this process
+    first touches it, not again each time it is opened."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_sha256(path)
+    return _DIGESTS[key]
+
+
+def sha256_files_once(paths: list[Path]) -> None:
+    """:func:`file_sha256_once` of several files at once, one thread each (hashlib and file reads release
+    the GIL, so large files are hashed in parallel); missing files are left for their reader to report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    present = [p for p in paths if Path(p).is_file()]
+    if len(present) > 1:
+        with ThreadPoolExecutor(min(len(present), os.cpu_count() or 1)) as pool:
+            list(pool.map(file_sha256_once, present))
+    elif present:
+        file_sha256_once(present[0])
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -50,6 +50,7 @@ from objrec.fileio import (
     atomic_write_bytes,
     atomic_write_json,
     check_manifest_header,
+    file_sha256,
     read_json,
     sha256_bytes,
 )
@@ -158,6 +159,8 @@ class ObjectInfo:
         Keypoints per detector kind.
     views : str or None
         The synthesised views enrolled with the object (see :mod:`objrec.views`); None for the image only.
+    view_table : dict or None
+        Where each view's keypoints lie among the object's rows (see :mod:`objrec.views`); None without views.
     """
 
     name: str
@@ -167,6 +170,7 @@ class ObjectInfo:
     source: dict[str, Any] | None
     n_features: dict[str, int]
     views: str | None = None
+    view_table: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -390,19 +394,11 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_checked(path: Path, data: bytes) -> str:
     """Write ``data`` atomically, read it back and return its sha256 (a short or damaged write raises)."""
     digest = sha256_bytes(data)
     atomic_write_bytes(path, data)
-    if _file_sha256(path) != digest:
+    if file_sha256(path) != digest:
         raise ModelDBError(f"{path}: read back differs from what was written (disk or file system error)")
     return digest
 
@@ -644,6 +640,7 @@ class ModelDB:
         ids = {s.id for s in shards}
         self._arrays = {k: v for k, v in self._arrays.items() if k[0] in ids}
         self._cache.clear()
+        self._infos: list[ObjectInfo] | None = None
         self._signature = _stat_signature(self.path / MANIFEST)
 
     # -- read access --------------------------------------------------------------------------------
@@ -686,8 +683,21 @@ class ModelDB:
         sh, row = self._locate(name)
         o = sh.objects[row]
         return ObjectInfo(
-            o["name"], o["width"], o["height"], o["sha256"], o.get("source"), dict(o["n_features"]), o.get("views")
+            o["name"],
+            o["width"],
+            o["height"],
+            o["sha256"],
+            o.get("source"),
+            dict(o["n_features"]),
+            o.get("views"),
+            o.get("view_table"),
         )
+
+    def infos(self) -> list[ObjectInfo]:
+        """:meth:`info` of every enrolled object, in the order of :attr:`names` (no array is read)."""
+        if self._infos is None:
+            self._infos = [self.info(n) for n in self._live]
+        return list(self._infos)
 
     def _array(self, shard: _Shard, fname: str) -> np.ndarray:
         """A shard file, memory-mapped; its sha256 is checked the first time this database touches it."""
@@ -700,7 +710,7 @@ class ModelDB:
             raise ModelDBError(f"{self.path / MANIFEST}: shard {shard.id} lists no file {fname}")
         if not path.exists():
             raise ModelDBError(f"{path}: array file not found" + self._changed_note())
-        if _file_sha256(path) != expected:
+        if file_sha256(path) != expected:
             raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)

@@ -24,8 +24,7 @@ from objrec.backend import resolve_backend
 from objrec.boxes import outline_box, outside_share
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
-from objrec.matching.database import DatabaseMatcher
-from objrec.matching.shortlist import ShortlistMatcher, make_matcher
+from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, make_matcher, uses_retrieval
 from objrec.matching.verifier import CandidateVerifier, FrameVerdicts, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
@@ -123,17 +122,12 @@ class Recognizer:
         self.backend = resolve_backend(backend, "Recognizer")
         self.kinds = detector_kinds(self.db, detectors)
         self.primary = self.kinds[0]
-        objects = self.db.objects()
         xp = __import__("cupy") if self.backend == "gpu" else np
         if retrieval is None and exact_matching:
             retrieval = False
+        check_saved_indexes(self.db, [k for k in self.kinds if uses_retrieval(self.db, k, retrieval)])
         self.matchers = {
-            k: make_matcher(
-                self.db,
-                k,
-                DatabaseMatcher(objects, k, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching),
-                retrieval,
-            )
+            k: make_matcher(self.db, k, retrieval, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching)
             for k in self.kinds
         }
         self.features = FeatureStage({k: self.db.detectors[k] for k in self.kinds}, backend)
@@ -143,7 +137,7 @@ class Recognizer:
         self.planner = SearchPlanner(
             self.primary, max_regions, cap if budget_ms is not None else None, retrieval_voters=voters
         )
-        self.verifier = CandidateVerifier(verify, aspect_limits(objects))
+        self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()))
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)

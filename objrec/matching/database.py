@@ -100,6 +100,10 @@ class DatabaseMatcher:
     def __len__(self) -> int:
         return int(self.descriptors.shape[0])
 
+    def object_counts(self) -> np.ndarray:
+        """Descriptors of each object (int64, in object order)."""
+        return np.diff(self._start)
+
     def candidates(self, scene: Features, among: Any = None) -> list[Candidate]:
         """Ratio-test matches of ``scene`` features, grouped per object.
 

@@ -26,9 +26,10 @@ Why this design
   is second or third behind a look-alike on another cover still votes for the right object, which makes
   the ranking robust to the approximation (a true neighbour missed by the probed cells is usually
   replaced by another of the same object).
-* FAISS is a well-kept library with CPU wheels on PyPI; serialising its index to bytes
-  (``faiss.serialize_index``) lets us store it as a ``.npy`` uint8 array with a sha256 and a JSON
-  manifest, like every other objrec file (never pickle).
+* FAISS is a well-kept library with CPU wheels on PyPI. Its index is saved in FAISS's own binary format
+  (``faiss.write_index``, never pickle) with a sha256 and a JSON manifest, like every other objrec file,
+  and read back with the inverted lists memory-mapped (``faiss.IO_FLAG_MMAP``): a catalogue's index opens
+  without a copy, and memory holds only the lists that frames search.
 
 Small indexes (fewer than :data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly, where an
 inverted file would save nothing. The index records the database id it was built for:
@@ -68,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from objrec.fileio import FileFormatError, atomic_write_bytes, atomic_write_json, read_json, sha256_bytes
+from objrec.fileio import FileFormatError, atomic_write_json, atomic_write_via, file_sha256_once, read_json
 
 if TYPE_CHECKING:
     from objrec.modeldb import ModelDB
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
 __all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleIndexError", "vote", "brute_force_knn"]
 
 FORMAT = "objrec-retrieval-index"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST = "index.json"
 ARRAY = "index.npy"
 #: Below this many descriptors the index is exact (a flat scan); an inverted file would not pay off.
@@ -259,6 +260,24 @@ class RetrievalIndex:
         self.trained_for = int(trained_for)
         self.objects = objects
         self.database_id = database_id
+        #: The file the index was read from or last saved to, and whether its lists are mapped from it.
+        self.source: Path | None = None
+        self.mapped = False
+
+    def _writable(self) -> None:
+        """Read a mapped index into memory before it is changed (its mapping is read-only)."""
+        if self.mapped and self.source is not None:
+            nprobe = self.index_.nprobe
+            self.index_, self.mapped = _faiss().read_index(str(self.source)), False
+            self.index_.nprobe = nprobe
+
+    def map_saved(self) -> None:
+        """Map the inverted lists from the file just saved instead of holding them in memory (an inverted
+        file only; no effect otherwise)."""
+        if not self.mapped and not self.exact and self.source is not None and self.source.suffix == ".faiss":
+            nprobe = self.index_.nprobe
+            self.index_, self.mapped = _read_faiss(self.source, mmap=True)
+            self.index_.nprobe = nprobe
 
     @classmethod
     def build(cls, descriptors: Any, owner: Any, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
@@ -295,6 +314,7 @@ class RetrievalIndex:
         if self.codes == "8bit_direct":
             x = np.clip(np.rint(x), 0, 255)  # the codes hold integers 0-255
         if len(x):
+            self._writable()
             self.index_.add_with_ids(x, own)
 
     def remove(self, object_ids: Any) -> int:
@@ -302,6 +322,7 @@ class RetrievalIndex:
         ids = np.ascontiguousarray(np.unique(np.asarray(object_ids, np.int64)))
         if not len(ids):
             return 0
+        self._writable()
         return int(self.index_.remove_ids(_faiss().IDSelectorBatch(ids)))
 
     def candidates(self, query: Any, top: int = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -391,9 +412,9 @@ class RetrievalIndex:
         if index is None or (params is not None and params != index.params):
             index, changed = cls.from_database(db, kind, params), True
         else:
-            changed = index.sync(db)
-        if changed and save:
-            index.save_with(db)
+            changed = index.sync(db) or index.source is None or index.source.suffix != ".faiss"
+        if changed and save and index.save_with(db) is not None:
+            index.map_saved()
         return index
 
     def save_with(self, db: ModelDB) -> Path | None:
@@ -409,20 +430,18 @@ class RetrievalIndex:
 
     # -- files ----------------------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``folder/index.json`` and the FAISS index as a uint8 ``.npy`` with its sha256, atomically.
+        """Write ``folder/index.json`` and the FAISS index file (FAISS's own binary format, written by
+        ``faiss.write_index``, never pickle) with its sha256, atomically.
 
-        The array file is named by its hash and the manifest, written last, names it; older array files
-        are deleted after. Returns the manifest path.
+        The index file is named by its hash and the manifest, written last, names it; older index files are
+        deleted after. Returns the manifest path.
         """
-        import io
-
         folder = Path(folder)
-        buf = io.BytesIO()
-        np.lib.format.write_array(buf, _faiss().serialize_index(self.index_), allow_pickle=False)
-        data = buf.getvalue()
-        digest = sha256_bytes(data)
-        array_name = f"index-{digest[:16]}.npy"
-        atomic_write_bytes(folder / array_name, data)
+        faiss = _faiss()
+        final, digest = atomic_write_via(
+            folder, lambda tmp: faiss.write_index(self.index_, tmp), lambda digest: f"index-{digest[:16]}.faiss"
+        )
+        self.source = final
         manifest = {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -432,20 +451,24 @@ class RetrievalIndex:
             "params": self.params.to_dict(),
             "trained_for": self.trained_for,
             "database_id": self.database_id,
-            "array": {"file": array_name, "sha256": digest},
+            "array": {"file": final.name, "sha256": digest},
         }
         if self.objects is not None:
             manifest["objects"] = {n: list(v) for n, v in self.objects.table.items()}
             manifest["next_label"] = self.objects.next_label
         atomic_write_json(folder / MANIFEST, manifest)
-        for old in folder.glob("index-*.npy"):
-            if old.name != array_name:
+        for old in folder.glob("index-*"):
+            if old.name != final.name:
                 old.unlink(missing_ok=True)
         return folder / MANIFEST
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, database_id: str | None = None) -> RetrievalIndex:
+    def load(cls, folder: str | os.PathLike, database_id: str | None = None, mmap: bool = True) -> RetrievalIndex:
         """Read an index written by :meth:`save`; never unpickles.
+
+        The file's sha256 is checked first. With ``mmap`` an inverted file's lists stay in the file,
+        memory-mapped read-only (``faiss.IO_FLAG_MMAP``): opening costs no copy and memory holds only the
+        lists searched; the index is read into memory the first time it is changed.
 
         Raises
         ------
@@ -472,35 +495,45 @@ class RetrievalIndex:
                 f"{mpath}: built for database {m.get('database_id')}, not {database_id}; "
                 "RetrievalIndex.for_database(db, kind) brings it up to date"
             )
-        index = _read_faiss(folder, m)
+        path = _checked_file(folder, m)
+        index, mapped = _read_faiss(path, mmap)
         params = RetrievalParams(**m["params"])
-        index_nprobe = getattr(index, "nprobe", None)
-        if index_nprobe is not None:
+        if getattr(index, "nprobe", None) is not None:
             index.nprobe = int(params.n_probe)
         objects = None
         if "objects" in m:
             table = {n: (int(v[0]), str(v[1])) for n, v in m["objects"].items()}
             objects = _Objects(table, int(m["next_label"]))
-        return cls(index, m["kind"], params, m["codes"], m["trained_for"], objects, m.get("database_id"))
+        out = cls(index, m["kind"], params, m["codes"], m["trained_for"], objects, m.get("database_id"))
+        out.source, out.mapped = path, mapped
+        return out
 
 
-def _read_faiss(folder: Path, m: dict[str, Any]) -> Any:
+def _checked_file(folder: Path, m: dict[str, Any]) -> Path:
+    """The index file the manifest names, its sha256 checked."""
     entry = m.get("array") or {}
     path = folder / str(entry.get("file", ARRAY))
     if not path.exists():
-        raise RetrievalIndexError(f"{path}: index array file not found")
-    data = path.read_bytes()
-    if sha256_bytes(data) != entry.get("sha256"):
+        raise RetrievalIndexError(f"{path}: index file not found")
+    if file_sha256_once(path) != entry.get("sha256"):
         raise RetrievalIndexError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
-    import io
+    return path
 
+
+def _read_faiss(path: Path, mmap: bool) -> tuple[Any, bool]:
+    """A FAISS index from ``path`` (a FAISS file, or a ``.npy`` uint8 array of one); True when it is mapped."""
+    faiss = _faiss()
     try:
-        arr = np.load(io.BytesIO(data), allow_pickle=False)
+        if path.suffix == ".npy":  # an index saved as a serialised byte array
+            arr = np.load(path, allow_pickle=False)
+            if arr.dtype != np.uint8 or arr.ndim != 1:
+                raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
+            return faiss.deserialize_index(arr), False
+        if mmap:
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            return index, hasattr(index, "nprobe")
+        return faiss.read_index(str(path)), False
     except (ValueError, OSError, EOFError) as exc:
         raise RetrievalIndexError(f"{path}: not a readable .npy array file ({exc})") from None
-    if arr.dtype != np.uint8 or arr.ndim != 1:
-        raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
-    try:
-        return _faiss().deserialize_index(arr)
     except RuntimeError as exc:
         raise RetrievalIndexError(f"{path}: FAISS could not read the index ({' '.join(str(exc).split())})") from None

@@ -15,6 +15,7 @@ kind keep exact matching, where a shortlist would save less than the retrieval c
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,15 @@ import numpy as np
 from objrec.backend import to_numpy
 from objrec.matching.database import DatabaseMatcher
 from objrec.matching.retrieval import IVF_MIN_DESCRIPTORS, RetrievalIndex, RetrievalIndexError, RetrievalParams
+from objrec.matching.stored import StoredMatcher
 from objrec.types import Candidate, Features
 
 __all__ = [
     "ShortlistMatcher",
     "make_matcher",
+    "descriptor_count",
+    "uses_retrieval",
+    "check_saved_indexes",
     "prepare_indexes",
     "RETRIEVAL_MIN_DESCRIPTORS",
     "SHORTLIST_SIZE",
@@ -56,8 +61,9 @@ class ShortlistMatcher:
 
     Parameters
     ----------
-    matcher : DatabaseMatcher
-        Every enrolled object's descriptors of one kind (its objects in database order).
+    matcher : DatabaseMatcher or StoredMatcher
+        Every enrolled object's descriptors of one kind (its objects in database order), in memory or read
+        from the database when shortlisted.
     index : RetrievalIndex
         An index of the same database and kind (:meth:`RetrievalIndex.for_database`), whose labels are
         mapped to the matcher's objects by name.
@@ -102,7 +108,7 @@ class ShortlistMatcher:
             self._object_of[label] = position[name]
         if len(index.objects.table) != len(position):
             raise ValueError("ShortlistMatcher: the index and the matcher hold different objects")
-        counts = np.bincount(np.asarray(matcher.owner, np.int64), minlength=len(matcher.names))
+        counts = np.asarray(matcher.object_counts(), np.float64)
         # The chance that an object is among a descriptor's k neighbours whatever it shows: an object with
         # many descriptors collects votes from every frame, so shortlists rank votes above this chance.
         self._chance = 1.0 - (1.0 - counts / max(1, counts.sum())) ** int(index.params.k)
@@ -163,28 +169,68 @@ def _index_for(db: Any, kind: str, params: RetrievalParams | None) -> RetrievalI
         return index
 
 
+def descriptor_count(db: Any, kind: str) -> int:
+    """Descriptors of ``kind`` enrolled in ``db``, from its object table (no array is read)."""
+    return sum(i.n_features.get(kind, 0) for i in db.infos())
+
+
+def uses_retrieval(db: Any, kind: str, retrieval: bool | None = None) -> bool:
+    """Whether :func:`make_matcher` puts a retrieval index in front of ``kind``'s matcher."""
+    n = descriptor_count(db, kind)
+    return n > 0 and (n >= RETRIEVAL_MIN_DESCRIPTORS if retrieval is None else bool(retrieval))
+
+
+def check_saved_indexes(db: Any, kinds: list[str]) -> None:
+    """Check the sha256 of the saved index files of ``kinds`` at once, one thread per file, before they
+    are loaded one after the other (each load then finds its file checked; see
+    :func:`objrec.fileio.file_sha256_once`). Absent or unreadable manifests are left to the loads to handle."""
+    from objrec.fileio import FileFormatError, read_json, sha256_files_once
+    from objrec.matching.retrieval import MANIFEST
+
+    paths = []
+    for kind in kinds:
+        folder = Path(db.path) / "index" / kind
+        try:
+            entry = read_json(folder / MANIFEST).get("array") or {}
+        except (FileFormatError, OSError):
+            continue
+        if isinstance(entry.get("file"), str):
+            paths.append(folder / entry["file"])
+    sha256_files_once(paths)
+
+
 def make_matcher(
     db: Any,
     kind: str,
-    matcher: DatabaseMatcher,
     retrieval: bool | None = None,
     params: RetrievalParams | None = None,
     top: int = SHORTLIST_SIZE,
+    **matcher_args: Any,
 ) -> DatabaseMatcher | ShortlistMatcher:
-    """``matcher`` itself, or a :class:`ShortlistMatcher` over the database's retrieval index.
+    """The matcher of one detector kind of ``db``.
+
+    Without retrieval, a :class:`DatabaseMatcher` with every object's descriptors in memory; with it, a
+    :class:`ShortlistMatcher` of the database's retrieval index in front of a
+    :class:`~objrec.matching.stored.StoredMatcher`, which reads only the shortlisted objects' descriptors
+    from the database's memory-mapped shards, so memory does not grow with the catalogue.
 
     Parameters
     ----------
     db : ModelDB
-        The database ``matcher`` was made from (its objects in the same order).
     retrieval : bool, optional
         None: retrieval from :data:`RETRIEVAL_MIN_DESCRIPTORS` descriptors of ``kind`` on; True/False: always
         or never.
+    params : RetrievalParams, optional
+        How the index is built (when it is built here).
+    top : int
+        Objects per shortlist.
+    **matcher_args
+        ``ratio``, ``mutual``, ``xp`` (both matchers) and ``exact`` (:class:`DatabaseMatcher` only).
     """
-    use = len(matcher) >= RETRIEVAL_MIN_DESCRIPTORS if retrieval is None else bool(retrieval)
-    if not use or len(matcher) == 0:
-        return matcher
-    return ShortlistMatcher(matcher, _index_for(db, kind, params), top)
+    if not uses_retrieval(db, kind, retrieval):
+        return DatabaseMatcher(db.objects(), kind, **matcher_args)
+    stored_args = {k: v for k, v in matcher_args.items() if k != "exact"}
+    return ShortlistMatcher(StoredMatcher(db, kind, **stored_args), _index_for(db, kind, params), top)
 
 
 def prepare_indexes(db: Any, params: RetrievalParams | None = None) -> list[str]:
@@ -196,7 +242,7 @@ def prepare_indexes(db: Any, params: RetrievalParams | None = None) -> list[str]
     """
     kinds = []
     for kind in db.detectors:
-        if len(db.descriptor_table(kind)[1]) >= RETRIEVAL_MIN_DESCRIPTORS:
+        if descriptor_count(db, kind) >= RETRIEVAL_MIN_DESCRIPTORS:
             _index_for(db, kind, params)
             kinds.append(kind)
     return kinds

@@ -8,6 +8,7 @@ verification runs outside the budget.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,7 +150,7 @@ class FrameVerdicts:
         return sorted(self.found.values(), key=lambda d: -d.score)
 
 
-def aspect_limits(objects: list[Any]) -> dict[str, float]:
+def aspect_limits(objects: Iterable[Any]) -> dict[str, float]:
     """Object name to the tilt its synthesised views cover (:func:`objrec.views.covered_tilt`), for the
     objects enrolled with views: the limit of their aspect-ratio change and of their foreshortening
     (:meth:`CandidateVerifier.params_for`); objects without views keep the verifier's own limits."""

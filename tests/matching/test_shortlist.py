@@ -96,9 +96,9 @@ def test_recognizer_on_a_changed_database_syncs_the_saved_index(tmp_path):
 def test_damaged_saved_index_is_rebuilt(tmp_path):
     db = _db(tmp_path / "db", range(4))
     RetrievalIndex.for_database(db, "sift")
-    for f in (db.path / "index" / "sift").glob("index-*.npy"):
+    for f in (db.path / "index" / "sift").glob("index-*.faiss"):
         f.write_bytes(f.read_bytes()[:-10] + b"0123456789")
-    matcher = make_matcher(db, "sift", DatabaseMatcher(db.objects(), "sift"), retrieval=True)
+    matcher = make_matcher(db, "sift", retrieval=True)
     assert isinstance(matcher, ShortlistMatcher) and len(matcher.index) == len(matcher.matcher)
     RetrievalIndex.load(db.path / "index" / "sift", database_id=db.database_id)  # saved again, sound
 

@@ -1,0 +1,94 @@
+"""Matching against a catalogue whose descriptors stay on disk until retrieval names the objects to match.
+
+A :class:`~objrec.matching.database.DatabaseMatcher` holds every enrolled descriptor of its kind in one
+float32 matrix, which is what exact matching against every object needs. Behind a retrieval shortlist
+only a few objects are matched per frame, so :class:`StoredMatcher` keeps only the object table (names,
+sizes, feature counts, view tables) and reads the shortlisted objects' keypoints and descriptors from the
+database's memory-mapped shards when a frame asks for them (:meth:`objrec.modeldb.ModelDB.get`, which
+checks each shard file's sha256 the first time it is touched and caches recently used objects). Memory
+then stays flat in the number of enrolled objects, and opening a catalogue reads no descriptor.
+
+Matching itself is the :class:`~objrec.matching.database.DatabaseMatcher` code on the shortlisted objects,
+so the ratio test, the FGINN test for objects enrolled with views and guided matching behave exactly as
+with every object in memory (``tests/matching/test_stored.py`` checks they give the same candidates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from objrec.matching.database import DatabaseMatcher
+from objrec.types import Candidate, Features
+
+__all__ = ["StoredMatcher"]
+
+
+class StoredMatcher:
+    """One detector kind's descriptors of every object in a :class:`~objrec.modeldb.ModelDB`, read on demand.
+
+    Parameters
+    ----------
+    db : ModelDB
+    kind : str
+        Detector kind ("sift" or "surf").
+    ratio, mutual, xp
+        As for :class:`~objrec.matching.database.DatabaseMatcher`.
+    fginn : bool, optional
+        FGINN ratio test; by default on when any object of the database was enrolled with views (as the
+        in-memory matcher decides over all its objects).
+
+    Notes
+    -----
+    Objects are indexed in the database's order (:attr:`ModelDB.names` when the matcher was made), like a
+    :class:`DatabaseMatcher` made from ``db.objects()``.
+    """
+
+    def __init__(
+        self, db: Any, kind: str, ratio: float = 0.75, mutual: bool = False, xp: Any = np, fginn: bool | None = None
+    ) -> None:
+        if kind not in db.detectors:
+            raise ValueError(f"kind: {kind!r} is not enrolled in {db.path} (has {list(db.detectors)})")
+        self.db = db
+        self.kind = kind
+        self.ratio = ratio
+        self.mutual = mutual
+        self.xp = xp
+        infos = db.infos()
+        self.names = [i.name for i in infos]
+        self.sizes = [(i.width, i.height) for i in infos]
+        self.view_tables = [i.view_table for i in infos]
+        self.counts = np.array([i.n_features.get(kind, 0) for i in infos], np.int64)
+        self.fginn = any(t for t in self.view_tables) if fginn is None else bool(fginn)
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+    def object_counts(self) -> np.ndarray:
+        """Descriptors of each object (int64, in object order)."""
+        return self.counts
+
+    def _matcher(self, objects: np.ndarray) -> DatabaseMatcher:
+        models = [self.db.get(self.names[int(i)]) for i in objects]
+        return DatabaseMatcher(models, self.kind, self.ratio, self.mutual, self.xp, exact=True, fginn=self.fginn)
+
+    def candidates(self, scene: Features, among: Any = None) -> list[Candidate]:
+        """Ratio-test matches of ``scene`` against the objects ``among`` (indices, best first), in that order.
+
+        Without ``among`` every object is read and matched, as a :class:`DatabaseMatcher` would.
+        """
+        objects = np.arange(len(self.names)) if among is None else np.asarray(among, np.int64).reshape(-1)
+        if len(scene) == 0 or not len(objects) or not self.counts[objects].sum():
+            return []
+        sub = self._matcher(objects)
+        out = sub.candidates(scene, among=None if among is None else np.arange(len(objects)))
+        return [dataclasses.replace(c, object_index=int(objects[c.object_index])) for c in out]
+
+    def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
+        """See :meth:`DatabaseMatcher.guided` (the candidate's object alone is read)."""
+        oi = int(candidate.object_index)
+        sub = self._matcher(np.array([oi]))
+        g = sub.guided(dataclasses.replace(candidate, object_index=0), scene, H, radius)
+        return dataclasses.replace(g, object_index=oi)
