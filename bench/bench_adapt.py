@@ -18,7 +18,8 @@ as ``objrec run`` does on a camera: a frame is handed over every ``1/--fps`` s (
 * object area kept: fully visible objects' pixels inside the prefilter's kept boxes / their pixels;
 * recall (fully visible objects detected by name, centre inside the true outline), false detections;
 * latency p50/p99/mean, deadline misses; peak resident memory;
-* the first object's appearance: frames from fully visible to first detected.
+* the first object's appearance: frames from fully visible to first detected;
+* in the JSON output (``--json``), each late frame with its latency and time per stage.
 
     python bench/bench_adapt.py [--frames 1000] [--budget-ms 33] [--json out.json]
 """
@@ -185,7 +186,7 @@ def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool,
     rec = Recognizer(db, budget_ms=budget, prefilter=pf, adapt_prefilter=adapt, adapt_params=params, track=True)
     rec.warmup(SIZE[::-1])
     wins = [Window(lo, hi) for lo, hi in windows]
-    first, rss = None, {}
+    first, rss, late = None, {}, []
     period = 1.0 / fps if fps > 0 else 0.0
     due = time.perf_counter()
     for i in range(len(stream)):
@@ -197,6 +198,8 @@ def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool,
         else:
             due -= wait  # late: the camera's next frame is one period after this one
         r = rec.process(img, rec.clock.now())
+        if r.latency_ms > budget:
+            late.append({"frame": i, "latency_ms": round(r.latency_ms, 2), "timings_ms": r.timings_ms})
         for w in wins:
             if w.lo <= i < w.hi:
                 w.add(r, truth)
@@ -216,6 +219,7 @@ def run(label: str, db: ModelDB, pf, stream: Stream, budget: float, adapt: bool,
         "rss_mb_every_500_frames": rss,
         "memory": memory_report(),
         "adaptation": rec.adapter.status() if rec.adapter is not None else None,
+        "late_frames": late,
     }
 
 

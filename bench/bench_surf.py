@@ -11,6 +11,7 @@ frame, and with that box passed as ``regions`` (the detector then visits only th
 ``max_features=500`` (the strongest are chosen before description). Timings are medians over ``--repeats``
 after a warm-up, with SIFT and SURF calls interleaved so that load from other processes hits both alike. Also
 how many of OpenCV's own SURF keypoints we reproduce (reference files made with a nonfree OpenCV build).
+``--coverage`` instead times boxes covering 10% to 90% of graf's first image against the whole frame.
 """
 
 from __future__ import annotations
@@ -122,6 +123,24 @@ def bench_image(name: str, img: np.ndarray, repeats: int) -> dict[str, float] | 
     return {"ratio": ratio, "within": within}
 
 
+def coverage(img: np.ndarray, repeats: int) -> None:
+    """SURF(400) on boxes covering a growing share of the frame (``regions``) against the whole frame without
+    regions, at full and 0.75 resolution: where a masked pass stops paying (the planner's
+    ``whole_frame_fraction``)."""
+    print("\n== regions against the whole frame: SURF(400) ms, one box from the top-left corner")
+    for scale in (1.0, 0.75):
+        im = img if scale == 1.0 else cv2.resize(img, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        h, w = im.shape
+        s = SURF(400, backend="cpu")
+        calls: dict[str, Callable[[], object]] = {"whole": lambda s=s, im=im: s.detect_and_compute(im)}
+        for share in (0.1, 0.3, 0.5, 0.6, 0.75, 0.9):
+            box = np.array([[0, 0, int(w * share**0.5), int(h * share**0.5)]], np.int32)
+            regions = Regions(box, np.ones(1, np.float32))
+            calls[f"{share:.0%}"] = lambda s=s, im=im, r=regions: s.detect_and_compute(im, regions=r)
+        t = interleaved_ms(calls, repeats)
+        print(f"{w}x{h}: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
+
+
 def reference_agreement(data: Path) -> None:
     from scipy.spatial import cKDTree
 
@@ -146,6 +165,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="Numba and OpenCV threads (default: all cores)")
     ap.add_argument("--images", default="graf,bikes,leuven,boat,wall,ubc,bark,trees", help="Oxford sequences")
     ap.add_argument("--no-1080p", action="store_true")
+    ap.add_argument("--coverage", action="store_true", help="only: regions covering 10-90%% vs the whole frame")
     ap.add_argument("--data", default=None)
     args = ap.parse_args()
     if args.threads:
@@ -162,6 +182,10 @@ def main() -> None:
     t = time.perf_counter()
     SURF(400, backend="cpu").detect_and_compute(np.zeros((64, 64), np.uint8))
     print(f"first call (Numba compilation included): {time.perf_counter() - t:.1f} s")
+    if args.coverage:
+        full = cv2.imread(str(data / "oxford_affine" / "graf" / "img1.png"), cv2.IMREAD_GRAYSCALE)
+        coverage(np.ascontiguousarray(cv2.resize(full, (640, 480), interpolation=cv2.INTER_AREA)), args.repeats)
+        return
     results = {}
     for seq in args.images.split(","):
         full = cv2.imread(str(data / "oxford_affine" / seq / "img1.png"), cv2.IMREAD_GRAYSCALE)

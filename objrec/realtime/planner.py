@@ -25,8 +25,10 @@ class SearchPlanner:
         Under a budget, the strongest keypoints described at degrade level 0 (a share of it at higher
         levels); None leaves the detector's own setting.
     whole_frame_fraction : float
-        When the boxes cover more than this fraction of the frame, the whole frame is searched (one pass
-        without masks costs less than a masked one over nearly everything).
+        When the boxes cover more than this fraction of the frame, the whole frame is searched: a masked
+        pass also builds and tests the boxes' mask, and its non-maximum suppression visits the whole grid,
+        so from about three quarters of the frame on it costs as much as one pass without a mask, or more
+        where the features gather in the boxes (``bench/bench_surf.py --coverage`` times both).
     min_features : int
         The feature cap never goes below this.
     retrieval_voters : int
@@ -39,7 +41,7 @@ class SearchPlanner:
         kind: str,
         max_regions: int = 8,
         feature_cap: int | None = None,
-        whole_frame_fraction: float = 0.9,
+        whole_frame_fraction: float = 0.75,
         min_features: int = 100,
         retrieval_voters: int = 0,
     ) -> None:
