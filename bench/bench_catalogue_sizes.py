@@ -141,6 +141,15 @@ def disk_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
+def _linked(out: Path, db: Path) -> Path:
+    """A fresh output folder for one ``objrec eval`` run holding a link to the database built beforehand
+    (the run looks for ``db-<digest>`` in its own folder), so the run recognises only."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / db.name).symlink_to(db.resolve(), target_is_directory=True)
+    return out
+
+
 def measure_size(n: int, data: Path, args) -> dict:
     work = Path(args.out) / f"n{n}"
     dirs = distractor_dirs(data, args.generated, n - 100, Path(args.out))
@@ -159,7 +168,7 @@ def measure_size(n: int, data: Path, args) -> dict:
     if n <= args.anchor_max:
         runs.append(("findobj", "findobj", []))
     for label, det, extra in runs:
-        out = work / label
+        out = _linked(work / label, db)
         rc, wall, rss = run_measured(
             eval_cmd(data, dirs, out, args, ["--detectors", det] + extra), out.with_suffix(".log")
         )
@@ -183,10 +192,11 @@ def measure_size(n: int, data: Path, args) -> dict:
             + [a for d in dirs for a in ("--dirs", str(d))],
             check=True,
         )
-        cmd = eval_cmd(data, dirs, out, args, ["--detectors", "objrec", "--without-query-objects"])
+        run_dir = _linked(out / "run", next(out.glob("db-*")))
+        cmd = eval_cmd(data, dirs, run_dir, args, ["--detectors", "objrec", "--without-query-objects"])
         rc, _, _ = run_measured(cmd, out.with_suffix(".log"))
         if not rc:
-            s = summary(out, "objrec")
+            s = summary(run_dir, "objrec")
             row["without"] = {"queries_with_wrong": s["queries_with_wrong"], "n_queries": s["n_queries"]}
             print(f"N={n} without covers 001-050: {s['queries_with_wrong']}/{s['n_queries']} photos with a detection")
     row["open"] = open_ready(db)

@@ -565,6 +565,8 @@ class ModelDB:
     def __init__(self, path: Path, manifest: dict[str, Any], shards: list[_Shard]) -> None:
         self.path = Path(path)
         self._arrays: dict[tuple[str, str], np.ndarray] = {}
+        self._checked: set[tuple[str, str]] = set()  # shard files whose sha256 was checked
+        self._verified: set[tuple[str, int]] = set()  # objects (shard, row) whose content sha256 was checked
         self._cache: dict[tuple[str, bool], ModelObject] = {}
         self._set_state(manifest, shards)
 
@@ -699,29 +701,68 @@ class ModelDB:
             self._infos = [self.info(n) for n in self._live]
         return list(self._infos)
 
-    def _array(self, shard: _Shard, fname: str) -> np.ndarray:
-        """A shard file, memory-mapped; its sha256 is checked the first time this database touches it."""
+    def _array(self, shard: _Shard, fname: str, check: bool = True) -> np.ndarray:
+        """A shard file, memory-mapped.
+
+        With ``check`` its sha256 is checked the first time this database touches it. Reads of single
+        objects pass ``check=False`` and check the object's own rows instead (:meth:`_verify_object`),
+        which costs in proportion to what is read; a file that cannot even be mapped is then hashed, so
+        the error names it as damaged.
+        """
         key = (shard.id, fname)
-        if key in self._arrays:
-            return self._arrays[key]
+        arr = self._arrays.get(key)
+        if arr is not None and (not check or key in self._checked):
+            return arr
         path = self.path / SHARDS / shard.id / fname
-        expected = shard.entry["files"].get(fname)
-        if expected is None:
+        if shard.entry["files"].get(fname) is None:
             raise ModelDBError(f"{self.path / MANIFEST}: shard {shard.id} lists no file {fname}")
         if not path.exists():
             raise ModelDBError(f"{path}: array file not found" + self._changed_note())
-        if file_sha256(path) != expected:
-            raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
-        try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise ModelDBError(f"{path}: not a readable .npy array file ({type(exc).__name__}: {exc})") from None
-        kind = fname.split(".")[0]
-        rows = shard.offsets["image" if fname == "images.npy" else kind][-1]
-        if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype != KEYPOINT_DTYPE):
-            raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
-        self._arrays[key] = arr
+        if check:
+            self._check_file(shard, fname)
+        if arr is None:
+            try:
+                arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            except (ValueError, OSError, EOFError) as exc:
+                self._check_file(shard, fname)
+                raise ModelDBError(f"{path}: not a readable .npy array file ({type(exc).__name__}: {exc})") from None
+            kind = fname.split(".")[0]
+            rows = shard.offsets["image" if fname == "images.npy" else kind][-1]
+            if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype != KEYPOINT_DTYPE):
+                self._check_file(shard, fname)
+                raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
+            self._arrays[key] = arr
         return arr
+
+    def _check_file(self, shard: _Shard, fname: str) -> None:
+        """The shard file's sha256 against the manifest (once per database); ModelDBError naming it if not."""
+        key = (shard.id, fname)
+        if key in self._checked:
+            return
+        path = self.path / SHARDS / shard.id / fname
+        if file_sha256(path) != shard.entry["files"].get(fname):
+            raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+        self._checked.add(key)
+
+    def _verify_object(self, shard: _Shard, row: int) -> None:
+        """An object's rows against its content sha256 (image bytes, keypoints and descriptors of every kind),
+        once per database. On a mismatch the shard's files are hashed whole: a damaged one raises naming the
+        file; when all match the manifest the rows are as written and the object is accepted."""
+        if (shard.id, row) in self._verified:
+            return
+        kinds = sorted(self._manifest["detectors"])
+        a, b = (int(x) for x in shard.offsets["image"][row : row + 2])
+        image = self._array(shard, "images.npy", check=False)[a:b]
+        kps, descs = {}, {}
+        for kind in kinds:
+            lo, hi = (int(x) for x in shard.offsets[kind][row : row + 2])
+            kps[kind] = self._array(shard, f"{kind}.keypoints.npy", check=False)[lo:hi]
+            descs[kind] = self._array(shard, f"{kind}.descriptors.npy", check=False)[lo:hi]
+        if _content_sha256(image, kps, descs) != shard.objects[row]["sha256"]:
+            for fname in sorted(shard.entry["files"]):
+                if fname != "objects.json":
+                    self._array(shard, fname, check=True)
+        self._verified.add((shard.id, row))
 
     def _changed_note(self) -> str:
         if _stat_signature(self.path / MANIFEST) != self._signature:
@@ -729,15 +770,17 @@ class ModelDB:
         return ""
 
     def _features(self, shard: _Shard, row: int, kind: str) -> Features:
+        self._verify_object(shard, row)
         a, b = (int(x) for x in shard.offsets[kind][row : row + 2])
-        kp = self._array(shard, f"{kind}.keypoints.npy")[a:b]
-        desc = self._array(shard, f"{kind}.descriptors.npy")[a:b]
+        kp = self._array(shard, f"{kind}.keypoints.npy", check=False)[a:b]
+        desc = self._array(shard, f"{kind}.descriptors.npy", check=False)[a:b]
         # Features converts to its own dtypes: uint8/float16 descriptors become float32 copies here.
         return Features(kp["xy"], kp["size"], kp["angle"], kp["response"], kp["octave"], kp["laplacian"], desc, kind)
 
     def _image(self, shard: _Shard, row: int) -> np.ndarray:
+        self._verify_object(shard, row)
         a, b = (int(x) for x in shard.offsets["image"][row : row + 2])
-        data = np.array(self._array(shard, "images.npy")[a:b])
+        data = np.array(self._array(shard, "images.npy", check=False)[a:b])
         img = decode_image(
             data, f"{self.path / SHARDS / shard.id / 'images.npy'} (object {shard.objects[row]['name']})"
         )
@@ -759,6 +802,18 @@ class ModelDB:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = obj
         return obj
+
+    def get_kind(self, name: str, kind: str) -> ModelObject:
+        """``name`` with the features of one detector kind only (no image), read from the shards each call:
+        for a matcher that keeps its own cache of the objects it matches."""
+        if kind not in self._manifest["detectors"]:
+            raise ValueError(f"kind: {kind!r} is not enrolled in {self.path} (has {list(self.detectors)})")
+        sh, row = self._locate(name)
+        o = sh.objects[row]
+        feats = {kind: self._features(sh, row, kind)}
+        return ModelObject(
+            o["name"], int(o["width"]), int(o["height"]), feats, None, o.get("views"), o.get("view_table")
+        )
 
     def objects(self, with_image: bool = False) -> list[ModelObject]:
         return [self.get(n, with_image) for n in self.names]
@@ -1082,6 +1137,7 @@ class ModelDB:
                 if fname == "objects.json":
                     continue
                 self._arrays.pop((sh.id, fname), None)  # forces the sha256 check again
+                self._checked.discard((sh.id, fname))
                 try:
                     self._array(sh, fname)
                 except ModelDBError as exc:

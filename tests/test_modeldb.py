@@ -474,3 +474,27 @@ def test_schema1_database_gives_upgrade_hint_then_upgrades(tmp_path):
         direct = SIFT(backend="cpu").detect_and_compute(img)
         np.testing.assert_array_equal(db.get(name).features["sift"].descriptors, direct.descriptors)
     assert ModelDB.open(old).database_id == db.database_id
+
+
+def test_reading_an_object_checks_its_own_rows_not_whole_files(sift_db, cover, monkeypatch):
+    """A read checks the object's content sha256 over its own rows: no shard file is hashed whole when the
+    rows are sound, and damage inside one object's rows is reported, naming the file, when that object is
+    read, while the other object of the same shard still reads."""
+    import objrec.modeldb as modeldb
+
+    sift_db.enroll_many([("a", cover), ("b", np.ascontiguousarray(cover[:, ::-1]))], progress=False)
+    want = {n: sift_db.get(n).features["sift"].descriptors.copy() for n in ("a", "b")}
+    hashed = []
+    real = modeldb.file_sha256
+    monkeypatch.setattr(modeldb, "file_sha256", lambda p: hashed.append(p) or real(p))
+    fresh = ModelDB.open(sift_db.path)
+    np.testing.assert_array_equal(fresh.get("a").features["sift"].descriptors, want["a"])
+    assert hashed == []
+    f = _shard_file(sift_db, "sift.descriptors.npy")
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF  # the last row belongs to "b", enrolled second
+    f.write_bytes(bytes(data))
+    damaged = ModelDB.open(sift_db.path)
+    np.testing.assert_array_equal(damaged.get("a").features["sift"].descriptors, want["a"])
+    with pytest.raises(ModelDBError, match="sift.descriptors.npy: sha256 mismatch"):
+        damaged.get("b")

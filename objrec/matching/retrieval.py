@@ -531,6 +531,10 @@ def _read_faiss(path: Path, mmap: bool) -> tuple[Any, bool]:
             return faiss.deserialize_index(arr), False
         if mmap:
             index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            if hasattr(index, "invlists"):
+                # FAISS's on-disk lists start threads to page in the probed lists before each search; the
+                # mapped file is in the page cache once touched, and the threads would compete with the frame.
+                faiss.downcast_InvertedLists(index.invlists).prefetch_nthread = 0
             return index, hasattr(index, "nprobe")
         return faiss.read_index(str(path)), False
     except (ValueError, OSError, EOFError) as exc:

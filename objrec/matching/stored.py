@@ -4,8 +4,8 @@ A :class:`~objrec.matching.database.DatabaseMatcher` holds every enrolled descri
 float32 matrix, which is what exact matching against every object needs. Behind a retrieval shortlist
 only a few objects are matched per frame, so :class:`StoredMatcher` keeps only the object table (names,
 sizes, feature counts, view tables) and reads the shortlisted objects' keypoints and descriptors from the
-database's memory-mapped shards when a frame asks for them (:meth:`objrec.modeldb.ModelDB.get`, which
-checks each shard file's sha256 the first time it is touched and caches recently used objects). Memory
+database's memory-mapped shards when a frame asks for them (:meth:`objrec.modeldb.ModelDB.get_kind`, which
+checks an object's content sha256 the first time it is read), and keeps the most recently matched in memory. Memory
 then stays flat in the number of enrolled objects, and opening a catalogue reads no descriptor.
 
 Matching itself is the :class:`~objrec.matching.database.DatabaseMatcher` code on the shortlisted objects,
@@ -24,6 +24,11 @@ from objrec.matching.database import DatabaseMatcher
 from objrec.types import Candidate, Features
 
 __all__ = ["StoredMatcher"]
+
+#: Matchers over recent shortlists kept for reuse.
+RECENT_MATCHERS = 4
+#: Objects whose features stay in memory after they were matched (least recently matched dropped first).
+CACHED_OBJECTS = 128
 
 
 class StoredMatcher:
@@ -62,6 +67,8 @@ class StoredMatcher:
         self.view_tables = [i.view_table for i in infos]
         self.counts = np.array([i.n_features.get(kind, 0) for i in infos], np.int64)
         self.fginn = any(t for t in self.view_tables) if fginn is None else bool(fginn)
+        self._recent: dict[tuple[int, ...], DatabaseMatcher] = {}
+        self._models: dict[int, Any] = {}
 
     def __len__(self) -> int:
         return int(self.counts.sum())
@@ -71,8 +78,27 @@ class StoredMatcher:
         return self.counts
 
     def _matcher(self, objects: np.ndarray) -> DatabaseMatcher:
-        models = [self.db.get(self.names[int(i)]) for i in objects]
-        return DatabaseMatcher(models, self.kind, self.ratio, self.mutual, self.xp, exact=True, fginn=self.fginn)
+        """A matcher over ``objects`` (indices), kept for the next frames: a video's shortlist seldom
+        changes from one frame to the next, and a matcher costs its descriptors' copy and norms to make."""
+        key = tuple(int(i) for i in objects)
+        sub = self._recent.pop(key, None)
+        if sub is None:
+            models = [self._model(i) for i in key]
+            sub = DatabaseMatcher(models, self.kind, self.ratio, self.mutual, self.xp, exact=True, fginn=self.fginn)
+        self._recent[key] = sub
+        if len(self._recent) > RECENT_MATCHERS:
+            self._recent.pop(next(iter(self._recent)))
+        return sub
+
+    def _model(self, i: int) -> Any:
+        """Object ``i`` with this kind's features (float32), from a cache of the most recently matched."""
+        model = self._models.pop(i, None)
+        if model is None:
+            model = self.db.get_kind(self.names[i], self.kind)
+        self._models[i] = model
+        if len(self._models) > CACHED_OBJECTS:
+            self._models.pop(next(iter(self._models)))
+        return model
 
     def candidates(self, scene: Features, among: Any = None) -> list[Candidate]:
         """Ratio-test matches of ``scene`` against the objects ``among`` (indices, best first), in that order.
@@ -83,7 +109,10 @@ class StoredMatcher:
         if len(scene) == 0 or not len(objects) or not self.counts[objects].sum():
             return []
         sub = self._matcher(objects)
-        out = sub.candidates(scene, among=None if among is None else np.arange(len(objects)))
+        # Both neighbours of the ratio test come from the matcher's objects, which are the ones asked for.
+        out = sub.candidates(scene)
+        if among is not None:
+            out.sort(key=lambda c: c.object_index)  # the order of ``among``
         return [dataclasses.replace(c, object_index=int(objects[c.object_index])) for c in out]
 
     def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
