@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -38,6 +39,12 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _discard(tmp: str) -> None:
+    """Remove a temporary file a failed write left behind (if it is there)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of it."""
     path = Path(path)
@@ -50,10 +57,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         raise
 
 
@@ -79,10 +83,7 @@ def atomic_write_via(
         os.replace(tmp, final)
         return final, digest
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         raise
 
 
