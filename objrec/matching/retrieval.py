@@ -438,6 +438,9 @@ class RetrievalIndex:
         """
         folder = Path(folder)
         faiss = _faiss()
+        # FAISS writes mapped lists as a reference to the file they are mapped from, which a later save deletes:
+        # a mapped index is read into memory first, so that every saved file holds its lists.
+        self._writable()
         final, digest = atomic_write_via(
             folder, lambda tmp: faiss.write_index(self.index_, tmp), lambda digest: f"index-{digest[:16]}.faiss"
         )

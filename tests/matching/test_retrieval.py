@@ -112,6 +112,22 @@ def test_a_mapped_index_changes_like_one_in_memory(tmp_path):
     assert len(RetrievalIndex.load(tmp_path / "ix")) == int(first.sum())
 
 
+def test_a_saved_copy_of_a_mapped_index_holds_its_lists(tmp_path):
+    """Saving an index whose lists are mapped from its file writes the lists themselves: the copy still
+    loads and answers the same once the original folder is gone."""
+    import shutil
+
+    desc, owner = clustered(n_objects=8)
+    RetrievalIndex.build(desc, owner, "sift", RetrievalParams(exact_below=0, n_lists=8, n_probe=8)).save(tmp_path / "a")
+    mapped = RetrievalIndex.load(tmp_path / "a")
+    q = desc[owner == 3][:30]
+    want = mapped.candidates(q)[0].tolist()
+    mapped.save(tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")
+    copy = RetrievalIndex.load(tmp_path / "b")
+    assert copy.mapped and len(copy) == len(desc) and copy.candidates(q)[0].tolist() == want
+
+
 def test_an_index_saved_as_a_byte_array_still_loads(tmp_path):
     """An index saved as a ``.npy`` array of FAISS's serialised bytes (the earlier layout) is read into memory."""
     import faiss
