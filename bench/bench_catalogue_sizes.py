@@ -150,16 +150,18 @@ def _linked(out: Path, db: Path) -> Path:
     return out
 
 
+def build_in_child(out: Path, data: Path, dirs: list[Path], without: bool) -> Path:
+    """:func:`build` in a process of its own (so enrolment counts in no measured process); the database."""
+    cmd = [sys.executable, __file__, "--build", str(out), "--data", str(data)] + ["--without"] * without
+    subprocess.run(cmd + [a for d in dirs for a in ("--dirs", str(d))], check=True)
+    return next(out.glob("db-*"))
+
+
 def measure_size(n: int, data: Path, args) -> dict:
     work = Path(args.out) / f"n{n}"
     dirs = distractor_dirs(data, args.generated, n - 100, Path(args.out))
     row: dict = {"n": n}
-    subprocess.run(
-        [sys.executable, __file__, "--build", str(work), "--data", str(data)]
-        + [a for d in dirs for a in ("--dirs", str(d))],
-        check=True,
-    )
-    db = next(work.glob("db-*"))
+    db = build_in_child(work, data, dirs, without=False)
     row["disk_mb"] = round(disk_mb(db), 1)
     runs = [
         ("objrec", "objrec", []),
@@ -187,12 +189,7 @@ def measure_size(n: int, data: Path, args) -> dict:
         )
     if n in args.wrong_sizes:
         out = work / "without"
-        subprocess.run(
-            [sys.executable, __file__, "--build", str(out), "--without", "--data", str(data)]
-            + [a for d in dirs for a in ("--dirs", str(d))],
-            check=True,
-        )
-        run_dir = _linked(out / "run", next(out.glob("db-*")))
+        run_dir = _linked(out / "run", build_in_child(out, data, dirs, without=True))
         cmd = eval_cmd(data, dirs, run_dir, args, ["--detectors", "objrec", "--without-query-objects"])
         rc, _, _ = run_measured(cmd, out.with_suffix(".log"))
         if not rc:

@@ -117,11 +117,9 @@ def sha256_files_once(paths: list[Path]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     present = [p for p in paths if Path(p).is_file()]
-    if len(present) > 1:
+    if present:
         with ThreadPoolExecutor(min(len(present), os.cpu_count() or 1)) as pool:
             list(pool.map(file_sha256_once, present))
-    elif present:
-        file_sha256_once(present[0])
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -791,13 +791,7 @@ class ModelDB:
         key = (name, with_image)
         if key in self._cache:
             return self._cache[key]
-        sh, row = self._locate(name)
-        o = sh.objects[row]
-        feats = {kind: self._features(sh, row, kind) for kind in self._manifest["detectors"]}
-        image = self._image(sh, row) if with_image else None
-        obj = ModelObject(
-            o["name"], int(o["width"]), int(o["height"]), feats, image, o.get("views"), o.get("view_table")
-        )
+        obj = self._model_object(name, list(self._manifest["detectors"]), with_image)
         if len(self._cache) >= self.CACHE_OBJECTS:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = obj
@@ -808,12 +802,15 @@ class ModelDB:
         for a matcher that keeps its own cache of the objects it matches."""
         if kind not in self._manifest["detectors"]:
             raise ValueError(f"kind: {kind!r} is not enrolled in {self.path} (has {list(self.detectors)})")
+        return self._model_object(name, [kind], False)
+
+    def _model_object(self, name: str, kinds: list[str], with_image: bool) -> ModelObject:
         sh, row = self._locate(name)
         o = sh.objects[row]
-        feats = {kind: self._features(sh, row, kind)}
-        return ModelObject(
-            o["name"], int(o["width"]), int(o["height"]), feats, None, o.get("views"), o.get("view_table")
-        )
+        feats = {kind: self._features(sh, row, kind) for kind in kinds}
+        image = self._image(sh, row) if with_image else None
+        w, h = int(o["width"]), int(o["height"])
+        return ModelObject(o["name"], w, h, feats, image, o.get("views"), o.get("view_table"))
 
     def objects(self, with_image: bool = False) -> list[ModelObject]:
         return [self.get(n, with_image) for n in self.names]

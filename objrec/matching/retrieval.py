@@ -541,6 +541,6 @@ def _read_faiss(path: Path, mmap: bool) -> tuple[Any, bool]:
             return index, hasattr(index, "nprobe")
         return faiss.read_index(str(path)), False
     except (ValueError, OSError, EOFError) as exc:
-        raise RetrievalIndexError(f"{path}: not a readable .npy array file ({exc})") from None
+        raise RetrievalIndexError(f"{path}: not a readable index file ({exc})") from None
     except RuntimeError as exc:
         raise RetrievalIndexError(f"{path}: FAISS could not read the index ({' '.join(str(exc).split())})") from None

@@ -16,6 +16,7 @@ with every object in memory (``tests/matching/test_stored.py`` checks they give 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -67,8 +68,10 @@ class StoredMatcher:
         self.view_tables = [i.view_table for i in infos]
         self.counts = np.array([i.n_features.get(kind, 0) for i in infos], np.int64)
         self.fginn = any(t for t in self.view_tables) if fginn is None else bool(fginn)
-        self._recent: dict[tuple[int, ...], DatabaseMatcher] = {}
-        self._models: dict[int, Any] = {}
+        # Kept for the next frames: a video's shortlist seldom changes from one frame to the next, a matcher
+        # costs its descriptors' copy and norms to make, and an object its read and float32 conversion.
+        self._matcher_of = functools.lru_cache(RECENT_MATCHERS)(self._make_matcher)
+        self._model = functools.lru_cache(CACHED_OBJECTS)(lambda i: db.get_kind(self.names[i], kind))
 
     def __len__(self) -> int:
         return int(self.counts.sum())
@@ -77,28 +80,13 @@ class StoredMatcher:
         """Descriptors of each object (int64, in object order)."""
         return self.counts
 
-    def _matcher(self, objects: np.ndarray) -> DatabaseMatcher:
-        """A matcher over ``objects`` (indices), kept for the next frames: a video's shortlist seldom
-        changes from one frame to the next, and a matcher costs its descriptors' copy and norms to make."""
-        key = tuple(int(i) for i in objects)
-        sub = self._recent.pop(key, None)
-        if sub is None:
-            models = [self._model(i) for i in key]
-            sub = DatabaseMatcher(models, self.kind, self.ratio, self.mutual, self.xp, exact=True, fginn=self.fginn)
-        self._recent[key] = sub
-        if len(self._recent) > RECENT_MATCHERS:
-            self._recent.pop(next(iter(self._recent)))
-        return sub
+    def _make_matcher(self, objects: tuple[int, ...]) -> DatabaseMatcher:
+        models = [self._model(i) for i in objects]
+        return DatabaseMatcher(models, self.kind, self.ratio, self.mutual, self.xp, exact=True, fginn=self.fginn)
 
-    def _model(self, i: int) -> Any:
-        """Object ``i`` with this kind's features (float32), from a cache of the most recently matched."""
-        model = self._models.pop(i, None)
-        if model is None:
-            model = self.db.get_kind(self.names[i], self.kind)
-        self._models[i] = model
-        if len(self._models) > CACHED_OBJECTS:
-            self._models.pop(next(iter(self._models)))
-        return model
+    def _matcher(self, objects: np.ndarray) -> DatabaseMatcher:
+        """A matcher over ``objects`` (indices), from the matchers of the most recent shortlists."""
+        return self._matcher_of(tuple(int(i) for i in objects))
 
     def candidates(self, scene: Features, among: Any = None) -> list[Candidate]:
         """Ratio-test matches of ``scene`` against the objects ``among`` (indices, best first), in that order.
