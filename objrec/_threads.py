@@ -49,12 +49,29 @@ def _blas_controller() -> Any:
     return _controller[1]
 
 
+@contextlib.contextmanager
 def one_blas_thread() -> Any:
-    """Context: BLAS on one thread inside, the previous setting restored after (process-wide, ~2 us).
+    """Context: BLAS on one thread inside, the previous setting restored after (process-wide, ~2 us a library).
 
     OpenBLAS's worker threads spin for a while after each product; on a machine with few cores they take the
     cores from the Numba threads of the next stage, and threads of our own that each run a one-thread product
     on part of the rows beat one product on two BLAS threads.
+
+    Only BLAS libraries with their own thread pool are limited. One built on OpenMP (FAISS ships one) sets its
+    thread count through ``omp_set_num_threads``, which would also put FAISS's own OpenMP searches on one
+    thread.
     """
     c = _blas_controller()
-    return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")
+    libs = [] if c is None else [lib for lib in c.lib_controllers if _own_pool_blas(lib)]
+    before = [lib.num_threads for lib in libs]
+    for lib in libs:
+        lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for lib, n in zip(libs, before, strict=True):
+            lib.set_num_threads(n)
+
+
+def _own_pool_blas(lib: Any) -> bool:
+    return lib.user_api == "blas" and getattr(lib, "threading_layer", None) != "openmp"
