@@ -11,7 +11,9 @@ frame, and with that box passed as ``regions`` (the detector then visits only th
 ``max_features=500`` (the strongest are chosen before description). Timings are medians over ``--repeats``
 after a warm-up, with SIFT and SURF calls interleaved so that load from other processes hits both alike. Also
 how many of OpenCV's own SURF keypoints we reproduce (reference files made with a nonfree OpenCV build).
-``--coverage`` instead times boxes covering 10% to 90% of graf's first image against the whole frame.
+``--coverage`` instead times boxes covering 10% to 90% of graf's first image against the whole frame;
+``--sample-step`` the first-octave sampling step 2 against 1 on each image, whole frames and a central box,
+with and without a feature cap (the planner's ``COARSE_SAMPLING_COST``).
 """
 
 from __future__ import annotations
@@ -141,6 +143,31 @@ def coverage(img: np.ndarray, repeats: int) -> None:
         print(f"{w}x{h}: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
 
 
+def sample_steps(images: dict[str, np.ndarray], repeats: int) -> None:
+    """SURF(400) at sample step 2 against step 1 on the same pixels: whole frame, a central box of a quarter
+    of the frame, each without and with ``max_features=300``; the time ratios and keypoint counts."""
+    print("\n== sample step 2 against 1: SURF(400) ms (keypoints), ratio step 2 / step 1")
+    ratios = []
+    for name, img in images.items():
+        h, w = img.shape
+        box = Regions(np.array([[w // 4, h // 4, 3 * w // 4, 3 * h // 4]], np.int32), np.ones(1, np.float32))
+        row = []
+        for label, kw in (("frame", {}), ("frame cap300", {"max_features": 300}), ("box", {"regions": box})):
+            fine, coarse = SURF(400, backend="cpu"), SURF(400, backend="cpu", sample_step=2)
+            t = interleaved_ms(
+                {
+                    "1": lambda d=fine, k=kw, im=img: d.detect_and_compute(im, **k),
+                    "2": lambda d=coarse, k=kw, im=img: d.detect_and_compute(im, **k),
+                },
+                repeats,
+            )
+            n1, n2 = len(fine.detect_and_compute(img, **kw)), len(coarse.detect_and_compute(img, **kw))
+            ratios.append(t["2"] / t["1"])
+            row.append(f"{label} {t['1']:.1f} ({n1}) -> {t['2']:.1f} ({n2}) x{t['2'] / t['1']:.2f}")
+        print(f"{name:7s} " + "; ".join(row))
+    print(f"time ratio step 2 / step 1: median {np.median(ratios):.3f}, max {max(ratios):.3f}")
+
+
 def reference_agreement(data: Path) -> None:
     from scipy.spatial import cKDTree
 
@@ -166,6 +193,7 @@ def main() -> None:
     ap.add_argument("--images", default="graf,bikes,leuven,boat,wall,ubc,bark,trees", help="Oxford sequences")
     ap.add_argument("--no-1080p", action="store_true")
     ap.add_argument("--coverage", action="store_true", help="only: regions covering 10-90%% vs the whole frame")
+    ap.add_argument("--sample-step", action="store_true", help="only: first-octave sampling step 2 against 1")
     ap.add_argument("--data", default=None)
     args = ap.parse_args()
     if args.threads:
@@ -185,6 +213,13 @@ def main() -> None:
     if args.coverage:
         full = cv2.imread(str(data / "oxford_affine" / "graf" / "img1.png"), cv2.IMREAD_GRAYSCALE)
         coverage(np.ascontiguousarray(cv2.resize(full, (640, 480), interpolation=cv2.INTER_AREA)), args.repeats)
+        return
+    if args.sample_step:
+        imgs = {}
+        for seq in args.images.split(","):
+            full = cv2.imread(str(data / "oxford_affine" / seq / "img1.png"), cv2.IMREAD_GRAYSCALE)
+            imgs[seq] = np.ascontiguousarray(cv2.resize(full, (640, 480), interpolation=cv2.INTER_AREA))
+        sample_steps(imgs, args.repeats)
         return
     results = {}
     for seq in args.images.split(","):

@@ -128,6 +128,12 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_BAD_INPUT
 
 
+SAMPLE_STEP_HELP = (
+    "SURF's sampling step in frames: 1 as the enrolled models (OpenCV's), 2 about half the detector's time for a "
+    "few of the smallest keypoints (default: 1, and 2 when a budget needs it)"
+)
+
+
 # --- detect ---------------------------------------------------------------------------------------
 def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.draw import draw_detections
@@ -143,6 +149,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         ratio=args.ratio,
         prefilter=None if args.no_prefilter else "auto",
         exact_matching=args.exact_matching,
+        sample_step=args.sample_step,
     )
     results = []
     failed = False
@@ -337,6 +344,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         backend=args.backend,
         prefilter=None if args.no_prefilter else "auto",
         adapt_prefilter=args.adapt and not args.no_prefilter,
+        sample_step=args.sample_step,
     )
     if rec.adapter is not None and rec.prefilter_status.startswith("trained"):
         from objrec.prefilter.storage import save_for
@@ -494,6 +502,7 @@ def _add_detect_parser(sub: Any) -> None:
         help="exact brute-force 2-NN against every object for every database size (default: a spill-tree index "
         "for SIFT databases of 2048+ descriptors, about half the work, and a retrieval shortlist for catalogues)",
     )
+    d.add_argument("--sample-step", type=int, choices=(1, 2), help=SAMPLE_STEP_HELP)
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)
 
@@ -524,6 +533,7 @@ def _add_run_parser(sub: Any) -> None:
     )
     r.add_argument("--adapt", dest="adapt", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--save-prefilter", metavar="PATH", help="write the adapted prefilter here at the end")
+    r.add_argument("--sample-step", type=int, choices=(1, 2), help=SAMPLE_STEP_HELP)
     r.set_defaults(func=cmd_run)
 
 

@@ -85,6 +85,11 @@ class Recognizer:
         as an optional unit to catch what it would have missed.
     adapt_params : AdaptParams, optional
         Settings of the adaptation.
+    sample_step : {None, 1, 2}
+        SURF's first-octave sampling step in frames (see :class:`~objrec.features.SURF`). 1 is the models'
+        own layout (OpenCV's); 2 halves the detector's cost, the largest part of a frame's work, for a few
+        of the smallest and weakest keypoints (fewer inliers on small objects). None: 1, unless a budget
+        needs the saving (the degrade level in force, or the cost model predicting that step 1 does not fit).
 
     Examples
     --------
@@ -112,6 +117,7 @@ class Recognizer:
         retrieval: bool | None = None,
         adapt_prefilter: bool = False,
         adapt_params: Any = None,
+        sample_step: int | None = None,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -135,7 +141,11 @@ class Recognizer:
         primary = self.matchers[self.primary]
         voters = primary.queries if isinstance(primary, ShortlistMatcher) else 0
         self.planner = SearchPlanner(
-            self.primary, max_regions, cap if budget_ms is not None else None, retrieval_voters=voters
+            self.primary,
+            max_regions,
+            cap if budget_ms is not None else None,
+            retrieval_voters=voters,
+            sample_step=sample_step if self.primary == "surf" else 1,
         )
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()))
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
@@ -213,7 +223,8 @@ class Recognizer:
         if not plan.empty:
             stage = f"features_{self.primary}"
             run = sched.run
-            _, feats = run("features", lambda: self.features.extract(self.primary, plan), plan.pixels, True, stage)
+            _, feats = run("features", lambda: self.features.extract(self.primary, plan), plan.work, True, stage)
+            self.planner.observe(plan, len(feats))
             cands = self._match(feats, sched)
             mandatory_ms = sched.elapsed()
             self.verifier.run(self.tracker.prioritise(cands), verdicts, sched, first_mandatory=True)
@@ -244,13 +255,14 @@ class Recognizer:
         """The whole frame searched as an optional unit; what it finds outside the prefilter's regions is a
         miss the adapting prefilter backs off from (and a detection all the same)."""
         h, w = shape
-        plan = SearchPlan(None, pixels=h * w, max_features=self.planner.feature_cap if sched.budget_ms else None)
+        cap = self.planner.feature_cap if sched.budget_ms else None
+        plan = SearchPlan(None, pixels=h * w, max_features=cap, sample_step=self.planner.last_step)
         kind = self.primary
 
         def unit():
             return self.matchers[kind].candidates(self.features.extract(kind, plan))
 
-        ran, cands = sched.run("safety", unit, plan.pixels, stage=f"features_{kind}", timing="safety")
+        ran, cands = sched.run("safety", unit, plan.work, stage=f"features_{kind}", timing="safety")
         if not ran:
             return
         known = set(verdicts.found)
@@ -274,7 +286,7 @@ class Recognizer:
                     feats = self.features.extract(kind, plan)
                     return feats, self.matchers[kind].candidates(feats)
 
-                ran, out = sched.run("escalate", unit, plan.pixels, stage=f"escalate_{kind}", subject=f"{kind}:{i}")
+                ran, out = sched.run("escalate", unit, plan.work, stage=f"escalate_{kind}", subject=f"{kind}:{i}")
                 if ran:
                     self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                     self.verifier.second_chance(verdicts, self.matchers[kind], out[0], sched)

@@ -244,6 +244,12 @@ class Regions:
         return union_area(self, (height, width)) / float(width * height) if width * height else 0.0
 
 
+#: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
+#: drop to a quarter, while the integral image, the description and per-call costs do not shrink
+#: (``bench/bench_surf.py --sample-step`` times both).
+COARSE_SAMPLING_COST = 0.55
+
+
 @dataclass(frozen=True, eq=False)
 class SearchPlan:
     """Where and how a frame's primary features are extracted (the search plan stage's output).
@@ -259,19 +265,30 @@ class SearchPlan:
     max_features : int or None
         At most this many of the strongest keypoints are described (None: the detector's own setting).
     pixels : int
-        Full-resolution pixels searched (the cost model's size for extraction).
+        Full-resolution pixels searched.
+    sample_step : {1, 2}
+        SURF's first-octave sampling step (see :class:`~objrec.features.SURF`; other detectors ignore it).
     """
 
     regions: Regions | None
     scale: float = 1.0
     max_features: int | None = None
     pixels: int = 0
+    sample_step: int = 1
 
     def __post_init__(self) -> None:
         if not 0.0 < self.scale <= 1.0:
             raise ValueError(f"scale: expected a value in (0, 1], got {self.scale}")
         if self.max_features is not None and self.max_features < 1:
             raise ValueError(f"max_features: expected a positive int or None, got {self.max_features}")
+        if self.sample_step not in (1, 2):
+            raise ValueError(f"sample_step: expected 1 or 2, got {self.sample_step!r}")
+
+    @property
+    def work(self) -> float:
+        """The cost model's size for extraction: the pixels extracted from (full-resolution pixels times the
+        scale squared), weighted by the sampling step's share of the detector's work."""
+        return self.pixels * self.scale * self.scale * (COARSE_SAMPLING_COST if self.sample_step == 2 else 1.0)
 
     @property
     def empty(self) -> bool:

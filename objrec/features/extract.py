@@ -73,8 +73,11 @@ class FeatureStage:
         return self._device
 
     def extract(self, kind: str, plan: SearchPlan) -> Features:
-        """Features of ``kind`` in frame pixels where ``plan`` says to search."""
+        """Features of ``kind`` in frame pixels where ``plan`` says to search (at the plan's sampling step for
+        SURF, whatever the step the models were enrolled at)."""
         det = self.detectors[kind]
+        if hasattr(det, "sample_step"):
+            det.sample_step = plan.sample_step
         img = self._image()
         kw = {"max_features": plan.max_features} if plan.max_features and self._capped[kind] else {}
         if plan.empty:

@@ -70,7 +70,7 @@ def _gaussian(n: int, sigma: float) -> np.ndarray:
     return g / g.sum()
 
 
-def surf_plan(height: int, width: int, n_octaves: int, n_octave_layers: int) -> dict[str, Any]:
+def surf_plan(height: int, width: int, n_octaves: int, n_octave_layers: int, sample_step: int = 1) -> dict[str, Any]:
     """Tables for one resolution: octave and layer geometry, box offsets into the raveled integral image.
 
     Returns a dict with ``oinfo`` (n_oct, 6) int32, ``linfo`` (n_oct, L, 6) int32, ``boxes`` (n_oct, L, 10, 4)
@@ -83,7 +83,7 @@ def surf_plan(height: int, width: int, n_octaves: int, n_octave_layers: int) -> 
     oinfo, linfo, boxes, wts = [], [], [], []
     off = foff = row0 = 0
     for o in range(n_octaves):
-        step = 1 << o
+        step = sample_step << o
         rows, cols = H // step, W // step
         if rows < 1 or cols < 1:
             break
@@ -182,10 +182,10 @@ class SURF:
 
     Follows Bay et al. (2008) with OpenCV's parameterisation (``cv2.xfeatures2d.SURF_create``), so settings
     and results carry over: box filters of size ``(9 + 6 l) 2^o`` for ``l < n_octave_layers + 2``, sampling
-    step ``2^o``, ``det = Dxx Dyy - (0.9 Dxy)^2`` with area-normalised box weights, 3x3x3 non-maximum
-    suppression, quadratic interpolation of position and scale, orientation from Haar responses of size
-    ``4s`` within ``6s`` (Gaussian ``2.5s``, sliding 60 degree window), and a descriptor over a ``20s``
-    window of 4x4 sub-regions (Haar size ``2s``, Gaussian ``3.3s``), with ``s = 1.2 size / 9``.
+    step ``2^o`` (``sample_step 2^o``), ``det = Dxx Dyy - (0.9 Dxy)^2`` with area-normalised box weights,
+    3x3x3 non-maximum suppression, quadratic interpolation of position and scale, orientation from Haar
+    responses of size ``4s`` within ``6s`` (Gaussian ``2.5s``, sliding 60 degree window), and a descriptor
+    over a ``20s`` window of 4x4 sub-regions (Haar size ``2s``, Gaussian ``3.3s``), with ``s = 1.2 size / 9``.
 
     Parameters
     ----------
@@ -205,6 +205,12 @@ class SURF:
         ``"cpu"`` runs the Numba build, ``"gpu"`` the Numba CUDA build on CuPy arrays; ``"auto"`` picks the GPU
         when CuPy sees one. ``"cudasim"`` runs the CUDA build in Numba's simulator on host arrays (only with
         ``NUMBA_ENABLE_CUDASIM=1``, set before Numba is imported): how the GPU kernels are tested without one.
+    sample_step : {1, 2}
+        Sampling step of the first octave (each further octave doubles it). 1 is OpenCV's layout. 2 samples
+        every octave twice as coarsely in each direction, as the default initial sampling step of OpenSURF
+        (C. Evans, "Notes on the OpenSURF Library", 2009) does: the detector costs about half as much, the
+        interpolation still places keypoints below the grid step, and a few of the weakest and smallest
+        maxima fall between samples.
 
     Attributes
     ----------
@@ -257,6 +263,7 @@ class SURF:
         upright: bool = False,
         max_features: int | None = None,
         backend: str = "auto",
+        sample_step: int = 1,
     ) -> None:
         self.hessian_threshold = hessian_threshold
         self.n_octaves = n_octaves
@@ -265,6 +272,7 @@ class SURF:
         self.upright = upright
         self.max_features = max_features
         self.backend = backend
+        self.sample_step = sample_step
 
     @property
     def descriptor_size(self) -> int:
@@ -355,6 +363,8 @@ class SURF:
                 raise ValueError(f"{name}: expected an int >= 1, got {v!r}")
         if self.n_octaves > 12:
             raise ValueError(f"n_octaves: expected at most 12, got {self.n_octaves}")
+        if self.sample_step not in (1, 2) or isinstance(self.sample_step, bool):
+            raise ValueError(f"sample_step: expected 1 or 2, got {self.sample_step!r}")
         mf = self.max_features
         if mf is not None and (not isinstance(mf, (int, np.integer)) or isinstance(mf, bool) or mf < 0):
             raise ValueError(f"max_features: expected None or an int >= 0, got {mf!r}")
@@ -366,7 +376,7 @@ class SURF:
 
     def _plan(self, shape: tuple[int, int], xp: ModuleType) -> Plan:
         """Tables and buffers for one resolution on ``xp``, kept (a few sizes, least recently used dropped)."""
-        params = (int(self.n_octaves), int(self.n_octave_layers))
+        params = (int(self.n_octaves), int(self.n_octave_layers), int(self.sample_step))
         key = plan_key(shape, params, xp)
         cache = self.__dict__.get("_plans_")
         if cache is None:
@@ -375,7 +385,7 @@ class SURF:
 
     def _build_plan(self, key: tuple, shape: tuple[int, int], xp: ModuleType) -> Plan:
         plan = Plan(key, xp)
-        plan.update(surf_plan(shape[0], shape[1], int(self.n_octaves), int(self.n_octave_layers)))
+        plan.update(surf_plan(shape[0], shape[1], *key[1]))
         for name in ("oinfo", "linfo", "boxes", "wts"):
             plan[name] = to_device(plan[name], xp)
         plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)

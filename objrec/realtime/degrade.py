@@ -3,15 +3,15 @@
 A feedback controller on the mandatory part's share of the budget (frame start to the end of matching;
 optional work only fills slack, so it says nothing about the load) moves one level up after a frame whose
 share exceeded ``high``, and one level down after ``calm`` frames in a row under ``low``: when another
-process takes the cores, mandatory work shrinks instead of every frame being late.
+process takes the cores, mandatory work shrinks instead of every frame being late. ``high`` leaves the
+first verification and the scheduler's reserve their time; ``low`` sits close under it, since the search
+planner already sizes each frame's extraction to the time left and the levels only answer for the tail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 __all__ = ["DegradeLevel", "DEGRADE_LEVELS", "SCALE_LEVELS", "DegradeController", "fit_scale"]
 
@@ -35,12 +35,12 @@ class DegradeLevel:
     scale: float
 
 
-#: Lightest first.
+#: Lightest first. Above level 0 SURF also samples frames at its coarse step (see ``SearchPlanner``).
 DEGRADE_LEVELS = (
     DegradeLevel(8, 1.0, 1.0),
     DegradeLevel(4, 0.6, 1.0),
     DegradeLevel(2, 0.4, 1.0),
-    DegradeLevel(1, 0.3, 0.75),
+    DegradeLevel(1, 0.3, 1.0),
     DegradeLevel(1, 0.15, 0.75),
 )
 #: Resolution scales the budget may push mandatory extraction down to (cost ~ pixels). A few fixed
@@ -68,8 +68,8 @@ class DegradeController:
         self,
         budget_ms: float | None,
         levels: Sequence[DegradeLevel] = DEGRADE_LEVELS,
-        high: float = 0.7,
-        low: float = 0.5,
+        high: float = 0.85,
+        low: float = 0.75,
         calm: int = 10,
     ) -> None:
         if not 0.0 < low < high:
@@ -105,10 +105,11 @@ class DegradeController:
         self.level, self._calm = 0, 0
 
 
-def fit_scale(predicted_ms: float, share_ms: float, scales: Sequence[float] = SCALE_LEVELS) -> float:
-    """The largest of ``scales`` at which work predicted to take ``predicted_ms`` at full resolution fits
-    ``share_ms`` (cost proportional to pixels, so to the scale squared); the smallest when none fits."""
-    if predicted_ms <= 0.0 or predicted_ms <= share_ms:
-        return 1.0
-    want = np.sqrt(max(share_ms, 0.0) / predicted_ms)
-    return float(next((s for s in scales if s <= want), scales[-1]))
+def fit_scale(cost_at: Callable[[float], float], share_ms: float, scales: Sequence[float] = SCALE_LEVELS) -> float:
+    """The largest of ``scales`` at which the predicted cost ``cost_at(scale)`` fits ``share_ms``; the smallest
+    when none fits. Work predicted to cost nothing keeps full resolution, even when the frame is late."""
+    for s in scales:
+        cost = cost_at(s)
+        if cost <= 0.0 or cost <= share_ms:
+            return float(s)
+    return float(scales[-1])

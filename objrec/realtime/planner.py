@@ -34,6 +34,15 @@ class SearchPlanner:
     retrieval_voters : int
         At most this many of the features vote in the retrieval unit (the size its cost is learned at);
         0 when the recognizer has no retrieval stage.
+    sample_step : {None, 1, 2}
+        SURF's first-octave sampling step. None: 1, or 2 under a budget when the degrade level is above 0
+        or the cost model predicts that step 1 does not fit; resolution drops only after that (coarser
+        sampling keeps the objects' large and medium scales, a lower resolution loses the small objects).
+
+    Attributes
+    ----------
+    last_step : int
+        The sampling step of the last plan.
     """
 
     def __init__(
@@ -44,7 +53,10 @@ class SearchPlanner:
         whole_frame_fraction: float = 0.75,
         min_features: int = 100,
         retrieval_voters: int = 0,
+        sample_step: int | None = None,
     ) -> None:
+        if sample_step not in (None, 1, 2):
+            raise ValueError(f"sample_step: expected None, 1 or 2, got {sample_step!r}")
         self.kind = kind
         self.stage = f"features_{kind}"
         self.max_regions = max_regions
@@ -52,6 +64,9 @@ class SearchPlanner:
         self.whole_frame_fraction = whole_frame_fraction
         self.min_features = min_features
         self.retrieval_voters = retrieval_voters
+        self.sample_step = sample_step
+        self.last_step = sample_step or 1
+        self._density: dict[int, float] = {}  # keypoints per extracted pixel, per sampling step
 
     def plan(
         self, shape: tuple[int, int], windows: Regions, proposals: Regions, degrade: DegradeController, sched: Any
@@ -59,9 +74,9 @@ class SearchPlanner:
         """The plan for a frame of ``shape`` (rows, cols).
 
         ``windows`` (tracking) come first and are always searched; ``proposals`` (the prefilter's regions,
-        best first) are cut to the level's count. Under a budget the resolution drops to what the cost
-        model predicts fits the time left after retrieval (for a catalogue), matching and the first
-        verification, but only then: a lower resolution loses the smaller objects. ``sched`` (a
+        best first) are cut to the level's count. Under a budget the sampling step, then the resolution,
+        drop to what the cost model predicts fits the time left after retrieval (for a catalogue), matching
+        and the first verification, but only then: both lose small objects. ``sched`` (a
         :class:`FrameScheduler`) supplies the cost model and the time left, and records what the plan leaves
         out.
         """
@@ -80,16 +95,44 @@ class SearchPlanner:
         regions: Regions | None = boxes
         if pixels > self.whole_frame_fraction * h * w:
             regions, pixels = None, h * w
-        scale = level.scale
-        if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
-            n = self.feature_cap or 2000
-            after = sched.learned("matching", n) + sched.learned("verify", 100)
-            if self.retrieval_voters:
-                after += sched.learned("retrieval", min(n, self.retrieval_voters))
-            scale = min(scale, fit_scale(sched.cost.predict(self.stage, pixels), sched.remaining() - after))
-        if scale < 1.0:
-            sched.skip("full_resolution", "degrade", f"{scale:g}")
         cap = None
         if sched.budget_ms is not None and self.feature_cap:
             cap = max(self.min_features, int(self.feature_cap * level.feature_share))
-        return SearchPlan(regions, scale, cap, int(pixels))
+        step = self.sample_step or (2 if sched.budget_ms is not None and degrade.level else 1)
+        scale = level.scale
+        if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
+            left = sched.remaining() - self._after(sched, cap, pixels, step)
+            if self.sample_step is None and step == 1 and sched.cost.expected(self.stage, pixels) > left:
+                step = 2
+                left = sched.remaining() - self._after(sched, cap, pixels, step)
+            work = SearchPlan(None, pixels=int(pixels), sample_step=step).work
+            scale = min(scale, fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s), left))
+        if step == 2 and self.sample_step is None:
+            sched.skip("fine_sampling", "degrade", "2")
+        if scale < 1.0:
+            sched.skip("full_resolution", "degrade", f"{scale:g}")
+        self.last_step = step
+        return SearchPlan(regions, scale, cap, int(pixels), step)
+
+    def observe(self, plan: SearchPlan, n_features: int) -> None:
+        """Learn the keypoints a frame gives per pixel extracted at the plan's sampling step: the time of the
+        units after extraction follows the keypoints, not the cap."""
+        px = plan.pixels * plan.scale * plan.scale
+        if px <= 0:
+            return
+        d = n_features / px
+        old = self._density.get(plan.sample_step)
+        self._density[plan.sample_step] = d if old is None else 0.7 * old + 0.3 * d
+
+    def _after(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
+        """Typical time of the mandatory units after extraction (retrieval for a catalogue, matching, the
+        first verification) for the keypoints expected from ``pixels`` at ``step``, at most ``cap``."""
+        d = self._density.get(step)
+        n = float(cap or 2000) if d is None else d * pixels
+        if cap:
+            n = min(n, float(cap))
+        cost = sched.cost
+        after = cost.expected("matching", n) + cost.expected("verify", 100)
+        if self.retrieval_voters:
+            after += cost.expected("retrieval", min(n, self.retrieval_voters))
+        return after

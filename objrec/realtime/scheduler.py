@@ -93,17 +93,22 @@ class CostModel:
         return 0 if s is None else len(s.ts)
 
     def _fit(self, s: _Stage) -> None:
+        # Closed-form least squares and a sorted-residual quantile: a model refits several stages every
+        # frame, where np.polyfit's SVD and np.quantile would cost a good part of a millisecond.
         x = np.asarray(s.xs, np.float64)
         t = np.asarray(s.ts, np.float64)
-        if np.ptp(x) > 0:
-            b, a = np.polyfit(x, t, 1)
-            if b < 0:
-                b, a = 0.0, float(t.mean())
-        else:
-            b, a = 0.0, float(t.mean())
-        resid = t - (a + b * x)
-        s.coef = (float(a), float(b))
-        s.margin = float(max(0.0, np.quantile(resid, self.quantile)))
+        dx = x - x.mean()
+        sxx = float(dx @ dx)
+        b = float(dx @ (t - t.mean())) / sxx if sxx > 0.0 else 0.0
+        b = max(b, 0.0)
+        a = float(t.mean()) - b * float(x.mean())
+        resid = np.sort(t - (a + b * x))
+        k = self.quantile * (len(resid) - 1)  # linear interpolation between order statistics, as np.quantile
+        lo = int(k)
+        hi = min(lo + 1, len(resid) - 1)
+        q = resid[lo] + (k - lo) * (resid[hi] - resid[lo])
+        s.coef = (a, b)
+        s.margin = float(max(0.0, q))
         s.dirty = False
 
     def predict(self, stage: str, size: float = 1.0) -> float:
@@ -118,6 +123,17 @@ class CostModel:
             self._fit(s)
         a, b = s.coef
         return max(0.0, a + b * float(size) + s.margin)
+
+    def expected(self, stage: str, size: float = 1.0) -> float:
+        """Typical milliseconds for ``stage`` at ``size``: the line without the quantile margin (what a plan
+        of mandatory work sizes itself by; the degrade controller answers for the tail). 0 until learned."""
+        s = self._stages.get(stage)
+        if s is None or len(s.ts) < self.min_samples:
+            return 0.0
+        if s.dirty:
+            self._fit(s)
+        a, b = s.coef
+        return max(0.0, a + b * float(size))
 
 
 @dataclass
@@ -178,12 +194,6 @@ class FrameScheduler:
 
     def fits(self, stage: str, size: float = 1.0) -> bool:
         return self.budget_ms is None or self.cost.predict(stage, size) <= self.remaining()
-
-    def learned(self, stage: str, size: float = 1.0) -> float:
-        """The cost model's prediction for ``stage``, or 0 until it has learned the stage."""
-        if self.cost.samples(stage) < self.cost.min_samples:
-            return 0.0
-        return self.cost.predict(stage, size)
 
     def run(
         self,

@@ -15,8 +15,10 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     """Run ``recognizer`` without a budget on generated frames of ``frame_shape`` (rows, cols): scenes of up
     to two of its enrolled objects over a generated cover, and the cover alone.
 
-    Afterwards nothing of the warm-up remains but what should: no tracks, degrade level 0 (compilation
-    says nothing about the machine's load), the cost model's observations kept.
+    The last repeat runs at SURF's coarse sampling step when the planner may choose it, so its buffers
+    exist and the cost model has seen both steps. Afterwards nothing of the warm-up remains but what
+    should: no tracks, degrade level 0 (compilation says nothing about the machine's load), the cost
+    model's observations kept.
     """
     from objrec.data import synthetic_cover
     from objrec.scenes import compose_scene
@@ -27,12 +29,17 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     objs = {n: db.image(n) for n in db.names[:2]}
     rng = np.random.default_rng(0)
     sched = recognizer.scheduler
+    planner = recognizer.planner
     budget, sched.budget_ms = sched.budget_ms, None
+    step = planner.sample_step
     try:
-        for _ in range(repeats):
+        for i in range(repeats):
+            if step is None and i == repeats - 1:
+                planner.sample_step = 2
             recognizer.process(compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image)
             recognizer.process(bg)
     finally:
+        planner.sample_step = step
         sched.budget_ms = budget
         recognizer.tracker.reset()
         recognizer.degrade.reset()

@@ -32,6 +32,22 @@ def test_surf_regions_in_one_pass_equal_surf_with_the_same_regions(gray):
     np.testing.assert_array_equal(got.descriptors, ref.descriptors)
 
 
+def test_frames_are_sampled_at_the_plans_step_whatever_the_enrolled_parameters(gray):
+    """The plan's sample step overrides the database's SURF parameters (enrolment keeps OpenCV's step)."""
+    stage = FeatureStage({"surf": {"hessian_threshold": 400}, "sift": {}}, backend="cpu")
+    stage.begin_frame(gray)
+    got = stage.extract("surf", SearchPlan(None, pixels=1, sample_step=2))
+    coarse = SURF(400, backend="cpu", sample_step=2).detect_and_compute(gray)
+    fine = SURF(400, backend="cpu").detect_and_compute(gray)
+    assert len(got) == len(coarse) > 10 and len(coarse) != len(fine)
+    np.testing.assert_array_equal(got.descriptors, coarse.descriptors)
+    again = stage.extract("surf", SearchPlan(None, pixels=1))
+    np.testing.assert_array_equal(again.descriptors, fine.descriptors)
+    assert len(stage.extract("sift", SearchPlan(None, pixels=1, sample_step=2))) > 10
+    with pytest.raises(ValueError, match="sample_step"):
+        SearchPlan(None, sample_step=4)
+
+
 def test_feature_cap_describes_the_strongest_only(gray):
     stage = FeatureStage({"surf": {"hessian_threshold": 100}}, backend="cpu")
     stage.begin_frame(gray)

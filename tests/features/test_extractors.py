@@ -2,8 +2,8 @@
 
 Each case runs on ``cpu`` (main run), ``cudasim`` (``NUMBA_ENABLE_CUDASIM=1`` run, 64 px inputs) and ``gpu``
 (skipped without a device, 640 x 480 frames). Simulator cases are few and small: SIFT runs there once (a
-masked frame), and each SURF case also covers one descriptor variant (oriented 64-d on the frame, extended
-with a mask, upright with regions) instead of a case of its own.
+masked frame), and each SURF case also covers one variant (oriented 64-d on the frame, extended with a mask,
+upright with regions at the coarse sampling step) instead of a case of its own.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _params(kind: str, device: str, case: str) -> dict:
     each) over fewer octaves."""
     if kind == "sift":
         return {}
-    variant = {"frame": {}, "mask": {"extended": True}, "regions": {"upright": True}}[case]
+    variant = {"frame": {}, "mask": {"extended": True}, "regions": {"upright": True, "sample_step": 2}}[case]
     if device == "cudasim":
         small = {"n_octaves": 2, "max_features": 4} if case == "frame" else {"n_octaves": 1, "max_features": 2}
         return {**variant, **small}
@@ -80,7 +80,7 @@ def test_matches_cpu_build(kind, case, device):
 @pytest.mark.parametrize("device", devices())
 def test_surf_regions_match_cpu_build(device):
     """Regions give the CPU build's features, and the CUDA build evaluates as many Hessians (the simulator
-    counts them with atomics; a device does not count)."""
+    counts them with atomics; a device does not count), here at the coarse sampling step."""
     img = image(device)
     h, w = img.shape
     regions = Regions.from_boxes([[w // 16, h // 10, w * 5 // 8, h * 3 // 4], [w // 2, h // 3, w - 4, h - 4]])

@@ -163,9 +163,9 @@ def _det_reference(img: np.ndarray, plan: dict) -> np.ndarray:
     return out
 
 
-def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None):
+def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None, sample_step: int = 1):
     H, W = img.shape
-    plan = surf_plan(H, W, n_octaves, n_layers)
+    plan = surf_plan(H, W, n_octaves, n_layers, sample_step)
     det = np.full(plan["det_len"], np.nan, np.float32)
     S = _integral(img, np)
     M = _integral(mask, np) if mask is not None else np.zeros(1, np.int32)
@@ -595,3 +595,44 @@ def test_buffers_are_kept_per_frame_size():
     s.detect_and_compute(img)
     assert len(s._plans_) == 2
     assert any(p["det"] is det and p["flags"] is flags for p in s._plans_.values())
+
+
+# --------------------------------------------------------------------------- coarse first-octave sampling
+
+
+def test_coarse_sampling_hessian_matches_direct_box_sums():
+    """``sample_step=2``: octave o is sampled every ``2 << o`` pixels, each sample the direct box sums."""
+    img = _textured(60, 68, seed=4)
+    plan, det, _, _ = _run_det(img, n_octaves=2, n_layers=2, sample_step=2)
+    assert plan["oinfo"][:, 3].tolist() == [2, 4]
+    assert plan["det_samples"] < 0.3 * surf_plan(60, 68, 2, 2)["det_samples"]
+    ref = _det_reference(img, plan)
+    assert not np.isnan(det).any() and np.count_nonzero(ref) > 200
+    np.testing.assert_allclose(det, ref, rtol=1e-4, atol=1e-2 * np.abs(ref).max() * 1e-4)
+
+
+@pytest.mark.parametrize("seq, j", [("graf", 2), ("boat", 3)])
+def test_coarse_sampling_keeps_most_correct_matches(shared_data, seq, j):
+    """Models at OpenCV's step, scenes at step 2 (as the recognizer runs): ratio-test matches that the
+    ground-truth homography confirms (3 px) stay at most of those of step-1 scenes, as precise."""
+    a = _gray(shared_data / "oxford_affine" / seq / "img1.png")
+    b = _gray(shared_data / "oxford_affine" / seq / f"img{j}.png")
+    H = np.loadtxt(shared_data / "oxford_affine" / seq / f"H1to{j}p")
+    model = SURF(400, backend="cpu").detect_and_compute(a)
+    correct, precision = [], []
+    for step in (1, 2):
+        scene = SURF(400, backend="cpu", sample_step=step).detect_and_compute(b)
+        d, i = cKDTree(scene.descriptors).query(model.descriptors, k=2)
+        keep = d[:, 0] < 0.75 * d[:, 1]
+        ok = np.hypot(*(_apply_h(H, model.xy[keep]) - scene.xy[i[keep, 0]]).T) < 3.0
+        correct.append(int(ok.sum()))
+        precision.append(float(ok.mean()))
+    print(f"{seq} 1->{j}: correct {correct}, precision {precision}")
+    assert correct[0] > 100
+    assert correct[1] >= 0.6 * correct[0]
+    assert precision[1] >= 0.9 * precision[0]
+
+
+def test_sample_step_is_checked():
+    with pytest.raises(ValueError, match="sample_step"):
+        SURF(backend="cpu", sample_step=3).detect_and_compute(np.zeros((64, 64), np.uint8))

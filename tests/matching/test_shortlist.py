@@ -148,8 +148,11 @@ def test_retrieval_gives_the_detections_of_exact_matching_on_phone_photos(smvs_d
         assert set(a) <= set(b), q
         assert set(b) - set(a) <= shown, q
         for name in a:
-            err = np.linalg.norm(np.asarray(a[name].corners) - np.asarray(b[name].corners), axis=1).mean()
-            assert err < 5.0, (q, name, err)
+            # Two RANSAC fits on different match sets: a weak detection (a dozen inliers) moves by about 1%
+            # of its size, a strong one by well under a pixel.
+            corners = np.asarray(a[name].corners)
+            err = np.linalg.norm(corners - np.asarray(b[name].corners), axis=1).mean()
+            assert err < 0.015 * np.linalg.norm(corners[0] - corners[2]), (q, name, err)
         hits += label in b
     assert hits >= len(photos) - 1  # the photos' own covers are found
 

@@ -47,6 +47,6 @@ def test_levels_only_ever_shrink_the_search():
 @pytest.mark.parametrize("predicted, share", [(10, 20), (10, 10), (10, 6), (10, 5.5), (10, 2), (10, -1), (0, -1)])
 def test_fit_scale_is_the_largest_level_whose_predicted_cost_fits(predicted, share):
     """Work predicted to cost nothing keeps full resolution, even when the frame is already late."""
-    s = fit_scale(predicted, share)
+    s = fit_scale(lambda x: predicted * x * x, share)
     fitting = [x for x in SCALE_LEVELS if predicted * x * x <= max(share, 0.0) or predicted == 0]
     assert s == (max(fitting) if fitting else min(SCALE_LEVELS))

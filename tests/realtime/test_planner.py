@@ -1,14 +1,15 @@
 """The search plan: windows first, regions cut by the degrade level, whole frame when nearly covered,
-resolution dropped only when the cost model says the mandatory part would not fit."""
+sampling step, then resolution, coarsened only when the cost model says the mandatory part would not fit."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.planner import SearchPlanner
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
-from objrec.types import Regions
+from objrec.types import COARSE_SAMPLING_COST, Regions
 
 
 def _sched(budget):
@@ -32,7 +33,12 @@ def test_windows_come_first_and_regions_are_cut_to_the_level():
     assert plan.regions.boxes.tolist() == [[300, 300, 400, 400], [0, 0, 40, 40], [20, 0, 60, 40]]
     assert plan.pixels == 100 * 100 + 60 * 40
     assert plan.scale == 1.0 and plan.max_features == int(1500 * degrade.current.feature_share)
-    assert [(r.unit, r.reason) for r in sched.skipped] == [("degrade_level", "load"), ("region", "degrade")]
+    assert plan.sample_step == 2  # above level 0, SURF samples coarsely
+    assert [(r.unit, r.reason) for r in sched.skipped] == [
+        ("degrade_level", "load"),
+        ("region", "degrade"),
+        ("fine_sampling", "degrade"),
+    ]
 
 
 def test_nearly_covered_frame_is_searched_whole_and_nothing_to_search_is_empty():
@@ -43,13 +49,39 @@ def test_nearly_covered_frame_is_searched_whole_and_nothing_to_search_is_empty()
     assert planner.plan((480, 640), Regions.empty(), Regions.empty(), DegradeController(None), sched).empty
 
 
-def test_resolution_drops_only_when_the_learned_cost_would_not_fit():
-    sched = _sched(33.0)
+def _learned(sched):
     for px in (1e4, 2e4, 4e4):
-        sched.cost.observe("features_surf", px, px / 1000.0)  # 1 ms per 1000 px
+        sched.cost.observe("features_surf", px, px / 1000.0)  # 1 ms per 1000 px at sample step 1
+
+
+def test_sampling_then_resolution_coarsen_only_when_the_learned_cost_would_not_fit():
     planner = SearchPlanner("surf", feature_cap=1500)
-    small = Regions.from_boxes([[0, 0, 100, 100]])  # 10 ms: fits
-    assert planner.plan((480, 640), Regions.empty(), small, DegradeController(33.0), sched).scale == 1.0
+
+    def plan(side):
+        sched = _sched(33.0)
+        _learned(sched)
+        p = planner.plan(
+            (480, 640), Regions.empty(), Regions.from_boxes([[0, 0, side, side]]), DegradeController(33.0), sched
+        )
+        return p, [(r.unit, r.reason) for r in sched.skipped]
+
+    small, skipped = plan(100)  # 10 ms: fits
+    assert (small.sample_step, small.scale, skipped) == (1, 1.0, [])
+    big, skipped = plan(200)  # 40 ms at step 1; at step 2, 0.55 of it: fits
+    assert (big.sample_step, big.scale, skipped) == (2, 1.0, [("fine_sampling", "degrade")])
+    huge, skipped = plan(300)  # 90 ms at step 1, 49.5 ms at step 2, 27.8 ms at step 2 and 0.75
+    assert (huge.sample_step, huge.scale) == (2, 0.75) and ("full_resolution", "degrade") in skipped
+    assert huge.work == pytest.approx(300 * 300 * 0.75**2 * COARSE_SAMPLING_COST)  # the pixels extracted from
+
+
+def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
+    sched = _sched(33.0)
+    _learned(sched)
     big = Regions.from_boxes([[0, 0, 200, 200]])  # 40 ms at full resolution, 22.5 ms at 0.75: fits
-    plan = planner.plan((480, 640), Regions.empty(), big, DegradeController(33.0), sched)
-    assert plan.scale == 0.75 and ("full_resolution", "degrade") in [(r.unit, r.reason) for r in sched.skipped]
+    plan = SearchPlanner("surf", feature_cap=1500, sample_step=1).plan(
+        (480, 640), Regions.empty(), big, DegradeController(33.0), sched
+    )
+    assert plan.sample_step == 1 and plan.scale == 0.75
+    assert ("full_resolution", "degrade") in [(r.unit, r.reason) for r in sched.skipped]
+    no_budget = SearchPlanner("surf").plan((480, 640), Regions.empty(), big, DegradeController(None), _sched(None))
+    assert no_budget.sample_step == 1 and no_budget.scale == 1.0

@@ -28,6 +28,25 @@ def test_cost_model_learns_a_line_and_predicts_a_high_quantile():
     assert cm.predict("s", 100) > cm.predict("s", 10)
 
 
+@pytest.mark.parametrize("slope", [0.3, -0.2, 0.0])
+def test_cost_model_prediction_equals_numpys_line_and_quantile(slope):
+    """The line and margin equal np.polyfit's least squares (slope clipped at 0, then the mean) plus
+    np.quantile of the residuals, over the last ``window`` observations only."""
+    cm = CostModel(quantile=0.95, window=64, min_samples=3)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 50, 100) if slope else np.full(100, 7.0)
+    t = 3.0 + slope * x + rng.gamma(2.0, 0.5, 100)
+    for xi, ti in zip(x, t, strict=True):
+        cm.observe("s", xi, ti)
+    xw, tw = x[-64:], t[-64:]
+    b, a = np.polyfit(xw, tw, 1) if np.ptp(xw) > 0 else (0.0, tw.mean())
+    if b < 0:
+        b, a = 0.0, tw.mean()
+    margin = max(0.0, np.quantile(tw - (a + b * xw), 0.95))
+    for size in (0.0, 20.0, 45.0):
+        assert cm.predict("s", size) == pytest.approx(max(0.0, a + b * size + margin), rel=1e-9, abs=1e-9)
+
+
 def test_cost_model_prior_and_unknown_stage():
     cm = CostModel(prior_ms={"a": 4.0}, default_ms=1e9, min_samples=3)
     assert cm.predict("a") == 4.0
