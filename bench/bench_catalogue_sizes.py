@@ -6,7 +6,8 @@ generated objects of ``--generated DIR`` (written by ``bench/make_distractors.py
 cover). The photos are the 200 of ``smvs_dvd/queries``, 640 px on the long side.
 Every measurement runs in its own process (``objrec eval catalogue:``), one after the other:
 
-* ``objrec``, no budget, and ``objrec`` with ``--budget-ms``: found (label among the detections), top-1,
+* ``objrec``, no budget, ``objrec`` with ``--budget-ms``, and with ``--coarse`` ``objrec-coarse`` (SURF
+  sampling frames every other pixel) with no budget: found (label among the detections), top-1,
   wrong detections, latency p50/p99, deadline misses, and the peak resident memory of the recognising
   process (``os.wait4``; the database is built beforehand in another process);
 * the anchor (``findobj``: OpenCV SIFT, one FLANN kd-tree over every reference) up to ``--anchor-max``
@@ -167,6 +168,8 @@ def measure_size(n: int, data: Path, args) -> dict:
         ("objrec", "objrec", []),
         (f"objrec-{args.budget_ms:g}ms", "objrec", ["--budget-ms", f"{args.budget_ms:g}"]),
     ]
+    if args.coarse:
+        runs.append(("objrec-coarse", "objrec-coarse", []))
     if n <= args.anchor_max:
         runs.append(("findobj", "findobj", []))
     for label, det, extra in runs:
@@ -246,7 +249,7 @@ def write_outputs(rows: list[dict], enrol: dict | None, args) -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        for label in ("objrec", b, "findobj"):
+        for label in ("objrec", b, "objrec-coarse", "findobj"):
             s = r.get(label)
             if not s or "error" in s:
                 continue
@@ -271,7 +274,7 @@ def plot(rows: list[dict], path: Path, budget_label: str) -> None:
         print("matplotlib not installed: no plot")
         return
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
-    for label, style in (("objrec", "o-"), (budget_label, "s-"), ("findobj", "^--")):
+    for label, style in (("objrec", "o-"), (budget_label, "s-"), ("objrec-coarse", "d-"), ("findobj", "^--")):
         pts = [(r["n"], r[label]) for r in rows if label in r and "error" not in r[label]]
         if not pts:
             continue
@@ -301,6 +304,7 @@ def main() -> None:
     p.add_argument("--budget-ms", type=float, default=33.0)
     p.add_argument("--anchor-max", type=int, default=1000)
     p.add_argument("--wrong-sizes", default="334", help="sizes at which wrong detections are measured")
+    p.add_argument("--coarse", action="store_true", help="also objrec-coarse (SURF sample step 2), no budget")
     p.add_argument("--enrol-images", type=int, default=200)
     p.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--dirs", action="append", type=Path, help=argparse.SUPPRESS)

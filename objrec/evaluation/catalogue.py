@@ -16,8 +16,9 @@ labelled references out, so every detection is a wrong one. Each photo is resize
 pixels on its long side (area averaging) and recognised as one unrelated still frame.
 
 Recognizers (``--detectors``): ``objrec`` (:class:`~objrec.recognizer.Recognizer` with the database's
-detectors, no prefilter, no tracking, retrieval chosen by database size), ``objrec-exact`` (the same with
-exact matching against every object), ``findobj`` (the anchor, after Find-Object/find_obj.py: OpenCV SIFT,
+detectors, no prefilter, no tracking, retrieval chosen by database size), ``objrec-coarse`` (the same with
+SURF sampling frames every other pixel, ``sample_step=2``), ``objrec-exact`` (the same with exact matching
+against every object), ``findobj`` (the anchor, after Find-Object/find_obj.py: OpenCV SIFT,
 one FLANN kd-tree over every reference descriptor, Lowe's ratio 0.8, RANSAC at 5 px on the
 :data:`ANCHOR_CANDIDATES` objects with most ratio-test matches, a detection from :data:`ANCHOR_MIN_INLIERS`
 inliers on).
@@ -52,7 +53,7 @@ __all__ = [
     "CATALOGUE_DETECTORS",
 ]
 
-CATALOGUE_DETECTORS = ("objrec", "objrec-exact", "findobj")
+CATALOGUE_DETECTORS = ("objrec", "objrec-coarse", "objrec-exact", "findobj")
 DEFAULT_CATALOGUE_DETECTORS = ("objrec", "findobj")
 #: Objects the anchor verifies per photo (those with most ratio-test matches), and its smallest detection.
 ANCHOR_CANDIDATES = 5
@@ -220,6 +221,7 @@ def build_catalogue_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dic
 
 _NOTES = {
     "objrec": "objrec Recognizer, the database's detectors, retrieval by database size, no prefilter or tracking",
+    "objrec-coarse": "objrec Recognizer, SURF sampling frames every other pixel (sample_step=2)",
     "objrec-exact": "objrec Recognizer with exact matching against every object (no retrieval)",
     "findobj": f"anchor: OpenCV SIFT, one FLANN kd-tree over all references, ratio 0.8, RANSAC 5 px on the "
     f"{ANCHOR_CANDIDATES} best-voted objects, >= {ANCHOR_MIN_INLIERS} inliers",
@@ -304,7 +306,8 @@ def _recognizer(detector: str, database: str, database_id: str, objects: str, bu
     if db.database_id != database_id:
         raise DatasetError(f"{database}: changed since the tasks were made (database id {db.database_id})")
     retrieval = False if detector == "objrec-exact" else None
-    rec = Recognizer(db, budget_ms=budget_ms, prefilter=None, track=False, retrieval=retrieval)
+    step = 2 if detector == "objrec-coarse" else None
+    rec = Recognizer(db, budget_ms=budget_ms, prefilter=None, track=False, retrieval=retrieval, sample_step=step)
     rec.warmup((480, 640))
     return rec
 

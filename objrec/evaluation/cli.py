@@ -154,7 +154,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="comma-separated detector names (default: surf,sift,opencv-sift,orb,akaze,opencv-surf-ref on "
         "oxford; surf,sift,orb,akaze for recognition; objrec, the Recognizer with the database defaults, for pairs, "
         "which also take surf, sift and their GPU/Numba twins; objrec,findobj for catalogue, which also "
-        "has objrec-exact). " + DETECTOR_HELP,
+        "has objrec-coarse and objrec-exact). " + DETECTOR_HELP,
     )
     p.add_argument(
         "--budget-ms",

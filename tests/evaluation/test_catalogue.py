@@ -83,7 +83,8 @@ def test_scores_against_a_hand_made_truth():
 
 
 def test_small_generic_run_with_distractors(tmp_path):
-    """Three covers, photos of two of them (slightly warped) and one of none, two distractors."""
+    """Three covers, photos of two of them (slightly warped) and one of none, two distractors; the default
+    recognizer and the one sampling SURF coarsely."""
     root = tmp_path / "cat"
     for i, n in enumerate(("red", "green", "blue")):
         _write(root / "references" / f"{n}.png", 10 + i, (300, 400))
@@ -102,11 +103,12 @@ def test_small_generic_run_with_distractors(tmp_path):
     register(p.add_subparsers())
     args = p.parse_args(
         ["eval", f"catalogue:{root}", "--out", str(tmp_path / "out"), "--distractors", str(tmp_path / "more")]
-        + ["--detectors", "objrec", "--query-side", "0", "--no-progress"]
+        + ["--detectors", "objrec,objrec-coarse", "--query-side", "0", "--no-progress"]
     )
     assert args.func(args) == 0
     rep = json.loads((tmp_path / "out" / "report.json").read_text())
-    s = rep["catalogue"]["summary"]["objrec"]
-    assert (s["n_queries"], s["n_labelled"], s["found"], s["top1"], s["wrong"]) == (3, 2, 2, 2, 0)
+    for det in ("objrec", "objrec-coarse"):  # the second samples SURF every other pixel
+        s = rep["catalogue"]["summary"][det]
+        assert (s["n_queries"], s["n_labelled"], s["found"], s["top1"], s["wrong"]) == (3, 2, 2, 2, 0), det
     assert any("5 objects enrolled" in n for n in rep["notes"])
     assert (tmp_path / "out" / "plots" / "catalogue.png").is_file()
