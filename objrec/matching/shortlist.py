@@ -120,17 +120,19 @@ class ShortlistMatcher:
     def __len__(self) -> int:
         return len(self.matcher)
 
-    def shortlist(self, scene: Features) -> np.ndarray:
+    def shortlist(self, scene: Features, queries: int | None = None) -> np.ndarray:
         """The matcher's object indices the frame's descriptors vote for most beyond chance, best first (at
         most ``top``): an object's score is the share of voting descriptors with it among their neighbours,
         less the share expected from its number of descriptors alone, so a small model filling the frame
-        is not outvoted by large models that are merely everywhere."""
+        is not outvoted by large models that are merely everywhere. At most ``queries`` (default: the
+        matcher's ``queries``) of the strongest descriptors vote."""
         if len(scene) == 0:
             return np.zeros(0, np.int64)
         desc = scene.descriptors
-        if len(scene) > self.queries:
+        queries = self.queries if queries is None else max(1, int(queries))
+        if len(scene) > queries:
             # Chosen where the features are (host or device): only the voters go to the (CPU) index.
-            desc = desc[scene.xp.argsort(-scene.response)[: self.queries]]
+            desc = desc[scene.xp.argsort(-scene.response)[:queries]]
         labels, share = self.index.candidates(to_numpy(desc), top=None, n_probe=self.n_probe)
         objs = self._object_of[labels]
         keep = objs >= 0

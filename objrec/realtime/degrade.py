@@ -70,7 +70,7 @@ class DegradeController:
         levels: Sequence[DegradeLevel] = DEGRADE_LEVELS,
         high: float = 0.85,
         low: float = 0.75,
-        calm: int = 10,
+        calm: int = 5,
     ) -> None:
         if not 0.0 < low < high:
             raise ValueError(f"low, high: expected 0 < low < high, got {low}, {high}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from objrec.boxes import union_area
 from objrec.realtime.degrade import DegradeController, fit_scale
 from objrec.types import Regions, SearchPlan
@@ -101,12 +103,13 @@ class SearchPlanner:
         step = self.sample_step or (2 if sched.budget_ms is not None and degrade.level else 1)
         scale = level.scale
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
-            left = sched.remaining() - self._after(sched, cap, pixels, step)
-            if self.sample_step is None and step == 1 and sched.cost.expected(self.stage, pixels) > left:
+            cost = sched.cost
+            left, margin = self._left(sched, cap, pixels, step)
+            if self.sample_step is None and step == 1 and cost.expected(self.stage, pixels) + margin > left:
                 step = 2
-                left = sched.remaining() - self._after(sched, cap, pixels, step)
+                left, margin = self._left(sched, cap, pixels, step)
             work = SearchPlan(None, pixels=int(pixels), sample_step=step).work
-            scale = min(scale, fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s), left))
+            scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
         if step == 2 and self.sample_step is None:
             sched.skip("fine_sampling", "degrade", "2")
         if scale < 1.0:
@@ -124,15 +127,23 @@ class SearchPlanner:
         old = self._density.get(plan.sample_step)
         self._density[plan.sample_step] = d if old is None else 0.7 * old + 0.3 * d
 
-    def _after(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
-        """Typical time of the mandatory units after extraction (retrieval for a catalogue, matching, the
-        first verification) for the keypoints expected from ``pixels`` at ``step``, at most ``cap``."""
+    def _left(self, sched: Any, cap: int | None, pixels: float, step: int) -> tuple[float, float]:
+        """The time left for extraction once the mandatory units after it (retrieval for a catalogue,
+        matching, the first verification) have their typical time, for the keypoints expected from
+        ``pixels`` at ``step`` (at most ``cap``); and the margin the plan keeps for its tail.
+
+        Each stage's margin is its own high quantile over its typical time. The stages' deviations are
+        close to independent, so the frame's tail is their root sum of squares: the plain sum of the
+        margins would hold back time that frames almost never need.
+        """
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
         if cap:
             n = min(n, float(cap))
         cost = sched.cost
-        after = cost.expected("matching", n) + cost.expected("verify", 100)
+        units = [("matching", n), ("verify", 100)]
         if self.retrieval_voters:
-            after += cost.expected("retrieval", min(n, self.retrieval_voters))
-        return after
+            units.append(("retrieval", min(n, self.retrieval_voters)))
+        after = sum(cost.expected(stage, size) for stage, size in units)
+        margin = sum(cost.spread(stage) ** 2 for stage, _ in units) + cost.spread(self.stage) ** 2
+        return sched.remaining() - after, float(np.sqrt(margin))

@@ -124,9 +124,18 @@ class CostModel:
         a, b = s.coef
         return max(0.0, a + b * float(size) + s.margin)
 
+    def spread(self, stage: str) -> float:
+        """The quantile margin ``predict`` adds to ``expected`` for ``stage`` (0 until learned)."""
+        s = self._stages.get(stage)
+        if s is None or len(s.ts) < self.min_samples:
+            return 0.0
+        if s.dirty:
+            self._fit(s)
+        return s.margin
+
     def expected(self, stage: str, size: float = 1.0) -> float:
-        """Typical milliseconds for ``stage`` at ``size``: the line without the quantile margin (what a plan
-        of mandatory work sizes itself by; the degrade controller answers for the tail). 0 until learned."""
+        """Typical milliseconds for ``stage`` at ``size``: the line without the quantile margin (a plan of
+        several units adds their margins in quadrature, see ``SearchPlanner``). 0 until learned."""
         s = self._stages.get(stage)
         if s is None or len(s.ts) < self.min_samples:
             return 0.0
