@@ -50,12 +50,19 @@ class _Stage:
     dirty: bool = True
 
 
+#: Sizes spanning less than this share of their mean are too narrow to fit a line: the model is then
+#: proportional to size.
+NARROW_SIZES = 0.25
+
+
 class CostModel:
     """Online model of stage time ``t ≈ a + b·size``, predicting a high quantile.
 
     A least-squares line (``b >= 0``) over the last ``window`` observations plus the ``quantile`` of the
-    residuals. Until ``min_samples`` observations exist, a prior (``prior_ms``, per stage) is used, and an
-    unknown stage is predicted as ``default_ms`` so it is never admitted blindly into a tight budget.
+    residuals; ``t ≈ b·size`` through the mean when the sizes span less than :data:`NARROW_SIZES` of their
+    mean or the line's intercept would be negative. Until ``min_samples`` observations exist, a prior
+    (``prior_ms``, per stage) is used, and an unknown stage is predicted as ``default_ms`` so it is never
+    admitted blindly into a tight budget.
 
     Parameters
     ----------
@@ -97,11 +104,21 @@ class CostModel:
         # frame, where np.polyfit's SVD and np.quantile would cost a good part of a millisecond.
         x = np.asarray(s.xs, np.float64)
         t = np.asarray(s.ts, np.float64)
-        dx = x - x.mean()
-        sxx = float(dx @ dx)
-        b = float(dx @ (t - t.mean())) / sxx if sxx > 0.0 else 0.0
-        b = max(b, 0.0)
-        a = float(t.mean()) - b * float(x.mean())
+        xm = float(x.mean())
+        narrow = xm > 0.0 and float(x.max() - x.min()) < NARROW_SIZES * xm
+        a = b = 0.0
+        if not narrow:
+            dx = x - xm
+            sxx = float(dx @ dx)
+            b = float(dx @ (t - t.mean())) / sxx if sxx > 0.0 else 0.0
+            b = max(b, 0.0)
+            a = float(t.mean()) - b * xm
+        if xm > 0.0 and (narrow or a < 0.0):
+            # Sizes this close together fix the time but not the slope (noise would set it), and a negative
+            # time at size 0 means a few slow runs at large sizes (a first call, a busy machine) tilted the
+            # line: either way a plan asking for another size would get any extrapolation. Time
+            # proportional to size extrapolates sanely.
+            a, b = 0.0, float(t.mean()) / xm
         resid = np.sort(t - (a + b * x))
         k = self.quantile * (len(resid) - 1)  # linear interpolation between order statistics, as np.quantile
         lo = int(k)
