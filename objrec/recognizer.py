@@ -240,26 +240,9 @@ class Recognizer:
         matcher = self.matchers[self.primary]
         if not isinstance(matcher, ShortlistMatcher):
             return sched.run("matching", lambda: matcher.candidates(feats), len(feats), True)[1]
-        voters = self._voters(len(feats), matcher.queries, sched)
+        voters = self.planner.voters(len(feats), sched)
         _, shortlist = sched.run("retrieval", lambda: matcher.shortlist(feats, voters), voters, True)
         return sched.run("matching", lambda: matcher.candidates(feats, shortlist), len(feats), True)[1]
-
-    @staticmethod
-    def _voters(n_features: int, queries: int, sched: FrameScheduler) -> int:
-        """How many of the frame's features vote in retrieval: all up to ``queries`` without a budget; under
-        one, the most of ``queries``, 2/3, 1/2 and 1/3 of it whose retrieval, with matching and the first
-        verification after it, is expected to fit the time left (the least when none does), since retrieval
-        costs in proportion to its voters and a shortlist of a few objects needs far fewer votes than a
-        frame has features."""
-        n = min(n_features, queries)
-        if sched.budget_ms is None or sched.cost.samples("retrieval") < sched.cost.min_samples:
-            return n
-        cost = sched.cost
-        rest = cost.expected("matching", n_features) + cost.expected("verify", 100)
-        for v in (n, 2 * n // 3, n // 2, n // 3):
-            if cost.expected("retrieval", v) + rest <= sched.remaining():
-                return max(1, v)
-        return max(1, n // 3)
 
     def _propose(self, frame: np.ndarray, sched: FrameScheduler) -> Regions:
         """The prefilter's regions, best first (the whole frame without a prefilter)."""

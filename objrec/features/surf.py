@@ -385,7 +385,9 @@ class SURF:
 
     def _build_plan(self, key: tuple, shape: tuple[int, int], xp: ModuleType) -> Plan:
         plan = Plan(key, xp)
-        plan.update(surf_plan(shape[0], shape[1], *key[1]))
+        plan.update(
+            surf_plan(shape[0], shape[1], int(self.n_octaves), int(self.n_octave_layers), int(self.sample_step))
+        )
         for name in ("oinfo", "linfo", "boxes", "wts"):
             plan[name] = to_device(plan[name], xp)
         plan["det"] = xp.empty(max(plan["det_len"], 1), np.float32)

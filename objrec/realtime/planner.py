@@ -13,6 +13,9 @@ from objrec.types import Regions, SearchPlan
 
 __all__ = ["SearchPlanner"]
 
+#: The matches the first verification is sized at before the frame's candidates exist.
+FIRST_VERIFY_MATCHES = 100
+
 
 class SearchPlanner:
     """Turns tracking windows and prefilter regions into a :class:`~objrec.types.SearchPlan`.
@@ -127,23 +130,42 @@ class SearchPlanner:
         old = self._density.get(plan.sample_step)
         self._density[plan.sample_step] = d if old is None else 0.7 * old + 0.3 * d
 
+    def voters(self, n_features: int, sched: Any) -> int:
+        """How many of a frame's ``n_features`` vote in retrieval: all up to ``retrieval_voters`` without a
+        budget; under one, the most of that, 2/3, 1/2 and 1/3 of it whose retrieval, with matching and
+        the first verification after it, is expected to fit the time left (the least when none does).
+        Retrieval costs in proportion to its voters, and a shortlist of a few objects needs far fewer
+        votes than a frame has features."""
+        n = min(n_features, self.retrieval_voters)
+        if sched.budget_ms is None or sched.cost.samples("retrieval") < sched.cost.min_samples:
+            return n
+        for v in (n, 2 * n // 3, n // 2, n // 3):
+            if self._after(sched, n_features, v)[0] <= sched.remaining():
+                return max(1, v)
+        return max(1, n // 3)
+
     def _left(self, sched: Any, cap: int | None, pixels: float, step: int) -> tuple[float, float]:
-        """The time left for extraction once the mandatory units after it (retrieval for a catalogue,
-        matching, the first verification) have their typical time, for the keypoints expected from
-        ``pixels`` at ``step`` (at most ``cap``); and the margin the plan keeps for its tail.
+        """The time left for extraction once the mandatory units after it have their typical time, for the
+        keypoints expected from ``pixels`` at ``step`` (at most ``cap``); and the margin the plan keeps for
+        its tail (the units' and extraction's)."""
+        d = self._density.get(step)
+        n = float(cap or 2000) if d is None else d * pixels
+        if cap:
+            n = min(n, float(cap))
+        after, var = self._after(sched, n, min(n, self.retrieval_voters))
+        return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
+
+    def _after(self, sched: Any, n_features: float, voters: float) -> tuple[float, float]:
+        """Typical time of the mandatory units after extraction (retrieval for a catalogue, matching, the
+        first verification) and the sum of their squared margins.
 
         Each stage's margin is its own high quantile over its typical time. The stages' deviations are
         close to independent, so the frame's tail is their root sum of squares: the plain sum of the
         margins would hold back time that frames almost never need.
         """
-        d = self._density.get(step)
-        n = float(cap or 2000) if d is None else d * pixels
-        if cap:
-            n = min(n, float(cap))
         cost = sched.cost
-        units = [("matching", n), ("verify", 100)]
+        units = [("matching", n_features), ("verify", FIRST_VERIFY_MATCHES)]
         if self.retrieval_voters:
-            units.append(("retrieval", min(n, self.retrieval_voters)))
+            units.append(("retrieval", voters))
         after = sum(cost.expected(stage, size) for stage, size in units)
-        margin = sum(cost.spread(stage) ** 2 for stage, _ in units) + cost.spread(self.stage) ** 2
-        return sched.remaining() - after, float(np.sqrt(margin))
+        return after, sum(cost.spread(stage) ** 2 for stage, _ in units)

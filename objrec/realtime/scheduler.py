@@ -130,34 +130,36 @@ class CostModel:
 
     def predict(self, stage: str, size: float = 1.0) -> float:
         """Predicted milliseconds for ``stage`` at ``size`` (a high quantile)."""
-        s = self._stages.get(stage)
-        if s is None or len(s.ts) < self.min_samples:
+        s = self._fitted(stage)
+        if s is None:
+            seen = self._stages.get(stage)
             prior = self.prior_ms.get(stage, self.default_ms)
-            if s is not None and len(s.ts):
-                prior = max(prior if stage in self.prior_ms else 0.0, max(s.ts))
+            if seen is not None and len(seen.ts):
+                prior = max(prior if stage in self.prior_ms else 0.0, max(seen.ts))
             return float(prior)
-        if s.dirty:
-            self._fit(s)
         a, b = s.coef
         return max(0.0, a + b * float(size) + s.margin)
 
-    def spread(self, stage: str) -> float:
-        """The quantile margin ``predict`` adds to ``expected`` for ``stage`` (0 until learned)."""
+    def _fitted(self, stage: str) -> _Stage | None:
+        """The stage with its line up to date, or None until it has ``min_samples`` observations."""
         s = self._stages.get(stage)
         if s is None or len(s.ts) < self.min_samples:
-            return 0.0
+            return None
         if s.dirty:
             self._fit(s)
-        return s.margin
+        return s
+
+    def spread(self, stage: str) -> float:
+        """The quantile margin ``predict`` adds to ``expected`` for ``stage`` (0 until learned)."""
+        s = self._fitted(stage)
+        return 0.0 if s is None else s.margin
 
     def expected(self, stage: str, size: float = 1.0) -> float:
         """Typical milliseconds for ``stage`` at ``size``: the line without the quantile margin (a plan of
         several units adds their margins in quadrature, see ``SearchPlanner``). 0 until learned."""
-        s = self._stages.get(stage)
-        if s is None or len(s.ts) < self.min_samples:
+        s = self._fitted(stage)
+        if s is None:
             return 0.0
-        if s.dirty:
-            self._fit(s)
         a, b = s.coef
         return max(0.0, a + b * float(size))
 
