@@ -7,6 +7,8 @@ Layout of a database directory (schema 2)::
     DB/shards/<id>/objects.json          the shard's object table: name, size, content sha256, source
                                          (path and sha256 of the enrolled file), feature counts, image bytes
     DB/shards/<id>/images.npy            uint8: the objects' encoded model images, back to back
+    DB/shards/<id>/thumbs.npy            uint8 (n, 64, 64): each model image in gray, resized to a square
+                                         (the appearance check of verification reads these, not images.npy)
     DB/shards/<id>/<kind>.keypoints.npy  structured (xy, size, angle, response, octave, laplacian) per row
     DB/shards/<id>/<kind>.descriptors.npy  one row per keypoint: uint8 for SIFT (OpenCV's descriptors are
                                          integers 0-255), float16 for SURF (unit vectors, see
@@ -74,6 +76,7 @@ FORMAT = "objrec-modeldb"
 SHARD_FORMAT = "objrec-modeldb-shard"
 MANIFEST = "manifest.json"
 SHARDS = "shards"
+THUMBS = "thumbs.npy"
 #: Model images are scaled so their longer side is at most this (features keep full-resolution coordinates).
 MAX_MODEL_SIDE = 1280
 #: Relative scales at which model features are extracted (see :func:`extract_model_features`). Extra
@@ -203,6 +206,7 @@ class _Prepared:
     image: np.ndarray  # encoded image bytes, uint8
     keypoints: dict[str, np.ndarray]  # kind -> KEYPOINT_DTYPE rows
     descriptors: dict[str, np.ndarray]  # kind -> stored dtype rows
+    thumb: np.ndarray | None = None  # (THUMB_SIZE, THUMB_SIZE) uint8 gray
 
 
 @dataclass(eq=False)
@@ -375,7 +379,21 @@ def _prepared(name: str, img: np.ndarray, encoded: np.ndarray, feats: dict[str, 
         "n_features": {k: len(v) for k, v in kps.items()},
         "image_bytes": int(encoded.size),
     }
-    return _Prepared(entry, encoded, kps, descs)
+    thumb = thumbnail(img)
+    entry["thumb_sha256"] = sha256_bytes(thumb.tobytes())
+    return _Prepared(entry, encoded, kps, descs, thumb)
+
+
+#: Side of the square gray thumbnail stored per object for verification's appearance check.
+THUMB_SIZE = 64
+
+
+def thumbnail(img: np.ndarray) -> np.ndarray:
+    """The stored thumbnail of a model image: gray, area-averaged to ``THUMB_SIZE`` x ``THUMB_SIZE`` (each
+    axis scaled on its own, so the thumbnail's pixel grid is a fixed grid over the model's outline)."""
+    import cv2
+
+    return cv2.resize(to_gray(img), (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
 
 
 def check_name(name: Any) -> None:
@@ -408,6 +426,8 @@ def _write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[_Prepared]
     files: dict[str, bytes] = {}
     empty = np.zeros(0, np.uint8)
     files["images.npy"] = _npy_bytes(np.concatenate([o.image for o in objects]) if objects else empty)
+    thumbs = [o.thumb for o in objects]
+    files["thumbs.npy"] = _npy_bytes(np.stack(thumbs) if thumbs else np.zeros((0, THUMB_SIZE, THUMB_SIZE), np.uint8))
     for kind in kinds:
         kps = [o.keypoints[kind] for o in objects]
         descs = [o.descriptors[kind] for o in objects]
@@ -566,8 +586,10 @@ class ModelDB:
         self.path = Path(path)
         self._arrays: dict[tuple[str, str], np.ndarray] = {}
         self._checked: set[tuple[str, str]] = set()  # shard files whose sha256 was checked
-        self._verified: set[tuple[str, int]] = set()  # objects (shard, row) whose content sha256 was checked
+        # Objects (shard, row) whose content sha256 was checked; (shard, ~row) for their thumbnails.
+        self._verified: set[tuple[str, int]] = set()
         self._cache: dict[tuple[str, bool], ModelObject] = {}
+        self._thumbs: dict[str, np.ndarray] = {}  # made from images, for shards written without thumbnails
         self._set_state(manifest, shards)
 
     # -- construction -------------------------------------------------------------------------------
@@ -642,6 +664,7 @@ class ModelDB:
         ids = {s.id for s in shards}
         self._arrays = {k: v for k, v in self._arrays.items() if k[0] in ids}
         self._cache.clear()
+        self._thumbs.clear()
         self._infos: list[ObjectInfo] | None = None
         self._signature = _stat_signature(self.path / MANIFEST)
 
@@ -726,8 +749,8 @@ class ModelDB:
             except (ValueError, OSError, EOFError) as exc:
                 self._check_file(shard, fname)
                 raise ModelDBError(f"{path}: not a readable .npy array file ({type(exc).__name__}: {exc})") from None
-            kind = fname.split(".")[0]
-            rows = shard.offsets["image" if fname == "images.npy" else kind][-1]
+            kind = "image" if fname == "images.npy" else fname.split(".")[0]
+            rows = len(shard.objects) if fname == THUMBS else shard.offsets[kind][-1]
             if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype != KEYPOINT_DTYPE):
                 self._check_file(shard, fname)
                 raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
@@ -785,6 +808,23 @@ class ModelDB:
             data, f"{self.path / SHARDS / shard.id / 'images.npy'} (object {shard.objects[row]['name']})"
         )
         return to_bgr(img) if img.ndim == 3 else img
+
+    def thumbnail(self, name: str) -> np.ndarray:
+        """The stored gray ``THUMB_SIZE`` x ``THUMB_SIZE`` thumbnail of ``name``'s model image (made from the
+        image when its shard was written without thumbnails)."""
+        sh, row = self._locate(name)
+        if THUMBS in sh.entry["files"]:
+            thumb = np.array(self._array(sh, THUMBS, check=False)[row])
+            if (sh.id, ~row) not in self._verified:  # the thumbnail's rows against its own sha256, once
+                if sha256_bytes(thumb.tobytes()) != sh.objects[row].get("thumb_sha256"):
+                    self._check_file(sh, THUMBS)  # a damaged file raises, naming it
+                self._verified.add((sh.id, ~row))
+            return thumb
+        if name not in self._thumbs:
+            if len(self._thumbs) >= self.CACHE_OBJECTS:
+                self._thumbs.pop(next(iter(self._thumbs)))
+            self._thumbs[name] = thumbnail(self._image(sh, row))
+        return self._thumbs[name]
 
     def get(self, name: str, with_image: bool = False) -> ModelObject:
         """The enrolled object ``name`` (KeyError naming the known objects if absent)."""
@@ -1030,6 +1070,7 @@ class ModelDB:
         moved: list[_Prepared] = []
         for sh in victims:
             images = self._array(sh, "images.npy")
+            thumbs = self._array(sh, THUMBS) if THUMBS in sh.entry["files"] else None
             arrays = {
                 k: (self._array(sh, f"{k}.keypoints.npy"), self._array(sh, f"{k}.descriptors.npy")) for k in kinds
             }
@@ -1040,7 +1081,13 @@ class ModelDB:
                 rows = {k: slice(sh.offsets[k][r], sh.offsets[k][r + 1]) for k in kinds}
                 kps = {k: np.array(arrays[k][0][rows[k]]) for k in kinds}
                 descs = {k: np.array(arrays[k][1][rows[k]]) for k in kinds}
-                moved.append(_Prepared(dict(o), np.array(images[a:b]), kps, descs))
+                entry = dict(o)
+                if thumbs is not None:
+                    thumb = np.array(thumbs[r])
+                else:
+                    thumb = thumbnail(self._image(sh, r))
+                    entry["thumb_sha256"] = sha256_bytes(thumb.tobytes())
+                moved.append(_Prepared(entry, np.array(images[a:b]), kps, descs, thumb))
         manifest = dict(self._manifest)
         keep = [s for s in self._shards if s not in victims]
         if moved:

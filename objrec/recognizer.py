@@ -147,7 +147,7 @@ class Recognizer:
             retrieval_voters=voters,
             sample_step=sample_step if self.primary == "surf" else 1,
         )
-        self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()))
+        self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
@@ -215,7 +215,7 @@ class Recognizer:
         """The stages of one frame; returns the verdicts and the mandatory part's time (None if no search)."""
         gray = to_gray(check_frame(frame))
         h, w = gray.shape
-        verdicts = FrameVerdicts((h, w))
+        verdicts = FrameVerdicts((h, w), gray)
         self.features.begin_frame(gray)
         proposals = self._propose(frame, sched)
         plan = self.planner.plan((h, w), self.tracker.windows(w, h), proposals, self.degrade, sched)

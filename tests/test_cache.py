@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from objrec import kernel_cache
@@ -183,7 +184,8 @@ _RUN = textwrap.dedent(
     img = (128 + 60 * np.sin(xx / 5.0) * np.cos(yy / 7.0) + 40 * ((xx // 16 + yy // 16) % 2)).astype(np.uint8)
     feats = SURF(100, n_octaves=2).detect_and_compute(img)
     n = len(feats)
-    digest = hashlib.sha256(np.ascontiguousarray(feats.descriptors).tobytes()).hexdigest()
+    xy = np.asarray(feats.xy).tolist()
+    desc = np.asarray(feats.descriptors, np.float64).tolist()
     X = np.zeros((3, 1), np.float32)
     i64 = np.zeros(1, np.int64)
     out = np.empty(3)
@@ -195,7 +197,7 @@ _RUN = textwrap.dedent(
     fresh = numba.njit(lambda k: np.arange(k).astype(np.float64).cumsum())(5).tolist()
     fns = dict(K.kernels_for("cpu"), cascade=tree._cascade_nb)
     stats = {k: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())] for k, f in fns.items()}
-    print(json.dumps({"n": n, "digest": digest, "registries": registries, "fresh": fresh, "stats": stats,
+    print(json.dumps({"n": n, "xy": xy, "desc": desc, "registries": registries, "fresh": fresh, "stats": stats,
                       "dir": str(kernel_cache.kernel_dir())}))
     """
 )
@@ -219,8 +221,11 @@ def test_second_process_loads_kernels_from_cache(tmp_path):
     before = {p: p.stat().st_mtime_ns for p in index}
     second, err2 = _run(env)
     assert second["n"] == first["n"] and second["dir"] == first["dir"]
-    # cached code gives the compiled code's descriptors, bit for bit, without installing Numba's registries
-    assert second["digest"] == first["digest"]
+    # Cached code gives the compiled code's keypoints and descriptors without installing Numba's registries.
+    # The descriptor kernel may contract and reassociate (DESC_FASTMATH), and LLVM's JIT and its object-code
+    # emission for the cache may choose different instructions on some CPUs: equal to float32 rounding.
+    assert second["xy"] == first["xy"]
+    np.testing.assert_allclose(second["desc"], first["desc"], rtol=0, atol=1e-6)
     assert first["registries"] and not second["registries"]
     assert first["fresh"] == second["fresh"] == [0.0, 1.0, 3.0, 6.0, 10.0]
     assert all(hit == 1 and miss == 0 for hit, miss in second["stats"].values()), second["stats"]

@@ -498,3 +498,29 @@ def test_reading_an_object_checks_its_own_rows_not_whole_files(sift_db, cover, m
     np.testing.assert_array_equal(damaged.get("a").features["sift"].descriptors, want["a"])
     with pytest.raises(ModelDBError, match="sift.descriptors.npy: sha256 mismatch"):
         damaged.get("b")
+
+
+def test_thumbnails_are_stored_checked_and_kept_by_compaction(sift_db):
+    """Each object's thumbnail is its image in gray area-averaged to THUMB_SIZE (OpenCV's resize is the
+    reference); a flipped byte in it is reported naming thumbs.npy when it is read; compaction carries it."""
+    import cv2
+
+    from objrec.modeldb import THUMB_SIZE
+
+    covers = _covers(3)
+    sift_db.enroll_many(list(covers.items()), progress=False)
+    for name, img in covers.items():
+        want = cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
+        np.testing.assert_array_equal(sift_db.thumbnail(name), want)
+    sift_db.remove("c00")
+    assert sift_db.compact() == 1
+    again = ModelDB.open(sift_db.path)
+    got = again.thumbnail("c02")
+    np.testing.assert_array_equal(got, sift_db.thumbnail("c02"))
+    f = _shard_file(again, "thumbs.npy")
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF  # the last object's last thumbnail pixel
+    f.write_bytes(bytes(data))
+    fresh = ModelDB.open(sift_db.path)
+    with pytest.raises(FileFormatError, match="thumbs.npy: sha256 mismatch"):
+        fresh.thumbnail("c02")

@@ -8,7 +8,7 @@ verification runs outside the budget.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from objrec.boxes import points_box
 from objrec.matching.guided import tentative_homography
-from objrec.matching.verify import VerifyParams, verify_homography
+from objrec.matching.verify import VerifyParams, edge_agreement, verify_homography
 from objrec.types import Candidate, Detection, Failure, Rejection
 
 __all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS", "aspect_limits"]
@@ -78,6 +78,8 @@ class FrameVerdicts:
     ----------
     shape : (int, int)
         The frame's (rows, cols).
+    gray : ndarray, optional
+        The frame in gray, for the appearance check of verification (none without it).
     found : dict
         Object name to its :class:`~objrec.types.Detection`.
     rejections : list of Rejection
@@ -90,6 +92,7 @@ class FrameVerdicts:
     """
 
     shape: tuple[int, int]
+    gray: np.ndarray | None = None
     found: dict[str, Detection] = field(default_factory=dict)
     rejections: list[Rejection] = field(default_factory=list)
     unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
@@ -128,6 +131,11 @@ class FrameVerdicts:
             del self.found[name]
             self.rejections.append(rejection)
         return new
+
+    def in_front_of(self, name: str) -> list[np.ndarray]:
+        """The outlines of the objects found so far other than ``name``: where they are, ``name`` may be hidden
+        behind them, so the appearance check does not judge it there."""
+        return [np.asarray(d.corners, np.float64) for n, d in self.found.items() if n != name]
 
     def open_unsure(self) -> list[tuple[int, int, int, int]]:
         """The unsure boxes still worth a second look, in their order.
@@ -170,11 +178,21 @@ class CandidateVerifier:
         enrolled with views are meant to be found at tilts beyond the default limits, so it bounds their
         aspect-ratio change and their foreshortening instead (:meth:`params_for`), and their detections are
         refined by guided matching (:meth:`second_chance`).
+    thumbnails : callable, optional
+        Object name to its gray thumbnail (:meth:`objrec.modeldb.ModelDB.thumbnail`), for the appearance check
+        (:func:`~objrec.matching.verify.edge_agreement`) of candidates verified with their frame; without it
+        only the geometry is checked.
     """
 
-    def __init__(self, params: VerifyParams | None = None, aspect_limits: dict[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        params: VerifyParams | None = None,
+        aspect_limits: dict[str, float] | None = None,
+        thumbnails: Callable[[str], np.ndarray] | None = None,
+    ) -> None:
         self.params = params or VerifyParams()
         self.aspect_limits = dict(aspect_limits or {})
+        self.thumbnails = thumbnails
 
     def params_for(self, candidate: Candidate) -> VerifyParams:
         """The verification parameters of the candidate's object: ``params``, with the limits of an object
@@ -198,13 +216,26 @@ class CandidateVerifier:
             return self.params
         return dataclasses.replace(self.params, max_aspect_change=aspect, max_perspective=perspective)
 
-    def verify(self, candidate: Candidate, frame_shape: tuple[int, int]) -> Detection | Rejection:
-        """The candidate's detection, or its rejection with the reason code."""
+    def verify(
+        self, candidate: Candidate, frame_shape: tuple[int, int], verdicts: FrameVerdicts | None = None
+    ) -> Detection | Rejection:
+        """The candidate's detection, or its rejection with the reason code.
+
+        With ``verdicts`` holding the frame (``gray``) and ``thumbnails`` given, a geometrically sound view
+        must also pass the appearance check, away from the objects already found in front of it.
+        """
         w, h = candidate.model_size
         p = self.params_for(candidate)
         v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, p)
         if isinstance(v, Failure):
             return Rejection(candidate.name, v.reason, len(candidate), v.detail)
+        frame = verdicts.gray if verdicts is not None else None
+        if p.min_edge_agreement is not None and self.thumbnails is not None and frame is not None:
+            hidden = verdicts.in_front_of(candidate.name)
+            share, n = edge_agreement(frame, self.thumbnails(candidate.name), v.homography, (w, h), hidden)
+            if share < p.min_edge_agreement:  # NaN (too little in view to judge) passes
+                detail = f"{share:.0%} of {n} strong model edges confirmed < {p.min_edge_agreement:.0%}"
+                return Rejection(candidate.name, "appearance", len(candidate), detail)
         d = v.to_detection(candidate.name)
         return dataclasses.replace(d, inlier_xy=np.asarray(candidate.scene_xy, np.float64)[v.inliers])
 
@@ -219,7 +250,7 @@ class CandidateVerifier:
                 continue
             ran, v = sched.run(
                 "verify",
-                lambda c=c: self.verify(c, verdicts.shape),
+                lambda c=c: self.verify(c, verdicts.shape, verdicts),
                 size=len(c),
                 mandatory=first_mandatory and j == 0,
                 subject=c.name,
@@ -256,10 +287,10 @@ class CandidateVerifier:
                 # round only, since these matches were never confirmed by a global search and each round
                 # lets more chance agreement inside the window count.
                 g = matcher.guided(c, scene, H, radius=GUIDED_RADIUS[0] * self.params.reproj_threshold)
-                v = self.verify(g, verdicts.shape)
+                v = self.verify(g, verdicts.shape, verdicts)
                 if not isinstance(v, Detection):
                     return g, v
-                return self._narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
+                return self._narrowed(c, g, v, matcher, scene, verdicts, rounds=1)
 
             ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
@@ -277,7 +308,7 @@ class CandidateVerifier:
                 continue
 
             def unit(c: Candidate = c, d: Detection = d) -> tuple[Candidate, Detection]:
-                return self._narrowed(c, c, d, matcher, scene, verdicts.shape, REFINE_ROUNDS)
+                return self._narrowed(c, c, d, matcher, scene, verdicts, REFINE_ROUNDS)
 
             ran, out = sched.run("refine", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out[1].inliers > d.inliers and verdicts.found.get(c.name) is d:
@@ -285,7 +316,7 @@ class CandidateVerifier:
                 verdicts.add(*out)
 
     def _narrowed(
-        self, c: Candidate, g: Candidate, v: Detection, matcher: Any, scene: Any, shape: tuple[int, int], rounds: int
+        self, c: Candidate, g: Candidate, v: Detection, matcher: Any, scene: Any, verdicts: FrameVerdicts, rounds: int
     ) -> tuple[Candidate, Detection]:
         """Guided matching of ``c``'s object in a narrow window around the verified homography of ``v`` (found
         from the matches ``g``), up to ``rounds`` times while the inlier count grows: the last matches and
@@ -293,7 +324,7 @@ class CandidateVerifier:
         radius = GUIDED_RADIUS[1] * self.params.reproj_threshold
         for _ in range(rounds):
             g2 = matcher.guided(c, scene, v.homography, radius=radius)
-            v2 = self.verify(g2, shape)
+            v2 = self.verify(g2, verdicts.shape, verdicts)
             if not isinstance(v2, Detection) or v2.inliers < v.inliers:
                 break
             grew = v2.inliers > v.inliers

@@ -5,6 +5,12 @@ frame, or partly outside it, is a detection whose outline (corners) may lie outs
 ``visible_fraction`` says how much of the model the frame shows. What is judged: the model must lie in front
 of the camera, map to a simple convex quadrilateral with its orientation kept, through a well-conditioned
 homography, with enough of it visible; the inliers must spread over the visible part in two directions.
+
+Geometry alone cannot tell an object from another one that shares part of its artwork (a logo, a title's
+lettering, the same picture in another edition's layout): the shared part verifies. :func:`edge_agreement`
+judges the rest: with the homography, the frame is resampled onto the model's thumbnail grid and the
+model's strong edges are looked up there; the object must be confirmed over most of its visible outline,
+not only where the matches are.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ __all__ = [
     "visible_part",
     "homography_condition",
     "score_from_inliers",
+    "edge_agreement",
     "REASONS",
 ]
 
@@ -48,6 +55,8 @@ REASONS = {
     "aspect": "aspect ratio change beyond max_aspect_change",
     "perspective": "perspective terms too strong (extreme foreshortening)",
     "explained": "most of its inliers are inliers of a stronger detection (artwork the two objects share)",
+    "appearance": "the frame confirms too few of the visible model's edges (min_edge_agreement): the matches lie on "
+    "artwork this object shares with what is in view",
 }
 
 _METHODS = {
@@ -66,7 +75,9 @@ class VerifyParams:
     limit) caps the whole outline's area as a multiple of the frame's, for callers who know their objects
     never come closer; ``max_condition`` bounds the condition number of the homography between the model
     and the frame each scaled to unit size; ``min_inlier_coverage`` is the least area of the inliers'
-    convex hull, as a share of the visible outline's area.
+    convex hull, as a share of the visible outline's area; ``min_edge_agreement`` (None: not checked) is the
+    least share of the visible model's strong edges that the frame must confirm (:func:`edge_agreement`;
+    by chance about ``2 * EDGE_ANGLE_DEG / 180`` of them agree).
     """
 
     method: str = "magsac"
@@ -84,6 +95,7 @@ class VerifyParams:
     max_aspect_change: float = 5.0
     max_perspective: float = 0.8
     min_spread: float = 0.05
+    min_edge_agreement: float | None = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in _METHODS:
@@ -199,6 +211,93 @@ def quad_checks(
         if min(a, b) < (1.0 - p.max_perspective) * max(a, b):
             return "perspective", q
     return None, q
+
+
+#: The comparison grid is split into EDGE_BLOCKS x EDGE_BLOCKS blocks, each judged on its own strongest edges
+#: and counted equally, so the answer says how much of the outline is confirmed, wherever its texture is.
+EDGE_BLOCKS = 4
+#: A block's strong edges: its pixels above this quantile of its own gradient magnitude.
+EDGE_QUANTILE = 0.75
+#: A block is judged when its strongest gradient reaches this share of the visible model's 90th percentile
+#: (flat blocks, such as a plain margin, have no edges to confirm).
+TEXTURED_BLOCK = 0.25
+#: A model edge is confirmed where the frame's gradient lies within this angle of it, either sign (a contrast
+#: reversal under other lighting still confirms the edge).
+EDGE_ANGLE_DEG = 20.0
+#: Fewer judged blocks, or strong edge pixels, in view than these are too few to judge: the check passes.
+MIN_EDGE_BLOCKS = 4
+MIN_EDGE_PIXELS = 40
+#: Frame pixels at or above this gray level are saturated (glare on a glossy cover, a light source): what
+#: lies under them is unknown, so they are not judged.
+SATURATED = 250
+#: The comparison grid's least side (cells): an object smaller in the frame than the thumbnail is compared
+#: at its own size in frame pixels, down to this.
+MIN_EDGE_GRID = 24
+#: The frame is sampled this many times finer than the grid, then area-averaged onto it (anti-aliasing).
+EDGE_OVERSAMPLE = 4
+
+
+def _gradients(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return cv2.Sobel(img, cv2.CV_32F, 1, 0, ksize=3), cv2.Sobel(img, cv2.CV_32F, 0, 1, ksize=3)
+
+
+def edge_agreement(
+    frame_gray: np.ndarray,
+    thumb: np.ndarray,
+    H: np.ndarray,
+    model_size: tuple[int, int],
+    hidden: list[np.ndarray] | tuple = (),
+) -> tuple[float, int]:
+    """The share of the visible model's strong edges that the frame confirms under ``H``, and their count.
+
+    ``thumb`` is the model image in gray on a square grid over its outline (``ModelDB.thumbnail``). The frame
+    is resampled onto that grid through ``H`` (model pixels to frame pixels), at the thumbnail's resolution
+    or, for an object smaller in the frame, at its own. A strong model edge is confirmed where the frame's
+    gradient direction is within :data:`EDGE_ANGLE_DEG` of the model's: gradient direction survives changes
+    of lighting, contrast, blur and glare that defeat comparing intensities. The grid's textured blocks
+    (:data:`EDGE_BLOCKS`) are judged on their own strongest edges and averaged, each counting equally.
+    Parts outside the frame, or inside ``hidden`` outlines (frame-pixel quadrilaterals of objects found in
+    front), are not judged. Returns the share and the number of strong edge pixels judged; the share is NaN
+    when too little is in view (:data:`MIN_EDGE_BLOCKS`, :data:`MIN_EDGE_PIXELS`).
+    """
+    w, h = model_size
+    corners = map_points(H, np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64))
+    side = np.sqrt(max(_polygon_area(corners), 1.0))
+    g = int(np.clip(side, MIN_EDGE_GRID, thumb.shape[0]))
+    model = thumb if g == thumb.shape[0] else cv2.resize(thumb, (g, g), interpolation=cv2.INTER_AREA)
+    fine = g * EDGE_OVERSAMPLE
+    to_frame = H @ np.diag([w / fine, h / fine, 1.0])  # fine grid -> model pixels -> frame pixels
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    seen = cv2.warpPerspective(frame_gray, to_frame, (fine, fine), flags=flags)
+    mask = np.full(frame_gray.shape[:2], 255, np.uint8)
+    for q in hidden:
+        cv2.fillPoly(mask, [np.round(np.asarray(q, np.float64)).astype(np.int32).reshape(-1, 1, 2)], 0)
+    shown = cv2.warpPerspective(mask, to_frame, (fine, fine), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
+    shown[seen >= SATURATED] = 0  # glare: the frame shows nothing of the object there
+    seen = cv2.resize(seen, (g, g), interpolation=cv2.INTER_AREA)
+    # Cells wholly in view, shrunk by the Sobel kernel's reach so no gradient touches the border.
+    visible = cv2.erode((cv2.resize(shown, (g, g), interpolation=cv2.INTER_AREA) == 255).astype(np.uint8), None)
+    mx, my = _gradients(model.astype(np.float32))
+    fx, fy = _gradients(seen.astype(np.float32))
+    mag = np.hypot(mx, my)
+    inside = visible.astype(bool) & (mag > 0)
+    if inside.sum() < MIN_EDGE_PIXELS:
+        return float("nan"), int(inside.sum())
+    agree = np.abs(mx * fx + my * fy) > np.cos(np.radians(EDGE_ANGLE_DEG)) * mag * np.hypot(fx, fy)
+    floor = TEXTURED_BLOCK * np.quantile(mag[inside], 0.9)
+    shares, n = [], 0
+    for rows in np.array_split(np.arange(g), EDGE_BLOCKS):
+        for cols in np.array_split(np.arange(g), EDGE_BLOCKS):
+            blk = np.ix_(rows, cols)
+            m = mag[blk][inside[blk]]
+            if m.size < MIN_EDGE_PIXELS // EDGE_BLOCKS or m.max() < floor:
+                continue
+            strong = inside[blk] & (mag[blk] >= np.quantile(m, EDGE_QUANTILE))
+            shares.append(agree[blk][strong].mean())
+            n += int(strong.sum())
+    if len(shares) < MIN_EDGE_BLOCKS or n < MIN_EDGE_PIXELS:
+        return float("nan"), n
+    return float(np.mean(shares)), n
 
 
 def score_from_inliers(n_inliers: int, n_matches: int, min_inliers: int) -> float:

@@ -82,5 +82,6 @@ def test_a_recognizer_with_retrieval_reads_only_what_it_matches(catalogue):
     assert not fresh._arrays  # no shard array mapped (nor its sha256 checked) yet
     names = {d.name for d in rec.process(scene.image).detections}
     assert names == {"c2", "c5"}
-    assert {k[1] for k in fresh._arrays} == {"surf.keypoints.npy", "surf.descriptors.npy", "images.npy"}
+    read = {"surf.keypoints.npy", "surf.descriptors.npy", "images.npy", "thumbs.npy"}  # thumbnails: appearance check
+    assert {k[1] for k in fresh._arrays} == read
     assert not fresh._checked  # the objects read were checked on their own rows, no file was hashed whole
