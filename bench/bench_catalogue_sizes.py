@@ -18,9 +18,11 @@ Every measurement runs in its own process (``objrec eval catalogue:``), one afte
   its kernels loaded (page cache warm from the runs before);
 * the database's size on disk.
 
-Enrolment (``--enrol-images``, default 200): that many images (SMVS references, then DVD covers), resized to
-500x500, enrolled with ``ModelDB.enroll_many`` (default detectors and workers), against the anchor's own
-enrolment in the same process (OpenCV SIFT on each image plus building its FLANN kd-tree).
+Enrolment (``--enrol-images``, default 200), measured after the sizes (a child's peak RSS starts from its
+parent's at the fork, so this process stays small while they run): that many images (SMVS references, then
+DVD covers), resized to 500x500, enrolled with ``ModelDB.enroll_many`` (default detectors and workers),
+against the anchor's own enrolment in the same process (OpenCV SIFT on each image plus building its FLANN
+kd-tree).
 
 Writes ``--out/sizes.json``, ``sizes.md`` and ``sizes.png`` (found, latency and memory versus N). Databases
 are kept in ``--out/n<N>/`` and reused by a rerun.
@@ -316,11 +318,12 @@ def main() -> None:
         return
     args.wrong_sizes = {int(x) for x in args.wrong_sizes.split(",") if x}
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    enrol = measure_enrolment(data, args.enrol_images) if args.enrol_images else None
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         rows.append(measure_size(n, data, args))
-        write_outputs(rows, enrol, args)
+        write_outputs(rows, None, args)
+    if args.enrol_images:
+        write_outputs(rows, measure_enrolment(data, args.enrol_images), args)
 
 
 if __name__ == "__main__":
