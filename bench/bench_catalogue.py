@@ -13,6 +13,11 @@ Sections (each optional):
   the same SIFT features: recall of the right cover among the top 1 and top 5 candidates for real phone
   photos (SMVS), with the DVD covers (and optionally UKBench thumbnails) as distractors, and the median
   time per query.
+* ``ukbench``: the Nister-Stewenius score (the mean number of a query's 4 images among its top 4 results; 4.0
+  is perfect) of the retrieval index against exact brute-force voting on the same features (OpenCV SIFT, at
+  most ``--ukbench-features`` per image), over the first ``--ukbench-images`` images of ``ukbench_small``,
+  every image queried against all of them, itself included. Both absolute scores are printed; an exact score
+  under 2.0 says the folder's images 4k..4k+3 are not views of one object (not the UKBench set).
 * ``crossover``: per frame, exact matching of SURF features against every object
   (:class:`~objrec.matching.database.DatabaseMatcher`) against retrieval plus matching against the
   shortlist (:class:`~objrec.matching.shortlist.ShortlistMatcher`), for growing prefixes of the catalogue:
@@ -247,6 +252,43 @@ def section_retrieval(items, qs, args) -> None:
         report(what, ranked, labels, statistics.median(times))
 
 
+def ns_score(ranked: list[np.ndarray], groups: np.ndarray) -> float:
+    """Mean number of the query's group among its top 4 results (Nister and Stewenius; 4.0 is perfect)."""
+    return float(np.mean([np.sum(groups[np.asarray(r[:4], int)] == groups[q]) for q, r in enumerate(ranked)]))
+
+
+def section_ukbench(data: Path, args) -> None:
+    import faiss
+
+    from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, vote
+
+    paths = sorted((data / "ukbench_small").glob("ukbench*.jpg"))[: args.ukbench_images]
+    paths = paths[: len(paths) // 4 * 4]
+    sift = cv2.SIFT_create(nfeatures=args.ukbench_features)
+    feats = [sift.detectAndCompute(cv2.imread(str(p), cv2.IMREAD_GRAYSCALE), None)[1] for p in paths]
+    feats = [f if f is not None else np.zeros((0, 128), np.float32) for f in feats]
+    desc = np.concatenate(feats).astype(np.float32)
+    owner = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)])
+    groups = np.arange(len(paths)) // 4
+    print(f"ukbench: {len(paths)} images, {len(desc)} OpenCV SIFT descriptors (at most {args.ukbench_features} each)")
+    k = args.k
+    flat = faiss.IndexFlatL2(desc.shape[1])
+    flat.add(desc)
+    t = time.perf_counter()
+    exact = [vote(owner[flat.search(f, k)[1]], 4)[0] if len(f) else np.zeros(0, int) for f in feats]
+    t_exact = (time.perf_counter() - t) / len(paths)
+    index = RetrievalIndex.build(desc, owner, "sift", RetrievalParams(k=k, exact_below=0))
+    t = time.perf_counter()
+    ranked = [index.candidates(f, top=4)[0] if len(f) else np.zeros(0, int) for f in feats]
+    t_index = (time.perf_counter() - t) / len(paths)
+    s_exact, s_index = ns_score(exact, groups), ns_score(ranked, groups)
+    print(f"  exact brute-force voting: NS score {s_exact:.3f} ({t_exact * 1e3:.1f} ms per query)")
+    print(f"  retrieval index (IVF, n_lists={index.index_.nlist}): NS score {s_index:.3f} ({t_index * 1e3:.1f} ms)")
+    print(f"  index - exact: {s_index - s_exact:+.3f}")
+    if s_exact < 2.0:
+        print("  exact voting scores under 2.0: images 4k..4k+3 of this folder are not views of one object")
+
+
 def section_crossover(items, qs, args) -> None:
     from objrec.features import make_detector
     from objrec.matching.database import DatabaseMatcher
@@ -298,6 +340,8 @@ def main() -> None:
     p.add_argument("--distractors", type=int, default=234, help="DVD covers added as distractors")
     p.add_argument("--ukbench", type=int, default=0, help="UKBench thumbnails added as distractors")
     p.add_argument("--queries", type=int, default=60)
+    p.add_argument("--ukbench-images", type=int, default=400, help="ukbench section: first images of the folder")
+    p.add_argument("--ukbench-features", type=int, default=200, help="ukbench section: SIFT features per image")
     p.add_argument("--query-features", type=int, default=500)
     p.add_argument("--k", type=int, default=5, help="neighbours per query descriptor")
     p.add_argument("--n-probe", type=int, nargs="+", default=[4, 16])
@@ -321,6 +365,8 @@ def main() -> None:
         section_surf16(items[:100], qs, args)
     if "retrieval" in sections:
         section_retrieval(items, qs, args)
+    if "ukbench" in sections:
+        section_ukbench(data, args)
     if "crossover" in sections:
         section_crossover(items, qs, args)
 
