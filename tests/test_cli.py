@@ -196,16 +196,19 @@ def test_enroll_from_folder_lists_failures_and_resumes(files, tmp_path):
     for name in ("dahlia", "cover"):
         cv2.imwrite(str(folder / f"{name}.jpg"), objs[name])
     (folder / "broken.png").write_bytes(b"\x89PNG not really")
+    whole = cv2.imencode(".jpg", objs["pagoda"])[1].tobytes()
+    (folder / "truncated.jpg").write_bytes(whole[: len(whole) * 2 // 3])  # a download cut short
     cv2.imwrite(str(folder / "blank.png"), np.full((64, 64), 90, np.uint8))
     (folder / "notes.txt").write_text("not an image, not enrolled")
     db = tmp_path / "db"
     r = run_cli("enroll", "--db", str(db), "--detectors", "sift", "--from", str(folder))
     assert r.returncode == 2, r.stderr
     failed = [x for x in r.stderr.splitlines() if x.startswith("objrec enroll: failed")]
-    assert len(failed) == 2
+    assert len(failed) == 3
     assert any("broken" in x and "not a readable image" in x for x in failed)
+    assert any("truncated.jpg" in x and "not a readable image" in x for x in failed)
     assert any("blank" in x and "no features found" in x for x in failed)
-    assert "enrolled 2, skipped 0" in r.stdout and "failed 2" in r.stdout
+    assert "enrolled 2, skipped 0" in r.stdout and "failed 3" in r.stdout
     from objrec import ModelDB
 
     assert sorted(ModelDB.open(db).names) == ["cover", "dahlia"]
