@@ -233,12 +233,25 @@ SATURATED = 250
 #: The comparison grid's least side (cells): an object smaller in the frame than the thumbnail is compared
 #: at its own size in frame pixels, down to this.
 MIN_EDGE_GRID = 24
+#: Grid cells covering fewer frame pixels than this (the far side of a steep view) are not judged.
+MIN_CELL_PIXELS = 0.5
 #: The frame is sampled this many times finer than the grid, then area-averaged onto it (anti-aliasing).
 EDGE_OVERSAMPLE = 4
 
 
 def _gradients(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cv2.Sobel(img, cv2.CV_32F, 1, 0, ksize=3), cv2.Sobel(img, cv2.CV_32F, 0, 1, ksize=3)
+
+
+def _resolved(to_frame: np.ndarray, g: int) -> np.ndarray:
+    """(g, g) uint8: 1 where a grid cell covers at least :data:`MIN_CELL_PIXELS` frame pixels under
+    ``to_frame`` (grid cells to frame pixels). A homography scales areas at ``p`` by ``det(M) / w(p)^3``
+    (``M`` normalised to ``M[2, 2] = 1``, ``w`` its third coordinate of ``p``); where a steep view squeezes
+    the model, the frame holds less detail than the grid and its resampled edges are blur, not evidence."""
+    m = to_frame / to_frame[2, 2]
+    c = np.arange(g) + 0.5
+    wv = m[2, 0] * c[None, :] + m[2, 1] * c[:, None] + 1.0
+    return (abs(np.linalg.det(m)) / np.abs(wv) ** 3 >= MIN_CELL_PIXELS).astype(np.uint8)
 
 
 def edge_agreement(
@@ -277,6 +290,7 @@ def edge_agreement(
     seen = cv2.resize(seen, (g, g), interpolation=cv2.INTER_AREA)
     # Cells wholly in view, shrunk by the Sobel kernel's reach so no gradient touches the border.
     visible = cv2.erode((cv2.resize(shown, (g, g), interpolation=cv2.INTER_AREA) == 255).astype(np.uint8), None)
+    visible &= _resolved(H @ np.diag([w / g, h / g, 1.0]), g)
     mx, my = _gradients(model.astype(np.float32))
     fx, fy = _gradients(seen.astype(np.float32))
     mag = np.hypot(mx, my)

@@ -67,6 +67,14 @@ def test_a_view_of_the_object_is_confirmed_under_lighting_blur_noise_and_glare()
     assert _agreement(glare, cover) >= 0.8
 
 
+def test_a_steep_view_is_judged_where_the_frame_resolves_the_model():
+    """A view tilted far back (the far side 40 px wide, the near side 560): the squeezed far part holds less
+    detail than the comparison grid and is not judged; the rest confirms the object."""
+    cover = _edition("flower")
+    H = _h([[300, 220], [340, 220], [600, 300], [40, 300]])
+    assert _agreement(_degraded(_frame(cover, H)), cover, H) >= 0.65
+
+
 def test_another_edition_sharing_half_the_artwork_is_not_confirmed():
     """The frame shows the china-low edition; the flower edition shares its top half exactly (so its matches
     there verify geometrically), and its own half is not in view: about half its edges agree, under the limit,
