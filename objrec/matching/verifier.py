@@ -290,7 +290,7 @@ class CandidateVerifier:
                 v = self.verify(g, verdicts.shape, verdicts)
                 if not isinstance(v, Detection):
                     return g, v
-                return self._narrowed(c, g, v, matcher, scene, verdicts, rounds=1)
+                return self._narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
 
             ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
@@ -308,7 +308,7 @@ class CandidateVerifier:
                 continue
 
             def unit(c: Candidate = c, d: Detection = d) -> tuple[Candidate, Detection]:
-                return self._narrowed(c, c, d, matcher, scene, verdicts, REFINE_ROUNDS)
+                return self._narrowed(c, c, d, matcher, scene, verdicts.shape, REFINE_ROUNDS)
 
             ran, out = sched.run("refine", unit, size=len(c), subject=c.name, timing="verification")
             if ran and out[1].inliers > d.inliers and verdicts.found.get(c.name) is d:
@@ -316,15 +316,16 @@ class CandidateVerifier:
                 verdicts.add(*out)
 
     def _narrowed(
-        self, c: Candidate, g: Candidate, v: Detection, matcher: Any, scene: Any, verdicts: FrameVerdicts, rounds: int
+        self, c: Candidate, g: Candidate, v: Detection, matcher: Any, scene: Any, shape: tuple[int, int], rounds: int
     ) -> tuple[Candidate, Detection]:
         """Guided matching of ``c``'s object in a narrow window around the verified homography of ``v`` (found
         from the matches ``g``), up to ``rounds`` times while the inlier count grows: the last matches and
-        detection that verified with at least as many inliers as the one before."""
+        detection that verified with at least as many inliers as the one before. ``v`` passed the appearance
+        check; the refits of its homography in the same frame are checked for geometry only."""
         radius = GUIDED_RADIUS[1] * self.params.reproj_threshold
         for _ in range(rounds):
             g2 = matcher.guided(c, scene, v.homography, radius=radius)
-            v2 = self.verify(g2, verdicts.shape, verdicts)
+            v2 = self.verify(g2, shape)
             if not isinstance(v2, Detection) or v2.inliers < v.inliers:
                 break
             grew = v2.inliers > v.inliers

@@ -276,7 +276,7 @@ def edge_agreement(
     w, h = model_size
     corners = map_points(H, np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64))
     side = np.sqrt(max(_polygon_area(corners), 1.0))
-    g = int(np.clip(side, MIN_EDGE_GRID, thumb.shape[0]))
+    g = int(np.clip(side, MIN_EDGE_GRID, thumb.shape[0])) // EDGE_BLOCKS * EDGE_BLOCKS
     model = thumb if g == thumb.shape[0] else cv2.resize(thumb, (g, g), interpolation=cv2.INTER_AREA)
     fine = g * EDGE_OVERSAMPLE
     to_frame = H @ np.diag([w / fine, h / fine, 1.0])  # fine grid -> model pixels -> frame pixels
@@ -299,19 +299,41 @@ def edge_agreement(
         return float("nan"), int(inside.sum())
     agree = np.abs(mx * fx + my * fy) > np.cos(np.radians(EDGE_ANGLE_DEG)) * mag * np.hypot(fx, fy)
     floor = TEXTURED_BLOCK * np.quantile(mag[inside], 0.9)
-    shares, n = [], 0
-    for rows in np.array_split(np.arange(g), EDGE_BLOCKS):
-        for cols in np.array_split(np.arange(g), EDGE_BLOCKS):
-            blk = np.ix_(rows, cols)
-            m = mag[blk][inside[blk]]
-            if m.size < MIN_EDGE_PIXELS // EDGE_BLOCKS or m.max() < floor:
-                continue
-            strong = inside[blk] & (mag[blk] >= np.quantile(m, EDGE_QUANTILE))
-            shares.append(agree[blk][strong].mean())
-            n += int(strong.sum())
+    shares, strong = _block_shares(mag, inside, agree, floor)
+    n = int(strong.sum())
     if len(shares) < MIN_EDGE_BLOCKS or n < MIN_EDGE_PIXELS:
         return float("nan"), n
     return float(np.mean(shares)), n
+
+
+def _blocks(a: np.ndarray) -> np.ndarray:
+    """(g, g) -> (EDGE_BLOCKS**2, (g // EDGE_BLOCKS)**2): the grid's blocks as rows (g a multiple of them)."""
+    b = a.shape[0] // EDGE_BLOCKS
+    return a.reshape(EDGE_BLOCKS, b, EDGE_BLOCKS, b).swapaxes(1, 2).reshape(EDGE_BLOCKS**2, b * b)
+
+
+def _block_shares(
+    mag: np.ndarray, inside: np.ndarray, agree: np.ndarray, floor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per judged block, the share of its strong edges that agree, and the strong edges of those blocks.
+
+    A block is judged when it has enough pixels in view and its strongest gradient reaches ``floor``; its
+    strong edges are its in-view pixels at or above the :data:`EDGE_QUANTILE` quantile of their magnitudes
+    (NumPy's linear interpolation, computed on the sorted rows)."""
+    m, ins, agr = _blocks(mag), _blocks(inside), _blocks(agree)
+    count = ins.sum(axis=1)
+    ranked = np.sort(np.where(ins, m, np.inf), axis=1)
+    pos = EDGE_QUANTILE * np.maximum(count - 1, 0)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, np.maximum(count - 1, 0))
+    low, high = ranked[np.arange(len(m)), lo], ranked[np.arange(len(m)), hi]
+    step = np.subtract(high, low, out=np.zeros_like(low), where=np.isfinite(high))  # no pixel in view: inf
+    threshold = low + (pos - lo) * step
+    peak = np.where(ins, m, -np.inf).max(axis=1)
+    judged = (count >= MIN_EDGE_PIXELS // EDGE_BLOCKS) & (peak >= floor)
+    strong = ins & (m >= threshold[:, None]) & judged[:, None]
+    shares = (agr & strong).sum(axis=1)[judged] / strong.sum(axis=1)[judged]
+    return shares, strong
 
 
 def score_from_inliers(n_inliers: int, n_matches: int, min_inliers: int) -> float:

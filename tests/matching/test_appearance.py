@@ -125,3 +125,32 @@ def test_the_recognizer_rejects_a_detection_of_shared_artwork_and_keeps_the_obje
     assert [d.name for d in geometric_only.process(_degraded(_frame(_edition("china-low")))).detections] == [
         "flower-edition"
     ]
+
+
+def test_block_shares_equal_a_loop_over_blocks():
+    """The vectorised per-block judgement against a plain loop with NumPy's own quantile."""
+    from objrec.matching import verify as V
+
+    rng = np.random.default_rng(5)
+    for g in (24, 32, 64):
+        mag = rng.gamma(1.0, 10.0, (g, g)).astype(np.float32)
+        mag[: g // 4, : g // 4] = 0.5  # a flat block, under the floor
+        inside = rng.random((g, g)) > 0.2
+        inside[-g // 4 :, -g // 4 :] = False  # a block out of view
+        agree = rng.random((g, g)) > 0.6
+        floor = V.TEXTURED_BLOCK * np.quantile(mag[inside], 0.9)
+        want, n_want = [], 0
+        b = g // V.EDGE_BLOCKS
+        for by in range(V.EDGE_BLOCKS):
+            for bx in range(V.EDGE_BLOCKS):
+                blk = (slice(by * b, (by + 1) * b), slice(bx * b, (bx + 1) * b))
+                m = mag[blk][inside[blk]]
+                if m.size < V.MIN_EDGE_PIXELS // V.EDGE_BLOCKS or m.max() < floor:
+                    continue
+                strong = inside[blk] & (mag[blk] >= np.quantile(m, V.EDGE_QUANTILE))
+                want.append(agree[blk][strong].mean())
+                n_want += int(strong.sum())
+        shares, strong = V._block_shares(mag, inside, agree, floor)
+        assert len(shares) == len(want) == V.EDGE_BLOCKS**2 - 2
+        np.testing.assert_allclose(shares, want, rtol=0, atol=1e-12)
+        assert int(strong.sum()) == n_want
