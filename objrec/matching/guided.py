@@ -23,12 +23,13 @@ from typing import Any
 
 import cv2
 import numpy as np
+from scipy.spatial import cKDTree
 
 from objrec.backend import get_array_module, to_numpy
 from objrec.matching.knn import fginn_competitor
 from objrec.matching.verify import VerifyParams, quad_checks
 
-__all__ = ["tentative_homography", "guided_matches"]
+__all__ = ["tentative_homography", "guided_matches", "window_pairs"]
 
 
 def tentative_homography(
@@ -66,6 +67,29 @@ def tentative_homography(
     return None
 
 
+def window_pairs(pred: Any, scene_xy: Any, radius: float) -> Any:
+    """(M, N) bool: which of the ``N`` frame keypoints lie within ``radius`` px of each of the ``M`` predicted
+    positions (squared float32 distance ``<= radius**2``).
+
+    On the host the pairs come from a k-d tree (SciPy), a little beyond the radius, and are then decided by
+    the same float32 test as the dense form, so both give the same answer; the dense ``M x N x 2``
+    difference array of the broadcast is several times the cost of the descriptor GEMM at a few thousand
+    keypoints a side. On the GPU the broadcast is cheap and stays.
+    """
+    xp = get_array_module(scene_xy)
+    r2 = np.float32(radius) * np.float32(radius)
+    if xp is not np:
+        return ((pred[:, None, :] - scene_xy[None, :, :]) ** 2).sum(axis=2) <= r2
+    near = np.zeros((len(pred), len(scene_xy)), bool)
+    if not len(pred) or not len(scene_xy):
+        return near
+    pairs = cKDTree(pred).sparse_distance_matrix(cKDTree(scene_xy), radius * 1.001 + 1e-3, output_type="ndarray")
+    i, j = pairs["i"], pairs["j"]
+    keep = ((pred[i] - scene_xy[j]) ** 2).sum(axis=1) <= r2
+    near[i[keep], j[keep]] = True
+    return near
+
+
 def guided_matches(
     H: np.ndarray,
     model_xy: np.ndarray,
@@ -100,8 +124,7 @@ def guided_matches(
     else:
         cand = np.zeros(0, np.int64)
     xc = xp.asarray(cand)
-    p = xp.asarray(pred[cand])
-    near = ((p[:, None, :] - s[None, :, :]) ** 2).sum(axis=2) <= radius * radius
+    near = window_pairs(xp.asarray(pred[cand]), s, radius)
     if model_sign is not None and scene_sign is not None:
         near &= xp.asarray(model_sign)[xc][:, None] == xp.asarray(scene_sign)[None, :]
     m, q = xp.asarray(model_desc, dtype=np.float32)[xc], xp.asarray(scene_desc, dtype=np.float32)

@@ -273,6 +273,9 @@ class CandidateVerifier:
         near-duplicates of every view, while :meth:`~objrec.matching.database.DatabaseMatcher.guided` takes
         only the views nearest to the frame's, inside a window, so it recovers matches the global search
         lost, and a homography fitted to more of them is more accurate.
+
+        Both units are costed by the frame's keypoint count: guided matching compares the object's keypoints
+        with every frame keypoint, so its time follows the frame, not the candidate's few matches.
         """
         retry, verdicts.retry = verdicts.retry, []
         for c in retry:
@@ -292,7 +295,7 @@ class CandidateVerifier:
                     return g, v
                 return self._narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
 
-            ran, out = sched.run("guided", unit, size=len(c), subject=c.name, timing="verification")
+            ran, out = sched.run("guided", unit, size=len(scene), subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
                 if out[1].inliers >= GUIDED_SUPPORT * self.params.min_inliers:
                     verdicts.add(*out)
@@ -310,7 +313,7 @@ class CandidateVerifier:
             def unit(c: Candidate = c, d: Detection = d) -> tuple[Candidate, Detection]:
                 return self._narrowed(c, c, d, matcher, scene, verdicts.shape, REFINE_ROUNDS)
 
-            ran, out = sched.run("refine", unit, size=len(c), subject=c.name, timing="verification")
+            ran, out = sched.run("refine", unit, size=len(scene), subject=c.name, timing="verification")
             if ran and out[1].inliers > d.inliers and verdicts.found.get(c.name) is d:
                 del verdicts.found[c.name]
                 verdicts.add(*out)

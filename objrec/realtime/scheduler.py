@@ -95,6 +95,10 @@ class CostModel:
         s.ts.append(float(ms))
         s.dirty = True
 
+    def clear(self) -> None:
+        """Forget every observation (the priors stay)."""
+        self._stages.clear()
+
     def samples(self, stage: str) -> int:
         s = self._stages.get(stage)
         return 0 if s is None else len(s.ts)

@@ -15,10 +15,12 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     """Run ``recognizer`` without a budget on generated frames of ``frame_shape`` (rows, cols): scenes of up
     to two of its enrolled objects over a generated cover, and the cover alone.
 
-    The last repeat runs at SURF's coarse sampling step when the planner may choose it, so its buffers
-    exist and the cost model has seen both steps. Afterwards nothing of the warm-up remains but what
-    should: no tracks, degrade level 0 (compilation says nothing about the machine's load), the cost
-    model's observations kept.
+    A first pass, at both SURF sampling steps when the planner may choose the coarse one, compiles kernels,
+    imports what the units import on first use and allocates buffers; the cost model then forgets it (a
+    first call's time says nothing about the next ones, and a unit that seldom runs would keep a compilation
+    as its typical time for a long while). ``repeats`` passes follow that teach the cost model, the last at
+    the coarse step. Afterwards nothing of the warm-up remains but what should: no tracks, degrade level 0
+    (compilation says nothing about the machine's load), the cost model's observations of those passes.
     """
     from objrec.data import synthetic_cover
     from objrec.scenes import compose_scene
@@ -32,10 +34,12 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     planner = recognizer.planner
     budget, sched.budget_ms = sched.budget_ms, None
     step = planner.sample_step
+    steps = [step] if step is not None else [1, 2]
     try:
-        for i in range(repeats):
-            if step is None and i == repeats - 1:
-                planner.sample_step = 2
+        for i, s in enumerate(steps + [step] * (repeats - 1) + ([2] if step is None else [step])):
+            if i == len(steps):
+                sched.cost.clear()
+            planner.sample_step = s
             recognizer.process(compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image)
             recognizer.process(bg)
     finally:

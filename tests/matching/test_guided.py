@@ -72,3 +72,22 @@ def test_tentative_map_from_a_few_matches_falls_back_to_affine():
     corners = np.array([[0, 0], [300, 0], [300, 200], [0, 200]], np.float64)
     assert np.abs(_project(H, corners) - _project(H_TRUE, corners)).max() < 40.0
     assert tentative_homography(model[:3], scene[:3], (300, 200), (480, 640), VerifyParams()) is None
+
+
+def test_window_pairs_equal_the_dense_distance_test():
+    """The k-d tree path gives exactly the pairs of the dense float32 test, points on the radius included."""
+    from objrec.matching.guided import window_pairs
+
+    rng = np.random.default_rng(11)
+    for radius in (2.5, 7.5, 12.5):
+        pred = rng.uniform(0, 640, (700, 2)).astype(np.float32)
+        scene = rng.uniform(0, 640, (900, 2)).astype(np.float32)
+        pred[:20] = scene[:20]  # the same positions
+        pred[20:40] = scene[20:40] + np.float32([radius, 0.0])  # exactly on the radius
+        pred[40:60] = np.round(scene[40:60] + rng.normal(0, radius, (20, 2))).astype(np.float32)
+        dense = ((pred[:, None, :] - scene[None, :, :]) ** 2).sum(axis=2) <= np.float32(radius) ** 2
+        got = window_pairs(pred, scene, radius)
+        assert got.dtype == bool and got.shape == dense.shape
+        np.testing.assert_array_equal(got, dense)
+        assert dense[:40].any()
+    assert window_pairs(np.zeros((0, 2), np.float32), scene, 5.0).shape == (0, 900)

@@ -1,0 +1,42 @@
+"""The warm-up: what a first call costs (compilation, imports, allocation) does not stay in the cost model."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from objrec import ModelDB, Recognizer
+from objrec.data import sample_objects
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    d = ModelDB.create(tmp_path_factory.mktemp("warmup") / "db")
+    for name, img in sample_objects().items():
+        d.enroll(name, img)
+    return d
+
+
+def test_a_slow_first_call_is_forgotten_and_the_rest_is_learned(db, monkeypatch):
+    """The first extraction stalls 300 ms, as a compilation would; after the warm-up the cost model predicts
+    what the other extractions took, and has learned each stage it saw from the teaching passes alone."""
+    rec = Recognizer(db, budget_ms=33, prefilter=None, track=False)
+    real = rec.features.extract
+    calls = []
+
+    def first_call_stalls(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rec.features, "extract", first_call_stalls)
+    rec.warmup((480, 640), repeats=3)
+    cost = rec.scheduler.cost
+    stage = cost._stages["features_surf"]
+    assert len(calls) >= 2 * 3 + 2  # a first pass at both sampling steps, then three teaching passes
+    assert max(stage.ts) < 150.0  # the stalled call is not among the observations
+    assert cost.predict("features_surf", max(stage.xs)) < 150.0
+    assert cost.samples("features_surf") >= cost.min_samples and cost.samples("matching") >= cost.min_samples
+    assert rec.degrade.level == 0 and rec.scheduler.budget_ms == 33
