@@ -120,6 +120,10 @@ class ShortlistMatcher:
     def __len__(self) -> int:
         return len(self.matcher)
 
+    def object_counts(self) -> np.ndarray:
+        """Descriptors of each object (int64, in object order)."""
+        return self.matcher.object_counts()
+
     def shortlist(self, scene: Features, queries: int | None = None) -> np.ndarray:
         """The matcher's object indices the frame's descriptors vote for most beyond chance, best first (at
         most ``top``): an object's score is the share of voting descriptors with it among their neighbours,

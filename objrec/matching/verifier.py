@@ -55,6 +55,13 @@ def shared_support(weak: Detection, strong: Detection) -> float:
     return float((d2.min(axis=1) <= SAME_POINT_PX**2).mean())
 
 
+def guided_work(matcher: Any, candidate: Candidate, scene: Any) -> float:
+    """The size guided matching units are costed at: the object's keypoints times the frame's, in millions.
+    Guided matching compares every keypoint of the object with every keypoint of the frame (descriptor
+    distances and windows), so its time follows that product."""
+    return float(matcher.object_counts()[candidate.object_index]) * len(scene) / 1e6
+
+
 #: An unsure box with this share of its area inside a larger unsure box is searched as part of that one.
 UNSURE_COVERED = 0.5
 
@@ -274,8 +281,7 @@ class CandidateVerifier:
         only the views nearest to the frame's, inside a window, so it recovers matches the global search
         lost, and a homography fitted to more of them is more accurate.
 
-        Both units are costed by the frame's keypoint count: guided matching compares the object's keypoints
-        with every frame keypoint, so its time follows the frame, not the candidate's few matches.
+        Both units are costed by :func:`guided_work`, not by the candidate's few matches.
         """
         retry, verdicts.retry = verdicts.retry, []
         for c in retry:
@@ -295,7 +301,8 @@ class CandidateVerifier:
                     return g, v
                 return self._narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
 
-            ran, out = sched.run("guided", unit, size=len(scene), subject=c.name, timing="verification")
+            size = guided_work(matcher, c, scene)
+            ran, out = sched.run("guided", unit, size=size, subject=c.name, timing="verification")
             if ran and out is not None and isinstance(out[1], Detection):
                 if out[1].inliers >= GUIDED_SUPPORT * self.params.min_inliers:
                     verdicts.add(*out)
@@ -313,7 +320,8 @@ class CandidateVerifier:
             def unit(c: Candidate = c, d: Detection = d) -> tuple[Candidate, Detection]:
                 return self._narrowed(c, c, d, matcher, scene, verdicts.shape, REFINE_ROUNDS)
 
-            ran, out = sched.run("refine", unit, size=len(scene), subject=c.name, timing="verification")
+            size = guided_work(matcher, c, scene)
+            ran, out = sched.run("refine", unit, size=size, subject=c.name, timing="verification")
             if ran and out[1].inliers > d.inliers and verdicts.found.get(c.name) is d:
                 del verdicts.found[c.name]
                 verdicts.add(*out)

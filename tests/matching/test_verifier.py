@@ -224,6 +224,9 @@ class _GuidedMatcher:
     def __init__(self, model_xy: np.ndarray, model_desc: np.ndarray) -> None:
         self.model_xy, self.model_desc = model_xy, model_desc
 
+    def object_counts(self) -> np.ndarray:
+        return np.array([len(self.model_xy)])
+
     def guided(self, c: Candidate, scene: tuple, H: np.ndarray, radius: float = 12.0) -> Candidate:
         mi, si = guided_matches(H, self.model_xy, self.model_desc, scene[0], scene[1], radius)
         n = len(mi)
