@@ -30,6 +30,18 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory):
+    """A database of the three embedded sample objects (``objrec.data.sample_objects``), default detectors."""
+    from objrec import ModelDB
+    from objrec.data import sample_objects
+
+    d = ModelDB.create(tmp_path_factory.mktemp("samples") / "db")
+    for name, img in sample_objects().items():
+        d.enroll(name, img)
+    return d
+
+
 @pytest.fixture(scope="session")
 def gpu_device():
     """Skips unless CuPy sees a real CUDA device."""

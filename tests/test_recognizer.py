@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from objrec import ModelDB, Recognizer
+from objrec import Recognizer
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.scheduler import FakeClock
 from objrec.scenes import compose_scene
@@ -22,11 +22,8 @@ class TickClock(FakeClock):
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    d = ModelDB.create(tmp_path_factory.mktemp("rec") / "db")
-    for n, img in sample_objects().items():
-        d.enroll(n, img)
-    return d
+def db(sample_db):
+    return sample_db
 
 
 @pytest.fixture(scope="module")

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from objrec import ModelDB, Recognizer
-from objrec.data import sample_objects
+from objrec import Recognizer
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    d = ModelDB.create(tmp_path_factory.mktemp("warmup") / "db")
-    for name, img in sample_objects().items():
-        d.enroll(name, img)
-    return d
-
-
-def test_a_slow_first_call_is_forgotten_and_the_rest_is_learned(db, monkeypatch):
+def test_a_slow_first_call_is_forgotten_and_the_rest_is_learned(sample_db, monkeypatch):
     """The first extraction stalls 300 ms, as a compilation would; after the warm-up the cost model predicts
     what the other extractions took, and has learned each stage it saw from the teaching passes alone."""
-    rec = Recognizer(db, budget_ms=33, prefilter=None, track=False)
+    rec = Recognizer(sample_db, budget_ms=33, prefilter=None, track=False)
     real = rec.features.extract
     calls = []
 
