@@ -1,7 +1,8 @@
 """``objrec db``: see and change a model database from the command line.
 
 ``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects (each one
-atomic commit), ``verify`` every file. Every action takes ``--json`` for one JSON document on stdout.
+atomic commit), ``compact`` its shards (removed rows dropped, small shards merged, thumbnails added to shards
+an earlier version wrote), ``verify`` every file. Every action takes ``--json`` for one JSON document on stdout.
 ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer) and a stale prefilter or
 retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under the write lock.
 """
@@ -161,6 +162,14 @@ def cmd_rename(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    db = _open(args)
+    n = db.compact()
+    doc = {"shards_rewritten": n, "database_id": db.database_id, "objects": len(db)}
+    _print(args, doc, [f"{args.db}: {n} shard(s) rewritten; {len(db)} object(s), id {db.database_id}"])
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     db = _open(args)
     problems = db.verify()
@@ -197,7 +206,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``objrec db ACTION`` to the top-level subcommands."""
     d = sub.add_parser(
         "db",
-        help="list, inspect, remove, rename or verify a model database's objects",
+        help="list, inspect, remove, rename, compact or verify a model database's objects",
         description=__doc__.split("\n\n")[1].replace("\n", " "),
     )
     acts = d.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -217,6 +226,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     n = action("rename", "rename an object (one atomic commit; nothing re-extracted)", cmd_rename)
     n.add_argument("old", metavar="OLD")
     n.add_argument("new", metavar="NEW")
+    action(
+        "compact",
+        "rewrite shards with removed rows or without thumbnails and merge small ones (one atomic commit)",
+        cmd_compact,
+    )
     v = action(
         "verify",
         "check every file against its sha256 (exit 2 on damage), report orphans and stale prefilter or index",

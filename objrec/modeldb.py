@@ -1096,10 +1096,12 @@ class ModelDB:
         self._publish(manifest, keep, keeps_dependents=True)  # same content, same id
 
     def compact(self) -> int:
-        """Rewrite every shard with dead rows and merge all small shards; returns the shards rewritten."""
+        """Rewrite every shard with dead rows or without thumbnails (written by an earlier version) and merge all
+        small shards; returns the shards rewritten."""
         with self._writing():
-            victims = [s for s in self._shards if s.dead or len(s.objects) < SMALL_SHARD]
-            if len(victims) > 1 or any(s.dead for s in victims):
+            old = [s for s in self._shards if s.dead or THUMBS not in s.entry["files"]]
+            victims = old + [s for s in self._shards if len(s.objects) < SMALL_SHARD and s not in old]
+            if len(victims) > 1 or old:
                 self._rewrite(victims)
             else:
                 victims = []

@@ -64,7 +64,7 @@ def db(tmp_path):
     return d
 
 
-def test_list_info_rename_remove(db, capsys):
+def test_list_info_rename_remove_compact(db, capsys):
     rc, doc = _db_json(capsys, "list", "--db", str(db.path))
     assert rc == 0 and [o["name"] for o in doc["objects"]] == db.names == ["c100", "c101", "c102"]
     assert doc["objects"][0]["n_features"]["sift"] == len(db.get("c100").features["sift"])
@@ -83,6 +83,11 @@ def test_list_info_rename_remove(db, capsys):
     assert rc == 0 and ModelDB.open(db.path).names == ["poster"] and doc["objects"] == 1
     rc, doc = _db_json(capsys, "info", "--db", str(db.path), "poster")
     assert rc == 0 and doc["name"] == "poster" and doc["source"].endswith("c101.png")
+    # The removal already rewrote its mostly dead shard: nothing is left to compact.
+    rc, doc = _db_json(capsys, "compact", "--db", str(db.path))
+    assert rc == 0 and doc["shards_rewritten"] == 0 and doc["objects"] == 1
+    np.testing.assert_array_equal(ModelDB.open(db.path).get("poster").features["sift"].descriptors, before)
+    assert ModelDB.open(db.path).verify() == []
 
 
 def test_bad_names_are_refused_and_change_nothing(db, capsys):

@@ -524,3 +524,31 @@ def test_thumbnails_are_stored_checked_and_kept_by_compaction(sift_db):
     fresh = ModelDB.open(sift_db.path)
     with pytest.raises(FileFormatError, match="thumbs.npy: sha256 mismatch"):
         fresh.thumbnail("c02")
+
+
+def test_a_shard_written_without_thumbnails_reads_them_from_images_until_compacted(sift_db):
+    """A shard as an earlier version wrote it (no thumbs.npy): thumbnails are made from the stored images; a
+    compaction rewrites it with them, contents and database id unchanged."""
+    import cv2
+
+    from objrec.modeldb import THUMB_SIZE
+
+    covers = _covers(2)
+    sift_db.enroll_many(list(covers.items()), progress=False)
+    before_id = sift_db.database_id
+    manifest = json.loads((sift_db.path / "manifest.json").read_text())
+    (shard,) = manifest["shards"]
+    del shard["files"]["thumbs.npy"]
+    (sift_db.path / "shards" / shard["id"] / "thumbs.npy").unlink()
+    (sift_db.path / "manifest.json").write_text(json.dumps(manifest))
+    old = ModelDB.open(sift_db.path)
+    for name, img in covers.items():
+        want = cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
+        np.testing.assert_array_equal(old.thumbnail(name), want)
+    assert old.compact() == 1
+    again = ModelDB.open(sift_db.path)
+    (shard,) = json.loads((sift_db.path / "manifest.json").read_text())["shards"]
+    assert "thumbs.npy" in shard["files"] and again.database_id == before_id
+    for name in covers:
+        np.testing.assert_array_equal(again.thumbnail(name), old.thumbnail(name))
+    assert again.compact() == 0  # nothing left to rewrite
