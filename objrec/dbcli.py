@@ -2,7 +2,7 @@
 
 ``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects (each one
 atomic commit), ``compact`` its shards (removed rows dropped, small shards merged, thumbnails added to shards
-an earlier version wrote), ``verify`` every file. Every action takes ``--json`` for one JSON document on stdout.
+that lack them), ``verify`` every file. Every action takes ``--json`` for one JSON document on stdout.
 ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer) and a stale prefilter or
 retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under the write lock.
 """

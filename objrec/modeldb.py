@@ -1096,8 +1096,8 @@ class ModelDB:
         self._publish(manifest, keep, keeps_dependents=True)  # same content, same id
 
     def compact(self) -> int:
-        """Rewrite every shard with dead rows or without thumbnails (written by an earlier version) and merge all
-        small shards; returns the shards rewritten."""
+        """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored
+        images) and merge all small shards; returns the shards rewritten."""
         with self._writing():
             old = [s for s in self._shards if s.dead or THUMBS not in s.entry["files"]]
             victims = old + [s for s in self._shards if len(s.objects) < SMALL_SHARD and s not in old]
