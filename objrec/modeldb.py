@@ -380,7 +380,7 @@ def _prepared(name: str, img: np.ndarray, encoded: np.ndarray, feats: dict[str, 
         "image_bytes": int(encoded.size),
     }
     thumb = thumbnail(img)
-    entry["thumb_sha256"] = sha256_bytes(thumb.tobytes())
+    entry["thumb_sha256"] = thumb_sha256(thumb)
     return _Prepared(entry, encoded, kps, descs, thumb)
 
 
@@ -394,6 +394,11 @@ def thumbnail(img: np.ndarray) -> np.ndarray:
     import cv2
 
     return cv2.resize(to_gray(img), (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
+
+
+def thumb_sha256(thumb: np.ndarray) -> str:
+    """The hash an object's entry records for its thumbnail rows (checked when they are first read)."""
+    return sha256_bytes(thumb.tobytes())
 
 
 def check_name(name: Any) -> None:
@@ -816,7 +821,7 @@ class ModelDB:
         if THUMBS in sh.entry["files"]:
             thumb = np.array(self._array(sh, THUMBS, check=False)[row])
             if (sh.id, ~row) not in self._verified:  # the thumbnail's rows against its own sha256, once
-                if sha256_bytes(thumb.tobytes()) != sh.objects[row].get("thumb_sha256"):
+                if thumb_sha256(thumb) != sh.objects[row].get("thumb_sha256"):
                     self._check_file(sh, THUMBS)  # a damaged file raises, naming it
                 self._verified.add((sh.id, ~row))
             return thumb
@@ -1086,7 +1091,7 @@ class ModelDB:
                     thumb = np.array(thumbs[r])
                 else:
                     thumb = thumbnail(self._image(sh, r))
-                    entry["thumb_sha256"] = sha256_bytes(thumb.tobytes())
+                    entry["thumb_sha256"] = thumb_sha256(thumb)
                 moved.append(_Prepared(entry, np.array(images[a:b]), kps, descs, thumb))
         manifest = dict(self._manifest)
         keep = [s for s in self._shards if s not in victims]

@@ -34,10 +34,11 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     planner = recognizer.planner
     budget, sched.budget_ms = sched.budget_ms, None
     step = planner.sample_step
-    steps = [step] if step is not None else [1, 2]
+    first = [1, 2] if step is None else [step]
+    teach = [step] * (repeats - 1) + [2 if step is None else step]
     try:
-        for i, s in enumerate(steps + [step] * (repeats - 1) + ([2] if step is None else [step])):
-            if i == len(steps):
+        for i, s in enumerate(first + teach):
+            if i == len(first):
                 sched.cost.clear()
             planner.sample_step = s
             recognizer.process(compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image)
