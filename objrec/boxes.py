@@ -2,19 +2,22 @@
 
 A frame's boxes travel as :class:`objrec.types.Regions`; these functions are the one place where boxes
 are clipped, grown, rasterised, compared with outlines or derived from point sets, and where outlines are
-mapped through a homography.
+mapped through a homography. They take anything with a ``boxes`` array (a ``Regions``) or an ``(N, 4)``
+array of boxes, so this module depends on nothing else of objrec.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
+from typing import Any
 
-from objrec.types import Regions
+import numpy as np
 
 __all__ = [
     "MIN_BOX_SIDE",
     "clip_box",
     "box_area",
+    "covered_share",
     "grow_regions",
     "regions_to_mask",
     "union_area",
@@ -42,11 +45,25 @@ def clip_box(
 
 
 def box_area(box: tuple[int, int, int, int] | np.ndarray) -> int:
-    return int((box[2] - box[0]) * (box[3] - box[1]))
+    """Pixels of a box (0 for an empty or inverted one)."""
+    return int(max(0, box[2] - box[0]) * max(0, box[3] - box[1]))
 
 
-def grow_regions(regions: Regions, shape: tuple[int, int], margin: int) -> Regions:
-    """Every box grown by ``margin`` px per side and clipped to a frame of ``shape`` (rows, cols)."""
+def covered_share(box: tuple[int, int, int, int], other: tuple[int, int, int, int]) -> float:
+    """The share of ``box``'s area inside ``other``."""
+    w = min(box[2], other[2]) - max(box[0], other[0])
+    h = min(box[3], other[3]) - max(box[1], other[1])
+    return max(0, w) * max(0, h) / max(1, box_area(box))
+
+
+def _boxes_of(regions: Any) -> np.ndarray:
+    """The ``(N, 4)`` boxes of a ``Regions`` or of an array of boxes."""
+    return np.asarray(getattr(regions, "boxes", regions)).reshape(-1, 4)
+
+
+def grow_regions(regions: Any, shape: tuple[int, int], margin: int) -> Any:
+    """Every box of ``regions`` (a ``Regions``) grown by ``margin`` px per side and clipped to a frame of
+    ``shape`` (rows, cols); boxes left empty are dropped with their scores."""
     if not len(regions):
         return regions
     h, w = shape[:2]
@@ -61,24 +78,24 @@ def grow_regions(regions: Regions, shape: tuple[int, int], margin: int) -> Regio
         axis=1,
     )
     keep = (out[:, 2] > out[:, 0]) & (out[:, 3] > out[:, 1])
-    return Regions(out[keep].astype(np.int32), regions.scores[keep])
+    return dataclasses.replace(regions[keep], boxes=out[keep].astype(np.int32))
 
 
-def regions_to_mask(regions: Regions, shape: tuple[int, int], dtype: type = bool) -> np.ndarray:
+def regions_to_mask(regions: Any, shape: tuple[int, int], dtype: type = bool) -> np.ndarray:
     """A mask of ``shape`` (rows, cols) and ``dtype``, 1 (True) inside the union of the boxes."""
     h, w = shape[:2]
     mask = np.zeros((h, w), dtype)
-    for x0, y0, x1, y1 in regions.boxes:
+    for x0, y0, x1, y1 in _boxes_of(regions).tolist():
         mask[max(y0, 0) : max(min(y1, h), 0), max(x0, 0) : max(min(x1, w), 0)] = 1
     return mask
 
 
-def union_area(regions: Regions, shape: tuple[int, int]) -> int:
+def union_area(regions: Any, shape: tuple[int, int]) -> int:
     """Pixels of a frame of ``shape`` covered by the union of the boxes."""
     return int(regions_to_mask(regions, shape).sum(dtype=np.int64))
 
 
-def outside_share(box: tuple[int, int, int, int], regions: Regions, shape: tuple[int, int]) -> float:
+def outside_share(box: tuple[int, int, int, int], regions: Any, shape: tuple[int, int]) -> float:
     """Share of ``box``'s pixels (clipped to the frame) that no box of ``regions`` covers (1.0 for an empty
     box)."""
     h, w = shape[:2]

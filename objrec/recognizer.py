@@ -1,17 +1,18 @@
 """The recognizer: frame in, verified detections out, within an optional per-frame budget.
 
-A frame flows through the stages of the pipeline, each a unit of its own package:
+A frame travels as one record (:class:`~objrec.realtime.frame.FrameState`) through the stages of the
+pipeline, each a unit of its own package:
 
     prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
     ->  features (``objrec.features.extract``)  ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
-    ->  matching (``objrec.matching.database``)
-    ->  verification (``objrec.matching.verifier``, with guided matching as a second chance)
-    ->  escalation where unsure  ->  tracking
+    ->  matching (``objrec.matching.database``)  ->  verification (``objrec.matching.verifier``)
+    ->  guided matching (``objrec.matching.second_chance``)
+    ->  safety search of an adapting prefilter  ->  escalation where unsure  ->  tracking
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
-extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates
-and the escalation to the secondary detector run only while the cost model predicts they fit. This class
-wires the stages together and owns no algorithm of its own.
+extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates,
+guided matching and the escalation to the secondary detector run only while the cost model predicts they
+fit. This class wires the stages together and owns no algorithm and no policy of its own.
 """
 
 from __future__ import annotations
@@ -21,19 +22,20 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import resolve_backend
-from objrec.boxes import outline_box, outside_share
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
+from objrec.matching.second_chance import GuidedStage
 from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, make_matcher, uses_retrieval
-from objrec.matching.verifier import CandidateVerifier, FrameVerdicts, aspect_limits
+from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
 from objrec.realtime.degrade import DegradeController
+from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
-from objrec.realtime.planner import SearchPlanner
+from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.tracker import Tracker
-from objrec.types import FrameResult, Regions, Rejection, SearchPlan
+from objrec.types import Features, FrameResult, Regions, Rejection, SkipRecord
 
 __all__ = ["Recognizer"]
 
@@ -148,6 +150,7 @@ class Recognizer:
             sample_step=sample_step if self.primary == "surf" else 1,
         )
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
+        self.guided = GuidedStage(self.verifier)
         from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
@@ -164,7 +167,6 @@ class Recognizer:
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(enabled=track)
         self.last_rejections: list[Rejection] = []
-        self._proposals: Regions | None = None  # the prefilter's output for the current frame
         self.frames = 0
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
@@ -179,117 +181,121 @@ class Recognizer:
         ``t0`` is when the frame was handed over (ms on the recognizer's clock; default: now), so latency
         includes time spent queued before this call.
         """
-        sched = self.scheduler
-        sched.start(t0)
-        self._proposals = None
-        if self.adapter is not None:
-            self.adapter.hold()  # a prefilter refit in progress waits while the frame runs
-        try:
-            return self._process(frame, sched)
-        finally:
-            if self.adapter is not None:
-                self.adapter.release()
+        return self.process_with(frame, t0, self.budget_ms, None)
 
-    def _process(self, frame: np.ndarray, sched: FrameScheduler) -> FrameResult:
+    def process_with(
+        self, frame: np.ndarray, t0: float | None, budget_ms: float | None, sample_step: int | None
+    ) -> FrameResult:
+        """:meth:`process` with this frame's budget and SURF sampling step given (None: the planner chooses);
+        the warm-up runs its frames without a budget at each step."""
+        sched = self.scheduler
+        sched.start(t0, budget_ms, keep_budget=False)
         with frame_guard():
-            verdicts, mandatory_ms = self._recognize(frame, sched)
+            state = FrameState(frame, self.features.frame_image(to_gray(check_frame(frame))), budget_ms, sample_step)
+            self._recognize(state, sched)
+        return self._finish(state, sched)
+
+    def _recognize(self, state: FrameState, sched: FrameScheduler) -> None:
+        """The stages of one frame, each given what the frame record holds and its result written back."""
+        h, w = state.shape
+        windows = self.tracker.windows(w, h)
+        proposals = self._propose(state, sched)
+        state.plan = self.planner.plan(state.shape, windows, proposals, self.degrade, sched, state.sample_step)
+        sched.record(state.plan.skipped)
+        if not state.plan.empty:
+            stage = f"features_{self.primary}"
+            plan = state.plan
+            feats = sched.run(
+                "features", self.features.extract, state.image, self.primary, plan,
+                size=plan_work(plan), mandatory=True, stage=stage,
+            )  # fmt: skip
+            state.features[self.primary] = feats
+            self.planner.observe(plan, len(feats))
+            state.candidates = self.tracker.prioritise(self._match(feats, sched))
+            state.mandatory_ms = sched.elapsed()
+            self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
+            self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
+        if self.adapter is not None and self.adapter.safety_due():
+            self._safety_search(state, sched)
+        state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
+        self._escalate(state, sched)
+        self.tracker.update(state.verdicts.found)
+
+    def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
+        """The frame's result; the degrade controller and an adapting prefilter learn from the frame."""
         latency = sched.elapsed()
-        met = self.budget_ms is None or latency <= self.budget_ms
+        met = state.budget_ms is None or latency <= state.budget_ms
+        verdicts = state.verdicts
         result = FrameResult(verdicts.detections(), latency, met, dict(sched.timings), list(sched.skipped))
-        if self.prefilter is not None and self._proposals is not None:
-            h, w = frame.shape[:2]
-            result.prefilter_boxes = [[int(v) for v in b] for b in self._proposals.boxes]
-            result.prefilter_rejected = 1.0 - self._proposals.area_fraction(w, h)
+        h, w = state.shape
+        if state.proposals is not None:
+            result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
+            result.prefilter_rejected = 1.0 - state.proposals.area_fraction(w, h)
         self.last_rejections = verdicts.rejections
-        self.degrade.observe(latency if mandatory_ms is None else mandatory_ms)
+        self.degrade.observe(latency if state.mandatory_ms is None else state.mandatory_ms)
         if self.adapter is not None:
-            h, w = frame.shape[:2]
-            keep_away = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
-            keep_away += [b for d in result.detections if (b := outline_box(d.corners, 0.0, w, h)) is not None]
-            self.adapter.observe(frame, keep_away)
+            avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
+            self.adapter.observe(state.frame, state.proposals, [d.corners for d in result.detections], avoid)
         collect_in_slack(sched.remaining())
         self.frames += 1
         return result
 
-    def _recognize(self, frame: np.ndarray, sched: FrameScheduler) -> tuple[FrameVerdicts, float | None]:
-        """The stages of one frame; returns the verdicts and the mandatory part's time (None if no search)."""
-        gray = to_gray(check_frame(frame))
-        h, w = gray.shape
-        verdicts = FrameVerdicts((h, w), gray)
-        self.features.begin_frame(gray)
-        proposals = self._propose(frame, sched)
-        plan = self.planner.plan((h, w), self.tracker.windows(w, h), proposals, self.degrade, sched)
-        mandatory_ms = None
-        if not plan.empty:
-            stage = f"features_{self.primary}"
-            run = sched.run
-            _, feats = run("features", lambda: self.features.extract(self.primary, plan), plan.work, True, stage)
-            self.planner.observe(plan, len(feats))
-            cands = self._match(feats, sched)
-            mandatory_ms = sched.elapsed()
-            self.verifier.run(self.tracker.prioritise(cands), verdicts, sched, first_mandatory=True)
-            self.verifier.second_chance(verdicts, self.matchers[self.primary], feats, sched)
-        if self.adapter is not None and self.adapter.safety_due():
-            self._safety_search(verdicts, sched, (h, w))
-        self._escalate(verdicts, sched)
-        self.tracker.update(verdicts.found)
-        return verdicts, mandatory_ms
-
-    def _match(self, feats: Any, sched: FrameScheduler) -> list:
+    def _match(self, feats: Features, sched: FrameScheduler) -> list:
         """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit."""
         matcher = self.matchers[self.primary]
         if not isinstance(matcher, ShortlistMatcher):
-            return sched.run("matching", lambda: matcher.candidates(feats), len(feats), True)[1]
+            return sched.run("matching", matcher.candidates, feats, size=len(feats), mandatory=True)
         voters = self.planner.voters(len(feats), sched)
-        _, shortlist = sched.run("retrieval", lambda: matcher.shortlist(feats, voters), voters, True)
-        return sched.run("matching", lambda: matcher.candidates(feats, shortlist), len(feats), True)[1]
+        shortlist = sched.run("retrieval", matcher.shortlist, feats, voters, size=voters, mandatory=True)
+        return sched.run("matching", matcher.candidates, feats, shortlist, size=len(feats), mandatory=True)
 
-    def _propose(self, frame: np.ndarray, sched: FrameScheduler) -> Regions:
+    def _propose(self, state: FrameState, sched: FrameScheduler) -> Regions:
         """The prefilter's regions, best first (the whole frame without a prefilter)."""
         if self.prefilter is None:
-            return Regions.full(frame.shape[1], frame.shape[0])
-        self._proposals = sched.run("prefilter", lambda: self.prefilter.propose(frame), mandatory=True)[1]
-        return self._proposals
+            h, w = state.shape
+            return Regions.full(w, h)
+        state.proposals = sched.run("prefilter", self.prefilter.propose, state.frame, mandatory=True)
+        return state.proposals
 
-    def _safety_search(self, verdicts: FrameVerdicts, sched: FrameScheduler, shape: tuple[int, int]) -> None:
-        """The whole frame searched as an optional unit; what it finds outside the prefilter's regions is a
-        miss the adapting prefilter backs off from (and a detection all the same)."""
-        h, w = shape
-        cap = self.planner.feature_cap if sched.budget_ms else None
-        plan = SearchPlan(None, pixels=h * w, max_features=cap, sample_step=self.planner.last_step)
+    def _search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
+        """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
+        the escalation."""
+        feats = self.features.extract(image, kind, plan)
+        return feats, self.matchers[kind].candidates(feats)
+
+    def _safety_search(self, state: FrameState, sched: FrameScheduler) -> None:
+        """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
+        (a detection all the same)."""
+        plan = self.planner.safety_plan(state.shape, state.plan, sched)
         kind = self.primary
-
-        def unit():
-            return self.matchers[kind].candidates(self.features.extract(kind, plan))
-
-        ran, cands = sched.run("safety", unit, plan.work, stage=f"features_{kind}", timing="safety")
-        if not ran:
+        out = sched.run(
+            "safety", self._search, state.image, kind, plan,
+            size=plan_work(plan), stage=f"features_{kind}", timing="safety",
+        )  # fmt: skip
+        if isinstance(out, SkipRecord):
             return
+        verdicts = state.verdicts
         known = set(verdicts.found)
-        self.verifier.run([c for c in cands if c.name not in known], verdicts, sched, first_mandatory=False)
-        kept = self._proposals if self._proposals is not None else Regions.empty()
-        for name in set(verdicts.found) - known:
-            box = outline_box(verdicts.found[name].corners, 0.0, w, h)
-            if box is not None and outside_share(box, kept, (h, w)) > 0.5:
-                self.adapter.report_miss(box)
+        self.verifier.run([c for c in out[1] if c.name not in known], verdicts, sched, first_mandatory=False)
+        new = [verdicts.found[n].corners for n in verdicts.found if n not in known]
+        self.adapter.found_in_safety_search(state.proposals, new, state.shape)
 
-    def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
+    def _escalate(self, state: FrameState, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
         found), while they fit; their candidates with too little evidence get guided matching against the
         box's features, as the primary detector's do."""
-        verdicts.retry = []  # the primary detector's retries had their chance with its own features
+        verdicts = state.verdicts
         for kind in self.kinds[1:]:
             for i, box in enumerate(verdicts.open_unsure()):
-                plan = SearchPlan(Regions.from_boxes([box]), pixels=(box[2] - box[0]) * (box[3] - box[1]))
-
-                def unit(kind=kind, plan=plan):
-                    feats = self.features.extract(kind, plan)
-                    return feats, self.matchers[kind].candidates(feats)
-
-                ran, out = sched.run("escalate", unit, plan.work, stage=f"escalate_{kind}", subject=f"{kind}:{i}")
-                if ran:
-                    self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
-                    self.verifier.second_chance(verdicts, self.matchers[kind], out[0], sched)
+                plan = self.planner.escalation_plan(box)
+                out = sched.run(
+                    "escalate", self._search, state.image, kind, plan,
+                    size=plan_work(plan), stage=f"escalate_{kind}", subject=f"{kind}:{i}",
+                )  # fmt: skip
+                if isinstance(out, SkipRecord):
+                    continue
+                self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
+                self.guided.run(verdicts, self.matchers[kind], out[0], sched)
 
     def reset(self) -> None:
         """Forget tracked objects (a new, unrelated sequence of frames follows)."""

@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from objrec.backend import get_array_module
+from objrec.boxes import union_area
+
 __all__ = [
     "Features",
     "Regions",
@@ -27,19 +30,10 @@ __all__ = [
 _FEATURE_ARRAYS = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
 
 
-def _xp_of(a: Any) -> Any:
-    """``cupy`` for a CuPy array, else ``numpy`` (CuPy is imported only when one is seen)."""
-    if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
-
-
 def _as(name: str, a: Any, dtype: Any, shape_tail: tuple[int | None, ...], n: int | None) -> Any:
     """Return ``a`` as a contiguous array of ``dtype`` (NumPy, or CuPy for a CuPy input) or raise a
     ``ValueError`` that names ``name``."""
-    xp = _xp_of(a)
+    xp = get_array_module(a)
     arr = xp.ascontiguousarray(xp.asarray(a), dtype=dtype)
     want_ndim = 1 + len(shape_tail)
     if arr.ndim != want_ndim:
@@ -92,7 +86,7 @@ class Features:
     kind: str = "unknown"
 
     def __post_init__(self) -> None:
-        if len({_xp_of(getattr(self, k)).__name__ for k in _FEATURE_ARRAYS}) != 1:
+        if len({get_array_module(getattr(self, k)).__name__ for k in _FEATURE_ARRAYS}) != 1:
             raise ValueError("Features: arrays must all be NumPy or all CuPy arrays")
         xy = _as("xy", self.xy, np.float32, (2,), None)
         n = xy.shape[0]
@@ -132,7 +126,7 @@ class Features:
     @property
     def xp(self) -> Any:
         """The array module of the arrays (numpy or cupy)."""
-        return _xp_of(self.xy)
+        return get_array_module(self.xy)
 
     def replace(self, **changes: Any) -> Features:
         """A copy with some fields replaced (validated like a new instance)."""
@@ -239,15 +233,7 @@ class Regions:
 
     def area_fraction(self, width: int, height: int) -> float:
         """Fraction of the frame covered by the union of the boxes."""
-        from objrec.boxes import union_area
-
         return union_area(self, (height, width)) / float(width * height) if width * height else 0.0
-
-
-#: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
-#: drop to a quarter, while the integral image, the description and per-call costs do not shrink
-#: (``bench/bench_surf.py --sample-step`` times both).
-COARSE_SAMPLING_COST = 0.55
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,6 +254,8 @@ class SearchPlan:
         Full-resolution pixels searched.
     sample_step : {1, 2}
         SURF's first-octave sampling step (see :class:`~objrec.features.SURF`; other detectors ignore it).
+    skipped : tuple of SkipRecord
+        What the plan leaves out of the frame (regions beyond the count, full resolution, fine sampling).
     """
 
     regions: Regions | None
@@ -275,6 +263,7 @@ class SearchPlan:
     max_features: int | None = None
     pixels: int = 0
     sample_step: int = 1
+    skipped: tuple[SkipRecord, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 < self.scale <= 1.0:
@@ -283,12 +272,6 @@ class SearchPlan:
             raise ValueError(f"max_features: expected a positive int or None, got {self.max_features}")
         if self.sample_step not in (1, 2):
             raise ValueError(f"sample_step: expected 1 or 2, got {self.sample_step!r}")
-
-    @property
-    def work(self) -> float:
-        """The cost model's size for extraction: the pixels extracted from (full-resolution pixels times the
-        scale squared), weighted by the sampling step's share of the detector's work."""
-        return self.pixels * self.scale * self.scale * (COARSE_SAMPLING_COST if self.sample_step == 2 else 1.0)
 
     @property
     def empty(self) -> bool:

@@ -120,9 +120,9 @@ def test_frame_runs_blas_on_one_thread_and_restores_it(db):
     seen = []
     inner = rec.features.extract
 
-    def spy(kind, plan):
+    def spy(image, kind, plan):
         seen.append(blas_threads())
-        return inner(kind, plan)
+        return inner(image, kind, plan)
 
     rec.features.extract = spy
     before = blas_threads()

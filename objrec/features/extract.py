@@ -17,7 +17,7 @@ import numpy as np
 from objrec.backend import get_array_module, is_device_array, resolve_backend, to_device
 from objrec.types import Features, Regions, SearchPlan
 
-__all__ = ["FeatureStage", "detector_kinds", "KIND_ORDER"]
+__all__ = ["FeatureStage", "FrameImage", "detector_kinds", "KIND_ORDER"]
 
 #: The order in which detector kinds serve: the first enrolled is primary, the next the escalation.
 KIND_ORDER = ("surf", "sift")
@@ -37,8 +37,43 @@ def _resize(img: Any, size: tuple[int, int]) -> Any:
     return (out + 0.5).clip(0, 255).astype(np.uint8)
 
 
+class FrameImage:
+    """A frame's gray image as the feature stage reads it: on the host, and on the device once a GPU
+    detector first asks for it (uploaded once per frame).
+
+    Parameters
+    ----------
+    gray : (H, W) uint8 ndarray
+    backend : {"cpu", "gpu"}
+        Where the detectors that read it run.
+    """
+
+    def __init__(self, gray: np.ndarray, backend: str = "cpu") -> None:
+        self.host = gray
+        self.backend = backend
+        self._device: Any = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.host.shape
+
+    def array(self) -> Any:
+        """The image where the detectors run: the host array, or its device copy on the GPU."""
+        if self.backend != "gpu":
+            return self.host
+        if self._device is None:
+            import cupy
+
+            self._device = to_device(self.host, cupy)
+        return self._device
+
+
 class FeatureStage:
     """Extract features of each enrolled detector kind from a frame, following a search plan.
+
+    The stage holds the detectors and their configuration, nothing of a frame: the frame's image comes with
+    each call. A detector with a sampling step (SURF) has one instance per step, each built with that step,
+    so a plan's step never changes a detector another plan uses.
 
     Parameters
     ----------
@@ -52,36 +87,35 @@ class FeatureStage:
         from objrec.features import make_detector
 
         self.backend = resolve_backend(backend, "FeatureStage")
-        self.detectors = {k: make_detector(k, backend=backend, **p) for k, p in params.items()}
+        self._make = lambda kind, **extra: make_detector(kind, backend=backend, **{**params[kind], **extra})
+        self.detectors = {k: self._make(k) for k in params}
+        self._stepped: dict[tuple[str, int], Any] = {}
         sig = {k: inspect.signature(d.detect_and_compute).parameters for k, d in self.detectors.items()}
         self._boxes_native = {k: "regions" in s for k, s in sig.items()}
         self._capped = {k: "max_features" in s for k, s in sig.items()}
-        self._host: np.ndarray | None = None
-        self._device: Any = None
 
-    def begin_frame(self, gray: np.ndarray) -> None:
-        """Hand over the frame's gray image; on the GPU it is uploaded once, on first use."""
-        self._host, self._device = gray, None
+    def frame_image(self, gray: np.ndarray) -> FrameImage:
+        """The frame's image record for this stage's backend."""
+        return FrameImage(gray, self.backend)
 
-    def _image(self) -> Any:
-        if self.backend != "gpu":
-            return self._host
-        if self._device is None:
-            import cupy
-
-            self._device = to_device(self._host, cupy)
-        return self._device
-
-    def extract(self, kind: str, plan: SearchPlan) -> Features:
-        """Features of ``kind`` in frame pixels where ``plan`` says to search (at the plan's sampling step for
-        SURF, whatever the step the models were enrolled at)."""
+    def detector(self, kind: str, sample_step: int = 1) -> Any:
+        """The detector of ``kind`` at ``sample_step`` (detectors without a step ignore it)."""
         det = self.detectors[kind]
-        if hasattr(det, "sample_step"):
-            det.sample_step = plan.sample_step
-        img = self._image()
+        if getattr(det, "sample_step", sample_step) == sample_step:
+            return det
+        key = (kind, sample_step)
+        if key not in self._stepped:
+            self._stepped[key] = self._make(kind, sample_step=sample_step)
+        return self._stepped[key]
+
+    def extract(self, image: FrameImage, kind: str, plan: SearchPlan) -> Features:
+        """Features of ``kind`` in frame pixels where ``plan`` says to search in ``image`` (at the plan's
+        sampling step for SURF, whatever the step the models were enrolled at)."""
+        det = self.detector(kind, plan.sample_step)
         kw = {"max_features": plan.max_features} if plan.max_features and self._capped[kind] else {}
         if plan.empty:
             return Features.empty(det.descriptor_size, kind)
+        img = image.array()
         if plan.regions is None or self._boxes_native[kind]:
             return self._extract_frame(det, img, plan.regions, plan.scale, kw)
         parts = [self._extract_crop(det, img, box, plan.scale, kw) for box in plan.regions.boxes.tolist()]

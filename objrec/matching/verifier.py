@@ -1,168 +1,25 @@
 """The verification unit: one candidate in, a detection or a rejection with its reason out.
 
-Every path of the frame pipeline (tracked objects, the prefilter's regions, escalation) verifies through
-:meth:`CandidateVerifier.run`, which offers each candidate to the frame's scheduler as a unit, so no
-verification runs outside the budget.
+Every path of the frame pipeline (tracked objects, the prefilter's regions, escalation, guided matching)
+verifies through :class:`CandidateVerifier`; :meth:`CandidateVerifier.run` offers each candidate to the
+frame's scheduler as a unit, so no verification runs outside the budget. Verification judges matches it is
+given and never matches features itself (guided matching is a stage of its own,
+:mod:`objrec.matching.second_chance`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-import cv2
 import numpy as np
 
-from objrec.boxes import points_box
-from objrec.matching.guided import tentative_homography
+from objrec.matching.verdicts import FrameVerdicts
 from objrec.matching.verify import VerifyParams, edge_agreement, verify_homography
-from objrec.types import Candidate, Detection, Failure, Rejection
+from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord
 
-__all__ = ["CandidateVerifier", "FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS", "aspect_limits"]
-
-#: Rejections that say "too little evidence" rather than "wrong geometry": the matches' area is worth a
-#: second look with a stronger detector.
-UNSURE_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio", "too_few_matches"})
-#: Rejections whose few inliers may define a tentative homography for guided matching.
-RETRY_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio"})
-#: Guided matching windows as multiples of the verification threshold: around the tentative map (fitted with
-#: twice the threshold, so it predicts about that well), then around the verified homography. A wider window
-#: holds more look-alike keypoints, whose competition in the in-window ratio test loses true matches.
-GUIDED_RADIUS = (2.5, 1.5)
-#: A guided result needs this many times the usual inlier count: the window makes chance matches agree with
-#: the tentative map, so agreement alone is weaker evidence than after a global search.
-GUIDED_SUPPORT = 2
-#: Rounds of guided matching around a detection's homography when it is refined (each round's refit predicts
-#: the keypoints better, so its window holds more of the true matches); they stop once the inliers stop growing.
-REFINE_ROUNDS = 3
-
-
-#: A detection is explained by a stronger one when at least this share of its inliers are (within
-#: ``SAME_POINT_PX``) scene positions of the stronger one's inliers.
-EXPLAINED_SHARE = 0.5
-SAME_POINT_PX = 2.0
-
-
-def shared_support(weak: Detection, strong: Detection) -> float:
-    """Share of ``weak``'s inliers that lie within ``SAME_POINT_PX`` of one of ``strong``'s inliers (0 when
-    either has no recorded inliers)."""
-    a, b = weak.inlier_xy, strong.inlier_xy
-    if a is None or b is None or not len(a) or not len(b):
-        return 0.0
-    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
-    return float((d2.min(axis=1) <= SAME_POINT_PX**2).mean())
-
-
-def guided_work(matcher: Any, candidate: Candidate, scene: Any) -> float:
-    """The size guided matching units are costed at: the object's keypoints times the frame's, in millions.
-    Guided matching compares every keypoint of the object with every keypoint of the frame (descriptor
-    distances and windows), so its time follows that product."""
-    return float(matcher.object_counts()[candidate.object_index]) * len(scene) / 1e6
-
-
-#: An unsure box with this share of its area inside a larger unsure box is searched as part of that one.
-UNSURE_COVERED = 0.5
-
-
-def _area(box: tuple[int, int, int, int]) -> int:
-    return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
-
-
-def _covered(box: tuple[int, int, int, int], other: tuple[int, int, int, int]) -> float:
-    """The share of ``box``'s area inside ``other``."""
-    w = min(box[2], other[2]) - max(box[0], other[0])
-    h = min(box[3], other[3]) - max(box[1], other[1])
-    return max(0, w) * max(0, h) / max(1, _area(box))
-
-
-@dataclass
-class FrameVerdicts:
-    """What the verification units of one frame decided.
-
-    Attributes
-    ----------
-    shape : (int, int)
-        The frame's (rows, cols).
-    gray : ndarray, optional
-        The frame in gray, for the appearance check of verification (none without it).
-    found : dict
-        Object name to its :class:`~objrec.types.Detection`.
-    rejections : list of Rejection
-    unsure : list of (x0, y0, x1, y1)
-        Where candidates rejected for too little evidence had their matches (frame pixels).
-    retry : list of Candidate
-        Candidates whose few inliers deserve guided matching.
-    refine : list of Candidate
-        Candidates whose detections are refined by guided matching around their homography.
-    """
-
-    shape: tuple[int, int]
-    gray: np.ndarray | None = None
-    found: dict[str, Detection] = field(default_factory=dict)
-    rejections: list[Rejection] = field(default_factory=list)
-    unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
-    retry: list[Candidate] = field(default_factory=list)
-    refine: list[Candidate] = field(default_factory=list)
-
-    def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
-        if isinstance(verdict, Detection):
-            verdict = self._explain_away(candidate, verdict)
-        if isinstance(verdict, Detection):
-            self.found[verdict.name] = verdict
-            self.rejections = [r for r in self.rejections if r.name != verdict.name]
-            return
-        self.rejections.append(verdict)
-        if verdict.reason in RETRY_REASONS:
-            self.retry.append(candidate)
-        if verdict.reason in UNSURE_REASONS:
-            h, w = self.shape
-            box = points_box(candidate.scene_xy, w, h)
-            if box is not None and box not in self.unsure:
-                self.unsure.append(box)
-
-    def _explain_away(self, candidate: Candidate, new: Detection) -> Detection | Rejection:
-        """Two detections resting on the same scene keypoints (two covers sharing a logo or a banner): the
-        one with fewer inliers is rejected as ``explained``, whichever was verified first. Objects that only
-        overlap (one in front of the other) keep their own keypoints and are both kept."""
-        for name, old in list(self.found.items()):
-            weak, strong = (new, old) if new.inliers <= old.inliers else (old, new)
-            share = shared_support(weak, strong)
-            if share < EXPLAINED_SHARE:
-                continue
-            detail = f"{share:.0%} of its {weak.inliers} inliers are inliers of {strong.name} ({strong.inliers})"
-            rejection = Rejection(weak.name, "explained", weak.inliers, detail)
-            if weak is new:
-                return rejection
-            del self.found[name]
-            self.rejections.append(rejection)
-        return new
-
-    def in_front_of(self, name: str) -> list[np.ndarray]:
-        """The outlines of the objects found so far other than ``name``: where they are, ``name`` may be hidden
-        behind them, so the appearance check does not judge it there."""
-        return [np.asarray(d.corners, np.float64) for n, d in self.found.items() if n != name]
-
-    def open_unsure(self) -> list[tuple[int, int, int, int]]:
-        """The unsure boxes still worth a second look, in their order.
-
-        A box whose centre lies inside a found object's outline is explained by it: rejected candidates'
-        matches there are that object's features matched to look-alikes, and a stronger detector would
-        find the same object. A box lying mostly (:data:`UNSURE_COVERED`) inside a larger open box is left
-        to that one: the larger box's features include its own.
-        """
-        outlines = [np.asarray(d.corners, np.float32).reshape(-1, 1, 2) for d in self.found.values()]
-        boxes = []
-        for box in self.unsure:
-            centre = ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0)
-            if not any(cv2.pointPolygonTest(q, centre, False) >= 0 for q in outlines):
-                boxes.append(box)
-        return [b for b in boxes if not any(_area(a) > _area(b) and _covered(b, a) >= UNSURE_COVERED for a in boxes)]
-
-    def detections(self) -> list[Detection]:
-        """The detections, highest score first."""
-        return sorted(self.found.values(), key=lambda d: -d.score)
+__all__ = ["CandidateVerifier", "aspect_limits"]
 
 
 def aspect_limits(objects: Iterable[Any]) -> dict[str, float]:
@@ -184,7 +41,7 @@ class CandidateVerifier:
         Per object name, the tilt its synthesised views cover (:func:`objrec.views.covered_tilt`): objects
         enrolled with views are meant to be found at tilts beyond the default limits, so it bounds their
         aspect-ratio change and their foreshortening instead (:meth:`params_for`), and their detections are
-        refined by guided matching (:meth:`second_chance`).
+        refined by guided matching (:class:`~objrec.matching.second_chance.GuidedStage`).
     thumbnails : callable, optional
         Object name to its gray thumbnail (:meth:`objrec.modeldb.ModelDB.thumbnail`), for the appearance check
         (:func:`~objrec.matching.verify.edge_agreement`) of candidates verified with their frame; without it
@@ -255,92 +112,19 @@ class CandidateVerifier:
         for j, c in enumerate(candidates):
             if c.name in verdicts.found:
                 continue
-            ran, v = sched.run(
+            v = sched.run(
                 "verify",
-                lambda c=c: self.verify(c, verdicts.shape, verdicts),
+                self.verify,
+                c,
+                verdicts.shape,
+                verdicts,
                 size=len(c),
                 mandatory=first_mandatory and j == 0,
                 subject=c.name,
                 timing="verification",
             )
-            if ran:
-                verdicts.add(c, v)
-                if verdicts.found.get(c.name) is v and c.name in self.aspect_limits:
-                    verdicts.refine.append(c)
-
-    def second_chance(self, verdicts: FrameVerdicts, matcher: Any, scene: Any, sched: Any) -> None:
-        """Guided matching for the candidates with too little evidence, then for the detections to refine,
-        each an optional scheduler unit.
-
-        A tentative homography from the candidate's few inliers guides ``matcher.guided`` (the object's
-        keypoints matched again against ``scene`` near their predicted positions); the new matches are
-        verified like any candidate, and only a detection changes the frame's verdicts. The detections of
-        objects with synthesised views (``verdicts.refine``) are matched again around their own homography
-        and replaced when that verifies with more inliers: their global matches compete with the
-        near-duplicates of every view, while :meth:`~objrec.matching.database.DatabaseMatcher.guided` takes
-        only the views nearest to the frame's, inside a window, so it recovers matches the global search
-        lost, and a homography fitted to more of them is more accurate.
-
-        Both units are costed by :func:`guided_work`, not by the candidate's few matches.
-        """
-        retry, verdicts.retry = verdicts.retry, []
-        for c in retry:
-            if c.name in verdicts.found:
+            if isinstance(v, SkipRecord):
                 continue
-
-            def unit(c: Candidate = c) -> tuple[Candidate, Detection | Rejection] | None:
-                H = tentative_homography(c.model_xy, c.scene_xy, c.model_size, verdicts.shape, self.params_for(c))
-                if H is None:
-                    return None
-                # A wide window around a tentative map, then a narrow one around the verified homography: one
-                # round only, since these matches were never confirmed by a global search and each round
-                # lets more chance agreement inside the window count.
-                g = matcher.guided(c, scene, H, radius=GUIDED_RADIUS[0] * self.params.reproj_threshold)
-                v = self.verify(g, verdicts.shape, verdicts)
-                if not isinstance(v, Detection):
-                    return g, v
-                return self._narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
-
-            size = guided_work(matcher, c, scene)
-            ran, out = sched.run("guided", unit, size=size, subject=c.name, timing="verification")
-            if ran and out is not None and isinstance(out[1], Detection):
-                if out[1].inliers >= GUIDED_SUPPORT * self.params.min_inliers:
-                    verdicts.add(*out)
-        self._refine(verdicts, matcher, scene, sched)
-
-    def _refine(self, verdicts: FrameVerdicts, matcher: Any, scene: Any, sched: Any) -> None:
-        """The detections of ``verdicts.refine`` matched again around their homography (``refine`` units);
-        a detection is replaced when the guided matches verify with more inliers."""
-        refine, verdicts.refine = verdicts.refine, []
-        for c in refine:
-            d = verdicts.found.get(c.name)
-            if d is None:
-                continue
-
-            def unit(c: Candidate = c, d: Detection = d) -> tuple[Candidate, Detection]:
-                return self._narrowed(c, c, d, matcher, scene, verdicts.shape, REFINE_ROUNDS)
-
-            size = guided_work(matcher, c, scene)
-            ran, out = sched.run("refine", unit, size=size, subject=c.name, timing="verification")
-            if ran and out[1].inliers > d.inliers and verdicts.found.get(c.name) is d:
-                del verdicts.found[c.name]
-                verdicts.add(*out)
-
-    def _narrowed(
-        self, c: Candidate, g: Candidate, v: Detection, matcher: Any, scene: Any, shape: tuple[int, int], rounds: int
-    ) -> tuple[Candidate, Detection]:
-        """Guided matching of ``c``'s object in a narrow window around the verified homography of ``v`` (found
-        from the matches ``g``), up to ``rounds`` times while the inlier count grows: the last matches and
-        detection that verified with at least as many inliers as the one before. ``v`` passed the appearance
-        check; the refits of its homography in the same frame are checked for geometry only."""
-        radius = GUIDED_RADIUS[1] * self.params.reproj_threshold
-        for _ in range(rounds):
-            g2 = matcher.guided(c, scene, v.homography, radius=radius)
-            v2 = self.verify(g2, shape)
-            if not isinstance(v2, Detection) or v2.inliers < v.inliers:
-                break
-            grew = v2.inliers > v.inliers
-            g, v = g2, v2
-            if not grew:
-                break
-        return g, v
+            verdicts.add(c, v)
+            if verdicts.found.get(c.name) is v and c.name in self.aspect_limits:
+                verdicts.queue_refine(c)

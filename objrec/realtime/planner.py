@@ -1,5 +1,11 @@
-"""The search plan: which boxes of a frame the primary features are extracted from, at what resolution
-and how many of them are described, so that the mandatory part fits the budget."""
+"""The search plans of a frame: which boxes each detector's features are extracted from, at what resolution
+and sampling step, and how many of them are described, so that the mandatory part fits the budget.
+
+The planner makes every plan of a frame: the primary search, the whole-frame safety search of an adapting
+prefilter, and the escalation of the secondary detector to an unsure box. It reads the frame's scheduler
+(cost model, time left) and changes nothing of it: what a plan leaves out travels with the plan
+(``SearchPlan.skipped``) for the orchestrator to record.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,20 @@ import numpy as np
 
 from objrec.boxes import union_area
 from objrec.realtime.degrade import DegradeController, fit_scale
-from objrec.types import Regions, SearchPlan
+from objrec.types import Regions, SearchPlan, SkipRecord
 
-__all__ = ["SearchPlanner"]
+__all__ = ["SearchPlanner", "plan_work", "COARSE_SAMPLING_COST"]
+
+#: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
+#: drop to a quarter, while the integral image, the description and per-call costs do not shrink
+#: (``bench/bench_surf.py --sample-step`` times both).
+COARSE_SAMPLING_COST = 0.55
+
+
+def plan_work(plan: SearchPlan) -> float:
+    """The cost model's size for a plan's extraction: the pixels extracted from (full-resolution pixels times
+    the scale squared), weighted by the sampling step's share of the detector's work."""
+    return plan.pixels * plan.scale * plan.scale * (COARSE_SAMPLING_COST if plan.sample_step == 2 else 1.0)
 
 #: The matches the first verification is sized at before the frame's candidates exist.
 FIRST_VERIFY_MATCHES = 100
@@ -43,11 +60,6 @@ class SearchPlanner:
         SURF's first-octave sampling step. None: 1, or 2 under a budget when the degrade level is above 0
         or the cost model predicts that step 1 does not fit; resolution drops only after that (coarser
         sampling keeps the objects' large and medium scales, a lower resolution loses the small objects).
-
-    Attributes
-    ----------
-    last_step : int
-        The sampling step of the last plan.
     """
 
     def __init__(
@@ -70,55 +82,78 @@ class SearchPlanner:
         self.min_features = min_features
         self.retrieval_voters = retrieval_voters
         self.sample_step = sample_step
-        self.last_step = sample_step or 1
         self._density: dict[int, float] = {}  # keypoints per extracted pixel, per sampling step
 
     def plan(
-        self, shape: tuple[int, int], windows: Regions, proposals: Regions, degrade: DegradeController, sched: Any
+        self,
+        shape: tuple[int, int],
+        windows: Regions,
+        proposals: Regions,
+        degrade: DegradeController,
+        sched: Any,
+        sample_step: int | None = None,
     ) -> SearchPlan:
-        """The plan for a frame of ``shape`` (rows, cols).
+        """The primary search's plan for a frame of ``shape`` (rows, cols).
 
         ``windows`` (tracking) come first and are always searched; ``proposals`` (the prefilter's regions,
         best first) are cut to the level's count. Under a budget the sampling step, then the resolution,
         drop to what the cost model predicts fits the time left after retrieval (for a catalogue), matching
         and the first verification, but only then: both lose small objects. ``sched`` (a
-        :class:`FrameScheduler`) supplies the cost model and the time left, and records what the plan leaves
-        out.
+        :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
+        its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
         """
         h, w = shape[:2]
+        fixed = self.sample_step if sample_step is None else sample_step
         level = degrade.current
+        skipped = []
         if degrade.level:
-            sched.skip("degrade_level", "load", str(degrade.level))
+            skipped.append(SkipRecord("degrade_level", "load", str(degrade.level)))
         n = min(self.max_regions, level.regions)
         if len(proposals) > n:
             why = "degrade" if n < self.max_regions else "max_regions"
-            sched.skip("region", why, f"{len(proposals) - n} of {len(proposals)}")
+            skipped.append(SkipRecord("region", why, f"{len(proposals) - n} of {len(proposals)}"))
         boxes = windows.concat(proposals[:n])
         if not len(boxes):
-            return SearchPlan(Regions.empty())
+            return SearchPlan(Regions.empty(), skipped=tuple(skipped))
         pixels = union_area(boxes, (h, w))
         regions: Regions | None = boxes
         if pixels > self.whole_frame_fraction * h * w:
             regions, pixels = None, h * w
-        cap = None
-        if sched.budget_ms is not None and self.feature_cap:
-            cap = max(self.min_features, int(self.feature_cap * level.feature_share))
-        step = self.sample_step or (2 if sched.budget_ms is not None and degrade.level else 1)
+        cap = self.frame_cap(sched, level.feature_share)
+        step = fixed or (2 if sched.budget_ms is not None and degrade.level else 1)
         scale = level.scale
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
             cost = sched.cost
             left, margin = self._left(sched, cap, pixels, step)
-            if self.sample_step is None and step == 1 and cost.expected(self.stage, pixels) + margin > left:
+            if fixed is None and step == 1 and cost.expected(self.stage, pixels) + margin > left:
                 step = 2
                 left, margin = self._left(sched, cap, pixels, step)
-            work = SearchPlan(None, pixels=int(pixels), sample_step=step).work
+            work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
-        if step == 2 and self.sample_step is None:
-            sched.skip("fine_sampling", "degrade", "2")
+        if step == 2 and fixed is None:
+            skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
-            sched.skip("full_resolution", "degrade", f"{scale:g}")
-        self.last_step = step
-        return SearchPlan(regions, scale, cap, int(pixels), step)
+            skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
+        return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped))
+
+    def frame_cap(self, sched: Any, share: float = 1.0) -> int | None:
+        """The feature cap of a search under the frame's budget (None without a budget or a cap)."""
+        if sched.budget_ms is None or not self.feature_cap:
+            return None
+        return max(self.min_features, int(self.feature_cap * share))
+
+    def safety_plan(self, shape: tuple[int, int], primary: SearchPlan | None, sched: Any) -> SearchPlan:
+        """The whole frame of ``shape`` (rows, cols) at full resolution, at the primary plan's sampling step
+        and the budget's feature cap: the adapting prefilter's safety search."""
+        h, w = shape[:2]
+        step = primary.sample_step if primary is not None and not primary.empty else (self.sample_step or 1)
+        cap = self.feature_cap if sched.budget_ms else None
+        return SearchPlan(None, pixels=h * w, max_features=cap, sample_step=step)
+
+    @staticmethod
+    def escalation_plan(box: tuple[int, int, int, int]) -> SearchPlan:
+        """One unsure box searched by a secondary detector, at full resolution."""
+        return SearchPlan(Regions.from_boxes([box]), pixels=(box[2] - box[0]) * (box[3] - box[1]))
 
     def observe(self, plan: SearchPlan, n_features: int) -> None:
         """Learn the keypoints a frame gives per pixel extracted at the plan's sampling step: the time of the

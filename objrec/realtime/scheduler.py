@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,6 +200,7 @@ class FrameScheduler:
     def __init__(
         self, budget_ms: float | None, cost: CostModel | None = None, clock: Any = None, safety_ms: float = 1.0
     ) -> None:
+        self.default_budget_ms = budget_ms
         self.budget_ms = budget_ms
         self.cost = cost or CostModel()
         self.clock = clock or PerfClock()
@@ -209,9 +210,11 @@ class FrameScheduler:
         self.skipped: list[SkipRecord] = []
         self.timings: dict[str, float] = {}
 
-    def start(self, t0: float | None = None) -> None:
-        """Start a frame; ``t0`` is when the frame was handed over (default: now)."""
+    def start(self, t0: float | None = None, budget_ms: Any = None, *, keep_budget: bool = True) -> None:
+        """Start a frame; ``t0`` is when the frame was handed over (default: now). ``budget_ms`` is the frame's
+        budget when ``keep_budget`` is False (a number or None); by default the one the scheduler was made with."""
         self.t0 = self.clock.now() if t0 is None else t0
+        self.budget_ms = self.default_budget_ms if keep_budget else budget_ms
         self.records = []
         self.skipped = []
         self.timings = {}
@@ -230,14 +233,16 @@ class FrameScheduler:
     def run(
         self,
         unit: str,
-        fn: Callable[[], Any],
+        fn: Callable[..., Any],
+        *args: Any,
         size: float = 1.0,
         mandatory: bool = False,
         stage: str | None = None,
         subject: str = "",
         timing: str | None = None,
-    ) -> tuple[bool, Any]:
-        """Run ``fn`` if mandatory or predicted to fit; learn its time. Returns ``(ran, result)``.
+    ) -> Any:
+        """Run ``fn(*args)`` if mandatory or predicted to fit, and learn its time. Returns its result, or the
+        :class:`~objrec.types.SkipRecord` of the unit when it was left out (also kept in ``skipped``).
 
         ``stage`` names the cost-model entry (default ``unit``): units of one kind share it. ``timing``
         names the entry of the frame's timings the time is added to (default ``stage``). ``subject`` says
@@ -247,18 +252,20 @@ class FrameScheduler:
         predicted = self.cost.predict(stage, size)
         if not mandatory and self.budget_ms is not None and predicted > self.remaining():
             self.records.append(UnitRecord(unit, subject, predicted, None, False, False))
-            self.skipped.append(SkipRecord(unit, "budget", subject, predicted))
-            return False, None
+            record = SkipRecord(unit, "budget", subject, predicted)
+            self.skipped.append(record)
+            return record
         t = self.clock.now()
-        result = fn()
+        result = fn(*args)
         actual = self.clock.now() - t
         self.cost.observe(stage, size, actual)  # an overrun teaches the model too
         key = timing or stage
         self.timings[key] = self.timings.get(key, 0.0) + actual
         self.records.append(UnitRecord(unit, subject, predicted, actual, True, mandatory))
-        return True, result
+        return result
 
-    def skip(self, unit: str, reason: str, subject: str = "", predicted_ms: float | None = None) -> None:
-        """Record work that was left out without being offered (e.g. by the degrade level in force)."""
-        self.records.append(UnitRecord(unit, subject, float("nan"), None, False, False))
-        self.skipped.append(SkipRecord(unit, reason, subject, predicted_ms))
+    def record(self, skipped: Iterable[SkipRecord]) -> None:
+        """Record work that was left out without being offered (a plan's regions, the degrade level's cuts)."""
+        for r in skipped:
+            self.records.append(UnitRecord(r.unit, r.subject, float("nan"), None, False, False))
+            self.skipped.append(r)

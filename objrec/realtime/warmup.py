@@ -30,22 +30,17 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     db = recognizer.db
     objs = {n: db.image(n) for n in db.names[:2]}
     rng = np.random.default_rng(0)
-    sched = recognizer.scheduler
-    planner = recognizer.planner
-    budget, sched.budget_ms = sched.budget_ms, None
-    step = planner.sample_step
+    step = recognizer.planner.sample_step
     first = [1, 2] if step is None else [step]
     teach = [step] * (repeats - 1) + [2 if step is None else step]
     try:
         for i, s in enumerate(first + teach):
             if i == len(first):
-                sched.cost.clear()
-            planner.sample_step = s
-            recognizer.process(compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image)
-            recognizer.process(bg)
+                recognizer.scheduler.cost.clear()
+            scene = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image
+            recognizer.process_with(scene, None, None, s)
+            recognizer.process_with(bg, None, None, s)
     finally:
-        planner.sample_step = step
-        sched.budget_ms = budget
         recognizer.tracker.reset()
         recognizer.degrade.reset()
         if getattr(recognizer, "adapter", None) is not None:

@@ -23,9 +23,9 @@ def _sorted_xy(f):
 
 def test_surf_regions_in_one_pass_equal_surf_with_the_same_regions(gray):
     stage = FeatureStage({"surf": {"hessian_threshold": 400}}, backend="cpu")
-    stage.begin_frame(gray)
+    image = stage.frame_image(gray)
     regions = Regions.from_boxes([[10, 20, 150, 140], [200, 100, 310, 230]])
-    got = stage.extract("surf", SearchPlan(regions, pixels=1))
+    got = stage.extract(image, "surf", SearchPlan(regions, pixels=1))
     ref = SURF(400, backend="cpu").detect_and_compute(gray, regions=regions)
     assert len(got) == len(ref) > 10
     np.testing.assert_array_equal(got.xy, ref.xy)
@@ -35,33 +35,33 @@ def test_surf_regions_in_one_pass_equal_surf_with_the_same_regions(gray):
 def test_frames_are_sampled_at_the_plans_step_whatever_the_enrolled_parameters(gray):
     """The plan's sample step overrides the database's SURF parameters (enrolment keeps OpenCV's step)."""
     stage = FeatureStage({"surf": {"hessian_threshold": 400}, "sift": {}}, backend="cpu")
-    stage.begin_frame(gray)
-    got = stage.extract("surf", SearchPlan(None, pixels=1, sample_step=2))
+    image = stage.frame_image(gray)
+    got = stage.extract(image, "surf", SearchPlan(None, pixels=1, sample_step=2))
     coarse = SURF(400, backend="cpu", sample_step=2).detect_and_compute(gray)
     fine = SURF(400, backend="cpu").detect_and_compute(gray)
     assert len(got) == len(coarse) > 10 and len(coarse) != len(fine)
     np.testing.assert_array_equal(got.descriptors, coarse.descriptors)
-    again = stage.extract("surf", SearchPlan(None, pixels=1))
+    again = stage.extract(image, "surf", SearchPlan(None, pixels=1))
     np.testing.assert_array_equal(again.descriptors, fine.descriptors)
-    assert len(stage.extract("sift", SearchPlan(None, pixels=1, sample_step=2))) > 10
+    assert len(stage.extract(image, "sift", SearchPlan(None, pixels=1, sample_step=2))) > 10
     with pytest.raises(ValueError, match="sample_step"):
         SearchPlan(None, sample_step=4)
 
 
 def test_feature_cap_describes_the_strongest_only(gray):
     stage = FeatureStage({"surf": {"hessian_threshold": 100}}, backend="cpu")
-    stage.begin_frame(gray)
-    full = stage.extract("surf", SearchPlan(None))
-    capped = stage.extract("surf", SearchPlan(None, max_features=25))
+    image = stage.frame_image(gray)
+    full = stage.extract(image, "surf", SearchPlan(None))
+    capped = stage.extract(image, "surf", SearchPlan(None, max_features=25))
     assert len(full) > 25 and len(capped) == 25
     np.testing.assert_array_equal(capped.response, full.response[:25])
 
 
 def test_sift_crops_are_shifted_into_the_frame(gray):
     stage = FeatureStage({"sift": {}}, backend="cpu")
-    stage.begin_frame(gray)
+    image = stage.frame_image(gray)
     box = [40, 30, 240, 200]
-    got = stage.extract("sift", SearchPlan(Regions.from_boxes([box])))
+    got = stage.extract(image, "sift", SearchPlan(Regions.from_boxes([box])))
     ref = SIFT(backend="cpu").detect_and_compute(np.ascontiguousarray(gray[30:200, 40:240]))
     assert len(got) == len(ref) > 10
     np.testing.assert_allclose(got.xy, ref.xy + np.float32([40, 30]))
@@ -70,8 +70,8 @@ def test_sift_crops_are_shifted_into_the_frame(gray):
 
 def test_lower_resolution_comes_back_in_full_resolution_pixels(gray):
     stage = FeatureStage({"surf": {"hessian_threshold": 400}}, backend="cpu")
-    stage.begin_frame(gray)
-    got = stage.extract("surf", SearchPlan(None, scale=0.75))
+    image = stage.frame_image(gray)
+    got = stage.extract(image, "surf", SearchPlan(None, scale=0.75))
     small = cv2.resize(gray, (240, 180), interpolation=cv2.INTER_AREA)
     ref = SURF(400, backend="cpu").detect_and_compute(small)
     assert len(got) == len(ref) > 5
@@ -81,6 +81,6 @@ def test_lower_resolution_comes_back_in_full_resolution_pixels(gray):
 
 def test_empty_plan_gives_empty_features(gray):
     stage = FeatureStage({"surf": {}}, backend="cpu")
-    stage.begin_frame(gray)
-    f = stage.extract("surf", SearchPlan(Regions.empty()))
+    image = stage.frame_image(gray)
+    f = stage.extract(image, "surf", SearchPlan(Regions.empty()))
     assert len(f) == 0 and f.descriptors.shape == (0, 64) and f.kind == "surf"

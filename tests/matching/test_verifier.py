@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from objrec.matching.guided import guided_matches
-from objrec.matching.verifier import CandidateVerifier, FrameVerdicts
+from objrec.matching.second_chance import GuidedStage
+from objrec.matching.verdicts import FrameVerdicts
+from objrec.matching.verifier import CandidateVerifier
 from objrec.matching.verify import VerifyParams, verify_homography
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
 from objrec.types import Candidate, Detection, Failure, Rejection
@@ -268,7 +270,7 @@ def test_detections_of_objects_with_views_are_refined_by_guided_matching():
     v = CandidateVerifier(VerifyParams(), {"tilted": 32.0})
     v.run([c], verdicts, sched, first_mandatory=True)
     first = verdicts.found["tilted"]
-    v.second_chance(verdicts, matcher, scene, sched)
+    GuidedStage(v).run(verdicts, matcher, scene, sched)
     refined = verdicts.found["tilted"]
     assert refined.inliers >= 250 and refined.inliers > first.inliers
     assert _corner_error(refined.homography, H) < 1.0 < _corner_error(first.homography, H)
@@ -280,6 +282,6 @@ def test_detections_of_objects_with_views_are_refined_by_guided_matching():
     sched.start()
     v.run([c], verdicts, sched, first_mandatory=True)
     first = verdicts.found["flat"]
-    v.second_chance(verdicts, matcher, scene, sched)
+    GuidedStage(v).run(verdicts, matcher, scene, sched)
     assert verdicts.found["flat"] is first
     assert "refine" not in [r.unit for r in sched.records]

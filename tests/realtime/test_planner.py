@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from objrec.realtime.degrade import DegradeController
-from objrec.realtime.planner import SearchPlanner
+from objrec.realtime.planner import COARSE_SAMPLING_COST, SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
-from objrec.types import COARSE_SAMPLING_COST, Regions
+from objrec.types import Regions
 
 
 def _sched(budget):
@@ -34,7 +34,8 @@ def test_windows_come_first_and_regions_are_cut_to_the_level():
     assert plan.pixels == 100 * 100 + 60 * 40
     assert plan.scale == 1.0 and plan.max_features == int(1500 * degrade.current.feature_share)
     assert plan.sample_step == 2  # above level 0, SURF samples coarsely
-    assert [(r.unit, r.reason) for r in sched.skipped] == [
+    assert sched.skipped == []  # the planner changes nothing of the scheduler: the plan carries its cuts
+    assert [(r.unit, r.reason) for r in plan.skipped] == [
         ("degrade_level", "load"),
         ("region", "degrade"),
         ("fine_sampling", "degrade"),
@@ -63,7 +64,7 @@ def test_sampling_then_resolution_coarsen_only_when_the_learned_cost_would_not_f
         p = planner.plan(
             (480, 640), Regions.empty(), Regions.from_boxes([[0, 0, side, side]]), DegradeController(33.0), sched
         )
-        return p, [(r.unit, r.reason) for r in sched.skipped]
+        return p, [(r.unit, r.reason) for r in p.skipped]
 
     small, skipped = plan(100)  # 10 ms: fits
     assert (small.sample_step, small.scale, skipped) == (1, 1.0, [])
@@ -71,7 +72,7 @@ def test_sampling_then_resolution_coarsen_only_when_the_learned_cost_would_not_f
     assert (big.sample_step, big.scale, skipped) == (2, 1.0, [("fine_sampling", "degrade")])
     huge, skipped = plan(300)  # 90 ms at step 1, 49.5 ms at step 2, 27.8 ms at step 2 and 0.75
     assert (huge.sample_step, huge.scale) == (2, 0.75) and ("full_resolution", "degrade") in skipped
-    assert huge.work == pytest.approx(300 * 300 * 0.75**2 * COARSE_SAMPLING_COST)  # the pixels extracted from
+    assert plan_work(huge) == pytest.approx(300 * 300 * 0.75**2 * COARSE_SAMPLING_COST)  # the pixels extracted from
 
 
 def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
@@ -82,6 +83,6 @@ def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
         (480, 640), Regions.empty(), big, DegradeController(33.0), sched
     )
     assert plan.sample_step == 1 and plan.scale == 0.75
-    assert ("full_resolution", "degrade") in [(r.unit, r.reason) for r in sched.skipped]
+    assert ("full_resolution", "degrade") in [(r.unit, r.reason) for r in plan.skipped]
     no_budget = SearchPlanner("surf").plan((480, 640), Regions.empty(), big, DegradeController(None), _sched(None))
     assert no_budget.sample_step == 1 and no_budget.scale == 1.0

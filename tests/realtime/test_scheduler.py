@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
+from objrec.types import SkipRecord
 
 
 def _unit(clock: FakeClock, ms: float, log: list, name: str):
@@ -90,11 +91,11 @@ def test_admission_is_deterministic_and_in_priority_order():
     sched = FrameScheduler(budget_ms=33.0, cost=cm, clock=clock, safety_ms=1.0)
     sched.start()
     log: list = []
-    assert sched.run("m", _unit(clock, 12, log, "m"), mandatory=True, stage="mand")[0]
+    assert not isinstance(sched.run("m", _unit(clock, 12, log, "m"), mandatory=True, stage="mand"), SkipRecord)
     # remaining = 33 - 12 - 1 = 20: two optional 10 ms units fit, the third does not.
-    assert sched.run("o1", _unit(clock, 10, log, "o1"), stage="opt")[0]
-    assert sched.run("o2", _unit(clock, 9, log, "o2"), stage="opt")[0]
-    assert not sched.run("o3", _unit(clock, 1, log, "o3"), stage="opt")[0]
+    assert not isinstance(sched.run("o1", _unit(clock, 10, log, "o1"), stage="opt"), SkipRecord)
+    assert not isinstance(sched.run("o2", _unit(clock, 9, log, "o2"), stage="opt"), SkipRecord)
+    assert isinstance(sched.run("o3", _unit(clock, 1, log, "o3"), stage="opt"), SkipRecord)
     assert log == ["m", "o1", "o2"]
     assert [(r.unit, r.reason, r.predicted_ms) for r in sched.skipped] == [("o3", "budget", 10.0)]
     assert clock.now() == 31.0 <= 33.0
@@ -114,12 +115,12 @@ def test_mandatory_work_runs_even_when_over_budget_and_teaches_the_model():
     sched = FrameScheduler(budget_ms=10.0, cost=cm, clock=clock, safety_ms=0.0)
     sched.start()
     log: list = []
-    ran, _ = sched.run("big", _unit(clock, 25, log, "big"), mandatory=True)
-    assert ran and sched.remaining() < 0
+    out = sched.run("big", _unit(clock, 25, log, "big"), mandatory=True)
+    assert not isinstance(out, SkipRecord) and sched.remaining() < 0
     assert cm.predict("big") == pytest.approx(25.0)  # the overrun was observed
     # Next frame: the same work as optional is now predicted not to fit and is degraded away.
     sched.start()
-    assert not sched.run("big", _unit(clock, 25, log, "big"), subject="x")[0]
+    assert isinstance(sched.run("big", _unit(clock, 25, log, "big"), subject="x"), SkipRecord)
     assert [(r.unit, r.subject) for r in sched.skipped] == [("big", "x")]
 
 
@@ -129,14 +130,14 @@ def test_no_budget_admits_everything():
     sched.start()
     log: list = []
     for i in range(5):
-        assert sched.run(f"u{i}", _unit(clock, 100, log, i))[0]
+        assert not isinstance(sched.run(f"u{i}", _unit(clock, 100, log, i)), SkipRecord)
     assert len(log) == 5 and sched.skipped == []
 
 
 def test_skip_records_work_left_out_without_running_it():
     sched = FrameScheduler(budget_ms=10.0, clock=FakeClock())
     sched.start()
-    sched.skip("region", "degrade", "3 of 5")
+    sched.record([SkipRecord("region", "degrade", "3 of 5")])
     assert [r.to_json() for r in sched.skipped] == [
         {"unit": "region", "reason": "degrade", "subject": "3 of 5", "predicted_ms": None}
     ]

@@ -1,0 +1,155 @@
+"""A frame's verdicts: what the verification units decided, and what deserves a second look.
+
+The verification stage adds each verdict; the orchestrator reads the detections, the unsure boxes for the
+escalation, and takes the candidates queued for guided matching. Only this record's own methods change it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from objrec.boxes import box_area, covered_share, points_box
+from objrec.types import Candidate, Detection, Rejection
+
+__all__ = ["FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS", "shared_support"]
+
+#: Rejections that say "too little evidence" rather than "wrong geometry": the matches' area is worth a
+#: second look with a stronger detector.
+UNSURE_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio", "too_few_matches"})
+#: Rejections whose few inliers may define a tentative homography for guided matching.
+RETRY_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio"})
+
+#: A detection is explained by a stronger one when at least this share of its inliers are (within
+#: ``SAME_POINT_PX``) scene positions of the stronger one's inliers.
+EXPLAINED_SHARE = 0.5
+SAME_POINT_PX = 2.0
+
+
+def shared_support(weak: Detection, strong: Detection) -> float:
+    """Share of ``weak``'s inliers that lie within ``SAME_POINT_PX`` of one of ``strong``'s inliers (0 when
+    either has no recorded inliers)."""
+    a, b = weak.inlier_xy, strong.inlier_xy
+    if a is None or b is None or not len(a) or not len(b):
+        return 0.0
+    d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    return float((d2.min(axis=1) <= SAME_POINT_PX**2).mean())
+
+
+#: An unsure box with this share of its area inside a larger unsure box is searched as part of that one.
+UNSURE_COVERED = 0.5
+
+
+@dataclass
+class FrameVerdicts:
+    """What the verification units of one frame decided.
+
+    Attributes
+    ----------
+    shape : (int, int)
+        The frame's (rows, cols).
+    gray : ndarray, optional
+        The frame in gray, for the appearance check of verification (none without it).
+    found : dict
+        Object name to its :class:`~objrec.types.Detection`.
+    rejections : list of Rejection
+    unsure : list of (x0, y0, x1, y1)
+        Where candidates rejected for too little evidence had their matches (frame pixels).
+    retry : list of Candidate
+        Candidates whose few inliers deserve guided matching (taken with :meth:`take_retry`).
+    refine : list of Candidate
+        Candidates whose detections are refined by guided matching around their homography (queued with
+        :meth:`queue_refine`, taken with :meth:`take_refine`).
+    """
+
+    shape: tuple[int, int]
+    gray: np.ndarray | None = None
+    found: dict[str, Detection] = field(default_factory=dict)
+    rejections: list[Rejection] = field(default_factory=list)
+    unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
+    retry: list[Candidate] = field(default_factory=list)
+    refine: list[Candidate] = field(default_factory=list)
+
+    def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
+        if isinstance(verdict, Detection):
+            verdict = self._explain_away(candidate, verdict)
+        if isinstance(verdict, Detection):
+            self.found[verdict.name] = verdict
+            self.rejections = [r for r in self.rejections if r.name != verdict.name]
+            return
+        self.rejections.append(verdict)
+        if verdict.reason in RETRY_REASONS:
+            self.retry.append(candidate)
+        if verdict.reason in UNSURE_REASONS:
+            h, w = self.shape
+            box = points_box(candidate.scene_xy, w, h)
+            if box is not None and box not in self.unsure:
+                self.unsure.append(box)
+
+    def _explain_away(self, candidate: Candidate, new: Detection) -> Detection | Rejection:
+        """Two detections resting on the same scene keypoints (two covers sharing a logo or a banner): the
+        one with fewer inliers is rejected as ``explained``, whichever was verified first. Objects that only
+        overlap (one in front of the other) keep their own keypoints and are both kept."""
+        for name, old in list(self.found.items()):
+            weak, strong = (new, old) if new.inliers <= old.inliers else (old, new)
+            share = shared_support(weak, strong)
+            if share < EXPLAINED_SHARE:
+                continue
+            detail = f"{share:.0%} of its {weak.inliers} inliers are inliers of {strong.name} ({strong.inliers})"
+            rejection = Rejection(weak.name, "explained", weak.inliers, detail)
+            if weak is new:
+                return rejection
+            del self.found[name]
+            self.rejections.append(rejection)
+        return new
+
+    def take_retry(self) -> list[Candidate]:
+        """The candidates queued for guided matching, removing them from the queue."""
+        out, self.retry = self.retry, []
+        return out
+
+    def queue_refine(self, candidate: Candidate) -> None:
+        """Queue the candidate of a detection for refinement by guided matching."""
+        self.refine.append(candidate)
+
+    def take_refine(self) -> list[Candidate]:
+        """The candidates queued for refinement, removing them from the queue."""
+        out, self.refine = self.refine, []
+        return out
+
+    def replace(self, candidate: Candidate, old: Detection, new: Detection) -> None:
+        """Replace the detection ``old`` by ``new`` (a refit of the same object with more inliers)."""
+        if self.found.get(old.name) is old:
+            del self.found[old.name]
+        self.add(candidate, new)
+
+    def in_front_of(self, name: str) -> list[np.ndarray]:
+        """The outlines of the objects found so far other than ``name``: where they are, ``name`` may be hidden
+        behind them, so the appearance check does not judge it there."""
+        return [np.asarray(d.corners, np.float64) for n, d in self.found.items() if n != name]
+
+    def open_unsure(self) -> list[tuple[int, int, int, int]]:
+        """The unsure boxes still worth a second look, in their order.
+
+        A box whose centre lies inside a found object's outline is explained by it: rejected candidates'
+        matches there are that object's features matched to look-alikes, and a stronger detector would
+        find the same object. A box lying mostly (:data:`UNSURE_COVERED`) inside a larger open box is left
+        to that one: the larger box's features include its own.
+        """
+        outlines = [np.asarray(d.corners, np.float32).reshape(-1, 1, 2) for d in self.found.values()]
+        boxes = []
+        for box in self.unsure:
+            centre = ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0)
+            if not any(cv2.pointPolygonTest(q, centre, False) >= 0 for q in outlines):
+                boxes.append(box)
+        return [
+            b
+            for b in boxes
+            if not any(box_area(a) > box_area(b) and covered_share(b, a) >= UNSURE_COVERED for a in boxes)
+        ]
+
+    def detections(self) -> list[Detection]:
+        """The detections, highest score first."""
+        return sorted(self.found.values(), key=lambda d: -d.score)
