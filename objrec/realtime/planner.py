@@ -30,6 +30,7 @@ def plan_work(plan: SearchPlan) -> float:
     the scale squared), weighted by the sampling step's share of the detector's work."""
     return plan.pixels * plan.scale * plan.scale * (COARSE_SAMPLING_COST if plan.sample_step == 2 else 1.0)
 
+
 #: The matches the first verification is sized at before the frame's candidates exist.
 FIRST_VERIFY_MATCHES = 100
 
