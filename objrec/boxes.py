@@ -26,6 +26,7 @@ __all__ = [
     "box_inside_outline",
     "outline_inside_box",
     "map_points",
+    "model_corners",
 ]
 
 #: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
@@ -145,3 +146,9 @@ def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate)."""
     hom = np.c_[pts, np.ones(len(pts))] @ H.T
     return hom[:, :2] / hom[:, 2:3]
+
+
+def model_corners(width: float, height: float) -> np.ndarray:
+    """A ``width`` x ``height`` model image's outline ``(0,0), (w,0), (w,h), (0,h)`` as (4, 2) float64 (x, y):
+    what a detection's corners are, mapped through its homography."""
+    return np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)

@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points
+from objrec.boxes import map_points, model_corners
 from objrec.imageio import check_frame, to_bgr
 
 __all__ = [
@@ -28,13 +28,7 @@ __all__ = [
     "warp_object",
     "compose_scene",
     "apply_photometric",
-    "corners_of",
 ]
-
-
-def corners_of(width: int, height: int) -> np.ndarray:
-    """The model outline (0,0), (w,0), (w,h), (0,h) as (4, 2) float64."""
-    return np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)
 
 
 def _quad_area(q: np.ndarray) -> float:
@@ -145,7 +139,7 @@ def place_homography(
     H = to_scene @ rs @ persp @ to_center
     # Perspective shrinks the model around its centre unevenly; re-centre so the outline's centroid is
     # where it was asked to be.
-    q = map_points(H, corners_of(w, h))
+    q = map_points(H, model_corners(w, h))
     shift = np.array(center) - q.mean(axis=0)
     H = np.array([[1, 0, shift[0]], [0, 1, shift[1]], [0, 0, 1]]) @ H
     return H / H[2, 2]
@@ -172,13 +166,13 @@ def random_homography(
         tilt = tuple(rng.uniform(-max_tilt, max_tilt, 2))
         cx, cy = rng.uniform(0, fw), rng.uniform(0, fh)
         H = place_homography(model_size, (cx, cy), scale, rot, tilt)
-        q = map_points(H, corners_of(w, h))
+        q = map_points(H, model_corners(w, h))
         # Perspective changes the area: rescale about the centroid to the area that was drawn.
         area = _quad_area(q)
         k = np.sqrt(af * fw * fh / max(area, 1e-9))
         c = q.mean(axis=0)
         H = np.array([[k, 0, c[0] * (1 - k)], [0, k, c[1] * (1 - k)], [0, 0, 1]]) @ H
-        q = map_points(H, corners_of(w, h))
+        q = map_points(H, model_corners(w, h))
         lo, hi = q.min(axis=0), q.max(axis=0)
         if inside:
             if lo[0] < 0 or lo[1] < 0 or hi[0] > fw or hi[1] > fh:
@@ -186,7 +180,7 @@ def random_homography(
                 dx = -lo[0] if lo[0] < 0 else min(0.0, fw - hi[0])
                 dy = -lo[1] if lo[1] < 0 else min(0.0, fh - hi[1])
                 H = np.array([[1, 0, dx], [0, 1, dy], [0, 0, 1]]) @ H
-                q = map_points(H, corners_of(w, h))
+                q = map_points(H, model_corners(w, h))
                 lo, hi = q.min(axis=0), q.max(axis=0)
                 if lo[0] < -1e-6 or lo[1] < -1e-6 or hi[0] > fw + 1e-6 or hi[1] > fh + 1e-6:
                     continue
@@ -199,11 +193,11 @@ def random_homography(
 
 def outside_fraction(H: np.ndarray, model_size: tuple[int, int], frame_size: tuple[int, int]) -> float:
     """Share of the model's area that ``H`` maps outside a ``frame_size`` (w, h) frame (convex outline)."""
-    q = map_points(np.asarray(H, np.float64), corners_of(*model_size)).astype(np.float32)
+    q = map_points(np.asarray(H, np.float64), model_corners(*model_size)).astype(np.float32)
     area = _quad_area(q.astype(np.float64))
     if area <= 0:
         return 1.0
-    inter, _ = cv2.intersectConvexConvex(q, corners_of(*frame_size).astype(np.float32))
+    inter, _ = cv2.intersectConvexConvex(q, model_corners(*frame_size).astype(np.float32))
     return float(np.clip(1.0 - inter / area, 0.0, 1.0))
 
 
@@ -241,7 +235,7 @@ def place_partly_outside(
             continue
         a = rng.uniform(0.0, 2.0 * np.pi)
         u = np.array([np.cos(a), np.sin(a)])
-        q = map_points(H0, corners_of(w, h))
+        q = map_points(H0, model_corners(w, h))
         lo, hi = 0.0, float(np.hypot(fw, fh) + np.ptp(q, axis=0).max())
         for _ in range(60):
             mid = 0.5 * (lo + hi)
@@ -419,7 +413,7 @@ def compose_scene(
         H = _object_homography(name, (w, h), frame_size, rng, homographies, placement)
         cover = warp_object(canvas, obj, H)
         owner[cover] = i + 1
-        placed.append((name, H, map_points(H, corners_of(w, h)), (w, h)))
+        placed.append((name, H, map_points(H, model_corners(w, h)), (w, h)))
         if occlusion > 0:
             _occlude(canvas, owner, cover, bg, occlusion, rng)
     d = distortion or Distortion()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points
+from objrec.boxes import map_points, model_corners
 from objrec.types import Detection, Failure
 
 __all__ = [
@@ -174,7 +174,7 @@ def quad_checks(
     Returns ``(reason or None, corners)``; ``corners`` are the model's (0,0),(w,0),(w,h),(0,h) mapped
     (NaN when part of the model lies behind the camera). The outline may reach beyond the frame.
     """
-    src = np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)
+    src = model_corners(width, height)
     hom = np.c_[src, np.ones(4)] @ H.T
     if np.any(hom[:, 2] <= 1e-9):
         return "behind_camera", np.full((4, 2), np.nan)
@@ -274,7 +274,7 @@ def edge_agreement(
     when too little is in view (:data:`MIN_EDGE_BLOCKS`, :data:`MIN_EDGE_PIXELS`).
     """
     w, h = model_size
-    corners = map_points(H, np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64))
+    corners = map_points(H, model_corners(w, h))
     side = np.sqrt(max(_polygon_area(corners), 1.0))
     g = int(np.clip(side, MIN_EDGE_GRID, thumb.shape[0])) // EDGE_BLOCKS * EDGE_BLOCKS
     model = thumb if g == thumb.shape[0] else cv2.resize(thumb, (g, g), interpolation=cv2.INTER_AREA)
