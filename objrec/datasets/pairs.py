@@ -55,6 +55,7 @@ class AnnotatedPair:
 
     @property
     def label(self) -> str:
+        """``"<set>/<name>"``, a stable key for reports."""
         return f"{self.set}/{self.name}"
 
 

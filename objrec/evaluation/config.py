@@ -50,6 +50,7 @@ class EvalConfig:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        """Every option as a JSON-ready dict (the notes gathered while building tasks left out)."""
         d = dict(self.__dict__)
         d.pop("notes", None)
         return d

@@ -26,21 +26,27 @@ class ReportDoc:
         self.blocks: list[tuple] = []
 
     def h(self, level: int, text: str) -> None:
+        """A heading of ``level`` (1 = title)."""
         self.blocks.append(("h", level, text))
 
     def p(self, text: str) -> None:
+        """A paragraph."""
         self.blocks.append(("p", text))
 
     def pre(self, text: str) -> None:
+        """Preformatted text."""
         self.blocks.append(("pre", text))
 
     def table(self, headers: list[str], rows: list[list[Any]]) -> None:
+        """A table; cells are formatted by :func:`format_cell`."""
         self.blocks.append(("table", headers, [[format_cell(c) for c in r] for r in rows]))
 
     def img(self, path: str, caption: str) -> None:
+        """A figure: an image at ``path`` (relative to the report) with its caption."""
         self.blocks.append(("img", path, caption))
 
     def markdown(self) -> str:
+        """The document as Markdown."""
         out = []
         for b in self.blocks:
             if b[0] == "h":
@@ -58,6 +64,7 @@ class ReportDoc:
         return "\n\n".join(out) + "\n"
 
     def html(self, title: str) -> str:
+        """The document as a standalone HTML page titled ``title``."""
         e = html.escape
         out = [
             "<!DOCTYPE html>",
