@@ -1,21 +1,16 @@
-"""A find_obj.py-style SIFT recognizer: the anchor that objrec's benchmarks measure against in the same run.
+"""Time the find_obj-style baseline (:class:`objrec.evaluation.baseline.FindObjBaseline`) on a generated stream.
 
-It follows OpenCV's ``samples/python/find_obj.py``: OpenCV SIFT with default parameters, a brute-force L2
-matcher with ``knnMatch(k=2)`` from the object's descriptors to the frame's, Lowe's ratio test at 0.75,
-``cv2.findHomography`` with RANSAC at 5 px once there are at least 4 ratio matches, and an object reported
-whenever a homography with at least ``min_inliers`` (4) inliers comes back. There is no degeneracy check,
-no region prefilter and no time budget: that is what makes it the anchor.
-
-Importable::
-
-    from bench.baseline_findobj import FindObjBaseline
-    base = FindObjBaseline({"box": box_image})
-    for name, H, inliers in base.process(frame): ...
+The baseline follows OpenCV's ``samples/python/find_obj.py``: OpenCV SIFT with default parameters, a
+brute-force L2 matcher with ``knnMatch(k=2)`` from each object's descriptors to the frame's, Lowe's ratio test
+at 0.75, ``cv2.findHomography`` with RANSAC at 5 px once there are at least 4 ratio matches, and an object
+reported whenever a homography with at least 4 inliers comes back (the class's defaults).
 
 Run as a script, it times the baseline on a generated 640x480 stream of scenes (objrec.scenes over
 objrec.data images) and prints p50/p90 latency, detections and false detections::
 
     python bench/baseline_findobj.py --frames 40 --seed 0
+
+:func:`generate_stream`, :func:`corner_error` and :func:`thread_report` are shared with the other benchmarks.
 """
 
 from __future__ import annotations
@@ -27,84 +22,13 @@ import platform
 import shlex
 import sys
 import time
-from collections.abc import Mapping
 
 import cv2
 import numpy as np
 
-__all__ = ["FindObjBaseline", "generate_stream", "corner_error"]
+from objrec.evaluation.baseline import FindObjBaseline
 
-
-def _gray(img: np.ndarray) -> np.ndarray:
-    if img.ndim == 2:
-        return img
-    if img.shape[2] == 4:
-        return cv2.cvtColor(img, cv2.COLOR_BGRA2GRAY)
-    return cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
-
-
-class FindObjBaseline:
-    """Find each enrolled object in a frame the way OpenCV's find_obj.py sample does.
-
-    Parameters
-    ----------
-    objects : mapping of str to image
-        Object name to model image (gray or BGR uint8).
-    ratio : float
-        Lowe's ratio threshold (find_obj.py: 0.75).
-    ransac_threshold : float
-        RANSAC reprojection threshold in pixels (find_obj.py: 5.0).
-    min_inliers : int
-        Smallest inlier count reported as a detection (find_obj.py estimates a homography from 4 matches on
-        and draws it whatever its support).
-    """
-
-    def __init__(
-        self,
-        objects: Mapping[str, np.ndarray],
-        ratio: float = 0.75,
-        ransac_threshold: float = 5.0,
-        min_inliers: int = 4,
-    ) -> None:
-        self.ratio = ratio
-        self.ransac_threshold = ransac_threshold
-        self.min_inliers = min_inliers
-        self.sift = cv2.SIFT_create()
-        self.matcher = cv2.BFMatcher(cv2.NORM_L2)
-        self.models: dict[str, tuple[np.ndarray, np.ndarray, tuple[int, int]]] = {}
-        for name, img in objects.items():
-            gray = _gray(img)
-            kps, desc = self.sift.detectAndCompute(gray, None)
-            xy = np.float32([k.pt for k in kps]).reshape(-1, 2)
-            self.models[name] = (xy, desc, (gray.shape[1], gray.shape[0]))
-
-    def model_size(self, name: str) -> tuple[int, int]:
-        return self.models[name][2]
-
-    def process(self, frame: np.ndarray) -> list[tuple[str, np.ndarray, int]]:
-        """Detections in ``frame`` as ``(name, H model→frame, inliers)``, most inliers first."""
-        kps, desc = self.sift.detectAndCompute(_gray(frame), None)
-        if desc is None or len(kps) < 2:
-            return []
-        frame_xy = np.float32([k.pt for k in kps])
-        out = []
-        for name, (model_xy, model_desc, _) in self.models.items():
-            if model_desc is None or len(model_desc) == 0:
-                continue
-            raw = self.matcher.knnMatch(model_desc, desc, k=2)
-            good = [m[0] for m in raw if len(m) == 2 and m[0].distance < self.ratio * m[1].distance]
-            if len(good) < 4:
-                continue
-            p1 = model_xy[[m.queryIdx for m in good]]
-            p2 = frame_xy[[m.trainIdx for m in good]]
-            H, status = cv2.findHomography(p1, p2, cv2.RANSAC, self.ransac_threshold)
-            if H is None or status is None:
-                continue
-            inliers = int(status.sum())
-            if inliers >= self.min_inliers:
-                out.append((name, H / H[2, 2], inliers))
-        out.sort(key=lambda d: -d[2])
-        return out
+__all__ = ["generate_stream", "stream_objects", "corner_error", "thread_report"]
 
 
 def corner_error(H_est: np.ndarray, H_true: np.ndarray, size: tuple[int, int]) -> float:
@@ -160,7 +84,8 @@ def stream_objects() -> dict[str, np.ndarray]:
     return sample_objects()
 
 
-def _threads() -> dict[str, object]:
+def thread_report() -> dict[str, object]:
+    """Thread counts of OpenCV, Numba and the BLAS libraries, and the CPU count."""
     info: dict[str, object] = {"cv2": cv2.getNumThreads(), "cpu_count": os.cpu_count()}
     try:
         import numba
@@ -195,15 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     lat, correct, wrong_place, false_det, missed, absent_frames, present_total = [], 0, 0, 0, 0, 0, 0
     for s in scenes[args.warmup :]:
         t0 = time.perf_counter()
-        dets = base.process(s.image)
+        dets = base.process(s.image).detections
         lat.append((time.perf_counter() - t0) * 1e3)
         truth = {o.name: o for o in s.objects}
         found = set()
-        for name, H, _ in dets:
+        for d in dets:
+            name = d.name
             found.add(name)
             if name not in truth:
                 false_det += 1
-            elif corner_error(H, truth[name].homography, base.model_size(name)) <= args.max_corner_error:
+            elif corner_error(d.homography, truth[name].homography, base.model_size(name)) <= args.max_corner_error:
                 correct += 1
             else:
                 wrong_place += 1
@@ -231,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "missed": missed,
         "object_absent_cases": absent_frames,
         "false_detections": false_det,
-        "threads": _threads(),
+        "threads": thread_report(),
         "platform": platform.platform(),
         "opencv": cv2.__version__,
     }

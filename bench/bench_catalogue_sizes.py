@@ -110,12 +110,13 @@ def summary(out: Path, detector: str) -> dict:
 
 def build(data: Path, dirs: list[Path], out: Path, without: bool) -> Path:
     """Build (or reuse) the database an ``objrec eval catalogue:`` run with these arguments uses."""
-    from objrec.evaluation.catalogue import _build_database, _catalogue_objects, load_catalogue
+    from objrec.datasets import load_catalogue
+    from objrec.evaluation.kinds.catalogue import build_database, catalogue_objects
 
     cfg = SimpleNamespace(distractors=[str(d) for d in dirs], without_query_objects=without)
-    objects = _catalogue_objects(cfg, load_catalogue(data / "smvs_dvd"))
+    objects = catalogue_objects(cfg, load_catalogue(data / "smvs_dvd"))
     out.mkdir(parents=True, exist_ok=True)
-    return Path(_build_database(out, objects, progress=True).path)
+    return Path(build_database(out, objects, progress=True).path)
 
 
 OPEN_SNIPPET = """

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cv2
-from baseline_findobj import _threads  # noqa: E402  (one thread report for every bench)
+from baseline_findobj import thread_report  # noqa: E402  (one thread report for every bench)
 
 TARGET_S, TARGET_RATIO, TARGET_HELP_S = 1.5, 6.0, 0.5
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"python {platform.python_version()}, opencv {cv2.__version__}, {platform.machine()}")
-    print(f"threads (this process): {_threads()}; NUMBA_NUM_THREADS={os.environ.get('NUMBA_NUM_THREADS')}")
+    print(f"threads (this process): {thread_report()}; NUMBA_NUM_THREADS={os.environ.get('NUMBA_NUM_THREADS')}")
     work = Path(tempfile.mkdtemp(prefix="objrec-bench-cli-"))
     try:
         res = run(args, samples, work)

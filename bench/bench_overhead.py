@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cv2
 import numpy as np
-from baseline_findobj import _threads  # noqa: E402  (one thread report for every bench)
+from baseline_findobj import thread_report  # noqa: E402  (one thread report for every bench)
 
 FRAME = (1920, 1080)
 
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]),
         "source": source,
         "image_size": list(FRAME),
-        "threads": _threads(),
+        "threads": thread_report(),
         "opencv": cv2.__version__,
         "platform": platform.platform(),
         "model_features": {m.name: len(m.features["sift"]) for m in models},

@@ -5,7 +5,7 @@ extreme-view pairs in ``extremeview/``), image A is enrolled and recognised in i
 detection is the median distance, in B, of the pair's annotated points of A mapped by the recovered
 homography to their annotated positions in B (the points the data marks as verified: flag 1). A pair counts
 as solved within 5 px. Both recognisers see the same images; the anchor is OpenCV SIFT, brute-force knn 2,
-ratio 0.75, RANSAC 5 px (``bench/baseline_findobj.py``).
+ratio 0.75, RANSAC 5 px (:class:`objrec.evaluation.baseline.FindObjBaseline` with its defaults).
 
     python bench/bench_pairs.py [--set homogr|evd|all] [--json out.json]
 
@@ -26,12 +26,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline_findobj import FindObjBaseline  # noqa: E402
-
-from objrec import ModelDB, Recognizer  # noqa: E402
-from objrec.evaluation.pairs import load_annotated_pairs  # noqa: E402
-from objrec.evaluation.pairs import median_error as annotated_median_error  # noqa: E402
+from objrec import ModelDB, Recognizer
+from objrec.datasets import load_annotated_pairs
+from objrec.evaluation.baseline import FindObjBaseline
+from objrec.evaluation.kinds.pairs import median_error as annotated_median_error
 
 
 def pairs(root: Path, which: str) -> list[tuple[str, Path, Path, np.ndarray, np.ndarray]]:
@@ -60,14 +58,14 @@ def run_pair(a: Path, b: Path, pa: np.ndarray, pb: np.ndarray, views: str | None
     why = ",".join(sorted({x.reason for x in rec.last_rejections})) or "no candidate"
     base = FindObjBaseline({"a": A})
     t0 = time.perf_counter()
-    found = base.process(B)
+    found = base.process(B).detections
     base_ms = (time.perf_counter() - t0) * 1e3
     return {
         "objrec_err": median_error(det.homography if det else None, pa, pb),
         "objrec_visible": det.visible_fraction if det else None,
         "objrec_ms": ms,
         "objrec_why": "" if det else why,
-        "anchor_err": median_error(found[0][1] if found else None, pa, pb),
+        "anchor_err": median_error(found[0].homography if found else None, pa, pb),
         "anchor_ms": base_ms,
     }
 

@@ -82,7 +82,7 @@ def run_once(db, frames, truths, budget, paced: bool, backend: str, track: bool 
 
 
 def baseline(frames, truths, step: int):
-    from baseline_findobj import FindObjBaseline
+    from objrec.evaluation.baseline import FindObjBaseline
 
     base = FindObjBaseline(sample_objects())
     lat, score = [], StreamScore()
@@ -91,16 +91,7 @@ def baseline(frames, truths, step: int):
         t = time.perf_counter()
         out = base.process(frames[i])
         lat.append((time.perf_counter() - t) * 1e3)
-
-        class D:  # the baseline's results in the shape StreamScore reads
-            def __init__(self, name, H, w, h):
-                self.name = name
-                c = np.float64([[[0, 0], [w, 0], [w, h], [0, h]]])
-                self.corners = cv2.perspectiveTransform(c, H)[0]
-
-        objs = sample_objects()
-        dets = [D(n, H, objs[n].shape[1], objs[n].shape[0]) for n, H, _ in out]
-        score.add(dets, truths[i])
+        score.add(out.detections, truths[i])
     return np.array(lat), score
 
 

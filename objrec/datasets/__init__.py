@@ -1,4 +1,5 @@
-"""Dataset loaders for evaluation: Oxford affine, HPatches sequences, COIL-100 style folders, objects JSON.
+"""Dataset loaders for evaluation: Oxford affine, HPatches sequences, COIL-100 style folders, objects JSON,
+annotated planar pairs, catalogue folders and folders of object images.
 
 Each loader checks the layout and reads ground truth (homographies) when called, and returns plain
 dataclasses whose images are read only when asked for. A missing or malformed file raises
@@ -11,10 +12,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from objrec.datasets._common import IMAGE_EXTENSIONS, DatasetError, ImagePair, check_homography, read_homography
+from objrec.datasets._common import (
+    IMAGE_EXTENSIONS,
+    DatasetError,
+    ImagePair,
+    check_homography,
+    image_files,
+    image_sizes,
+    load_image,
+    object_name,
+    read_homography,
+)
+from objrec.datasets.catalogue import NO_OBJECT, CatalogueSet, load_catalogue
 from objrec.datasets.coil import ObjectView, angle_difference, load_coil, view_pairs
+from objrec.datasets.folder import load_object_folder
 from objrec.datasets.objects import GroundTruthObject, ObjectsDataset, Scene, load_objects_dataset
 from objrec.datasets.oxford import OXFORD_SEQUENCES, hpatches_kind, load_hpatches, load_oxford_affine
+from objrec.datasets.pairs import AnnotatedPair, load_annotated_pairs, read_points
 
 __all__ = [
     "DatasetError",
@@ -36,6 +50,17 @@ __all__ = [
     "hpatches_kind",
     "view_pairs",
     "angle_difference",
+    "load_image",
+    "image_files",
+    "image_sizes",
+    "object_name",
+    "NO_OBJECT",
+    "CatalogueSet",
+    "load_catalogue",
+    "load_object_folder",
+    "AnnotatedPair",
+    "load_annotated_pairs",
+    "read_points",
 ]
 
 _LOADERS = {

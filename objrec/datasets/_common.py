@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,18 @@ import numpy as np
 
 from objrec.imageio import InputError, read_image, to_gray
 
-__all__ = ["DatasetError", "ImagePair", "read_homography", "check_homography", "find_image", "IMAGE_EXTENSIONS"]
+__all__ = [
+    "DatasetError",
+    "ImagePair",
+    "read_homography",
+    "check_homography",
+    "find_image",
+    "load_image",
+    "image_files",
+    "image_sizes",
+    "object_name",
+    "IMAGE_EXTENSIONS",
+]
 
 #: Image file extensions the loaders look for, in order of preference.
 IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
@@ -82,6 +94,35 @@ def load_image(path: Path, gray: bool = False) -> np.ndarray:
     except InputError as exc:
         raise DatasetError(str(exc)) from None
     return to_gray(img) if gray else img
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The image files of ``folder`` (extensions of :data:`IMAGE_EXTENSIONS`, any case), sorted by path."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def image_sizes(paths: list[Path] | list[str]) -> dict[str, tuple[int, int]]:
+    """Read every image once, so a damaged file fails before any work starts: ``{str(path): (width, height)}``.
+
+    Raises
+    ------
+    DatasetError
+        Naming the first file that cannot be read.
+    """
+    sizes = {}
+    for p in dict.fromkeys(paths):
+        img = load_image(Path(p))
+        sizes[str(p)] = (int(img.shape[1]), int(img.shape[0]))
+    return sizes
+
+
+_NAME_OK = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def object_name(stem: str) -> str:
+    """An object name a model database accepts, made from a file stem (other characters become ``_``)."""
+    name = _NAME_OK.sub("_", stem).lstrip("_.-") or "object"
+    return name[:100]
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,16 +12,23 @@ Three kinds of evaluation:
   (0 included, as a control) composited into an embedded background; level = view-angle difference.
   ``synthetic:PATH`` (a folder of object images, or ``synthetic:demo`` for :func:`objrec.data.sample_objects`):
   sweeps built on :func:`objrec.scenes.compose_scene` with exact ground truth (see
-  :data:`objrec.evaluation.tasks.SWEEPS`), plus object-free negative scenes;
-- annotated pairs (``pairs``, :mod:`objrec.evaluation.pairs`): image A of each pair enrolled, recognised in image
-  B, the median error of the annotated points under the found homography, pairs solved within 5 px per set.
+  :data:`objrec.evaluation._help.SWEEPS`), plus object-free negative scenes;
+- annotated pairs (``pairs``, :mod:`objrec.evaluation.kinds.pairs`): image A of each pair enrolled, recognised
+  in image B, the median error of the annotated points under the found homography, pairs solved within 5 px
+  per set.
 - catalogue (``catalogue``): reference images (plus ``--distractors``) enrolled, real labelled photos
   recognised one by one: found, top-1, wrong detections, latency and stage times
-  (:mod:`objrec.evaluation.catalogue`).
+  (:mod:`objrec.evaluation.kinds.catalogue`).
 
-Work is split into tasks, each a pure function of a JSON spec (:mod:`objrec.evaluation.tasks`); they run in
-this process or on Dask (``--workers N`` local cluster, ``--scheduler ADDRESS``), and every finished task is
-a line of ``records.jsonl``, so an interrupted run resumes where it stopped.
+Each kind is a plug-in, ``objrec/evaluation/kinds/<kind>.py``, registered in
+:data:`objrec.evaluation.kinds.KINDS`: it builds the tasks of a run, runs one task, summarises the records into
+its report section and renders that section. Dataset loaders are in :mod:`objrec.datasets`; the find_obj-style
+anchor is :class:`objrec.evaluation.baseline.FindObjBaseline`.
+
+Work is split into tasks, each a pure function of a JSON spec with a stable id
+(:mod:`objrec.evaluation.config`); they run in this process or on Dask (``--workers N`` local cluster,
+``--scheduler ADDRESS``), and every finished task is a line of ``records.jsonl``, so an interrupted run resumes
+where it stopped.
 
 References
 ----------
@@ -93,17 +100,21 @@ _LAZY = {
     "numbers_only": "objrec.evaluation.report",
     "write_reports": "objrec.evaluation.report",
     "RecordStore": "objrec.evaluation.runner",
+    "build_tasks": "objrec.evaluation.runner",
     "execute": "objrec.evaluation.runner",
     "run_evaluation": "objrec.evaluation.runner",
-    "SWEEPS": "objrec.evaluation.tasks",
-    "EvalConfig": "objrec.evaluation.tasks",
-    "build_tasks": "objrec.evaluation.tasks",
-    "run_task": "objrec.evaluation.tasks",
-    "task_id": "objrec.evaluation.tasks",
+    "run_task": "objrec.evaluation.runner",
+    "SWEEPS": "objrec.evaluation._help",
+    "EvalConfig": "objrec.evaluation.config",
+    "task_id": "objrec.evaluation.config",
+    "FindObjBaseline": "objrec.evaluation.baseline",
+    "KINDS": "objrec.evaluation.kinds",
 }
 
 __all__ = [
     "SCHEMA",
+    "KINDS",
+    "FindObjBaseline",
     "SWEEPS",
     "EvalConfig",
     "RecordStore",

@@ -43,8 +43,9 @@ def _str_list(text: str | None) -> list[str] | None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    """An :class:`~objrec.evaluation.tasks.EvalConfig` from parsed arguments (checks the dataset spec)."""
-    from objrec.evaluation.tasks import KINDS, EvalConfig
+    """An :class:`~objrec.evaluation.config.EvalConfig` from parsed arguments (checks the dataset spec)."""
+    from objrec.evaluation.config import EvalConfig
+    from objrec.evaluation.kinds import KINDS
 
     kind, sep, path = args.dataset.partition(":")
     if not sep or not path or kind not in KINDS:

@@ -54,6 +54,10 @@ __all__ = [
     "binary_to_float",
     "cap_features",
     "reference_path",
+    "detector_for",
+    "warm_up",
+    "requested_detectors",
+    "check_some_task",
 ]
 
 #: Every name the harness knows, in report order.
@@ -161,6 +165,25 @@ def parse_detectors(text: str | None, default: tuple[str, ...]) -> list[str]:
     return out
 
 
+def requested_detectors(cfg: Any, default: tuple[str, ...]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The detectors a run asked for (``default`` when none) and ``{name: {available, note}}`` of each.
+
+    ``cfg`` is the run's :class:`~objrec.evaluation.config.EvalConfig`; its ``max_features`` is checked here.
+    """
+    names = parse_detectors(",".join(cfg.detectors) if cfg.detectors else None, default)
+    status = {n: detector_status(n).to_json() for n in names}
+    if cfg.max_features < 0:
+        raise ValueError(f"--max-features: expected 0 (all) or a positive integer, got {cfg.max_features}")
+    return names, status
+
+
+def check_some_task(tasks: list[dict[str, Any]], status: dict[str, dict[str, Any]], cfg: Any) -> None:
+    """Raise ``ValueError`` naming why each detector cannot run when ``tasks`` is empty."""
+    if not tasks:
+        why = "; ".join(f"{n}: {s['note']}" for n, s in status.items() if not s["available"])
+        raise ValueError(f"no detector can run on {cfg.kind}:{cfg.path} ({why})")
+
+
 def binary_to_float(desc: np.ndarray) -> np.ndarray:
     """Unpack (N, B) uint8 binary descriptors into (N, 8B) float32 bits: squared L2 == Hamming distance."""
     return np.unpackbits(np.ascontiguousarray(desc, np.uint8), axis=1).astype(np.float32)
@@ -175,7 +198,7 @@ def cap_features(f: Features, max_features: int) -> Features:
 
 
 @functools.cache
-def _make(name: str, max_features: int) -> Any:
+def detector_for(name: str, max_features: int) -> Any:
     """A detector object with ``detect_and_compute(gray) -> Features`` (cached per process)."""
     if name == "opencv-sift":
         sift = cv2.SIFT_create()
@@ -210,13 +233,13 @@ class _OpenCVDetector:
 _warm: set[tuple[str, int]] = set()
 
 
-def _warm_up(name: str, max_features: int) -> None:
+def warm_up(name: str, max_features: int) -> None:
     """Run once on a small image so JIT compilation and first-call allocation do not count as detection time."""
     if (name, max_features) in _warm:
         return
     rng = np.random.default_rng(0)
     img = cv2.GaussianBlur((rng.random((160, 160)) * 255).astype(np.uint8), (0, 0), 1.5)
-    _make(name, max_features).detect_and_compute(img)
+    detector_for(name, max_features).detect_and_compute(img)
     _warm.add((name, max_features))
 
 
@@ -238,7 +261,7 @@ def extract(
     The time is ``None`` for ``opencv-surf-ref`` (precomputed). A small per-process cache keeps the last few
     results, so the reference image of a sequence is detected once per process and its time reused.
     """
-    from objrec.datasets._common import DatasetError, load_image
+    from objrec.datasets import DatasetError, load_image
 
     key = (name, str(image_path), int(max_features), reference_dir)
     gray = to_gray(load_image(Path(image_path), gray=True))
@@ -258,8 +281,8 @@ def extract(
             raise DatasetError(f"{rp}: not a readable .npz archive ({exc})") from None
         ms = None
     else:
-        _warm_up(name, max_features)
-        det = _make(name, max_features)
+        warm_up(name, max_features)
+        det = detector_for(name, max_features)
         t0 = time.perf_counter()
         f = det.detect_and_compute(gray).to_host()  # the metrics run on the host; the time includes the copy
         ms = (time.perf_counter() - t0) * 1e3

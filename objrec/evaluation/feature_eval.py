@@ -7,17 +7,34 @@ descriptors), the RANSAC homography estimate, and the record layout.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
-from objrec.evaluation.detectors import BINARY_DETECTORS, extract
+from objrec.datasets import DatasetError, ImagePair, image_sizes
+from objrec.evaluation.config import EvalConfig, finish_task
+from objrec.evaluation.detectors import (
+    BINARY_DETECTORS,
+    check_some_task,
+    extract,
+    reference_path,
+    requested_detectors,
+)
 from objrec.matching.knn import ratio_match
 from objrec.metrics import homography_accuracy, matching_score, mean_matching_accuracy
 from objrec.types import Features
 
-__all__ = ["ratio_test_matches", "estimate_homography", "evaluate_pair", "HOMOGRAPHY_THRESHOLDS", "MMA_THRESHOLDS"]
+__all__ = [
+    "ratio_test_matches",
+    "estimate_homography",
+    "evaluate_pair",
+    "build_feature_tasks",
+    "HOMOGRAPHY_THRESHOLDS",
+    "MMA_THRESHOLDS",
+]
 
 HOMOGRAPHY_THRESHOLDS = (1.0, 3.0, 5.0)
 MMA_THRESHOLDS = tuple(float(t) for t in range(1, 11))
@@ -102,3 +119,95 @@ def evaluate_pair(spec: dict[str, Any]) -> dict[str, Any]:
         },
         "time_ms": {"detect_1": _r(t1, 3), "detect_N": _r(t2, 3)},
     }
+
+
+def default_reference_dir(pairs: list[ImagePair]) -> Path:
+    """``<dataset root>/../reference/opencv_surf`` for Oxford pairs at ``<root>/<seq>/imgN``."""
+    root = Path(pairs[0].img1_path).resolve().parent.parent
+    return root.parent / "reference" / "opencv_surf"
+
+
+def _selected_pairs(cfg: EvalConfig, load: Callable[[str, list[str] | None], list[ImagePair]]) -> list[ImagePair]:
+    """The pairs of ``cfg.sequences`` and ``cfg.pairs``, every image read once."""
+    pairs = load(cfg.path, cfg.sequences)
+    if cfg.pairs:
+        bad = sorted(set(cfg.pairs) - {p.index for p in pairs})
+        if bad:
+            raise ValueError(f"--pairs: no pair 1->{bad[0]} in {cfg.path} (have 2..{max(p.index for p in pairs)})")
+        pairs = [p for p in pairs if p.index in set(cfg.pairs)]
+    if not pairs:
+        raise DatasetError(f"{cfg.path}: no image pairs selected")
+    image_sizes([p.img1_path for p in pairs] + [p.imgN_path for p in pairs])
+    return pairs
+
+
+def _surf_reference_dir(cfg: EvalConfig, pairs: list[ImagePair]) -> Path:
+    """The folder of OpenCV's precomputed SURF features, every file the pairs need checked."""
+    ref_dir = Path(cfg.surf_reference) if cfg.surf_reference else default_reference_dir(pairs)
+    if not ref_dir.is_dir():
+        raise DatasetError(f"{ref_dir}: OpenCV SURF reference folder not found (give --surf-reference DIR)")
+    for p in pairs:
+        for img in (p.img1_path, p.imgN_path):
+            rp = reference_path(ref_dir, img)
+            if not rp.is_file():
+                raise DatasetError(f"{rp}: OpenCV SURF reference file not found")
+    return ref_dir
+
+
+def build_feature_tasks(
+    cfg: EvalConfig,
+    load: Callable[[str, list[str] | None], list[ImagePair]],
+    default: tuple[str, ...],
+    surf_reference: bool,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """One ``pair`` task per available detector and image pair ``1 -> N`` of a feature dataset.
+
+    Parameters
+    ----------
+    cfg : EvalConfig
+        The run configuration.
+    load : callable
+        ``load(root, sequences) -> [ImagePair]``, the dataset's loader.
+    default : tuple of str
+        The detectors run when ``cfg.detectors`` names none.
+    surf_reference : bool
+        Whether the dataset has OpenCV's precomputed SURF features (``opencv-surf-ref``).
+
+    Returns
+    -------
+    tasks : list of dict
+        The task specs, with their ids.
+    status : dict
+        Detector name -> ``{available, note}``.
+    """
+    detectors, status = requested_detectors(cfg, default)
+    pairs = _selected_pairs(cfg, load)
+    ref_dir = None
+    if "opencv-surf-ref" in detectors:
+        if not surf_reference:
+            status["opencv-surf-ref"] = {"available": False, "note": "reference files exist for the Oxford set only"}
+        else:
+            ref_dir = _surf_reference_dir(cfg, pairs)
+            status["opencv-surf-ref"]["note"] = f"precomputed, read from {ref_dir}"
+    tasks = []
+    for det in detectors:
+        if not status[det]["available"]:
+            continue
+        for p in pairs:
+            spec = {
+                "type": "pair",
+                "detector": det,
+                "label": p.name,
+                "img1": str(Path(p.img1_path).resolve()),
+                "imgN": str(Path(p.imgN_path).resolve()),
+                "H": p.H.tolist(),
+                "max_features": int(cfg.max_features),
+                "ratio": float(cfg.ratio),
+                "ransac_px": float(cfg.ransac_px),
+                "meta": {"dataset": p.dataset, "seq": p.seq, "kind": p.kind, "index": int(p.index)},
+            }
+            if det == "opencv-surf-ref":
+                spec["reference_dir"] = str(ref_dir.resolve())
+            tasks.append(finish_task(spec))
+    check_some_task(tasks, status, cfg)
+    return tasks, status

@@ -5,8 +5,9 @@ Two kinds of recognizer are compared:
 - objrec's :class:`~objrec.recognizer.Recognizer` for ``surf``/``sift`` (and their GPU/Numba twins), on a model
   database enrolled in a per-process temporary folder from the task's object list, without prefilter or
   tracking (every scene is an unrelated still image), with the run's ``--budget-ms``;
-- for ``opencv-sift``, ``orb`` and ``akaze``: the detector's features, Lowe's ratio test at 0.75 (on Hamming
-  distances for binary descriptors) against each object, and objrec's geometric verification
+- for ``opencv-sift``, ``orb`` and ``akaze``: :class:`~objrec.evaluation.baseline.FindObjBaseline` with the
+  detector's features, objrec's exact 2-NN and Lowe's ratio test at 0.75 (on Hamming distances for binary
+  descriptors) against each object, and objrec's geometric verification
   (:func:`~objrec.matching.verify.verify_homography`, default parameters), so that only the features differ.
 
 Scoring: a detection is a true positive when it names an object present in the scene, no better-scored
@@ -31,11 +32,11 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.evaluation.detectors import BINARY_DETECTORS, RECOGNIZER_DETECTORS, _make, _warm_up
-from objrec.evaluation.feature_eval import ratio_test_matches
-from objrec.types import Detection, Failure
+from objrec.evaluation.baseline import FindObjBaseline
+from objrec.evaluation.detectors import RECOGNIZER_DETECTORS
+from objrec.types import Detection
 
-__all__ = ["load_source", "build_scene", "score_detections", "evaluate_scene", "RatioRecognizer"]
+__all__ = ["load_source", "build_scene", "score_detections", "evaluate_scene", "VISIBLE_GRID", "visible_grid_error"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -48,7 +49,7 @@ def _load_source_cached(source: str) -> np.ndarray:
         if name not in objs:
             raise ValueError(f"{source}: no embedded sample object {name!r} (have {sorted(objs)})")
         return objs[name]
-    from objrec.datasets._common import load_image
+    from objrec.datasets import load_image
 
     return load_image(Path(source))
 
@@ -76,7 +77,7 @@ def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]
     from objrec.scenes import Distortion, compose_scene, corners_of
 
     if scene["mode"] == "file":
-        from objrec.datasets._common import load_image
+        from objrec.datasets import load_image
 
         img = load_image(Path(scene["image"]))
         truth = []
@@ -206,40 +207,6 @@ def score_detections(
     }
 
 
-class RatioRecognizer:
-    """Recognise objects with an OpenCV detector, the ratio test and objrec's verification (no budget logic)."""
-
-    def __init__(self, detector: str, objects: dict[str, np.ndarray], ratio: float = 0.75) -> None:
-        from objrec.imageio import to_gray
-
-        self.detector = detector
-        self.ratio = ratio
-        self.binary = detector in BINARY_DETECTORS
-        _warm_up(detector, 0)
-        self._det = _make(detector, 0)
-        self.models = {}
-        for name, img in objects.items():
-            g = to_gray(img)
-            self.models[name] = (self._det.detect_and_compute(g), g.shape[1], g.shape[0])
-
-    def process(self, frame: np.ndarray) -> tuple[list[Detection], dict[str, float]]:
-        from objrec.imageio import to_gray
-        from objrec.matching.verify import verify_homography
-
-        gray = to_gray(frame)
-        t0 = time.perf_counter()
-        f = self._det.detect_and_compute(gray)
-        t1 = time.perf_counter()
-        dets = []
-        for name, (mf, w, h) in self.models.items():
-            m = ratio_test_matches(mf, f, self.ratio, self.binary)
-            v = verify_homography(mf.xy[m[:, 0]], f.xy[m[:, 1]], w, h, gray.shape[:2])
-            if not isinstance(v, Failure):
-                dets.append(v.to_detection(name))
-        t2 = time.perf_counter()
-        return dets, {f"features_{self.detector}": (t1 - t0) * 1e3, "matching+verification": (t2 - t1) * 1e3}
-
-
 _tmpdirs: list[str] = []
 
 
@@ -255,7 +222,7 @@ atexit.register(_cleanup)
 def _recognizer(detector: str, objects_json: str, budget_ms: float | None) -> Any:
     objects = {name: load_source(src) for name, src in json.loads(objects_json)}
     if detector not in RECOGNIZER_DETECTORS:
-        return RatioRecognizer(detector, objects)
+        return FindObjBaseline(objects, detector=detector, matcher="knn2", ratio=0.75, verification="objrec")
     from objrec.modeldb import ModelDB
     from objrec.recognizer import Recognizer
 
@@ -275,10 +242,11 @@ def evaluate_scene(spec: dict[str, Any]) -> dict[str, Any]:
     budget = spec.get("budget_ms")
     rec = _recognizer(spec["detector"], json.dumps(spec["objects"]), budget)
     image, truth = build_scene(spec["scene"])
-    if isinstance(rec, RatioRecognizer):
+    if isinstance(rec, FindObjBaseline):
         t0 = time.perf_counter()
-        dets, timings = rec.process(image)
+        found = rec.process(image)
         latency = (time.perf_counter() - t0) * 1e3
+        dets, timings = found.detections, found.timings_ms
     else:
         r = rec.process(image)
         dets, timings, latency = r.detections, r.timings_ms, r.latency_ms

@@ -1,4 +1,5 @@
-"""Running tasks: the resumable record file, the single-process loop and Dask scale-out, and the whole run.
+"""Running tasks: building them, the resumable record file, the single-process loop and Dask scale-out, and the
+whole run.
 
 Only the driver process writes ``records.jsonl``: workers return records, the driver appends each one as it
 arrives (one JSON object per line, flushed), so an interrupted run loses at most the line being written. On
@@ -17,11 +18,39 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from objrec.evaluation.tasks import EvalConfig, build_tasks, run_task
+from objrec.evaluation.config import EvalConfig
+from objrec.evaluation.kinds import kind_named, task_runner
 
-__all__ = ["RecordStore", "execute", "run_evaluation"]
+__all__ = ["RecordStore", "build_tasks", "run_task", "execute", "run_evaluation"]
 
 log = logging.getLogger("objrec")
+
+
+def build_tasks(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The task list of a run and the status of each requested detector (``{name: {available, note}}``).
+
+    The kind's plug-in reads every image once and checks every ground-truth file first, so a damaged dataset
+    fails before any work starts, with an error naming the file.
+    """
+    return kind_named(cfg.kind).build(cfg)
+
+
+def run_task(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one task and return its record ``{"id", "type", "detector", "label", "meta", "result", "elapsed_s"}``.
+
+    Pure: the same spec gives the same ``result`` (timings aside) in any process.
+    """
+    t0 = time.perf_counter()
+    result = task_runner(spec)(spec)
+    return {
+        "id": spec["id"],
+        "type": spec["type"],
+        "detector": spec["detector"],
+        "label": spec["label"],
+        "meta": spec["meta"],
+        "result": result,
+        "elapsed_s": round(time.perf_counter() - t0, 4),
+    }
 
 
 class RecordStore:
@@ -103,7 +132,7 @@ def execute(
 ) -> dict[str, Any]:
     """Run ``tasks`` (each ``fn(spec) -> record``), calling ``on_record`` in the driver as records arrive.
 
-    ``fn`` defaults to :func:`~objrec.evaluation.tasks.run_task`. Single-process by default; ``workers``
+    ``fn`` defaults to :func:`run_task`. Single-process by default; ``workers``
     starts a local ``dask.distributed`` cluster (one single-threaded process per worker), ``scheduler``
     connects to a running one. A task's exception is re-raised here after the remaining tasks are cancelled.
     Returns ``{"mode", "workers", "wall_s"}``.

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from objrec.data import synthetic_cover
-from objrec.datasets import DatasetError
-from objrec.evaluation.catalogue import catalogue_section, load_catalogue, score_query
+from objrec.datasets import DatasetError, load_catalogue
 from objrec.evaluation.cli import register
+from objrec.evaluation.kinds.catalogue import catalogue_section, score_query
 
 
 def _write(path: Path, seed: int, size=(120, 160)) -> None:

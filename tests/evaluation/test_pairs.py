@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.datasets import DatasetError
+from objrec.datasets import DatasetError, load_annotated_pairs, read_points
 from objrec.evaluation.cli import register
-from objrec.evaluation.pairs import load_annotated_pairs, median_error, read_points
+from objrec.evaluation.kinds.pairs import median_error
 from objrec.scenes import map_points
 
 

@@ -11,8 +11,10 @@ import pytest
 from objrec.evaluation import RecordStore, numbers_only, task_id
 from objrec.evaluation.detectors import binary_to_float, cap_features, parse_detectors
 from objrec.evaluation.feature_eval import estimate_homography, evaluate_pair, ratio_test_matches
+from objrec.evaluation.feature_report import feature_summary
 from objrec.evaluation.recognition import score_detections
-from objrec.evaluation.report import _feature_summary, _median_inf, _recognition_stats
+from objrec.evaluation.recognition_report import recognition_stats
+from objrec.evaluation.stats import median_with_failures
 from objrec.metrics import corner_error
 from objrec.scenes import corners_of
 from objrec.types import Detection, Features
@@ -164,12 +166,12 @@ def test_recognition_stats_by_hand():
         {"n_truth": 1, "tp": 0, "fp": 1, "fn": 1, "corner_errors": [], "latency_ms": 30.0, "deadline_met": False},
         {"n_truth": 0, "tp": 0, "fp": 0, "fn": 0, "corner_errors": [], "latency_ms": 20.0, "deadline_met": True},
     ]
-    s = _recognition_stats(rows, budget_ms=25.0)
+    s = recognition_stats(rows, budget_ms=25.0)
     assert (s["tp"], s["fp"], s["fn"], s["n_objects"]) == (1, 1, 1, 2)
     assert s["precision"] == 0.5 and s["recall"] == 0.5
     assert s["latency_ms"]["p50"] == 20.0 and s["latency_ms"]["max"] == 30.0
     assert s["deadline_met_fraction"] == pytest.approx(2 / 3, abs=1e-6)
-    assert _recognition_stats(rows[2:], None)["precision"] is None
+    assert recognition_stats(rows[2:], None)["precision"] is None
 
 
 def test_feature_summary_counts_failed_homographies():
@@ -183,14 +185,14 @@ def test_feature_summary_counts_failed_homographies():
             "time_ms": {"detect_1": 5.0, "detect_N": None},
         }
 
-    s = _feature_summary([row(2.0, True), row(None, False), row(4.0, False)], None)
+    s = feature_summary([row(2.0, True), row(None, False), row(4.0, False)], None)
     assert s["homography_accuracy"] == {
         "1": 0.0,
         "3": pytest.approx(1 / 3, abs=1e-6),
         "5": pytest.approx(1 / 3, abs=1e-6),
     }
     assert s["corner_error_median"] == 4.0  # 2, 4, inf
-    assert _median_inf([None, None, 1.0]) is None
+    assert median_with_failures([None, None, 1.0]) is None
     assert s["n_features_mean"] == 15.0 and s["detect_ms"]["p50"] == 5.0
 
 

@@ -1,24 +1,12 @@
-"""Annotated image pairs: ``objrec eval pairs:ROOT`` (enrol A, recognise in B, score on annotated points).
+"""``pairs:ROOT``: annotated image pairs (enrol image A, recognise in image B, score on annotated points).
 
-Layout of ``ROOT`` (that of MAGSAC's ``data/homography`` annotated pairs):
-
-- ``NAMEA.<ext>``, ``NAMEB.<ext>``, ``NAME_pts.txt`` at the top level (set ``homogr``): one correspondence per
-  line, ``x_A y_A 1 x_B y_B 1 [flag]``; with a seventh column only the lines whose flag is 1 are used, without
-  one every line;
-- the same names in ``extremeview/`` (set ``evd``, the EVD pairs of Mishkin et al. 2015): one correspondence
-  per line, ``x_A y_A x_B y_B ... flag``, the last column 1 for a verified correspondence (only those are used).
-
-For each pair the object is image A, enrolled in a fresh model database (``--views NAME`` is passed on as
-``ModelDB.enroll(..., views=NAME)``), and the scene is image B, given to a :class:`~objrec.recognizer.Recognizer`
-without tracking or budget. The error of a detection is the median distance, in B, between A's annotated points
-mapped by the recovered homography and their annotated positions in B; a pair is solved when it is at most
-:data:`SOLVED_PX` pixels. A pair without a detection records the recognizer's rejection reasons.
-
-References
-----------
-Lebeda, Matas, Chum, "Fixing the locally optimized RANSAC", BMVC 2012 (the ``homogr`` pairs).
-Mishkin, Matas, Perdoch, "MODS: Fast and robust method for two-view matching", CVIU 141, 2015,
-doi:10.1016/j.cviu.2015.08.005 (the EVD pairs).
+The layout of ``ROOT`` is that of :mod:`objrec.datasets.pairs` (MAGSAC's ``data/homography`` pairs and the
+EVD extreme-view pairs). For each pair the object is image A, enrolled in a fresh model database
+(``--views NAME`` is passed on as ``ModelDB.enroll(..., views=NAME)``), and the scene is image B, given to a
+:class:`~objrec.recognizer.Recognizer` without tracking or budget. The error of a detection is the median
+distance, in B, between A's annotated points mapped by the recovered homography and their annotated positions
+in B; a pair is solved when it is at most :data:`SOLVED_PX` pixels. A pair without a detection records the
+recognizer's rejection reasons.
 """
 
 from __future__ import annotations
@@ -28,130 +16,33 @@ import math
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from objrec.datasets import IMAGE_EXTENSIONS, DatasetError
+from objrec.datasets import AnnotatedPair, image_sizes, load_annotated_pairs, load_image
+from objrec.evaluation.config import EvalConfig, finish_task
+from objrec.evaluation.detectors import detector_status
+from objrec.evaluation.document import ReportDoc
+from objrec.evaluation.kinds.base import EvalKind
 
 __all__ = [
-    "SETS",
+    "KIND",
     "SOLVED_PX",
-    "AnnotatedPair",
-    "load_annotated_pairs",
-    "read_points",
+    "PAIR_DETECTORS",
     "median_error",
-    "pair_tasks",
+    "build",
     "evaluate_annotated_pair",
     "pairs_section",
+    "render_pairs",
+    "plot_pairs",
 ]
 
-#: Set name -> sub-folder of the root and point-file format.
-SETS: dict[str, tuple[str, str]] = {"homogr": (".", "homogr"), "evd": ("extremeview", "evd")}
 #: A pair is solved when the median error on its annotated points is at most this (pixels).
 SOLVED_PX = 5.0
 #: ``--detectors`` for pairs: ``objrec`` is the Recognizer with the database's default detectors.
 PAIR_DETECTORS = ("objrec", "surf", "sift", "surf-gpu", "sift-numba", "sift-gpu")
-
-
-@dataclass(frozen=True, eq=False)
-class AnnotatedPair:
-    """Two views of a planar scene with annotated correspondences.
-
-    Attributes
-    ----------
-    set : str
-        ``"homogr"`` or ``"evd"``.
-    name : str
-        The pair's name (``NAME`` of ``NAMEA.png``).
-    path_a, path_b : Path
-        The images; A is enrolled, B is the scene.
-    points_a, points_b : (N, 2) float64
-        The used correspondences (x, y) in A and in B.
-    """
-
-    set: str
-    name: str
-    path_a: Path
-    path_b: Path
-    points_a: np.ndarray = field(repr=False)
-    points_b: np.ndarray = field(repr=False)
-
-    @property
-    def label(self) -> str:
-        return f"{self.set}/{self.name}"
-
-
-def read_points(path: Path, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """The used correspondences of a point file in the ``homogr`` or ``evd`` format (see the module notes)."""
-    if not path.is_file():
-        raise DatasetError(f"{path}: point file not found")
-    try:
-        rows = [ln.split() for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read the point file ({exc})") from None
-    pa, pb = [], []
-    for i, r in enumerate(rows, 1):
-        try:
-            if fmt == "homogr":
-                if len(r) not in (6, 7):
-                    raise ValueError(f"expected 6 or 7 columns (x_A y_A 1 x_B y_B 1 [flag]), got {len(r)}")
-                if len(r) == 7 and float(r[6]) != 1:
-                    continue
-                a, b = (float(r[0]), float(r[1])), (float(r[3]), float(r[4]))
-            else:
-                if len(r) < 5:
-                    raise ValueError(f"expected x_A y_A x_B y_B ... flag, got {len(r)} columns")
-                if r[-1] != "1":
-                    continue
-                a, b = (float(r[0]), float(r[1])), (float(r[2]), float(r[3]))
-        except ValueError as exc:
-            raise DatasetError(f"{path}: line {i}: {exc}") from None
-        pa.append(a)
-        pb.append(b)
-    if not pa:
-        raise DatasetError(f"{path}: no verified correspondences (flag 1)")
-    a, b = np.array(pa, np.float64), np.array(pb, np.float64)
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise DatasetError(f"{path}: non-finite coordinates")
-    return a, b
-
-
-def _image_b(folder: Path, name: str) -> Path:
-    for ext in IMAGE_EXTENSIONS:
-        p = folder / f"{name}B{ext}"
-        if p.is_file():
-            return p
-    raise DatasetError(f"{folder / name}B.*: image B of pair {name!r} not found")
-
-
-def load_annotated_pairs(root: str | Path, sets: list[str] | None = None) -> list[AnnotatedPair]:
-    """The pairs under ``root`` (every set whose folder exists, or ``sets``), sorted by set and name.
-
-    Raises :class:`~objrec.datasets.DatasetError` naming the file when an image B or a point file is missing
-    or a point file is malformed, and when no pair is found.
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise DatasetError(f"{root}: annotated pair folder not found")
-    for s in sets or ():
-        if s not in SETS:
-            raise ValueError(f"pairs: unknown set {s!r} (choose from {', '.join(SETS)})")
-    out = []
-    for set_name, (sub, fmt) in SETS.items():
-        folder = root / sub
-        if (sets and set_name not in sets) or not folder.is_dir():
-            continue
-        a_files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS and p.stem.endswith("A"))
-        for a in a_files:
-            name = a.stem[:-1]
-            pa, pb = read_points(folder / f"{name}_pts.txt", fmt)
-            out.append(AnnotatedPair(set_name, name, a, _image_b(folder, name), pa, pb))
-    if not out:
-        raise DatasetError(f"{root}: no annotated pairs (NAMEA.png, NAMEB.png, NAME_pts.txt) found")
-    return out
 
 
 def median_error(H: np.ndarray | None, points_a: np.ndarray, points_b: np.ndarray) -> float | None:
@@ -187,15 +78,12 @@ def _check_views(views: str | None) -> None:
         raise ValueError(f"--views {views}: this objrec's ModelDB.enroll has no 'views' parameter")
 
 
-def pair_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """The ``annotated_pair`` task specs of a ``pairs:ROOT`` run and the status of each detector.
 
-    ``cfg`` is the run's :class:`~objrec.evaluation.tasks.EvalConfig`: ``path`` is the root, ``sequences``
-    selects sets or pairs, ``detectors`` (default ``objrec``) and ``views`` choose the recognizer.
+    ``cfg.path`` is the root, ``cfg.sequences`` selects sets or pairs, ``cfg.detectors`` (default ``objrec``)
+    and ``cfg.views`` choose the recognizer.
     """
-    from objrec.evaluation.detectors import detector_status
-    from objrec.evaluation.tasks import _finish, _read_all
-
     names = list(dict.fromkeys(cfg.detectors or ["objrec"]))
     for n in names:
         if n not in PAIR_DETECTORS:
@@ -207,7 +95,7 @@ def pair_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]
         for n in names
     }
     pairs = _select(load_annotated_pairs(cfg.path), cfg.sequences)
-    _read_all([p.path_a for p in pairs] + [p.path_b for p in pairs])
+    image_sizes([p.path_a for p in pairs] + [p.path_b for p in pairs])
     tasks = []
     for det in names:
         if not status[det]["available"]:
@@ -224,7 +112,7 @@ def pair_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]
                 "views": views,
                 "meta": {"set": p.set, "pair": p.name, "n_points": len(p.points_a)},
             }
-            tasks.append(_finish(spec))
+            tasks.append(finish_task(spec))
     return tasks, status
 
 
@@ -249,8 +137,6 @@ def evaluate_annotated_pair(spec: dict[str, Any]) -> dict[str, Any]:
     Returns ``{found, solved, error, n_points, inliers, score, visible_fraction, rejections: [{reason,
     matches, detail}], latency_ms, timings_ms}`` (``error`` None when nothing was found).
     """
-    from objrec.datasets._common import load_image
-
     image_a, image_b = load_image(Path(spec["image_a"])), load_image(Path(spec["image_b"]))
     pa, pb = np.asarray(spec["points_a"], np.float64), np.asarray(spec["points_b"], np.float64)
     tmp = Path(tempfile.mkdtemp(prefix="objrec-eval-pair-"))
@@ -281,7 +167,6 @@ def evaluate_annotated_pair(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# --- report ----------------------------------------------------------------------------------------------
 def _set_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     errs = [r["error"] for r in rows if r["error"] is not None]
     lat = [r["latency_ms"] for r in rows]
@@ -295,11 +180,12 @@ def _set_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def pairs_section(records: list[dict[str, Any]], detectors: list[str]) -> dict[str, Any]:
+def pairs_section(records: list[dict[str, Any]], detectors: list[str], budget_ms: float | None = None) -> dict:
     """The report's ``pairs`` section: ``{solved_px, summary: {detector: {set: STATS}}, pairs: [rows]}``.
 
     STATS = ``{n_pairs, found, solved, solved_fraction, error_median (found pairs), latency_ms: {p50, max}}``;
-    a row is the task's result with ``detector``, ``set`` and ``pair``.
+    a row is the task's result with ``detector``, ``set`` and ``pair``. ``budget_ms`` plays no part (the
+    recognizer runs without a budget).
     """
     rows = [
         {"detector": r["detector"], "set": r["meta"]["set"], "pair": r["meta"]["pair"], **r["result"]} for r in records
@@ -320,8 +206,8 @@ def _why(row: dict[str, Any]) -> str:
     return "; ".join(reasons) or "no candidate"
 
 
-def render_pairs(doc: Any, section: dict[str, Any]) -> None:
-    """Add the per-set summary and the per-pair table to ``doc`` (a :class:`~objrec.evaluation.report._Doc`)."""
+def render_pairs(doc: ReportDoc, section: dict[str, Any], budget_ms: float | None = None) -> None:
+    """Add the per-set summary and the per-pair table to ``doc`` (``budget_ms`` is not shown)."""
     px = f"{section['solved_px']:g}"
     doc.h(2, f"Annotated pairs: solved within {px} px")
     doc.table(
@@ -369,3 +255,15 @@ def plot_pairs(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, s
     fig.savefig(out / "plots/pairs_error.png", dpi=90)
     plt.close(fig)
     return [("plots/pairs_error.png", "median error on the annotated points per pair")]
+
+
+KIND = EvalKind(
+    name="pairs",
+    section="pairs",
+    task_type="annotated_pair",
+    build=build,
+    run=evaluate_annotated_pair,
+    summarise=pairs_section,
+    render=render_pairs,
+    plot=plot_pairs,
+)

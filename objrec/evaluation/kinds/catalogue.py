@@ -1,27 +1,18 @@
-"""Catalogue evaluation: ``objrec eval catalogue:PATH``, reference images enrolled, labelled photos recognised.
+"""``catalogue:PATH``: reference images enrolled, labelled photos recognised one by one.
 
-Layouts of ``PATH`` (found by what it holds):
-
-- SMVS (Stanford Mobile Visual Search, e.g. ``smvs_dvd``): ``reference/NAME.jpg`` and
-  ``queries/<CAMERA>_<NAME>.jpg``; a photo's label is the part of its name after the last ``_`` and its
-  group the camera.
-- generic: ``references/NAME.<ext>`` (one image per object, the name is the stem) and either
-  ``queries/LABEL/<any>.<ext>`` (the folder names the object shown; a folder ``none`` holds photos of no
-  enrolled object), or ``queries.csv`` with columns ``image,label[,group]`` (image relative to ``PATH``,
-  empty label: no object). Groups default to the label's folder (``all`` for a CSV without them).
-
-The references, plus every image of each ``--distractors DIR`` (named ``<DIR name>_<stem>``), are enrolled
-once into a model database in ``--out`` (reused by a rerun). ``--without-query-objects`` leaves the
-labelled references out, so every detection is a wrong one. Each photo is resized to ``--query-side``
-pixels on its long side (area averaging) and recognised as one unrelated still frame.
+The layouts of ``PATH`` are those of :mod:`objrec.datasets.catalogue`. The references, plus every image of each
+``--distractors DIR`` (named ``<DIR name>_<stem>``), are enrolled once into a model database in ``--out``
+(reused by a rerun). ``--without-query-objects`` leaves the labelled references out, so every detection is a
+wrong one. Each photo is resized to ``--query-side`` pixels on its long side (area averaging) and recognised as
+one unrelated still frame.
 
 Recognizers (``--detectors``): ``objrec`` (:class:`~objrec.recognizer.Recognizer` with the database's
 detectors, no prefilter, no tracking, retrieval chosen by database size), ``objrec-coarse`` (the same with
 SURF sampling frames every other pixel, ``sample_step=2``), ``objrec-exact`` (the same with exact matching
-against every object), ``findobj`` (the anchor, after Find-Object/find_obj.py: OpenCV SIFT,
-one FLANN kd-tree over every reference descriptor, Lowe's ratio 0.8, RANSAC at 5 px on the
-:data:`ANCHOR_CANDIDATES` objects with most ratio-test matches, a detection from :data:`ANCHOR_MIN_INLIERS`
-inliers on).
+against every object), ``findobj`` (the anchor, :class:`~objrec.evaluation.baseline.FindObjBaseline` after
+Find-Object: OpenCV SIFT, one FLANN kd-tree over every reference descriptor, Lowe's ratio 0.8, RANSAC at 5 px
+on the :data:`ANCHOR_CANDIDATES` objects with most ratio-test matches, a detection from
+:data:`ANCHOR_MIN_INLIERS` inliers on).
 
 Metrics per recognizer: found (the label among the detections), top-1 (the best-scored detection is the
 label), wrong detections (detections of any other object; a photo may show other covers beside the
@@ -30,27 +21,34 @@ labelled one), latency percentiles, deadline misses with ``--budget-ms``, and th
 
 from __future__ import annotations
 
-import csv
 import functools
 import hashlib
 import json
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from objrec.datasets import DatasetError
+from objrec.datasets import CatalogueSet, DatasetError, image_files, load_catalogue, load_image, object_name
+from objrec.evaluation.baseline import FindObjBaseline
+from objrec.evaluation.config import EvalConfig, finish_task
+from objrec.evaluation.document import ReportDoc
+from objrec.evaluation.kinds.base import EvalKind
+from objrec.evaluation.stats import percentile_defined
 
 __all__ = [
-    "CatalogueSet",
-    "load_catalogue",
-    "build_catalogue_tasks",
+    "KIND",
+    "CATALOGUE_DETECTORS",
+    "catalogue_objects",
+    "build_database",
+    "build",
     "evaluate_query",
+    "score_query",
     "catalogue_section",
     "render_catalogue",
     "plot_catalogue",
-    "CATALOGUE_DETECTORS",
 ]
 
 CATALOGUE_DETECTORS = ("objrec", "objrec-coarse", "objrec-exact", "findobj")
@@ -58,94 +56,13 @@ DEFAULT_CATALOGUE_DETECTORS = ("objrec", "findobj")
 #: Objects the anchor verifies per photo (those with most ratio-test matches), and its smallest detection.
 ANCHOR_CANDIDATES = 5
 ANCHOR_MIN_INLIERS = 10
-NO_OBJECT = "none"
 
 
-class CatalogueSet:
-    """References and labelled query photos of a catalogue folder.
+def catalogue_objects(cfg: Any, cat: CatalogueSet) -> list[tuple[str, str]]:
+    """The objects to enrol: references (less the labelled ones with ``without_query_objects``), distractors.
 
-    Attributes
-    ----------
-    layout : str
-        ``"smvs"`` or ``"generic"``.
-    references : list of (str, str)
-        Object name and absolute image path.
-    queries : list of (str, str or None, str)
-        Absolute image path, label (an object name, None for no object) and group.
+    ``cfg`` needs ``distractors`` and ``without_query_objects`` (an :class:`EvalConfig` or any namespace).
     """
-
-    def __init__(self, layout: str, references: list[tuple[str, str]], queries: list[tuple[str, str | None, str]]):
-        self.layout = layout
-        self.references = references
-        self.queries = queries
-
-
-def _images(folder: Path) -> list[Path]:
-    from objrec.datasets._common import IMAGE_EXTENSIONS
-
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-
-
-def _smvs(root: Path) -> CatalogueSet:
-    refs = [(p.stem, str(p.resolve())) for p in _images(root / "reference")]
-    queries = []
-    for p in _images(root / "queries"):
-        group, sep, label = p.stem.rpartition("_")
-        if not sep or not group:
-            raise DatasetError(f"{p}: expected a query named <CAMERA>_<NAME>{p.suffix}")
-        queries.append((str(p.resolve()), label, group))
-    return CatalogueSet("smvs", refs, queries)
-
-
-def _generic(root: Path) -> CatalogueSet:
-    refs = [(p.stem, str(p.resolve())) for p in _images(root / "references")]
-    queries: list[tuple[str, str | None, str]] = []
-    table = root / "queries.csv"
-    if table.is_file():
-        with open(table, newline="", encoding="utf-8") as f:
-            for i, row in enumerate(csv.DictReader(f), start=2):
-                if not row.get("image"):
-                    raise DatasetError(f"{table}: line {i}: expected columns image,label[,group]")
-                path = (root / row["image"]).resolve()
-                if not path.is_file():
-                    raise DatasetError(f"{path}: query image not found ({table}, line {i})")
-                label = (row.get("label") or "").strip() or None
-                queries.append((str(path), label, (row.get("group") or "").strip() or "all"))
-    elif (root / "queries").is_dir():
-        for folder in sorted(d for d in (root / "queries").iterdir() if d.is_dir()):
-            label = None if folder.name == NO_OBJECT else folder.name
-            queries += [(str(p.resolve()), label, folder.name) for p in _images(folder)]
-    else:
-        raise DatasetError(f"{root}: expected queries/LABEL/ folders or queries.csv beside references/")
-    return CatalogueSet("generic", refs, queries)
-
-
-def load_catalogue(path: str | Path) -> CatalogueSet:
-    """Read a catalogue folder (layouts in the module notes); errors name the file or folder."""
-    root = Path(path)
-    if not root.is_dir():
-        raise DatasetError(f"{root}: catalogue folder not found")
-    if (root / "reference").is_dir() and (root / "queries").is_dir():
-        cat = _smvs(root)
-    elif (root / "references").is_dir():
-        cat = _generic(root)
-    else:
-        raise DatasetError(f"{root}: expected reference/ + queries/ (SMVS) or references/ + queries (generic)")
-    if not cat.references:
-        raise DatasetError(f"{root}: no reference images found")
-    if not cat.queries:
-        raise DatasetError(f"{root}: no query images found")
-    names = {n for n, _ in cat.references}
-    unknown = sorted({lab for _, lab, _ in cat.queries if lab is not None and lab not in names})
-    if unknown:
-        raise DatasetError(f"{root}: queries labelled {unknown[0]!r}, which has no reference image")
-    return cat
-
-
-def _catalogue_objects(cfg: Any, cat: CatalogueSet) -> list[tuple[str, str]]:
-    """The objects to enrol: references (less the labelled ones with ``without_query_objects``), distractors."""
-    from objrec.evaluation.tasks import _object_name
-
     labelled = {lab for _, lab, _ in cat.queries if lab is not None}
     objects = [(n, p) for n, p in cat.references if not (cfg.without_query_objects and n in labelled)]
     seen = {n for n, _ in cat.references}
@@ -153,8 +70,8 @@ def _catalogue_objects(cfg: Any, cat: CatalogueSet) -> list[tuple[str, str]]:
         folder = Path(d)
         if not folder.is_dir():
             raise DatasetError(f"{folder}: distractor folder not found")
-        for p in _images(folder):
-            name = _object_name(f"{folder.name}_{p.stem}")
+        for p in image_files(folder):
+            name = object_name(f"{folder.name}_{p.stem}")
             while name in seen:
                 name += "_"
             seen.add(name)
@@ -162,7 +79,7 @@ def _catalogue_objects(cfg: Any, cat: CatalogueSet) -> list[tuple[str, str]]:
     return objects
 
 
-def _build_database(out: Path, objects: list[tuple[str, str]], progress: bool) -> Any:
+def build_database(out: Path, objects: list[tuple[str, str]], progress: bool) -> Any:
     """The model database of ``objects`` in ``out`` (named by a digest of the list, so a rerun reuses it), with
     its retrieval indexes built here once rather than by every worker."""
     from objrec.matching.shortlist import prepare_indexes
@@ -180,21 +97,20 @@ def _build_database(out: Path, objects: list[tuple[str, str]], progress: bool) -
     return db
 
 
-def build_catalogue_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """The tasks of a catalogue run (one per recognizer and photo) and the recognizers' status."""
-    from objrec.evaluation.tasks import _finish
     from objrec.fileio import atomic_write_json
 
     names = _catalogue_detectors(cfg.detectors)
     cat = load_catalogue(cfg.path)
     if cfg.query_side < 0:
         raise ValueError(f"--query-side: expected 0 (as stored) or a positive number of pixels, got {cfg.query_side}")
-    objects = _catalogue_objects(cfg, cat)
+    objects = catalogue_objects(cfg, cat)
     if not objects:
         raise DatasetError(f"{cfg.path}: no object left to enrol")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    db = _build_database(out, objects, cfg.progress)
+    db = build_database(out, objects, cfg.progress)
     listing = out / "catalogue.json"
     atomic_write_json(listing, {"objects": objects})
     status = {n: {"available": True, "note": _NOTES[n]} for n in names}
@@ -214,7 +130,7 @@ def build_catalogue_tasks(cfg: Any) -> tuple[list[dict[str, Any]], dict[str, dic
                 "objects": str(listing.resolve()),
                 "meta": {"group": group, "truth": label, "layout": cat.layout, "n_objects": len(objects)},
             }
-            tasks.append(_finish(spec))
+            tasks.append(finish_task(spec))
     cfg.notes.append(f"catalogue: {len(objects)} objects enrolled ({cat.layout} layout), {len(cat.queries)} photos")
     return tasks, status
 
@@ -238,67 +154,23 @@ def _catalogue_detectors(names: list[str] | None) -> list[str]:
     return out
 
 
-# --- one photo -------------------------------------------------------------------------------------------
-class FindObjAnchor:
-    """The find_obj/Find-Object-style anchor over a whole catalogue (see the module notes).
-
-    Parameters
-    ----------
-    objects : list of (str, str)
-        Object name and image path.
-    """
-
-    def __init__(self, objects: list[tuple[str, str]]) -> None:
-        import cv2
-
-        from objrec.datasets._common import load_image
-
-        self.sift = cv2.SIFT_create()
-        descs, owner, xy = [], [], []
-        for i, (_, path) in enumerate(objects):
-            kps, d = self.sift.detectAndCompute(load_image(Path(path), gray=True), None)
-            if d is None:
-                continue
-            descs.append(d)
-            owner.append(np.full(len(d), i))
-            xy.append(np.float32([k.pt for k in kps]))
-        self.names = [n for n, _ in objects]
-        self.owner, self.xy = np.concatenate(owner), np.concatenate(xy)
-        self.matcher = cv2.FlannBasedMatcher({"algorithm": 1, "trees": 4}, {"checks": 32})
-        self.matcher.add([np.concatenate(descs)])
-        self.matcher.train()
-        self.warm = False
-
-    def process(self, gray: np.ndarray) -> list[tuple[str, float, int]]:
-        """``(name, score, inliers)`` of each object found, best first (score: inlier share of its matches)."""
-        import cv2
-
-        kps, d = self.sift.detectAndCompute(gray, None)
-        if d is None or len(kps) < 2:
-            return []
-        pts = np.float32([k.pt for k in kps])
-        pairs = [m for m in self.matcher.knnMatch(d, k=2) if len(m) == 2 and m[0].distance < 0.8 * m[1].distance]
-        q = np.array([m[0].queryIdx for m in pairs], np.int64)
-        t = np.array([m[0].trainIdx for m in pairs], np.int64)
-        owner = self.owner[t]
-        ids, counts = np.unique(owner, return_counts=True)
-        out = []
-        for oi in ids[np.argsort(-counts, kind="stable")][:ANCHOR_CANDIDATES]:
-            sel = owner == oi
-            if sel.sum() < 4:
-                continue
-            H, mask = cv2.findHomography(self.xy[t[sel]], pts[q[sel]], cv2.RANSAC, 5.0)
-            inliers = int(mask.sum()) if mask is not None else 0
-            if H is not None and inliers >= ANCHOR_MIN_INLIERS:
-                out.append((self.names[oi], inliers / float(sel.sum()), inliers))
-        return sorted(out, key=lambda x: -x[2])
+#: The anchors that have processed a photo once (their first call sets up FLANN and SIFT and is not timed).
+_warmed: weakref.WeakSet[FindObjBaseline] = weakref.WeakSet()
 
 
 @functools.lru_cache(maxsize=2)
 def _recognizer(detector: str, database: str, database_id: str, objects: str, budget_ms: float | None) -> Any:
     if detector == "findobj":
         listing = json.loads(Path(objects).read_text(encoding="utf-8"))["objects"]
-        return FindObjAnchor([tuple(o) for o in listing])
+        objects = {name: load_image(Path(path), gray=True) for name, path in listing}
+        return FindObjBaseline(
+            objects,
+            matcher="flann",
+            ratio=0.8,
+            candidates=ANCHOR_CANDIDATES,
+            ransac_px=5.0,
+            min_inliers=ANCHOR_MIN_INLIERS,
+        )
     from objrec.modeldb import ModelDB
     from objrec.recognizer import Recognizer
 
@@ -315,8 +187,6 @@ def _recognizer(detector: str, database: str, database_id: str, objects: str, bu
 def _query_image(path: str, side: int) -> np.ndarray:
     import cv2
 
-    from objrec.datasets._common import load_image
-
     img = load_image(Path(path))
     if side and max(img.shape[:2]) != side:
         s = side / max(img.shape[:2])
@@ -331,14 +201,15 @@ def evaluate_query(spec: dict[str, Any]) -> dict[str, Any]:
     budget = spec.get("budget_ms")
     rec = _recognizer(spec["detector"], spec["database"], spec["database_id"], spec["objects"], budget)
     img = _query_image(spec["image"], int(spec["query_side"]))
-    if isinstance(rec, FindObjAnchor):
-        if not rec.warm:
+    if isinstance(rec, FindObjBaseline):
+        if rec not in _warmed:
             rec.process(to_gray(img))  # first call: FLANN's and SIFT's lazy set-up, not counted
-            rec.warm = True
+            _warmed.add(rec)
         t0 = time.perf_counter()
-        dets = rec.process(to_gray(img))
+        found = rec.process(to_gray(img))
         latency = (time.perf_counter() - t0) * 1e3
         timings = {"findobj": latency}
+        dets = [(d.name, float(d.score), int(d.inliers)) for d in found.detections]
     else:
         r = rec.process(img)
         dets = [(d.name, float(d.score), int(d.inliers)) for d in r.detections]
@@ -363,8 +234,6 @@ def score_query(names: list[str], truth: str | None) -> dict[str, Any]:
 
 # --- report ----------------------------------------------------------------------------------------------
 def _stats(rows: list[dict[str, Any]], budget_ms: float | None) -> dict[str, Any]:
-    from objrec.evaluation.report import _pct
-
     labelled = [r for r in rows if r["truth"] is not None]
     lat = [r["latency_ms"] for r in rows]
     stages: dict[str, float] = {}
@@ -380,7 +249,7 @@ def _stats(rows: list[dict[str, Any]], budget_ms: float | None) -> dict[str, Any
         "top1_fraction": round(sum(r["top1"] for r in labelled) / len(labelled), 6) if labelled else None,
         "wrong": sum(r["wrong"] for r in rows),
         "queries_with_wrong": sum(r["wrong"] > 0 for r in rows),
-        "latency_ms": {q: _pct(lat, v) for q, v in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
+        "latency_ms": {q: percentile_defined(lat, v) for q, v in (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
         "stage_ms_mean": {k: round(v, 3) for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
     }
     if budget_ms is not None:
@@ -404,7 +273,7 @@ def catalogue_section(records: list[dict[str, Any]], detectors: list[str], budge
     return {"summary": summary, "groups": groups, "queries": [{k: r[k] for k in keys} for r in rows]}
 
 
-def render_catalogue(doc: Any, c: dict[str, Any], budget_ms: float | None) -> None:
+def render_catalogue(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None) -> None:
     """Add the catalogue tables to ``doc`` (a report document): summary, stage times, per group."""
     head = ["recognizer", "photos", "found", "top-1", "wrong", "photos with wrong", "p50 ms", "p90", "p99", "max"]
     miss = ["deadline misses"] if budget_ms else []
@@ -463,3 +332,15 @@ def plot_catalogue(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[st
     fig.savefig(out / "plots/catalogue.png", dpi=90)
     plt.close(fig)
     return [("plots/catalogue.png", "latency distribution and mean time per stage")]
+
+
+KIND = EvalKind(
+    name="catalogue",
+    section="catalogue",
+    task_type="catalogue",
+    build=build,
+    run=evaluate_query,
+    summarise=catalogue_section,
+    render=render_catalogue,
+    plot=plot_catalogue,
+)

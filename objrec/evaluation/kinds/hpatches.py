@@ -1,0 +1,32 @@
+"""``hpatches:ROOT``: feature evaluation on the HPatches full sequences (``v_*``/``i_*`` with ``H_1_N``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from objrec.datasets import load_hpatches
+from objrec.evaluation.config import EvalConfig
+from objrec.evaluation.feature_eval import build_feature_tasks, evaluate_pair
+from objrec.evaluation.feature_report import features_section, plot_features, render_features
+from objrec.evaluation.kinds.base import EvalKind
+
+__all__ = ["KIND", "DEFAULT_DETECTORS", "build"]
+
+DEFAULT_DETECTORS = ("surf", "sift", "opencv-sift", "orb", "akaze")
+
+
+def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """One ``pair`` task per detector and pair ``1 -> N`` of the selected sequences."""
+    return build_feature_tasks(cfg, load_hpatches, DEFAULT_DETECTORS, surf_reference=False)
+
+
+KIND = EvalKind(
+    name="hpatches",
+    section="features",
+    task_type="pair",
+    build=build,
+    run=evaluate_pair,
+    summarise=features_section,
+    render=render_features,
+    plot=plot_features,
+)

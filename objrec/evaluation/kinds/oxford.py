@@ -1,0 +1,35 @@
+"""``oxford:ROOT``: feature evaluation on the Oxford affine sequences (``<seq>/img1..6`` and ``H1toNp``).
+
+The one feature kind with OpenCV's own SURF(400) output precomputed (``opencv-surf-ref``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from objrec.datasets import load_oxford_affine
+from objrec.evaluation.config import EvalConfig
+from objrec.evaluation.feature_eval import build_feature_tasks, evaluate_pair
+from objrec.evaluation.feature_report import features_section, plot_features, render_features
+from objrec.evaluation.kinds.base import EvalKind
+
+__all__ = ["KIND", "DEFAULT_DETECTORS", "build"]
+
+DEFAULT_DETECTORS = ("surf", "sift", "opencv-sift", "orb", "akaze", "opencv-surf-ref")
+
+
+def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """One ``pair`` task per detector and pair ``1 -> N`` of the selected sequences."""
+    return build_feature_tasks(cfg, load_oxford_affine, DEFAULT_DETECTORS, surf_reference=True)
+
+
+KIND = EvalKind(
+    name="oxford",
+    section="features",
+    task_type="pair",
+    build=build,
+    run=evaluate_pair,
+    summarise=features_section,
+    render=render_features,
+    plot=plot_features,
+)
