@@ -74,7 +74,8 @@ def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]
     background from :func:`objrec.data.sample_background`, objects placed with exact homographies by
     :func:`objrec.scenes.compose_scene`, occlusion and photometric distortion), a pure function of the spec.
     """
-    from objrec.scenes import Distortion, compose_scene, corners_of
+    from objrec.boxes import model_corners
+    from objrec.scenes import Distortion, compose_scene
 
     if scene["mode"] == "file":
         from objrec.datasets import load_image
@@ -84,7 +85,7 @@ def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]
         for t in scene["truth"]:
             H = np.asarray(t["H"], np.float64)
             w, h = t["size"]
-            c = cv2.perspectiveTransform(corners_of(w, h).reshape(-1, 1, 2), H).reshape(4, 2)
+            c = cv2.perspectiveTransform(model_corners(w, h).reshape(-1, 1, 2), H).reshape(4, 2)
             truth.append(
                 {
                     "name": t["name"],
