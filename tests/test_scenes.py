@@ -6,12 +6,12 @@ import cv2
 import numpy as np
 import pytest
 
+from objrec.boxes import model_corners
 from objrec.data import sample_background, sample_objects
 from objrec.scenes import (
     Distortion,
     apply_photometric,
     compose_scene,
-    corners_of,
     place_homography,
     random_homography,
     warp_object,
@@ -74,13 +74,13 @@ def test_markers_land_at_h_times_p(center, scale, rotation, tilt):
     assert np.all(dist.min(axis=0) < 1.0), dist.min(axis=0)
     truth = scene.truth("m")
     np.testing.assert_allclose(truth.homography, H / H[2, 2], atol=1e-12)
-    np.testing.assert_allclose(truth.corners, _project(H, corners_of(200, 150)), atol=1e-9)
+    np.testing.assert_allclose(truth.corners, _project(H, model_corners(200, 150)), atol=1e-9)
     assert truth.model_size == (200, 150)
 
 
 def test_place_homography_puts_centre_scale_and_rotation():
     H = place_homography((200, 100), (300, 200), 2.0, 90.0)
-    q = _project(H, corners_of(200, 100))
+    q = _project(H, model_corners(200, 100))
     np.testing.assert_allclose(q.mean(axis=0), [300, 200], atol=1e-9)
     # Rotated 90° (image y down: x axis turns onto +y) and doubled: the top edge now runs downwards.
     np.testing.assert_allclose(q[1] - q[0], [0, 400], atol=1e-9)
@@ -273,7 +273,7 @@ def test_random_homography_inside_the_frame_and_near_the_requested_area(model_si
     for seed in range(100):
         rng = np.random.default_rng(seed)
         H = random_homography(model_size, FRAME, rng, area_fraction=(0.05, 0.25), max_rotation=45, max_tilt=0.15)
-        q = _project(H, corners_of(w, h))
+        q = _project(H, model_corners(w, h))
         assert np.all(q >= -1e-6) and np.all(q[:, 0] <= FRAME[0] + 1e-6) and np.all(q[:, 1] <= FRAME[1] + 1e-6)
         af = _quad_area(q) / (FRAME[0] * FRAME[1])
         # The area is drawn before the tilt, which changes it by a few percent.
@@ -288,7 +288,7 @@ def test_random_homography_inside_the_frame_and_near_the_requested_area(model_si
 def test_random_homography_area_is_within_the_requested_bounds():
     for seed in range(300):
         H = random_homography((300, 400), FRAME, np.random.default_rng(seed), area_fraction=(0.05, 0.25))
-        af = _quad_area(_project(H, corners_of(300, 400))) / (FRAME[0] * FRAME[1])
+        af = _quad_area(_project(H, model_corners(300, 400))) / (FRAME[0] * FRAME[1])
         assert 0.05 <= af <= 0.25 + 1e-9, (seed, af)
 
 
@@ -299,7 +299,7 @@ def test_random_homography_that_cannot_fit_does_not_silently_leave_the_frame():
         H = random_homography((100, 10), (100, 100), rng, area_fraction=(0.5, 0.6), max_rotation=0.0)
     except ValueError:
         return
-    q = _project(H, corners_of(100, 10))
+    q = _project(H, model_corners(100, 10))
     assert np.all(q >= -1e-6) and np.all(q <= 100 + 1e-6), q
 
 

@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
+from objrec.boxes import model_corners
 from objrec.evaluation import RecordStore, numbers_only, task_id
 from objrec.evaluation.detectors import binary_to_float, cap_features, parse_detectors
 from objrec.evaluation.feature_eval import estimate_homography, evaluate_pair, ratio_test_matches
@@ -16,7 +17,6 @@ from objrec.evaluation.recognition import score_detections
 from objrec.evaluation.recognition_report import recognition_stats
 from objrec.evaluation.stats import median_with_failures
 from objrec.metrics import corner_error
-from objrec.scenes import corners_of
 from objrec.types import Detection, Features
 
 
@@ -136,17 +136,17 @@ def test_pair_known_rotation_scale(tmp_path):
 
 
 def _det(name, corners, score=0.9):
-    H = cv2.getPerspectiveTransform(corners_of(100, 80).astype(np.float32), np.float32(corners))
+    H = cv2.getPerspectiveTransform(model_corners(100, 80).astype(np.float32), np.float32(corners))
     return Detection(name, score, 20, H, corners)
 
 
 def test_score_detections_hand_cases():
-    truth_c = corners_of(100, 80) + [50, 40]
-    truth = [{"name": "a", "corners": truth_c}, {"name": "b", "corners": corners_of(100, 80) + [300, 200]}]
+    truth_c = model_corners(100, 80) + [50, 40]
+    truth = [{"name": "a", "corners": truth_c}, {"name": "b", "corners": model_corners(100, 80) + [300, 200]}]
     dets = [
         _det("a", truth_c + [3, 4], 0.9),  # corner error 5: TP
         _det("a", truth_c, 0.5),  # duplicate of a: FP
-        _det("b", corners_of(100, 80) + [330, 200], 0.8),  # right name, 30 px off: FP, and b is missed
+        _det("b", model_corners(100, 80) + [330, 200], 0.8),  # right name, 30 px off: FP, and b is missed
         _det("c", truth_c, 0.7),  # not in the scene: FP
     ]
     s = score_detections(dets, truth, "corners", 10.0)
