@@ -122,7 +122,7 @@ def section_enrol(items, args) -> None:
 def section_scale(args) -> None:
     """Commits and opening at catalogue size without extraction: synthetic objects (random uint8 SIFT rows,
     a tiny PNG) go through the same batch commit as ``enroll_many``."""
-    from objrec.modeldb import _content_sha256, _keypoint_rows, _Prepared
+    from objrec.modeldb.preparation import PreparedObject, content_sha256, keypoint_rows
     from objrec.types import Features
 
     rng = np.random.default_rng(0)
@@ -138,12 +138,12 @@ def section_scale(args) -> None:
         for i in range(start, min(n, start + batch)):
             d = rng.integers(0, 256, (m, 128), dtype=np.uint8)
             f = Features(rng.random((m, 2)) * 500, np.ones(m), np.zeros(m), np.ones(m), np.zeros(m), np.zeros(m), d)
-            kps, descs = {"sift": _keypoint_rows(f)}, {"sift": d}
+            kps, descs = {"sift": keypoint_rows(f)}, {"sift": d}
             entry = {"name": f"o{i:05d}", "width": 500, "height": 500, "source": None, "image_bytes": int(png.size)}
-            entry.update(sha256=_content_sha256(png, kps, descs), n_features={"sift": m})
-            objs.append(_Prepared(entry, png, kps, descs))
+            entry.update(sha256=content_sha256(png, kps, descs), n_features={"sift": m})
+            objs.append(PreparedObject(entry, png, kps, descs))
         t = time.perf_counter()
-        db._commit_batch(objs, replace=False)
+        db.commit_batch(objs, replace=False)
         commit_s.append(time.perf_counter() - t)
     k = max(1, len(commit_s) // 10)
     first, last = statistics.median(commit_s[:k]) * 1e3, statistics.median(commit_s[-k:]) * 1e3

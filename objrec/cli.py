@@ -76,7 +76,7 @@ def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], replace: bool, path: st
 
 def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
     """Bulk enrolment from a folder or a name,path CSV; prints each failure to stderr. True if none failed."""
-    from objrec.enrolment import items_from_csv, items_from_dir
+    from objrec.modeldb.enrolment import items_from_csv, items_from_dir
 
     src = Path(source)
     if not src.exists():
@@ -97,7 +97,7 @@ def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
 def cmd_enroll(args: argparse.Namespace) -> int:
     from objrec.imageio import read_image
     from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
-    from objrec.views import check_views
+    from objrec.modeldb.views import check_views
 
     if not args.objects and not args.source:
         raise CLIError("nothing to enroll: give NAME=IMAGE pairs or --from DIR|LIST.csv")

@@ -121,7 +121,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         lines += [f"synthesised views: {doc['views']}"] if doc["views"] else []
         _print(args, doc, lines)
         return EXIT_OK
-    m = db._manifest
+    m = db.manifest
     doc = {
         "database": str(args.db),
         "database_id": db.database_id,

@@ -282,7 +282,7 @@ class Target:
         short = re.sub(r"[^A-Za-z0-9_]+", "_", qual.replace(".<locals>.", ".").split(".", 1)[-1])
         if fp is None:
             name = f"{short}.{opts}.u{next(_unique)}"
-            path = kernel_cache._scratch_dir() / f"{name}.py"
+            path = kernel_cache.scratch_dir() / f"{name}.py"
             path.write_text(text, encoding="utf-8")
             cacheable = False
         else:

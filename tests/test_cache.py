@@ -17,6 +17,7 @@ import pytest
 
 from objrec import kernel_cache
 from objrec.cli import main
+from objrec.kernel_cache import announce, keys
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,7 +34,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def _forget():
-    for f in (kernel_cache.kernel_dir, kernel_cache._usable_kernel_dir):
+    for f in (keys.kernel_dir, keys.usable_kernel_dir):
         f.cache_clear()
 
 
@@ -80,14 +81,14 @@ def test_open_cache_dir_is_closed_and_foreign_one_refused(cache_dir, monkeypatch
 def test_key_covers_kernel_sources_only(tmp_path, monkeypatch):
     """A copy of the package: editing a kernel module changes the key, editing the CLI does not."""
     pkg = tmp_path / "objrec"
-    shutil.copytree(kernel_cache._PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__", "data"))
-    monkeypatch.setattr(kernel_cache, "_PACKAGE_DIR", pkg)
+    shutil.copytree(keys.PACKAGE_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    monkeypatch.setattr(keys, "PACKAGE_DIR", pkg)
     names = {p.relative_to(pkg).as_posix() for p in kernel_cache.kernel_sources()}
     assert {"kernels.py", "features/_surf_kernels.py", "features/_common_kernels.py", "prefilter/tree.py"} <= names
     assert "cli.py" not in names
 
     def key() -> str:
-        for f in (kernel_cache._sources_digest, kernel_cache.key_info, kernel_cache.cache_key):
+        for f in (keys.sources_digest, keys.key_info, keys.cache_key):
             f.cache_clear()
         return kernel_cache.cache_key()
 
@@ -107,7 +108,7 @@ def test_key_covers_kernel_sources_only(tmp_path, monkeypatch):
 def test_every_jit_module_is_hashed():
     """Compiled code freezes what it reads from its module: every module that builds kernels is in the key."""
     hashed = set(kernel_cache.kernel_sources())
-    for p in kernel_cache._PACKAGE_DIR.rglob("*.py"):
+    for p in keys.PACKAGE_DIR.rglob("*.py"):
         text = p.read_text(encoding="utf-8")
         if any(s in text for s in ("njit(", "cuda.jit(", "cached_njit", ".grid1d(", ".grid2d(", ".blocks(")):
             assert p in hashed, p
@@ -115,13 +116,13 @@ def test_every_jit_module_is_hashed():
 
 def test_compilation_is_announced_on_one_line(monkeypatch):
     out = io.StringIO()
-    monkeypatch.setattr(kernel_cache, "_compiling", {"count": 0, "seconds": 0.0, "said": False})
+    monkeypatch.setattr(announce, "_compiling", {"count": 0, "seconds": 0.0, "said": False})
     kernel_cache.announce_compilation(out)
     try:
-        kernel_cache._compile_started(test_compilation_is_announced_on_one_line)
-        kernel_cache._compile_finished(1.25)
-        kernel_cache._compile_started(test_compilation_is_announced_on_one_line)
-        kernel_cache._compile_finished(0.5)
+        announce.compile_started(test_compilation_is_announced_on_one_line)
+        announce.compile_finished(1.25)
+        announce.compile_started(test_compilation_is_announced_on_one_line)
+        announce.compile_finished(0.5)
         kernel_cache.finish_announcement()
         kernel_cache.finish_announcement()  # nothing more: the line is finished
     finally:
@@ -245,7 +246,8 @@ def test_changed_kernel_source_is_compiled_again(tmp_path):
         import json, numpy as np
         from objrec.prefilter import tree
         from objrec import kernel_cache
-        assert kernel_cache._PACKAGE_DIR.parent.name == "src", kernel_cache._PACKAGE_DIR
+        from objrec.kernel_cache import keys
+        assert keys.PACKAGE_DIR.parent.name == "src", keys.PACKAGE_DIR
         X = np.zeros((3, 1), np.float32); i64 = np.zeros(1, np.int64); out = np.empty(3)
         tree._cascade_nb(X, i64, i64 - 1, i64 - 1, i64, np.zeros(1), np.zeros(1, np.uint8), np.ones(1),
                          np.zeros(1), out)

@@ -191,7 +191,7 @@ def test_four_writers_and_a_reader(db, tmp_path):
 _BULK = textwrap.dedent("""
     import sys
     from objrec import ModelDB
-    from objrec.enrolment import items_from_dir
+    from objrec.modeldb.enrolment import items_from_dir
     db = ModelDB.open(sys.argv[1])
     print("started", flush=True)
     db.enroll_many(items_from_dir(sys.argv[2]), batch_size=2, workers=1, progress=False)

@@ -82,7 +82,7 @@ def test_duplicate_name_is_refused_and_replace_works(db, cover):
 
 
 def test_retired_shards_are_deleted_after_the_grace_period(db, cover, monkeypatch):
-    import objrec.modeldb as mdb
+    import objrec.modeldb.store as mdb
 
     db.enroll("cover", synthetic_cover(9, (200, 260)), replace=True)
     monkeypatch.setattr(mdb, "RETIRE_GRACE_S", 0.0)
@@ -341,7 +341,7 @@ def test_killed_enrolment_resumes(sift_db, tmp_path):
     code = textwrap.dedent(f"""
         import os
         from objrec import ModelDB
-        from objrec.enrolment import items_from_csv
+        from objrec.modeldb.enrolment import items_from_csv
         def items():
             for i, item in enumerate(items_from_csv({str(listing)!r})):
                 if i == 5:
@@ -480,7 +480,7 @@ def test_reading_an_object_checks_its_own_rows_not_whole_files(sift_db, cover, m
     """A read checks the object's content sha256 over its own rows: no shard file is hashed whole when the
     rows are sound, and damage inside one object's rows is reported, naming the file, when that object is
     read, while the other object of the same shard still reads."""
-    import objrec.modeldb as modeldb
+    import objrec.modeldb.reader as modeldb
 
     sift_db.enroll_many([("a", cover), ("b", np.ascontiguousarray(cover[:, ::-1]))], progress=False)
     want = {n: sift_db.get(n).features["sift"].descriptors.copy() for n in ("a", "b")}

@@ -14,7 +14,7 @@ from objrec import ModelDB
 from objrec.cli import main
 from objrec.data import sample_photos
 from objrec.features import SIFT
-from objrec.views import (
+from objrec.modeldb.views import (
     AFFINE_TILTS,
     TILT_TOLERANCE,
     View,

@@ -164,10 +164,10 @@ class DatabaseMatcher:
         to frame) puts each of its keypoints (:func:`~objrec.matching.guided.guided_matches`).
 
         Of an object enrolled with synthesised views, only the keypoints of the image itself and of the views
-        most like the frame's view of it under ``H`` take part (:func:`~objrec.views.view_rows`): the others
+        most like the frame's view of it under ``H`` take part (:func:`~objrec.modeldb.views.view_rows`): the others
         are copies of the same points with descriptors further from the frame's.
         """
-        from objrec.views import view_rows
+        from objrec.modeldb.views import view_rows
 
         oi = candidate.object_index
         lo = int(self._start[oi])
@@ -204,7 +204,7 @@ class DatabaseMatcher:
     ) -> MatchOutcome:
         """Verify candidates (best first) without a budget; every rejected one gets a reason code (objects with
         synthesised views under the aspect limit their views cover, as in the recognizer)."""
-        from objrec.views import covered_tilt
+        from objrec.modeldb.views import covered_tilt
 
         limits = {n: covered_tilt(t) for n, t in zip(self.names, self.view_tables, strict=True) if t}
         verifier = CandidateVerifier(params, limits)

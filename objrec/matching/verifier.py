@@ -23,10 +23,10 @@ __all__ = ["CandidateVerifier", "aspect_limits"]
 
 
 def aspect_limits(objects: Iterable[Any]) -> dict[str, float]:
-    """Object name to the tilt its synthesised views cover (:func:`objrec.views.covered_tilt`), for the
+    """Object name to the tilt its synthesised views cover (:func:`objrec.modeldb.views.covered_tilt`), for the
     objects enrolled with views: the limit of their aspect-ratio change and of their foreshortening
     (:meth:`CandidateVerifier.params_for`); objects without views keep the verifier's own limits."""
-    from objrec.views import covered_tilt
+    from objrec.modeldb.views import covered_tilt
 
     return {o.name: covered_tilt(o.view_table) for o in objects if getattr(o, "view_table", None)}
 
@@ -38,7 +38,7 @@ class CandidateVerifier:
     ----------
     params : VerifyParams, optional
     aspect_limits : dict of str -> float, optional
-        Per object name, the tilt its synthesised views cover (:func:`objrec.views.covered_tilt`): objects
+        Per object name, the tilt its synthesised views cover (:func:`objrec.modeldb.views.covered_tilt`): objects
         enrolled with views are meant to be found at tilts beyond the default limits, so it bounds their
         aspect-ratio change and their foreshortening instead (:meth:`params_for`), and their detections are
         refined by guided matching (:class:`~objrec.matching.second_chance.GuidedStage`).

@@ -79,9 +79,9 @@ def test_a_recognizer_with_retrieval_reads_only_what_it_matches(catalogue):
     rec = Recognizer(fresh, retrieval=True, prefilter=None, track=False)
     matcher = rec.matchers["surf"]
     assert isinstance(matcher, ShortlistMatcher) and isinstance(matcher.matcher, StoredMatcher)
-    assert not fresh._arrays  # no shard array mapped (nor its sha256 checked) yet
+    assert not fresh.store.mapped  # no shard array mapped (nor its sha256 checked) yet
     names = {d.name for d in rec.process(scene.image).detections}
     assert names == {"c2", "c5"}
     read = {"surf.keypoints.npy", "surf.descriptors.npy", "images.npy", "thumbs.npy"}  # thumbnails: appearance check
-    assert {k[1] for k in fresh._arrays} == read
-    assert not fresh._checked  # the objects read were checked on their own rows, no file was hashed whole
+    assert {k[1] for k in fresh.store.mapped} == read
+    assert not fresh.store.hashed  # the objects read were checked on their own rows, no file was hashed whole

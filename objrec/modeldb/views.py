@@ -30,6 +30,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.imageio import to_gray
+from objrec.modeldb.extraction import MAX_MODEL_SIDE, detect_features, model_detector
 from objrec.types import Features
 
 __all__ = [
@@ -214,11 +216,11 @@ def view_features(
 def add_view_features(
     image: np.ndarray, feats: dict[str, Features], detectors: dict[str, dict[str, Any]], views: str
 ) -> tuple[dict[str, Features], dict[str, Any]]:
-    """A model image's features (``feats``, from :func:`objrec.modeldb.extract_model_features`) followed by
+    """A model image's features (``feats``, from :func:`objrec.modeldb.extraction.extract_model_features`) followed by
     those of its synthesised ``views`` (a :data:`VIEWS` name), per detector kind, in model pixels.
 
     Views are made from the model image at the resolution its own features come from (longer side at most
-    :data:`objrec.modeldb.MAX_MODEL_SIDE`), with the database's detectors.
+    :data:`objrec.modeldb.extraction.MAX_MODEL_SIDE`), with the database's detectors.
 
     Returns
     -------
@@ -228,9 +230,6 @@ def add_view_features(
         ``{"views": [[tilt, longitude], ...], "n_features": {kind: [count, ...]}}``, the image itself first
         as ``[1, 0]``: which keypoints came from which view (JSON, for the object table).
     """
-    from objrec.imageio import to_gray
-    from objrec.modeldb import MAX_MODEL_SIDE, _detect, _detector
-
     if check_views(views) != "affine":
         raise ValueError(f"views: expected one of {', '.join(repr(v) for v in VIEWS[1:])}, got {views!r}")
     gray = to_gray(image)
@@ -238,8 +237,8 @@ def add_view_features(
     scale = min(1.0, MAX_MODEL_SIDE / max(h, w))
     if scale != 1.0:
         gray = cv2.resize(gray, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
-    dets = {kind: _detector(kind, params) for kind, params in detectors.items()}
-    detect = {kind: (lambda img, kind=kind: _detect(kind, dets[kind], img)) for kind in detectors}
+    dets = {kind: model_detector(kind, params) for kind, params in detectors.items()}
+    detect = {kind: (lambda img, kind=kind: detect_features(kind, dets[kind], img)) for kind in detectors}
     chosen = affine_views()
     per_view = view_features(gray, detect, chosen, w, h, scale)
     table = {

@@ -1,4 +1,4 @@
-"""Bulk enrolment into a :class:`~objrec.modeldb.ModelDB`: parallel extraction, batched commits, resumption.
+"""Bulk enrolment into a :class:`~objrec.modeldb.database.ModelDB`: parallel extraction, batched commits, resumption.
 
 Items are read lazily and handed to a pool of threads, at most two per worker in flight, so memory stays
 bounded for any number of images. Results are taken in input order and committed every ``batch_size``
@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
-from objrec.modeldb import EnrollFailure, EnrollReport, _Prepared, check_name, prepare_object, source_sha256
+from objrec.modeldb.preparation import PreparedObject, prepare_object, source_sha256
+from objrec.modeldb.records import ENROLL_BATCH, EnrollFailure, EnrollReport, check_name
+from objrec.modeldb.views import check_views
 
 if TYPE_CHECKING:
-    from objrec.modeldb import ModelDB
+    from objrec.modeldb.database import ModelDB
 
 __all__ = ["run_enrolment", "items_from_dir", "items_from_csv", "IMAGE_SUFFIXES"]
 
@@ -42,7 +44,7 @@ def _label(image: Any) -> str:
 
 def _work(
     name: str, image: Any, detectors: dict, known: dict | None, replace: bool, views: str | None = None
-) -> _Prepared | str:
+) -> PreparedObject | str:
     """In a worker thread: skip what is enrolled from the same content (and views), else prepare the object."""
     if known is not None:
         if known.get("sha256") == source_sha256(image) and known.get("views") == views:
@@ -64,7 +66,7 @@ class _Run:
     def __init__(self, db: ModelDB, replace: bool, batch_size: int, bar: Any) -> None:
         self.db, self.replace, self.batch_size, self.bar = db, replace, max(1, int(batch_size)), bar
         self.report = EnrollReport()
-        self.batch: list[_Prepared] = []
+        self.batch: list[PreparedObject] = []
         self.seen: set[str] = set()
 
     def fail(self, name: str, source: str, reason: str) -> None:
@@ -110,7 +112,7 @@ class _Run:
         if not self.batch:
             return
         batch, self.batch = self.batch, []
-        refused = self.db._commit_batch(batch, self.replace)
+        refused = self.db.commit_batch(batch, self.replace)
         gone = {id(p) for p in refused}
         self.report.enrolled += [p.entry["name"] for p in batch if id(p) not in gone]
         for p in refused:
@@ -123,7 +125,7 @@ def run_enrolment(
     items: Iterable[tuple[str, Any]],
     replace: bool = False,
     workers: int | None = None,
-    batch_size: int = 128,
+    batch_size: int = ENROLL_BATCH,
     progress: bool = True,
     views: str | None = None,
 ) -> EnrollReport:
@@ -131,7 +133,6 @@ def run_enrolment(
     from tqdm import tqdm
 
     from objrec._threads import usable_cores
-    from objrec.views import check_views
 
     views = check_views(views)
     workers = max(1, int(workers or usable_cores()))

@@ -1,0 +1,77 @@
+"""The model database: enrolled objects, their images and features, in memory-mappable ``.npy`` shards.
+
+Layout of a database directory (schema 2)::
+
+    DB/manifest.json                     the commit point: schema and library version, database id,
+                                         detectors, and the list of shards with the sha256 of each file
+    DB/shards/<id>/objects.json          the shard's object table: name, size, content sha256, source
+                                         (path and sha256 of the enrolled file), feature counts, image bytes
+    DB/shards/<id>/images.npy            uint8: the objects' encoded model images, back to back
+    DB/shards/<id>/thumbs.npy            uint8 (n, 64, 64): each model image in gray, resized to a square
+                                         (the appearance check of verification reads these, not images.npy)
+    DB/shards/<id>/<kind>.keypoints.npy  structured (xy, size, angle, response, octave, laplacian) per row
+    DB/shards/<id>/<kind>.descriptors.npy  one row per keypoint: uint8 for SIFT (OpenCV's descriptors are
+                                         integers 0-255), float16 for SURF (unit vectors, see
+                                         :data:`DESCRIPTOR_STORAGE`), float32 otherwise
+
+A shard holds the objects of one commit (one :meth:`ModelDB.enroll` or one batch of
+:meth:`ModelDB.enroll_many`); it is immutable once the manifest names it. Removing or replacing an
+object only marks its row dead in the manifest (a tombstone); a shard whose rows are mostly dead is
+rewritten, and small shards are merged, so both stay cheap at any size. Opening reads the manifest and
+the object tables only; arrays are memory-mapped and each file's sha256 is checked the first time it
+is touched (:meth:`ModelDB.verify` checks everything). Every write is atomic (temporary file, then
+rename; the manifest is replaced last), and nothing is ever unpickled. The database id is a hash of the
+content (detector parameters, object names and content hashes): a prefilter or retrieval index built
+for another id is stale.
+
+Databases of schema 1 (one ``.npz`` per object) are not read directly: :meth:`ModelDB.upgrade`
+converts one in place.
+
+Modules
+-------
+records
+    The records a database holds and reports (:class:`ModelObject`, :class:`ObjectInfo`, ...), constants.
+extraction, views, preparation
+    An object made ready for storage: features of the model image and of its synthesised views, stored
+    arrays, thumbnail and content hash.
+enrolment
+    Bulk enrolment: parallel preparation, batched commits, resumption.
+shards, reader, store, maintenance
+    The storage engine: shard files and the manifest, reads through memory maps, commits, compaction and
+    garbage collection.
+upgrade
+    Conversion of a schema 1 database.
+database
+    :class:`ModelDB`, the read and write API over the storage engine.
+"""
+
+from objrec.modeldb.database import ModelDB
+from objrec.modeldb.extraction import extract_model_features
+from objrec.modeldb.maintenance import MAX_SMALL_SHARDS
+from objrec.modeldb.preparation import THUMB_SIZE, thumbnail
+from objrec.modeldb.records import (
+    DEFAULT_DETECTORS,
+    DESCRIPTOR_STORAGE,
+    SCHEMA_VERSION,
+    EnrollFailure,
+    EnrollReport,
+    ModelDBError,
+    ModelObject,
+    ObjectInfo,
+)
+
+__all__ = [
+    "ModelDB",
+    "ModelObject",
+    "ModelDBError",
+    "ObjectInfo",
+    "EnrollReport",
+    "EnrollFailure",
+    "SCHEMA_VERSION",
+    "DEFAULT_DETECTORS",
+    "DESCRIPTOR_STORAGE",
+    "MAX_SMALL_SHARDS",
+    "THUMB_SIZE",
+    "extract_model_features",
+    "thumbnail",
+]

@@ -1,0 +1,307 @@
+"""The model database's read and write API: :class:`ModelDB`."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.modeldb import maintenance
+from objrec.modeldb.enrolment import run_enrolment
+from objrec.modeldb.preparation import PreparedObject, prepare_object
+from objrec.modeldb.records import (
+    DEFAULT_DETECTORS,
+    ENROLL_BATCH,
+    MANIFEST,
+    EnrollReport,
+    ModelDBError,
+    ModelObject,
+    ObjectInfo,
+    check_name,
+)
+from objrec.modeldb.store import ShardStore
+from objrec.modeldb.upgrade import upgrade_schema1
+from objrec.modeldb.views import check_views
+
+__all__ = ["ModelDB"]
+
+
+class ModelDB:
+    """A directory of enrolled objects. Use :meth:`create` or :meth:`open`; every change is saved at once.
+
+    Reading is cheap at any size: opening reads the manifest and the shards' object tables, and an
+    object's arrays are sliced out of memory-mapped files when it is asked for. Writers take an exclusive
+    lock on ``DB/.lock``; a reader sees the content of the manifest it opened.
+
+    Parameters
+    ----------
+    store : ShardStore
+        The database's storage engine (:mod:`objrec.modeldb.store`).
+
+    Attributes
+    ----------
+    path : Path
+        The database directory.
+    store : ShardStore
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from objrec import ModelDB
+    >>> rng = np.random.default_rng(1)
+    >>> img = (rng.random((120, 160)) * 255).astype(np.uint8)
+    >>> db = ModelDB.create(os.path.join(tempfile.mkdtemp(), "db"))
+    >>> db.enroll("noise", img).name
+    'noise'
+    >>> db.names
+    ['noise']
+    """
+
+    def __init__(self, store: ShardStore) -> None:
+        self.store = store
+        self.path = store.path
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        detectors: dict[str, dict[str, Any]] | None = None,
+        exist_ok: bool = False,
+    ) -> ModelDB:
+        """Create an empty database at ``path`` (a directory). With ``exist_ok``, open an existing one."""
+        path = Path(path)
+        if (path / MANIFEST).exists() and exist_ok:
+            return cls.open(path)
+        return cls(ShardStore.create(path, detectors or DEFAULT_DETECTORS))
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> ModelDB:
+        """Open an existing database; errors name the file that is missing, damaged or too new."""
+        return cls(ShardStore.open(path))
+
+    @classmethod
+    def upgrade(cls, path: str | os.PathLike) -> ModelDB:
+        """Convert a schema 1 database (one ``.npz`` per object) in place to the current layout and open it.
+
+        Features and images are carried over as stored (see :func:`~objrec.modeldb.upgrade.upgrade_schema1`);
+        the database id changes (retrain its prefilter). A database of the current schema is only opened.
+        """
+        upgrade_schema1(path)
+        return cls.open(path)
+
+    # -- read access --------------------------------------------------------------------------------
+    @property
+    def database_id(self) -> str:
+        """A hash of the content (detectors, object names and content hashes)."""
+        return self.store.manifest["database_id"]
+
+    @property
+    def compatible_ids(self) -> list[str]:
+        """Earlier ids of this database whose prefilter is still valid: the content changed since only by
+        removals and renames (an enrolment or replacement empties the list)."""
+        return list(self.store.manifest.get("compatible_ids", []))
+
+    @property
+    def detectors(self) -> dict[str, dict[str, Any]]:
+        """The enrolled detector kinds and their parameters."""
+        return {k: dict(v) for k, v in self.store.manifest["detectors"].items()}
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """A copy of the manifest this database's state comes from."""
+        return copy.deepcopy(self.store.manifest)
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the enrolled objects, in the order they were enrolled."""
+        return list(self.store.live)
+
+    def __len__(self) -> int:
+        return len(self.store.live)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.store.live
+
+    def info(self, name: str) -> ObjectInfo:
+        """What the object table records about ``name`` (no array is read)."""
+        sh, row = self.store.locate(name)
+        return ObjectInfo.from_entry(sh.objects[row])
+
+    def infos(self) -> list[ObjectInfo]:
+        """:meth:`info` of every enrolled object, in the order of :attr:`names` (no array is read)."""
+        return self.store.infos()
+
+    def thumbnail(self, name: str) -> np.ndarray:
+        """The stored gray ``THUMB_SIZE`` x ``THUMB_SIZE`` thumbnail of ``name``'s model image (made from the
+        image when its shard was written without thumbnails)."""
+        return self.store.thumbnail(*self.store.locate(name))
+
+    def get(self, name: str, with_image: bool = False) -> ModelObject:
+        """The enrolled object ``name`` (KeyError naming the known objects if absent)."""
+        return self.store.cached_object(name, with_image)
+
+    def get_kind(self, name: str, kind: str) -> ModelObject:
+        """``name`` with the features of one detector kind only (no image), read from the shards each call:
+        for a matcher that keeps its own cache of the objects it matches."""
+        self._check_kind(kind)
+        return self.store.model_object(name, [kind], False)
+
+    def _check_kind(self, kind: str) -> None:
+        if kind not in self.store.manifest["detectors"]:
+            raise ValueError(f"kind: {kind!r} is not enrolled in {self.path} (has {list(self.detectors)})")
+
+    def objects(self, with_image: bool = False) -> list[ModelObject]:
+        """:meth:`get` of every enrolled object, in the order of :attr:`names`."""
+        return [self.get(n, with_image) for n in self.names]
+
+    def image(self, name: str) -> np.ndarray:
+        """The stored model image (BGR or gray uint8) of ``name``."""
+        return self.store.image(*self.store.locate(name))
+
+    def descriptor_table(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every enrolled descriptor of ``kind`` in its stored dtype, and the object of each row.
+
+        Returns
+        -------
+        descriptors : (N, D) ndarray
+            uint8 for SIFT, float16 for SURF (see :data:`DESCRIPTOR_STORAGE`); a copy out of the maps.
+        owner : (N,) int64
+            Index into :attr:`names` of the object each row belongs to.
+        """
+        self._check_kind(kind)
+        return self.store.descriptor_table(kind)
+
+    # -- writes -------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[ModelDB]:
+        """Hold the database's write lock (``DB/.lock``) on its current state: for files kept beside the
+        database (prefilter, retrieval index) whose write must not interleave with another writer's."""
+        with self.store.writing():
+            yield self
+
+    def enroll(
+        self, name: str, image: str | os.PathLike | np.ndarray, replace: bool = False, views: str | None = None
+    ) -> ModelObject:
+        """Add an object from an image file or array (gray or BGR uint8). Saved atomically at once.
+
+        ``views="affine"`` also enrols the features of affine-warped views of the image (ASIFT's tilts and
+        rotations, :mod:`objrec.modeldb.views`), for recognition under strong viewpoint change; None (or "none")
+        enrols the image's own features only.
+        """
+        check_name(name)
+        check_views(views)
+        if name in self and not replace:
+            raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
+        refused = self.commit_batch([prepare_object(name, image, self.detectors, views)], replace)
+        if refused:
+            raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
+        return self.get(name)
+
+    def enroll_many(
+        self,
+        items: Iterable[tuple[str, str | os.PathLike | np.ndarray]],
+        replace: bool = False,
+        workers: int | None = None,
+        batch_size: int = ENROLL_BATCH,
+        progress: bool = True,
+        views: str | None = None,
+    ) -> EnrollReport:
+        """Enrol many objects: features extracted in parallel threads, committed in batches, resumable.
+
+        Parameters
+        ----------
+        items : iterable of (name, image)
+            Object names with an image file path or array; read lazily, so a generator over a large
+            folder is fine.
+        replace : bool
+            Re-enrol names already enrolled from different content (otherwise they are failures).
+        workers : int, optional
+            Extraction threads (default: the usable cores). OpenCV's SIFT releases the GIL; SURF, which is
+            parallel inside, runs one image at a time.
+        batch_size : int
+            Objects per commit (one shard each). A rerun after an interruption skips every name already
+            enrolled from the same content (file hash), so at most one batch is redone.
+        progress : bool
+            Show a tqdm progress bar on stderr.
+        views : str, optional
+            Synthesised views enrolled with every object (as for :meth:`enroll`). A rerun skips a name only
+            when it was enrolled from the same content with the same views.
+
+        Returns
+        -------
+        EnrollReport
+            Enrolled and skipped names and the failures (unreadable image, no features, bad or repeated
+            name, already enrolled from other content) with their reasons; the others are enrolled.
+        """
+        return run_enrolment(self, items, replace, workers, batch_size, progress, views)
+
+    def commit_batch(self, batch: list[PreparedObject], replace: bool) -> list[PreparedObject]:
+        """Commit objects from :func:`~objrec.modeldb.preparation.prepare_object` as one shard (replacing
+        objects of the same names with ``replace``), then compact; returns those refused as already enrolled."""
+        with self.store.writing():
+            refused = [p for p in batch if p.entry["name"] in self.store.live and not replace]
+            keep = [p for p in batch if p not in refused]
+            if keep:
+                self.store.commit(keep, set())
+                maintenance.maintain(self.store)
+        return refused
+
+    def remove(self, name: str | Iterable[str]) -> None:
+        """Remove an enrolled object, or several in one commit (KeyError naming the first unknown one,
+        and nothing removed). The database id changes; its prefilter stays valid."""
+        names = [name] if isinstance(name, str) else list(name)
+        with self.store.writing():
+            for n in names:
+                self.store.locate(n)
+            self.store.commit([], set(names))
+            maintenance.maintain(self.store)
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename an enrolled object in one commit (KeyError if ``old`` is unknown, ModelDBError if ``new``
+        is taken). Nothing is re-extracted; the database id changes and its prefilter stays valid."""
+        check_name(new)
+        with self.store.writing():
+            self.store.locate(old)  # raises the KeyError naming the enrolled objects
+            if new in self.store.live:
+                raise ModelDBError(f"{self.path / MANIFEST}: object {new!r} is already enrolled")
+            self.store.rename(old, new)
+
+    def compact(self) -> int:
+        """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored
+        images) and merge all small shards; returns the shards rewritten."""
+        with self.store.writing():
+            return maintenance.compact(self.store)
+
+    def orphans(self) -> list[Path]:
+        """Files of this database that no commit names (left by a killed writer), without locking.
+
+        While another process holds the write lock, files newer than the manifest are left out: they may
+        belong to the write in progress.
+        """
+        return maintenance.orphans(self.store)
+
+    def clean(self) -> list[Path]:
+        """Delete the orphan files, holding the write lock (so never a write in progress); returns them."""
+        with self.store.writing():
+            found = maintenance.unnamed_files(self.store)
+            maintenance.collect_garbage(self.store)
+        return found
+
+    def refresh(self) -> bool:
+        """Take the current manifest if another process committed since this database read it."""
+        return self.store.refresh()
+
+    def verify(self) -> list[str]:
+        """Check every file of every shard (sha256, array headers, row counts against the object tables);
+        returns one line per problem, each naming the file (none when the database is sound)."""
+        return self.store.verify()
+
+    def __repr__(self) -> str:
+        shown = self.names[:5] + (["..."] if len(self) > 5 else [])
+        return f"ModelDB({str(self.path)!r}, objects={len(self)} {shown}, id={self.database_id})"

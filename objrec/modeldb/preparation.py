@@ -1,0 +1,227 @@
+"""An object made ready for storage: its image read and encoded, features extracted (with synthesised views on
+request), arrays in their stored form, thumbnail and content hash.
+
+Everything here is thread-safe and writes nothing: :class:`PreparedObject` values are committed to a database
+by its storage engine (:mod:`objrec.modeldb.store`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.fileio import sha256_bytes
+from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
+from objrec.modeldb.extraction import extract_model_features
+from objrec.modeldb.records import DESCRIPTOR_STORAGE, KEYPOINT_DTYPE, ModelDBError, check_name
+from objrec.modeldb.views import add_view_features, check_views
+from objrec.types import Features
+
+__all__ = [
+    "THUMB_SIZE",
+    "PreparedObject",
+    "prepare_object",
+    "prepared_from_arrays",
+    "stored_descriptors",
+    "keypoint_rows",
+    "content_sha256",
+    "source_sha256",
+    "thumbnail",
+    "thumb_sha256",
+]
+
+#: Side of the square gray thumbnail stored per object for verification's appearance check.
+THUMB_SIZE = 64
+
+
+@dataclass(eq=False)
+class PreparedObject:
+    """An object ready to be written: stored-form arrays and its object-table entry.
+
+    Attributes
+    ----------
+    entry : dict
+        The object's entry in its shard's object table (name, size, content hash, source, counts).
+    image : (n,) uint8 ndarray
+        The encoded image bytes.
+    keypoints : dict of kind -> ndarray
+        :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows.
+    descriptors : dict of kind -> ndarray
+        Descriptors in their stored dtype (:func:`stored_descriptors`).
+    thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
+        The gray thumbnail (:func:`thumbnail`).
+    """
+
+    entry: dict[str, Any]
+    image: np.ndarray
+    keypoints: dict[str, np.ndarray]
+    descriptors: dict[str, np.ndarray]
+    thumb: np.ndarray | None = None
+
+
+def stored_descriptors(kind: str, descriptors: np.ndarray) -> np.ndarray:
+    """Descriptors in their storage dtype (:data:`DESCRIPTOR_STORAGE`); uint8 only where that is exact."""
+    d = np.asarray(descriptors, np.float32)
+    want = DESCRIPTOR_STORAGE.get(kind, "float32")
+    if want == "uint8":
+        u8 = np.clip(np.rint(d), 0, 255).astype(np.uint8)
+        return u8 if np.array_equal(u8, d) else d
+    return d.astype(want)
+
+
+def keypoint_rows(f: Features) -> np.ndarray:
+    """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them."""
+    rows = np.empty(len(f), KEYPOINT_DTYPE)
+    for k in KEYPOINT_DTYPE.names:
+        rows[k] = getattr(f, k)
+    return rows
+
+
+def content_sha256(image: np.ndarray, keypoints: dict[str, np.ndarray], descriptors: dict[str, np.ndarray]) -> str:
+    """The hash an object's entry records for its content: image bytes, then keypoint rows and descriptors
+    of each kind in name order (with each descriptor array's dtype and shape)."""
+    h = hashlib.sha256(image.tobytes())
+    for kind in sorted(keypoints):
+        d = descriptors[kind]
+        h.update(f"\0{kind}\0{d.dtype.str}\0{d.shape}\0".encode())
+        h.update(keypoints[kind].tobytes())
+        h.update(d.tobytes())
+    return h.hexdigest()
+
+
+def thumbnail(img: np.ndarray) -> np.ndarray:
+    """The stored thumbnail of a model image: gray, area-averaged to ``THUMB_SIZE`` x ``THUMB_SIZE`` (each
+    axis scaled on its own, so the thumbnail's pixel grid is a fixed grid over the model's outline)."""
+    import cv2
+
+    return cv2.resize(to_gray(img), (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
+
+
+def thumb_sha256(thumb: np.ndarray) -> str:
+    """The hash an object's entry records for its thumbnail rows (checked when they are first read)."""
+    return sha256_bytes(thumb.tobytes())
+
+
+def _array_sha256(img: np.ndarray) -> str:
+    return hashlib.sha256(f"{img.shape}\0{img.dtype.str}\0".encode() + img.tobytes()).hexdigest()
+
+
+def _load_source(name: str, image: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """(pixels, encoded bytes to store, source record) for a file path or an array."""
+    import cv2
+
+    if isinstance(image, np.ndarray) or image is None:
+        img = check_frame(image, f"image for {name!r}")
+        img = to_bgr(img) if img.ndim == 3 else img
+        ok, png = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
+        if not ok:  # pragma: no cover - PNG takes every 8-bit gray or BGR image
+            raise InputError(f"image for {name!r}: could not be encoded as PNG")
+        return img, png.reshape(-1), {"path": None, "sha256": _array_sha256(img)}
+    path = Path(image)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected an image file")
+    data = np.fromfile(str(path), dtype=np.uint8)
+    img = decode_image(data, str(path))
+    # The file's own bytes are stored: they decode to exactly these pixels, usually in far fewer bytes.
+    return (to_bgr(img) if img.ndim == 3 else img), data, {"path": str(path), "sha256": sha256_bytes(data.data)}
+
+
+def source_sha256(image: Any) -> str:
+    """The hash :class:`~objrec.modeldb.records.ObjectInfo` ``source`` records for a file path or an array
+    (for resuming)."""
+    if isinstance(image, np.ndarray):
+        return _array_sha256(to_bgr(image) if image.ndim == 3 else image)
+    return sha256_bytes(Path(image).read_bytes())
+
+
+def prepare_object(
+    name: str, image: Any, detectors: dict[str, dict[str, Any]], views: str | None = None
+) -> PreparedObject:
+    """Read or check an image, extract its features and put everything in stored form (thread-safe).
+
+    With ``views`` (see :mod:`objrec.modeldb.views`), the features of synthesised views of the image follow its
+    own, in model coordinates, and the object's entry records the setting.
+
+    Parameters
+    ----------
+    name : str
+        The object's name (:func:`~objrec.modeldb.records.check_name`).
+    image : path or ndarray
+        An image file or a gray or BGR uint8 array.
+    detectors : dict of kind -> parameters
+        The database's detectors.
+    views : str, optional
+        Synthesised views to enrol with the image.
+
+    Returns
+    -------
+    PreparedObject
+
+    Raises
+    ------
+    InputError
+        For a bad name, an unreadable image or one without features; the message says which and why.
+    """
+    check_name(name)
+    views = check_views(views)
+    img, encoded, source = _load_source(name, image)
+    feats = extract_model_features(img, detectors)
+    if all(len(f) == 0 for f in feats.values()):
+        raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
+    if views is None:
+        return _prepared(name, img, encoded, feats, source)
+    feats, table = add_view_features(img, feats, detectors, views)
+    p = _prepared(name, img, encoded, feats, source)
+    p.entry.update(views=views, view_table=table)
+    return p
+
+
+def _prepared(
+    name: str, img: np.ndarray, encoded: np.ndarray, feats: dict[str, Features], source: Any
+) -> PreparedObject:
+    """An object's entry and arrays in stored form: keypoint rows, compact descriptors, content hash."""
+    kps = {k: keypoint_rows(f) for k, f in feats.items()}
+    descs = {k: stored_descriptors(k, f.descriptors) for k, f in feats.items()}
+    h, w = img.shape[:2]
+    entry = {
+        "name": name,
+        "width": int(w),
+        "height": int(h),
+        "sha256": content_sha256(encoded, kps, descs),
+        "source": source,
+        "n_features": {k: len(v) for k, v in kps.items()},
+        "image_bytes": int(encoded.size),
+    }
+    thumb = thumbnail(img)
+    entry["thumb_sha256"] = thumb_sha256(thumb)
+    return PreparedObject(entry, encoded, kps, descs, thumb)
+
+
+def prepared_from_arrays(name: str, img: np.ndarray, feats: dict[str, Features], source: Any) -> PreparedObject:
+    """A :class:`PreparedObject` for features that were extracted elsewhere (a schema upgrade).
+
+    Parameters
+    ----------
+    name : str
+    img : ndarray
+        The model image (gray or BGR uint8); stored as PNG.
+    feats : dict of kind -> Features
+    source : dict or None
+        The source record for the object's entry.
+
+    Returns
+    -------
+    PreparedObject
+    """
+    import cv2
+
+    ok, png = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
+    if not ok:  # pragma: no cover - PNG takes every 8-bit gray or BGR image
+        raise ModelDBError(f"object {name!r}: its image could not be encoded as PNG")
+    return _prepared(name, img, png.reshape(-1), feats, source)

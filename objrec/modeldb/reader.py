@@ -1,0 +1,295 @@
+"""Reading a model database: the state of one manifest, shard arrays memory-mapped and checked against their
+hashes, objects' features, images and thumbnails sliced out of them.
+
+Layout of a database directory in :mod:`objrec.modeldb`; writes in :mod:`objrec.modeldb.store`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.fileio import FileFormatError, file_sha256, read_json
+from objrec.imageio import decode_image, to_bgr
+from objrec.modeldb.preparation import content_sha256, thumb_sha256, thumbnail
+from objrec.modeldb.records import KEYPOINT_DTYPE, MANIFEST, SHARDS, THUMBS, ModelDBError, ModelObject, ObjectInfo
+from objrec.modeldb.shards import Shard, check_manifest, read_table, stat_signature
+from objrec.types import Features
+
+__all__ = ["ShardReader"]
+
+
+class ShardReader:
+    """A model database's shards as one manifest names them, read through memory maps.
+
+    Parameters
+    ----------
+    path : Path
+        The database directory.
+    manifest : dict
+        The manifest this state comes from.
+    shards : list of Shard
+        The shards it names, in order.
+
+    Attributes
+    ----------
+    path : Path
+    manifest : dict
+        The current manifest (read only: a commit publishes a new one).
+    shards : list of Shard
+    live : dict of str -> (int, int)
+        Each live object's shard index and row, in enrolment order.
+    mapped : dict
+        ``(shard id, file name) -> array`` of the files mapped so far.
+    hashed : set
+        ``(shard id, file name)`` of the files whose sha256 was checked whole.
+    """
+
+    #: Objects whose features stay cached after :meth:`cached_object` (the rest are re-read from the maps).
+    CACHE_OBJECTS = 64
+    #: Thumbnails made from images (for shards written without thumbnails) kept at once.
+    CACHE_THUMBS = 64
+
+    def __init__(self, path: Path, manifest: dict[str, Any], shards: list[Shard]) -> None:
+        self.path = Path(path)
+        self.mapped: dict[tuple[str, str], np.ndarray] = {}
+        self.hashed: set[tuple[str, str]] = set()
+        # Objects (shard, row) whose content sha256 was checked; (shard, ~row) for their thumbnails.
+        self._verified: set[tuple[str, int]] = set()
+        self._thumbs: dict[str, np.ndarray] = {}  # made from images, for shards written without thumbnails
+        self._objects: dict[tuple[str, bool], ModelObject] = {}
+        self._infos: list[ObjectInfo] | None = None
+        self.set_state(manifest, shards)
+
+    # -- construction and state ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> ShardReader:
+        """The state of the database at ``path``; errors name the file that is missing, damaged or too new."""
+        path = Path(path)
+        mpath = path / MANIFEST
+        if not path.exists():
+            raise ModelDBError(f"{path}: no such model database")
+        if not mpath.exists():
+            raise ModelDBError(f"{mpath}: not found ({path} is not an objrec model database)")
+        try:
+            manifest = read_json(mpath)
+        except FileFormatError as exc:
+            raise ModelDBError(str(exc)) from None
+        check_manifest(mpath, manifest)
+        kinds = list(manifest["detectors"])
+        shards = [read_table(path / SHARDS / e["id"], e, kinds) for e in manifest["shards"]]
+        return cls(path, manifest, shards)
+
+    def set_state(self, manifest: dict[str, Any], shards: list[Shard]) -> None:
+        """Take ``manifest`` and its ``shards`` as the current state (ModelDBError if a name is live twice)."""
+        live = []
+        for si, sh in enumerate(shards):
+            dead = sh.dead
+            live += [(o["seq"], o["name"], si, r) for r, o in enumerate(sh.objects) if r not in dead]
+        live.sort()
+        index = {name: (si, r) for _, name, si, r in live}
+        if len(index) != len(live):
+            raise ModelDBError(f"{self.path / MANIFEST}: an object name is live in two shards")
+        self.manifest = manifest
+        self.shards = shards
+        self.live = index
+        ids = {s.id for s in shards}
+        self.mapped = {k: v for k, v in self.mapped.items() if k[0] in ids}
+        self._thumbs.clear()
+        self._objects.clear()
+        self._infos = None
+        self._signature = stat_signature(self.path / MANIFEST)
+
+    def refresh(self) -> bool:
+        """Take the current manifest if another process committed since this state was read."""
+        if stat_signature(self.path / MANIFEST) == self._signature:
+            return False
+        fresh = type(self).open(self.path)
+        self.set_state(fresh.manifest, fresh.shards)
+        return True
+
+    def locate(self, name: str) -> tuple[Shard, int]:
+        """The shard and row of the live object ``name`` (KeyError naming the enrolled objects if absent)."""
+        try:
+            si, row = self.live[name]
+        except (KeyError, TypeError):
+            names = list(self.live)
+            shown = names[:20]
+            known = ", ".join(shown) + (f", ... ({len(names)} in all)" if len(names) > len(shown) else "")
+            raise KeyError(f"unknown object {name!r} in {self.path} (enrolled: {known or 'none'})") from None
+        return self.shards[si], row
+
+    # -- reads --------------------------------------------------------------------------------------
+    def array(self, shard: Shard, fname: str, check: bool = True) -> np.ndarray:
+        """A shard file, memory-mapped.
+
+        With ``check`` its sha256 is checked the first time this store touches it. Reads of single
+        objects pass ``check=False`` and check the object's own rows instead (:meth:`verify_object`),
+        which costs in proportion to what is read; a file that cannot even be mapped is then hashed, so
+        the error names it as damaged.
+        """
+        key = (shard.id, fname)
+        arr = self.mapped.get(key)
+        if arr is not None and (not check or key in self.hashed):
+            return arr
+        path = self.path / SHARDS / shard.id / fname
+        if shard.entry["files"].get(fname) is None:
+            raise ModelDBError(f"{self.path / MANIFEST}: shard {shard.id} lists no file {fname}")
+        if not path.exists():
+            raise ModelDBError(f"{path}: array file not found" + self._changed_note())
+        if check:
+            self.check_file(shard, fname)
+        if arr is None:
+            try:
+                arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            except (ValueError, OSError, EOFError) as exc:
+                self.check_file(shard, fname)
+                raise ModelDBError(f"{path}: not a readable .npy array file ({type(exc).__name__}: {exc})") from None
+            kind = "image" if fname == "images.npy" else fname.split(".")[0]
+            rows = len(shard.objects) if fname == THUMBS else shard.offsets[kind][-1]
+            if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype != KEYPOINT_DTYPE):
+                self.check_file(shard, fname)
+                raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
+            self.mapped[key] = arr
+        return arr
+
+    def check_file(self, shard: Shard, fname: str) -> None:
+        """The shard file's sha256 against the manifest (once per store); ModelDBError naming it if not."""
+        key = (shard.id, fname)
+        if key in self.hashed:
+            return
+        path = self.path / SHARDS / shard.id / fname
+        if file_sha256(path) != shard.entry["files"].get(fname):
+            raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+        self.hashed.add(key)
+
+    def verify_object(self, shard: Shard, row: int) -> None:
+        """An object's rows against its content sha256 (image bytes, keypoints and descriptors of every kind),
+        once per store. On a mismatch the shard's files are hashed whole: a damaged one raises naming the
+        file; when all match the manifest the rows are as written and the object is accepted."""
+        if (shard.id, row) in self._verified:
+            return
+        kinds = sorted(self.manifest["detectors"])
+        a, b = (int(x) for x in shard.offsets["image"][row : row + 2])
+        image = self.array(shard, "images.npy", check=False)[a:b]
+        kps, descs = {}, {}
+        for kind in kinds:
+            lo, hi = (int(x) for x in shard.offsets[kind][row : row + 2])
+            kps[kind] = self.array(shard, f"{kind}.keypoints.npy", check=False)[lo:hi]
+            descs[kind] = self.array(shard, f"{kind}.descriptors.npy", check=False)[lo:hi]
+        if content_sha256(image, kps, descs) != shard.objects[row]["sha256"]:
+            for fname in sorted(shard.entry["files"]):
+                if fname != "objects.json":
+                    self.array(shard, fname, check=True)
+        self._verified.add((shard.id, row))
+
+    def _changed_note(self) -> str:
+        if stat_signature(self.path / MANIFEST) != self._signature:
+            return " (another process changed the database since it was opened here; open it again)"
+        return ""
+
+    def features(self, shard: Shard, row: int, kind: str) -> Features:
+        """The ``kind`` features of the object at ``row`` of ``shard`` (its rows checked first)."""
+        self.verify_object(shard, row)
+        a, b = (int(x) for x in shard.offsets[kind][row : row + 2])
+        kp = self.array(shard, f"{kind}.keypoints.npy", check=False)[a:b]
+        desc = self.array(shard, f"{kind}.descriptors.npy", check=False)[a:b]
+        # Features converts to its own dtypes: uint8/float16 descriptors become float32 copies here.
+        return Features(kp["xy"], kp["size"], kp["angle"], kp["response"], kp["octave"], kp["laplacian"], desc, kind)
+
+    def infos(self) -> list[ObjectInfo]:
+        """What the object table records about every live object, in enrolment order (no array is read)."""
+        if self._infos is None:
+            self._infos = [ObjectInfo.from_entry(self.shards[si].objects[row]) for si, row in self.live.values()]
+        return list(self._infos)
+
+    def cached_object(self, name: str, with_image: bool) -> ModelObject:
+        """:meth:`model_object` with every kind, kept for the last :attr:`CACHE_OBJECTS` objects asked for."""
+        key = (name, with_image)
+        if key in self._objects:
+            return self._objects[key]
+        obj = self.model_object(name, list(self.manifest["detectors"]), with_image)
+        if len(self._objects) >= self.CACHE_OBJECTS:
+            self._objects.pop(next(iter(self._objects)))
+        self._objects[key] = obj
+        return obj
+
+    def model_object(self, name: str, kinds: list[str], with_image: bool) -> ModelObject:
+        """The live object ``name`` with its features of ``kinds`` (and its image with ``with_image``)."""
+        sh, row = self.locate(name)
+        o = sh.objects[row]
+        feats = {kind: self.features(sh, row, kind) for kind in kinds}
+        image = self.image(sh, row) if with_image else None
+        w, h = int(o["width"]), int(o["height"])
+        return ModelObject(o["name"], w, h, feats, image, o.get("views"), o.get("view_table"))
+
+    def image(self, shard: Shard, row: int) -> np.ndarray:
+        """The decoded model image (BGR or gray uint8) of the object at ``row`` of ``shard``."""
+        self.verify_object(shard, row)
+        a, b = (int(x) for x in shard.offsets["image"][row : row + 2])
+        data = np.array(self.array(shard, "images.npy", check=False)[a:b])
+        img = decode_image(
+            data, f"{self.path / SHARDS / shard.id / 'images.npy'} (object {shard.objects[row]['name']})"
+        )
+        return to_bgr(img) if img.ndim == 3 else img
+
+    def thumbnail(self, shard: Shard, row: int) -> np.ndarray:
+        """The stored thumbnail of the object at ``row`` of ``shard`` (made from its image when the shard was
+        written without thumbnails)."""
+        if THUMBS in shard.entry["files"]:
+            thumb = np.array(self.array(shard, THUMBS, check=False)[row])
+            if (shard.id, ~row) not in self._verified:  # the thumbnail's rows against its own sha256, once
+                if thumb_sha256(thumb) != shard.objects[row].get("thumb_sha256"):
+                    self.check_file(shard, THUMBS)  # a damaged file raises, naming it
+                self._verified.add((shard.id, ~row))
+            return thumb
+        name = shard.objects[row]["name"]
+        if name not in self._thumbs:
+            if len(self._thumbs) >= self.CACHE_THUMBS:
+                self._thumbs.pop(next(iter(self._thumbs)))
+            self._thumbs[name] = thumbnail(self.image(shard, row))
+        return self._thumbs[name]
+
+    def descriptor_table(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every live descriptor of ``kind`` in its stored dtype, and the index (in :attr:`live` order) of
+        the object of each row (see :meth:`ModelDB.descriptor_table`)."""
+        order = {n: i for i, n in enumerate(self.live)}
+        parts, owners = [], []
+        for sh in self.shards:
+            dead = sh.dead
+            rows = [r for r in range(len(sh.objects)) if r not in dead]
+            if not rows:
+                continue
+            off = sh.offsets[kind]
+            desc = self.array(sh, f"{kind}.descriptors.npy")
+            parts += [desc[off[r] : off[r + 1]] for r in rows]
+            owners += [np.full(off[r + 1] - off[r], order[sh.objects[r]["name"]], np.int64) for r in rows]
+        if not parts:
+            return np.zeros((0, 128 if kind == "sift" else 64), np.float32), np.zeros(0, np.int64)
+        dtypes = {p.dtype for p in parts}
+        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
+        return np.concatenate([p.astype(dtype, copy=False) for p in parts]), np.concatenate(owners)
+
+    def verify(self) -> list[str]:
+        """Check every file of every shard (sha256, array headers, row counts against the object tables);
+        one line per problem, each naming the file."""
+        problems = []
+        for sh in self.shards:
+            try:
+                read_table(self.path / SHARDS / sh.id, sh.entry, self.manifest["detectors"])
+            except ModelDBError as exc:
+                problems.append(str(exc))
+                continue
+            for fname in sh.entry["files"]:
+                if fname == "objects.json":
+                    continue
+                self.mapped.pop((sh.id, fname), None)  # forces the sha256 check again
+                self.hashed.discard((sh.id, fname))
+                try:
+                    self.array(sh, fname)
+                except ModelDBError as exc:
+                    problems.append(str(exc))
+        return problems

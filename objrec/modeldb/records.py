@@ -1,0 +1,180 @@
+"""What a model database holds and reports: its records, error type, file names, constants and name rule."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from objrec.fileio import FileFormatError
+from objrec.imageio import InputError
+from objrec.types import Features
+
+__all__ = [
+    "ModelDBError",
+    "ModelObject",
+    "ObjectInfo",
+    "EnrollFailure",
+    "EnrollReport",
+    "SCHEMA_VERSION",
+    "FORMAT",
+    "SHARD_FORMAT",
+    "MANIFEST",
+    "SHARDS",
+    "THUMBS",
+    "DEFAULT_DETECTORS",
+    "DESCRIPTOR_STORAGE",
+    "ENROLL_BATCH",
+    "KEYPOINT_DTYPE",
+    "NAME_RE",
+    "SHARD_ID_RE",
+    "check_name",
+]
+
+SCHEMA_VERSION = 2
+FORMAT = "objrec-modeldb"
+SHARD_FORMAT = "objrec-modeldb-shard"
+MANIFEST = "manifest.json"
+SHARDS = "shards"
+THUMBS = "thumbs.npy"
+#: Detectors enrolled by default, with their parameters: SURF is the fast primary level, SIFT the robust
+#: escalation (hessian_threshold 400: the strong, repeatable blobs worth matching; OpenCV's default of 100
+#: triples the keypoints for little gain in recognition).
+DEFAULT_DETECTORS: dict[str, dict[str, Any]] = {"surf": {"hessian_threshold": 400.0}, "sift": {"n_features": 0}}
+#: How descriptors are stored per kind. OpenCV's SIFT descriptors are integers 0-255 (stored exactly as
+#: uint8, a quarter of float32; a descriptor that is not integral is stored as float32 instead). SURF's are
+#: unit vectors whose float16 rounding (relative error 2**-11) leaves nearest neighbours and Lowe's ratio
+#: decisions as they are except for ties closer than the rounding (see ``bench/bench_catalogue.py``).
+DESCRIPTOR_STORAGE: dict[str, str] = {"sift": "uint8", "surf": "float16"}
+#: Objects per :meth:`ModelDB.enroll_many` commit (one shard each): what a rerun after an interruption
+#: may have to redo, against manifest writes that grow with the number of shards.
+ENROLL_BATCH = 128
+KEYPOINT_DTYPE = np.dtype(
+    [
+        ("xy", "<f4", (2,)),
+        ("size", "<f4"),
+        ("angle", "<f4"),
+        ("response", "<f4"),
+        ("octave", "<i4"),
+        ("laplacian", "i1"),
+    ]
+)
+#: Valid object names: 1-128 characters from letters, digits, '_', '.', '-', starting with a letter or digit.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+#: Shard folder names: a sequence number and a random part.
+SHARD_ID_RE = re.compile(r"^s[0-9]{6}-[0-9a-f]{8}$")
+
+
+class ModelDBError(FileFormatError):
+    """A model database problem; the message names the file or object."""
+
+
+@dataclass(frozen=True)
+class ModelObject:
+    """One enrolled object: its name, model image size and features per detector kind.
+
+    Attributes
+    ----------
+    name : str
+    width, height : int
+        Model image size in pixels.
+    features : dict of kind -> Features
+    image : ndarray or None
+        The model image (BGR or gray uint8) when it was asked for.
+    views, view_table
+        The synthesised views enrolled with the object and where their keypoints lie (see
+        :mod:`objrec.modeldb.views`); None without views.
+    """
+
+    name: str
+    width: int
+    height: int
+    features: dict[str, Features]
+    image: np.ndarray | None = None
+    views: str | None = None
+    view_table: dict[str, Any] | None = None
+
+    @property
+    def corners(self) -> np.ndarray:
+        """The model image's corners (0,0), (w,0), (w,h), (0,h) as a (4, 2) float64 array."""
+        w, h = self.width, self.height
+        return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64)
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What the object table records about an enrolled object (no arrays are read for it).
+
+    Attributes
+    ----------
+    name, width, height
+        The object's name and model image size in pixels.
+    sha256 : str
+        Hash of the stored content (image bytes, keypoints and descriptors): changes when it is replaced.
+    source : dict or None
+        ``{"path": str or None, "sha256": str}``: the enrolled file (or array content) and its hash, which
+        lets a rerun of :meth:`ModelDB.enroll_many` skip what it already enrolled.
+    n_features : dict
+        Keypoints per detector kind.
+    views : str or None
+        The synthesised views enrolled with the object (see :mod:`objrec.modeldb.views`); None for the image only.
+    view_table : dict or None
+        Where each view's keypoints lie among the object's rows (see :mod:`objrec.modeldb.views`); None without
+        views.
+    """
+
+    name: str
+    width: int
+    height: int
+    sha256: str
+    source: dict[str, Any] | None
+    n_features: dict[str, int]
+    views: str | None = None
+    view_table: dict[str, Any] | None = None
+
+    @classmethod
+    def from_entry(cls, o: dict[str, Any]) -> ObjectInfo:
+        """The info of an object-table entry ``o``."""
+        return cls(
+            o["name"],
+            o["width"],
+            o["height"],
+            o["sha256"],
+            o.get("source"),
+            dict(o["n_features"]),
+            o.get("views"),
+            o.get("view_table"),
+        )
+
+
+@dataclass(frozen=True)
+class EnrollFailure:
+    """An item :meth:`ModelDB.enroll_many` could not enrol, and why."""
+
+    name: str
+    source: str
+    reason: str
+
+
+@dataclass
+class EnrollReport:
+    """Outcome of :meth:`ModelDB.enroll_many`: names enrolled, names skipped (already enrolled from the
+    same content) and failures with their reason. True when nothing failed."""
+
+    enrolled: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[EnrollFailure] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return not self.failed
+
+
+def check_name(name: Any) -> None:
+    """Raise :class:`InputError` unless ``name`` is a valid object name (see :data:`NAME_RE`)."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InputError(
+            f"object name {name!r}: use 1-128 characters from letters, digits, '_', '.', '-', "
+            "starting with a letter or digit"
+        )

@@ -1,0 +1,242 @@
+"""The files of a model database: shard files and object tables, the manifest's checks, the write lock.
+
+A shard is a folder of ``.npy`` arrays and an object table (``objects.json``), written once and never
+changed; the manifest names each shard with the sha256 of each of its files (layout in
+:mod:`objrec.modeldb`). Every file is written atomically (temporary file, then rename) and read back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.fileio import atomic_write_bytes, check_manifest_header, file_sha256, sha256_bytes
+from objrec.modeldb.preparation import THUMB_SIZE, PreparedObject
+from objrec.modeldb.records import (
+    FORMAT,
+    KEYPOINT_DTYPE,
+    NAME_RE,
+    SCHEMA_VERSION,
+    SHARD_FORMAT,
+    SHARD_ID_RE,
+    ModelDBError,
+)
+
+__all__ = [
+    "Shard",
+    "write_shard",
+    "read_table",
+    "renamed",
+    "row_offsets",
+    "content_id",
+    "file_lock",
+    "stat_signature",
+    "check_manifest",
+]
+
+
+@dataclass(eq=False)
+class Shard:
+    """A shard as the manifest names it, with its object table and row offsets.
+
+    Attributes
+    ----------
+    entry : dict
+        The shard's manifest entry: ``id``, ``n_objects``, ``files`` (name -> sha256), ``removed`` rows
+        and ``renamed`` rows.
+    objects : list of dict
+        The object table, with the manifest's renames applied.
+    offsets : dict of str -> ndarray
+        Per kind, the ``(n + 1,)`` keypoint row offsets of the objects; ``"image"``: their byte offsets.
+    """
+
+    entry: dict[str, Any]
+    objects: list[dict[str, Any]]
+    offsets: dict[str, np.ndarray]
+
+    @property
+    def id(self) -> str:
+        """The shard's folder name."""
+        return self.entry["id"]
+
+    @property
+    def dead(self) -> set[int]:
+        """Rows removed or replaced since the shard was written (tombstones)."""
+        return set(self.entry.get("removed", []))
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _write_checked(path: Path, data: bytes) -> str:
+    """Write ``data`` atomically, read it back and return its sha256 (a short or damaged write raises)."""
+    digest = sha256_bytes(data)
+    atomic_write_bytes(path, data)
+    if file_sha256(path) != digest:
+        raise ModelDBError(f"{path}: read back differs from what was written (disk or file system error)")
+    return digest
+
+
+def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObject]) -> dict[str, str]:
+    """Write one shard's files.
+
+    Parameters
+    ----------
+    shard_dir : Path
+        The shard's folder (created).
+    kinds : iterable of str
+        The database's detector kinds.
+    objects : list of PreparedObject
+        The shard's objects, in row order.
+
+    Returns
+    -------
+    dict of str -> str
+        File name to sha256, for the manifest.
+    """
+    files: dict[str, bytes] = {}
+    empty = np.zeros(0, np.uint8)
+    files["images.npy"] = _npy_bytes(np.concatenate([o.image for o in objects]) if objects else empty)
+    thumbs = [o.thumb for o in objects]
+    files["thumbs.npy"] = _npy_bytes(np.stack(thumbs) if thumbs else np.zeros((0, THUMB_SIZE, THUMB_SIZE), np.uint8))
+    for kind in kinds:
+        kps = [o.keypoints[kind] for o in objects]
+        descs = [o.descriptors[kind] for o in objects]
+        dtypes = {d.dtype for d in descs if len(d)}
+        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
+        dim = max((d.shape[1] for d in descs), default=128)
+        files[f"{kind}.keypoints.npy"] = _npy_bytes(np.concatenate(kps) if kps else np.zeros(0, KEYPOINT_DTYPE))
+        desc = np.concatenate([d.astype(dtype, copy=False) for d in descs]) if descs else np.zeros((0, dim), dtype)
+        files[f"{kind}.descriptors.npy"] = _npy_bytes(desc)
+    table = {"format": SHARD_FORMAT, "objects": [o.entry for o in objects]}
+    files["objects.json"] = (json.dumps(table, sort_keys=True) + "\n").encode()
+    return {fname: _write_checked(shard_dir / fname, data) for fname, data in files.items()}
+
+
+def row_offsets(objects: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str, np.ndarray]:
+    """Per kind, where each object's keypoint rows start and end in the shard's arrays; ``"image"``: where
+    its image bytes do (see :attr:`Shard.offsets`)."""
+    out = {k: np.concatenate([[0], np.cumsum([o["n_features"].get(k, 0) for o in objects])]) for k in kinds}
+    out["image"] = np.concatenate([[0], np.cumsum([o["image_bytes"] for o in objects])])
+    return {k: v.astype(np.int64) for k, v in out.items()}
+
+
+def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> Shard:
+    """The shard the manifest ``entry`` names, its object table checked against the entry's sha256.
+
+    Raises
+    ------
+    ModelDBError
+        For a missing, damaged or malformed object table, naming the file.
+    """
+    path = shard_dir / "objects.json"
+    if not path.exists():
+        raise ModelDBError(f"{path}: object table not found")
+    data = path.read_bytes()
+    if sha256_bytes(data) != entry["files"].get("objects.json"):
+        raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+    try:
+        table = json.loads(data)
+        objects = table["objects"]
+        if table.get("format") != SHARD_FORMAT or not isinstance(objects, list):
+            raise ValueError("not an objrec shard object table")
+        need = {"name", "width", "height", "sha256", "n_features", "image_bytes", "seq"}
+        for o in objects:
+            if not need <= set(o):
+                raise ValueError(f"object entry lacks {sorted(need - set(o))}")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ModelDBError(f"{path}: malformed object table ({exc})") from None
+    if len(objects) != entry.get("n_objects"):
+        raise ModelDBError(f"{path}: holds {len(objects)} objects, the manifest says {entry.get('n_objects')}")
+    return Shard(entry, renamed(objects, entry), row_offsets(objects, kinds))
+
+
+def renamed(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object table with the manifest's renames applied (a shard's files never change after it is
+    written, so a rename is recorded in the shard's manifest entry: ``"renamed": {row: new name}``)."""
+    names = entry.get("renamed") or {}
+    if not names:
+        return objects
+    return [dict(o, name=names[str(r)]) if str(r) in names else o for r, o in enumerate(objects)]
+
+
+def content_id(detectors: dict[str, dict[str, Any]], objects: Iterable[tuple[str, str]]) -> str:
+    """The database id: a hash of the detectors and the live objects' (name, content sha256)."""
+    h = hashlib.sha256()
+    h.update(repr(sorted((k, sorted(v.items())) for k, v in detectors.items())).encode())
+    for name, digest in sorted(objects):
+        h.update(f"{name}\0{digest}\0".encode())
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """An exclusive advisory lock on ``path`` (one writer per database at a time; a no-op without fcntl).
+
+    Yields True when the lock is held; with ``blocking=False`` it yields False at once if another process
+    holds it.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield True
+        return
+    with open(path, "a+b") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def stat_signature(path: Path) -> tuple[int, int, int] | None:
+    """Changes whenever the manifest is replaced (a new inode) or rewritten; None when it does not exist."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def check_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
+    """Raise :class:`ModelDBError` naming ``mpath`` unless ``manifest`` is a readable schema-2 manifest."""
+    if manifest.get("format") == FORMAT and manifest.get("schema_version") == 1:
+        raise ModelDBError(
+            f"{mpath}: schema 1 model database (one .npz per object), which this objrec no longer reads; "
+            f"convert it once, in place, with objrec.ModelDB.upgrade({str(mpath.parent)!r})"
+        )
+    check_manifest_header(mpath, manifest, FORMAT, SCHEMA_VERSION, "model database", ModelDBError)
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not isinstance(manifest.get("detectors"), dict):
+        raise ModelDBError(f"{mpath}: manifest lacks 'shards' list or 'detectors' table")
+    for s in shards:
+        ok = (
+            isinstance(s, dict)
+            and isinstance(s.get("id"), str)
+            and SHARD_ID_RE.match(s["id"])
+            and isinstance(s.get("n_objects"), int)
+            and isinstance(s.get("files"), dict)
+            and isinstance(s.get("removed", []), list)
+            and isinstance(s.get("renamed", {}), dict)
+            and all(isinstance(v, str) and NAME_RE.match(v) for v in s.get("renamed", {}).values())
+        )
+        if not ok:
+            raise ModelDBError(f"{mpath}: malformed shard entry {s!r}")
+    for key in ("next_seq", "next_shard"):
+        if not isinstance(manifest.get(key), int):
+            raise ModelDBError(f"{mpath}: manifest lacks the integer {key!r}")
