@@ -33,7 +33,11 @@ def rss_bytes() -> int | None:
 def report() -> dict[str, float | None]:
     """``{"peak_rss_mb": float | None, "rss_mb": float | None}`` in MiB, rounded to 0.1."""
     mib = 1 << 20
-    peak, now = peak_rss_bytes(), rss_bytes()
+    now, peak = rss_bytes(), peak_rss_bytes()
+    if peak is not None and now is not None:
+        # Linux records the high-water mark only when the resident set is about to shrink, so a process whose
+        # memory has grown since can be above it: the peak is at least the current size.
+        peak = max(peak, now)
     return {
         "peak_rss_mb": round(peak / mib, 1) if peak is not None else None,
         "rss_mb": round(now / mib, 1) if now is not None else None,
