@@ -17,6 +17,7 @@ import numpy as np
 
 from objrec.matching.verdicts import FrameVerdicts
 from objrec.matching.verify import VerifyParams, edge_agreement, verify_homography
+from objrec.modeldb.views import covered_tilt
 from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord
 
 __all__ = ["CandidateVerifier", "aspect_limits"]
@@ -26,8 +27,6 @@ def aspect_limits(objects: Iterable[Any]) -> dict[str, float]:
     """Object name to the tilt its synthesised views cover (:func:`objrec.modeldb.views.covered_tilt`), for the
     objects enrolled with views: the limit of their aspect-ratio change and of their foreshortening
     (:meth:`CandidateVerifier.params_for`); objects without views keep the verifier's own limits."""
-    from objrec.modeldb.views import covered_tilt
-
     return {o.name: covered_tilt(o.view_table) for o in objects if getattr(o, "view_table", None)}
 
 
