@@ -306,3 +306,20 @@ def test_knn2_rows_split_over_cores_equal_brute_force(monkeypatch, cores):
     ref_idx, ref_d2 = _ref_knn2(query, train)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_allclose(d2, ref_d2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_distances_and_knn_on_cupy_equal_numpy(gpu_device):
+    """The distance matrix and the k-NN stay on the device and agree with the host's."""
+    import cupy
+
+    rng = np.random.default_rng(9)
+    query, train = _structured(rng, 400, 300, dim=64)
+    cpu, gpu = BruteForceIndex(train), BruteForceIndex(cupy.asarray(train))
+    D = gpu.distances(cupy.asarray(query))
+    assert isinstance(D, cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(D), cpu.distances(query), rtol=1e-4, atol=1e-4)
+    i_g, d_g = gpu.knn(cupy.asarray(query), 5)
+    i_c, d_c = cpu.knn(query, 5)
+    np.testing.assert_array_equal(cupy.asnumpy(i_g), i_c)
+    np.testing.assert_allclose(cupy.asnumpy(d_g), d_c, rtol=1e-4, atol=1e-4)
