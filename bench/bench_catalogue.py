@@ -171,9 +171,9 @@ def section_scale(args) -> None:
 
 
 def ratio_matches(q: np.ndarray, t: np.ndarray, ratio: float = 0.75) -> set[tuple[int, int]]:
-    from objrec.matching.retrieval import brute_force_knn
+    from objrec.matching.knn import knn2
 
-    d, i = brute_force_knn(q, t, 2)
+    i, d = knn2(q, t)
     ok = np.sqrt(np.maximum(d[:, 0], 0)) < ratio * np.sqrt(np.maximum(d[:, 1], 0))
     return {(int(a), int(b)) for a, b in zip(np.nonzero(ok)[0], i[ok, 0], strict=True)}
 
@@ -213,8 +213,7 @@ def model_sift(items, cache: str | None) -> list[np.ndarray]:
 
 
 def section_retrieval(items, qs, args) -> None:
-    import faiss
-
+    from objrec.matching.knn import BruteForceIndex
     from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, vote
 
     t = time.perf_counter()
@@ -231,12 +230,11 @@ def section_retrieval(items, qs, args) -> None:
     labels = [names.index(lab) for lab, _ in qs]
     k = args.k
     if not args.skip_exact:
-        flat = faiss.IndexFlatL2(desc.shape[1])
-        flat.add(desc.astype(np.float32))
+        flat = BruteForceIndex(desc.astype(np.float32))
         t = time.perf_counter()
-        exact_labels = [owner[flat.search(q, k)[1]] for q in qdesc]
+        exact_labels = [owner[flat.knn(q, k)[0]] for q in qdesc]
         t_exact = (time.perf_counter() - t) / len(qs)
-        report("exact brute force (FAISS IndexFlatL2)", [vote(lab, 5)[0] for lab in exact_labels], labels, t_exact)
+        report("exact brute force (BruteForceIndex)", [vote(lab, 5)[0] for lab in exact_labels], labels, t_exact)
     params = RetrievalParams(k=k, exact_below=0)
     t = time.perf_counter()
     index = RetrievalIndex.build(desc, owner, "sift", params)
@@ -258,8 +256,7 @@ def ns_score(ranked: list[np.ndarray], groups: np.ndarray) -> float:
 
 
 def section_ukbench(data: Path, args) -> None:
-    import faiss
-
+    from objrec.matching.knn import BruteForceIndex
     from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, vote
 
     paths = sorted((data / "ukbench_small").glob("ukbench*.jpg"))[: args.ukbench_images]
@@ -272,10 +269,9 @@ def section_ukbench(data: Path, args) -> None:
     groups = np.arange(len(paths)) // 4
     print(f"ukbench: {len(paths)} images, {len(desc)} OpenCV SIFT descriptors (at most {args.ukbench_features} each)")
     k = args.k
-    flat = faiss.IndexFlatL2(desc.shape[1])
-    flat.add(desc)
+    flat = BruteForceIndex(desc)
     t = time.perf_counter()
-    exact = [vote(owner[flat.search(f, k)[1]], 4)[0] if len(f) else np.zeros(0, int) for f in feats]
+    exact = [vote(owner[flat.knn(f, k)[0]], 4)[0] if len(f) else np.zeros(0, int) for f in feats]
     t_exact = (time.perf_counter() - t) / len(paths)
     index = RetrievalIndex.build(desc, owner, "sift", RetrievalParams(k=k, exact_below=0))
     t = time.perf_counter()

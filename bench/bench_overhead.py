@@ -13,7 +13,8 @@ in (say so in the output).
 
 Timed per repeat, after warm-up: extraction (objrec SIFT, OpenCV on the CPU) on the gray frame; matching
 (``DatabaseMatcher.candidates``: 2-NN by blocked GEMM, ratio test, grouping); verification
-(``DatabaseMatcher.verify``: USAC homography and degeneracy checks). Medians over ``--repeats``.
+(``CandidateVerifier.verify`` on each candidate: USAC homography and degeneracy checks; no frame is given,
+so no appearance check). Medians over ``--repeats``.
 
 The default matcher searches a database of 2048 SIFT descriptors or more through a one-level spill tree
 of two exact GEMM leaves (``objrec.matching.knn.SpillIndex``); the exact brute-force matcher
@@ -92,6 +93,15 @@ def _placements(objects: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+def verify_all(verifier, candidates, shape) -> tuple[list, list]:
+    """``(detections, rejections)`` of the candidates, each verified by ``verifier``; detections best first."""
+    from objrec.types import Detection
+
+    results = [verifier.verify(c, shape) for c in candidates]
+    detections = sorted((v for v in results if isinstance(v, Detection)), key=lambda d: -d.score)
+    return detections, [v for v in results if not isinstance(v, Detection)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats, median reported (>= 5; default 7)")
@@ -108,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from objrec import ModelDB
     from objrec.features import SIFT
     from objrec.matching.database import DatabaseMatcher
+    from objrec.matching.verifier import CandidateVerifier, aspect_limits
     from objrec.matching.verify import VerifyParams
     from objrec.scenes import compose_scene
 
@@ -125,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     matcher = DatabaseMatcher(models, "sift")
     exact = DatabaseMatcher(models, "sift", exact=True)
     sift = SIFT(n_features=args.scene_features, backend="cpu")
-    params = VerifyParams()
+    verifier = CandidateVerifier(VerifyParams(), aspect_limits(models))
 
     def once():
         t0 = time.perf_counter()
@@ -133,20 +144,20 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.perf_counter()
         cands = matcher.candidates(feats)
         t2 = time.perf_counter()
-        outcome = matcher.verify(cands, gray.shape[:2], params)
+        detections, rejected = verify_all(verifier, cands, gray.shape[:2])
         t3 = time.perf_counter()
         exact_cands = exact.candidates(feats)
         t4 = time.perf_counter()
-        exact.verify(exact_cands, gray.shape[:2], params)
+        verify_all(verifier, exact_cands, gray.shape[:2])
         t5 = time.perf_counter()
         ms = [(b - a) * 1e3 for a, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5))]
-        return (*ms, feats, outcome, cands, exact_cands)
+        return (*ms, feats, detections, rejected, cands, exact_cands)
 
     for _ in range(args.warmup):
         once()
     runs = [once() for _ in range(args.repeats)]
     ext, mat, ver, emat, ever = (np.array([r[i] for r in runs]) for i in range(5))
-    feats, outcome, cands, exact_cands = runs[-1][5:]
+    feats, detections, rejected, cands, exact_cands = runs[-1][5:]
     after = mat + ver
     ratio = float(np.median(after) / np.median(ext))
     exact_ratio = float(np.median(emat + ever) / np.median(ext))
@@ -160,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     agreement = len(found & reference) / max(len(reference), 1)
 
     errors = {}
-    for d in outcome.detections:
+    for d in detections:
         t = scene.truth(d.name)
         errors[d.name] = float(np.linalg.norm(d.corners - t.corners, axis=1).mean())
 
@@ -188,10 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_per_repeat_median": float(np.median(after / ext)),
         "limit": args.limit,
         "passed": ratio <= args.limit,
-        "detections": {
-            d.name: {"inliers": d.inliers, "mean_corner_error_px": errors[d.name]} for d in outcome.detections
-        },
-        "rejections": [(r.name, r.reason) for r in outcome.rejections],
+        "detections": {d.name: {"inliers": d.inliers, "mean_corner_error_px": errors[d.name]} for d in detections},
+        "rejections": [(r.name, r.reason) for r in rejected],
     }
     m = summary["median_ms"]
     print(f"command: {summary['command']}")
@@ -218,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             for k, v in summary["detections"].items()
         )
     )
-    if outcome.rejections:
+    if rejected:
         print("rejected: " + ", ".join(f"{n}: {r}" for n, r in summary["rejections"]))
     if args.json:
         with open(args.json, "w") as fh:

@@ -32,10 +32,11 @@ from objrec import ModelDB
 from objrec.data import sample_objects
 from objrec.features import SIFT
 from objrec.matching import DatabaseMatcher, VerifyParams
+from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.prefilter import RegionPrefilter, expand_regions, regions_to_mask
 from objrec.prefilter.scenes import default_backgrounds
 from objrec.scenes import Distortion, compose_scene
-from objrec.types import Features
+from objrec.types import Detection, Features
 
 OXFORD = ("bark", "bikes", "boat", "graf", "leuven", "trees", "ubc", "wall")
 
@@ -63,9 +64,10 @@ def video_frames(path: Path) -> list[np.ndarray]:
     return out
 
 
-def detect(matcher: DatabaseMatcher, feats: Features, shape, params: VerifyParams):
-    cands = matcher.candidates(feats)
-    return matcher.verify(cands, shape, params).detections
+def detect(matcher: DatabaseMatcher, verifier: CandidateVerifier, feats: Features, shape) -> list[Detection]:
+    """The verified detections among the matcher's candidates (geometry only: no frame for the appearance check)."""
+    results = (verifier.verify(c, shape) for c in matcher.candidates(feats))
+    return [v for v in results if isinstance(v, Detection)]
 
 
 def sift_regions(sift: SIFT, gray: np.ndarray, regions) -> Features:
@@ -222,8 +224,9 @@ def main() -> int:
                 ),
             )
         )
-    matcher = DatabaseMatcher(db.objects(), "sift")
-    vp = VerifyParams()
+    models = db.objects()
+    matcher = DatabaseMatcher(models, "sift")
+    verifier = CandidateVerifier(VerifyParams(), aspect_limits(models))
     hit_full = hit_pf = n_obj = 0
     t_full, t_pf = [], []
     for _, sc in rec_scenes:
@@ -236,7 +239,7 @@ def main() -> int:
         f_pf = sift_regions(sift, gray, regions)
         t_pf.append(time.perf_counter() - t)
         for feats, counter in ((f_full, "full"), (f_pf, "pf")):
-            dets = {d.name: d for d in detect(matcher, feats, gray.shape, vp)}
+            dets = {d.name: d for d in detect(matcher, verifier, feats, gray.shape)}
             for o in sc.objects:
                 if o.visible_fraction < 0.5:
                     continue

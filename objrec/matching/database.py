@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -11,23 +10,13 @@ import numpy as np
 from objrec.backend import to_numpy
 from objrec.matching.guided import guided_matches
 from objrec.matching.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
-from objrec.matching.verifier import CandidateVerifier
-from objrec.matching.verify import VerifyParams
-from objrec.types import Candidate, Detection, Features, Rejection
+from objrec.types import Candidate, Features
 
-__all__ = ["DatabaseMatcher", "Candidate", "Rejection", "MatchOutcome", "SPILL_MIN_TRAIN"]
+__all__ = ["DatabaseMatcher", "SPILL_MIN_TRAIN"]
 
 #: Databases with at least this many descriptors of a kind without Laplacian signs (SIFT) are searched
 #: through a :class:`~objrec.matching.knn.SpillIndex` unless ``exact=True``; smaller ones exactly.
 SPILL_MIN_TRAIN = 2048
-
-
-@dataclass
-class MatchOutcome:
-    """Verified candidates as detections (best first) and the rejected ones with their reasons."""
-
-    detections: list[Detection] = field(default_factory=list)
-    rejections: list[Rejection] = field(default_factory=list)
 
 
 class DatabaseMatcher:
@@ -194,26 +183,3 @@ class DatabaseMatcher:
             candidate.name,
             candidate.model_size,
         )
-
-    def verify(
-        self,
-        candidates: list[Candidate],
-        scene_shape: tuple[int, int],
-        params: VerifyParams | None = None,
-        max_candidates: int | None = None,
-    ) -> MatchOutcome:
-        """Verify candidates (best first) without a budget; every rejected one gets a reason code (objects with
-        synthesised views under the aspect limit their views cover, as in the recognizer)."""
-        from objrec.modeldb.views import covered_tilt
-
-        limits = {n: covered_tilt(t) for n, t in zip(self.names, self.view_tables, strict=True) if t}
-        verifier = CandidateVerifier(params, limits)
-        out = MatchOutcome()
-        for rank, c in enumerate(candidates):
-            if max_candidates is not None and rank >= max_candidates:
-                out.rejections.append(Rejection(c.name, "not_verified", len(c), "candidate limit"))
-                continue
-            v = verifier.verify(c, scene_shape)
-            (out.rejections if isinstance(v, Rejection) else out.detections).append(v)
-        out.detections.sort(key=lambda d: -d.score)
-        return out

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from objrec.backend import get_array_module, to_numpy
-from objrec.matching.knn import fginn_competitor
+from objrec.matching.knn import BruteForceIndex, fginn_competitor
 from objrec.matching.verify import VerifyParams, quad_checks
 
 __all__ = ["tentative_homography", "guided_matches", "window_pairs"]
@@ -128,7 +128,7 @@ def guided_matches(
     if model_sign is not None and scene_sign is not None:
         near &= xp.asarray(model_sign)[xc][:, None] == xp.asarray(scene_sign)[None, :]
     m, q = xp.asarray(model_desc, dtype=np.float32)[xc], xp.asarray(scene_desc, dtype=np.float32)
-    d2 = xp.maximum((m * m).sum(axis=1)[:, None] + (q * q).sum(axis=1)[None, :] - 2.0 * (m @ q.T), 0.0)
+    d2 = BruteForceIndex(q).distances(m)
     inside = xp.where(near, d2, xp.inf)
     best = inside.argmin(axis=1)
     d1 = inside[xp.arange(d2.shape[0]), best]

@@ -91,17 +91,46 @@ class BruteForceIndex:
         """``(index, dist2)`` of the two nearest train rows per query row (see :func:`knn2`)."""
         return self.knn(query, 2, laplacian)
 
+    def _query(self, query: Any, laplacian: Any | None) -> Any:
+        """``query`` as float32 ``(N, D)`` rows, checked against the train rows and the sign rule."""
+        q = self.xp.asarray(query, dtype=self.xp.float32)
+        if q.ndim != 2 or (q.shape[0] and self.m and q.shape[1] != self.dim):
+            raise ValueError(f"knn2: expected (N, {self.dim}) query descriptors, got shape {q.shape}")
+        if (laplacian is None) == self.has_sign:
+            raise ValueError("knn2: give Laplacian signs for both query and train, or for neither")
+        return q
+
+    def _augmented(self, q: Any) -> Any:
+        """The query rows with a column of ones, ``[q, 1]``, the left factor of the distance GEMM."""
+        qa = self.xp.empty((q.shape[0], self.dim + 1), dtype=self.xp.float32)
+        qa[:, : self.dim] = q
+        qa[:, self.dim] = 1.0
+        return qa
+
+    def distances(self, query: Any) -> Any:
+        """``(N, M)`` float32 squared distances of every query row to every train row.
+
+        The same GEMM the k-NN search ranks with (``|t|² − 2 q·t``, plus ``|q|²``), for algorithms that need
+        the whole matrix rather than the nearest rows (a one-to-one assignment). Memory is ``N × M``; an
+        index with Laplacian signs has no single matrix and raises ``ValueError``.
+        """
+        if self.has_sign:
+            raise ValueError("distances: an index with Laplacian signs ranks each sign apart; build it without signs")
+        q = self._query(query, None)
+        xp = self.xp
+        d = xp.zeros((q.shape[0], self.m), dtype=xp.float32)
+        if q.shape[0] and self.m:
+            xp.matmul(self._augmented(q), self._t_aug_T, out=d)
+            d += (q * q).sum(axis=1)[:, None]
+        return xp.maximum(d, 0, out=d)
+
     def knn(self, query: Any, k: int, laplacian: Any | None = None) -> tuple[Any, Any]:
         """``(index, dist2)`` of the ``k`` nearest train rows per query row, nearest first; ``(N, k)``
         arrays with -1 and ``inf`` where fewer than ``k`` rows qualify."""
         xp = self.xp
         if k < 1:
             raise ValueError(f"k: expected a positive integer, got {k}")
-        q = xp.asarray(query, dtype=xp.float32)
-        if q.ndim != 2 or (q.shape[0] and self.m and q.shape[1] != self.dim):
-            raise ValueError(f"knn2: expected (N, {self.dim}) query descriptors, got shape {q.shape}")
-        if (laplacian is None) == self.has_sign:
-            raise ValueError("knn2: give Laplacian signs for both query and train, or for neither")
+        q = self._query(query, laplacian)
         n, m = q.shape[0], self.m
         index = xp.full((n, k), -1, dtype=xp.int64)
         dist2 = xp.full((n, k), xp.inf, dtype=xp.float32)
@@ -117,9 +146,7 @@ class BruteForceIndex:
         k = min(k, m)
         # The augmented query [q, 1] once, and one output block per worker reused: a fresh block per
         # iteration costs page faults on every write.
-        qa = xp.empty((n, self.dim + 1), dtype=xp.float32)
-        qa[:, : self.dim] = q
-        qa[:, self.dim] = 1.0
+        qa = self._augmented(q)
         workers = usable_cores() if xp is np else 1
         if workers > 1 and n >= 4 * CPU_BLOCK * workers:
             # CPU: each core runs one-thread products on its share of the rows, blocks small enough to stay in

@@ -74,7 +74,7 @@ from objrec.fileio import FileFormatError, atomic_write_json, atomic_write_via, 
 if TYPE_CHECKING:
     from objrec.modeldb import ModelDB
 
-__all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleIndexError", "vote", "brute_force_knn"]
+__all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleIndexError", "vote"]
 
 FORMAT = "objrec-retrieval-index"
 SCHEMA_VERSION = 2
@@ -145,27 +145,6 @@ def _as_f32(x: Any, dim: int | None, name: str) -> np.ndarray:
         want = f"(N, {dim})" if dim is not None else "(N, D)"
         raise ValueError(f"{name}: expected a {want} array, got shape {a.shape}")
     return a
-
-
-def brute_force_knn(query: np.ndarray, train: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact ``k`` nearest neighbours by squared L2 distance, ``|a|² + |b|² - 2ab`` (float64 GEMM).
-
-    The reference the index is checked against. Returns (distances, indices), -1 where ``train`` has
-    fewer than ``k`` rows.
-    """
-    q = np.asarray(query, np.float64)
-    t = np.asarray(train, np.float64)
-    n, kk = len(q), min(k, len(t))
-    dist = np.full((n, k), np.inf)
-    idx = np.full((n, k), -1, np.int64)
-    for s in range(0, n, 1024):
-        d2 = (q[s : s + 1024] ** 2).sum(1)[:, None] + (t**2).sum(1)[None] - 2 * q[s : s + 1024] @ t.T
-        part = np.argpartition(d2, kk - 1, axis=1)[:, :kk] if kk < len(t) else np.tile(np.arange(kk), (len(d2), 1))
-        pd = np.take_along_axis(d2, part, 1)
-        order = np.argsort(pd, axis=1, kind="stable")
-        idx[s : s + 1024, :kk] = np.take_along_axis(part, order, 1)
-        dist[s : s + 1024, :kk] = np.take_along_axis(pd, order, 1)
-    return dist, idx
 
 
 def vote(labels: np.ndarray, top: int | None = None) -> tuple[np.ndarray, np.ndarray]:

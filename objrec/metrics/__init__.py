@@ -1,7 +1,8 @@
 """Evaluation metrics: feature repeatability and matching score, matching accuracy, homography accuracy.
 
 Feature metrics follow Mikolajczyk et al. (IJCV 2005) as computed by VLBenchmarks; see
-:mod:`objrec.metrics.features` for the protocol and :mod:`objrec.metrics.ellipse` for the region geometry.
+:mod:`objrec.metrics.regions` for the protocol, :mod:`objrec.metrics.descriptors` for the descriptor metrics
+and :mod:`objrec.metrics.ellipse` for the region geometry.
 
 References
 ----------
@@ -14,21 +15,18 @@ learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
 
 from __future__ import annotations
 
-from objrec.metrics.ellipse import ellipse_overlap, ellipses_from_features, project_points, warp_ellipses
-from objrec.metrics.features import (
+from objrec.metrics.descriptors import (
     MatchingAccuracyResult,
     MatchingScoreResult,
-    RepeatabilityResult,
     features_from_opencv_reference,
-    geometric_correspondences,
     greedy_descriptor_matches,
-    greedy_one_to_one,
     matching_score,
     mean_matching_accuracy,
     mutual_nearest_neighbours,
-    repeatability,
 )
+from objrec.metrics.ellipse import ellipse_overlap, ellipses_from_features, project_points, warp_ellipses
 from objrec.metrics.homography import HomographyAccuracyResult, corner_error, homography_accuracy, image_corners
+from objrec.metrics.regions import RepeatabilityResult, geometric_correspondences, greedy_one_to_one, repeatability
 
 __all__ = [
     "RepeatabilityResult",

@@ -9,10 +9,11 @@ from scipy.spatial.distance import cdist
 from objrec.data import sample_background, sample_objects
 from objrec.features import SIFT
 from objrec.matching.database import DatabaseMatcher
+from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelObject
 from objrec.scenes import compose_scene, place_homography
-from objrec.types import Detection, Features
+from objrec.types import Detection, Features, Rejection
 
 
 def _project(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -92,33 +93,21 @@ def test_candidates_of_present_objects_follow_their_true_homography(setup):
         assert np.mean(err < 3.0) > 0.8, (name, np.mean(err < 3.0))
 
 
-def test_verify_finds_both_present_objects_and_not_the_absent_one(setup):
+def test_candidates_verify_to_both_present_objects_and_not_the_absent_one(setup):
+    """The matcher's candidates, verified as the recognizer verifies them (:class:`CandidateVerifier`)."""
     models, scene, feats = setup
     matcher = DatabaseMatcher(models, "sift")
-    out = matcher.verify(matcher.candidates(feats), scene.image.shape[:2], VerifyParams())
-    names = sorted(d.name for d in out.detections)
-    assert names == ["cover", "pagoda"]
-    for d in out.detections:
-        assert isinstance(d, Detection)
+    verifier = CandidateVerifier(VerifyParams(), aspect_limits(models))
+    results = [verifier.verify(c, scene.image.shape[:2]) for c in matcher.candidates(feats)]
+    detections = [v for v in results if isinstance(v, Detection)]
+    assert sorted(d.name for d in detections) == ["cover", "pagoda"]
+    for d in detections:
         truth = scene.truth(d.name)
         assert np.abs(d.corners - truth.corners).max() < 3.0
         assert 0.0 < d.score <= 1.0
-    scores = [d.score for d in out.detections]
-    assert scores == sorted(scores, reverse=True)
-    assert "dahlia" not in {d.name for d in out.detections}
-    for r in out.rejections:
-        assert r.name == "dahlia" and r.reason and r.matches >= 1
-
-
-def test_verify_candidate_limit_is_reported(setup):
-    models, scene, feats = setup
-    matcher = DatabaseMatcher(models, "sift")
-    cands = matcher.candidates(feats)
-    out = matcher.verify(cands, scene.image.shape[:2], max_candidates=1)
-    assert len(out.detections) <= 1
-    assert [r.reason for r in out.rejections if r.name != matcher.names[cands[0].object_index]] == ["not_verified"] * (
-        len(cands) - 1
-    )
+    for r in results:
+        if isinstance(r, Rejection):
+            assert r.name == "dahlia" and r.reason and r.matches >= 1
 
 
 def test_sift_features_never_matched_against_a_surf_database(setup):
@@ -176,5 +165,3 @@ def test_empty_inputs_give_no_candidates(setup):
     blank = ModelObject("blank", 50, 50, {"sift": Features.empty(128, "sift")})
     empty_db = DatabaseMatcher([blank], "sift")
     assert len(empty_db) == 0 and empty_db.candidates(feats) == []
-    out = empty_db.verify([], (480, 640))
-    assert out.detections == [] and out.rejections == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from objrec.matching.guided import guided_matches, tentative_homography
+from objrec.matching.knn import BruteForceIndex
 from objrec.matching.verify import VerifyParams
 
 H_TRUE = np.array([[0.9, -0.3, 220.0], [0.25, 0.85, 60.0], [2e-4, -1e-4, 1.0]])
@@ -46,6 +47,30 @@ def test_guided_matching_recovers_the_true_matches_against_brute_force_truth():
     pred = _project(H0, model_xy)
     for a, b in zip(mi, si, strict=True):
         assert np.linalg.norm(pred[a] - scene_xy[b]) <= 12.0
+
+
+def test_guided_matches_follow_the_window_rule_on_the_exact_distances():
+    """Each model keypoint matches the nearest frame descriptor inside its window, by the exact distances of
+    :meth:`BruteForceIndex.distances`, when that is closer than ``0.9²`` times the nearest outside it (a plain
+    loop over the keypoints); no other model keypoint is matched."""
+    model_xy, model_desc, scene_xy, scene_desc = _scene(2)
+    H0 = H_TRUE.copy()
+    H0[:2, 2] += [2.0, 1.0]
+    radius = np.float32(12.0)
+    mi, si = guided_matches(H0, model_xy, model_desc, scene_xy, scene_desc, radius=12.0)
+    D = BruteForceIndex(scene_desc).distances(model_desc)
+    pred = _project(H0, model_xy).astype(np.float32)
+    want = {}
+    for a in range(len(model_xy)):
+        inside = ((scene_xy - pred[a]) ** 2).sum(axis=1) <= radius * radius
+        if not inside.any():
+            continue
+        b = int(np.flatnonzero(inside)[D[a, inside].argmin()])
+        outside = D[a, ~inside].min() if (~inside).any() else np.inf
+        if D[a, b] < 0.81 * outside:
+            want[a] = b
+    assert dict(zip(mi.tolist(), si.tolist(), strict=True)) == want
+    assert len(want) > 0.9 * len(model_xy)
 
 
 def test_a_wrong_map_finds_few_matches_and_signs_must_agree():

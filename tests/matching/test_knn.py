@@ -1,7 +1,7 @@
 """Brute-force 2-NN, Lowe's ratio test and the mutual check against independent references.
 
-References: float64 distances from ``scipy.spatial.distance.cdist`` and plain Python loops, and OpenCV's
-``BFMatcher.knnMatch(k=2)`` on real SIFT descriptors.
+References: float64 distances from ``scipy.spatial.distance.cdist`` and plain Python loops, FAISS's own exact
+flat index (``faiss.IndexFlatL2``), and OpenCV's ``BFMatcher.knnMatch(k=2)`` on real SIFT descriptors.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from objrec.matching.knn import Matches, knn2, ratio_match
+from objrec.matching.knn import BruteForceIndex, Matches, knn2, ratio_match
 
 
 def _ref_knn2(query: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,6 +75,58 @@ def test_knn2_matches_brute_force(n, m, block):
     finite = np.isfinite(ref_d2)
     np.testing.assert_array_equal(np.isfinite(d2), finite)
     np.testing.assert_allclose(d2[finite], ref_d2[finite], rtol=1e-4, atol=1e-4)
+
+
+def _faiss_flat(query: np.ndarray, train: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, dist2)`` of the ``k`` nearest train rows from FAISS's exact flat index (-1 where absent)."""
+    faiss = pytest.importorskip("faiss")
+    flat = faiss.IndexFlatL2(train.shape[1])
+    flat.add(np.ascontiguousarray(train, np.float32))
+    dist2, index = flat.search(np.ascontiguousarray(query, np.float32), k)
+    return index.astype(np.int64), dist2
+
+
+@pytest.mark.parametrize("n, m, k", [(1, 1, 2), (40, 2, 2), (300, 257, 2), (300, 257, 5), (200, 90, 8)])
+def test_knn_equals_faiss_flat_index(n, m, k):
+    """Neighbours and squared distances of the exact k-NN equal FAISS's flat index (continuous data: no ties)."""
+    rng = np.random.default_rng(17 * n + m + k)
+    query, train = _structured(rng, n, m, dim=64)
+    idx, d2 = knn2(query, train) if k == 2 else BruteForceIndex(train).knn(query, k)
+    ref_idx, ref_d2 = _faiss_flat(query, train, k)
+    np.testing.assert_array_equal(idx, ref_idx)
+    found = ref_idx >= 0
+    np.testing.assert_array_equal(np.isfinite(d2), found)
+    np.testing.assert_allclose(d2[found], ref_d2[found], rtol=1e-4, atol=1e-4)
+
+
+def test_knn2_equals_faiss_flat_index_on_real_sift(shared_data):
+    """On real SIFT descriptors (integer components, ties possible) the nearest neighbour agrees with FAISS's
+    flat index wherever the two nearest are not within rounding of each other."""
+    d1 = _sift(shared_data / "opencv_samples" / "box.png")
+    d2 = _sift(shared_data / "opencv_samples" / "box_in_scene.png")
+    idx, dist2 = knn2(d1, d2)
+    ref_idx, ref_d2 = _faiss_flat(d1, d2, 3)
+    np.testing.assert_allclose(dist2, ref_d2[:, :2], rtol=1e-4, atol=0.5)
+    clear = (ref_d2[:, 1] - ref_d2[:, 0] > 1.0) & (ref_d2[:, 2] - ref_d2[:, 1] > 1.0)
+    assert clear.mean() > 0.95
+    np.testing.assert_array_equal(idx[clear], ref_idx[clear, :2])
+
+
+def test_distances_are_the_matrix_the_knn_ranks_by():
+    """The full matrix of :meth:`BruteForceIndex.distances` equals float64 distances, and its row minima are
+    the exact nearest neighbours :meth:`BruteForceIndex.knn` returns, with the same values."""
+    rng = np.random.default_rng(5)
+    query, train = _structured(rng, 150, 120, dim=32)
+    index = BruteForceIndex(train)
+    D = index.distances(query)
+    assert D.shape == (150, 120) and D.dtype == np.float32
+    np.testing.assert_allclose(D, cdist(query.astype(np.float64), train.astype(np.float64), "sqeuclidean"), atol=1e-4)
+    idx, d2 = index.knn(query, 1)
+    np.testing.assert_array_equal(idx[:, 0], D.argmin(axis=1))
+    np.testing.assert_array_equal(d2[:, 0], D.min(axis=1))
+    assert index.distances(query[:0]).shape == (0, 120)
+    with pytest.raises(ValueError, match="Laplacian"):
+        BruteForceIndex(train, np.ones(120, np.int8)).distances(query)
 
 
 def test_knn2_accepts_float64_and_rejects_dimension_mismatch():
@@ -254,3 +306,20 @@ def test_knn2_rows_split_over_cores_equal_brute_force(monkeypatch, cores):
     ref_idx, ref_d2 = _ref_knn2(query, train)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_allclose(d2, ref_d2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_distances_and_knn_on_cupy_equal_numpy(gpu_device):
+    """The distance matrix and the k-NN stay on the device and agree with the host's."""
+    import cupy
+
+    rng = np.random.default_rng(9)
+    query, train = _structured(rng, 400, 300, dim=64)
+    cpu, gpu = BruteForceIndex(train), BruteForceIndex(cupy.asarray(train))
+    D = gpu.distances(cupy.asarray(query))
+    assert isinstance(D, cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(D), cpu.distances(query), rtol=1e-4, atol=1e-4)
+    i_g, d_g = gpu.knn(cupy.asarray(query), 5)
+    i_c, d_c = cpu.knn(query, 5)
+    np.testing.assert_array_equal(cupy.asnumpy(i_g), i_c)
+    np.testing.assert_allclose(cupy.asnumpy(d_g), d_c, rtol=1e-4, atol=1e-4)

@@ -11,12 +11,12 @@ import pytest
 
 from objrec import ModelDB
 from objrec.data import synthetic_cover
+from objrec.matching.knn import BruteForceIndex
 from objrec.matching.retrieval import (
     RetrievalIndex,
     RetrievalIndexError,
     RetrievalParams,
     StaleIndexError,
-    brute_force_knn,
     vote,
 )
 
@@ -33,7 +33,7 @@ def clustered(n_objects=40, per_object=60, seed=0):
 
 
 def reference_votes(query, desc, owner, k, top):
-    _, idx = brute_force_knn(query, desc, k)
+    idx, _ = BruteForceIndex(desc).knn(query, k)
     return vote(owner[idx], top)
 
 
@@ -44,16 +44,6 @@ def test_vote_counts_each_object_once_per_descriptor():
     np.testing.assert_allclose(scores, [0.5, 0.5, 0.25])
     assert vote(labels, top=1)[0].tolist() == [1]
     assert vote(np.zeros((0, 5), np.int64))[0].shape == (0,)
-
-
-def test_brute_force_knn_matches_a_loop():
-    rng = np.random.default_rng(3)
-    q, t = rng.random((7, 16)), rng.random((50, 16))
-    d, i = brute_force_knn(q, t, 3)
-    for r in range(7):
-        full = ((t - q[r]) ** 2).sum(1)
-        assert i[r].tolist() == np.argsort(full)[:3].tolist()
-        np.testing.assert_allclose(d[r], np.sort(full)[:3], atol=1e-9)
 
 
 @pytest.mark.parametrize("params", [RetrievalParams(), RetrievalParams(exact_below=0, n_lists=16, n_probe=16)])

@@ -1,4 +1,4 @@
-"""Feature metrics: repeatability and matching score (Mikolajczyk et al. 2005), mean matching accuracy.
+"""Region metrics: detector repeatability and geometric correspondences (Mikolajczyk et al. 2005).
 
 The protocol follows VLBenchmarks (Lenc, Gulshan and Vedaldi), which reproduces the IJCV 2005 benchmark:
 
@@ -10,8 +10,9 @@ The protocol follows VLBenchmarks (Lenc, Gulshan and Vedaldi), which reproduces 
    computed exactly;
 4. pairs with overlap error below the threshold (0.4) are correspondences; a greedy one-to-one matching by
    increasing overlap error gives the matches;
-5. repeatability = matches / min(n1, n2). The matching score counts the pairs that a one-to-one greedy nearest
-   neighbour matching of the descriptors shares with the geometric matching, over the same denominator.
+5. repeatability = matches / min(n1, n2). The matching score (:mod:`objrec.metrics.descriptors`) counts the
+   pairs that a one-to-one greedy nearest neighbour matching of the descriptors shares with the geometric
+   matching, over the same denominator.
 
 References
 ----------
@@ -20,51 +21,32 @@ K. Mikolajczyk, T. Tuytelaars, C. Schmid, A. Zisserman, J. Matas, F. Schaffalitz
 
 K. Lenc, V. Gulshan, A. Vedaldi, "VLBenchmarks", 2012. https://github.com/vlfeat/vlbenchmarks
 (``RepeatabilityBenchmark``, ``HomographyConsistencyModel``, ``fastEllipseOverlap``).
-
-V. Balntas, K. Lenc, A. Vedaldi, K. Mikolajczyk, "HPatches: A benchmark and evaluation of handcrafted and
-learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
-
-M. Dusmanu et al., "D2-Net: A trainable CNN for joint description and detection of local features", CVPR 2019
-(mean matching accuracy on HPatches sequences).
 """
 
 from __future__ import annotations
 
-import os
-import zipfile
-from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.spatial import cKDTree
 
-from objrec.metrics.ellipse import (
-    ellipse_overlap,
-    ellipses_from_features,
-    ellipses_in_box,
-    project_points,
-    warp_ellipses,
-)
-from objrec.types import Features
+from objrec.metrics.ellipse import ellipse_overlap, ellipses_from_features, ellipses_in_box, warp_ellipses
 
 __all__ = [
+    "ScalarFields",
     "RepeatabilityResult",
-    "MatchingScoreResult",
-    "MatchingAccuracyResult",
+    "RegionGeometry",
     "repeatability",
-    "matching_score",
-    "mean_matching_accuracy",
     "geometric_correspondences",
+    "region_geometry",
+    "original_indices",
     "greedy_one_to_one",
-    "greedy_descriptor_matches",
-    "mutual_nearest_neighbours",
-    "features_from_opencv_reference",
+    "check_homography",
 ]
 
 
-class _ScalarFields:
+class ScalarFields:
     """Mixin for result dataclasses: ``to_dict`` returns the fields shown in ``repr``."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,7 +60,7 @@ class _ScalarFields:
 
 
 @dataclass(frozen=True, eq=False)
-class RepeatabilityResult(_ScalarFields):
+class RepeatabilityResult(ScalarFields):
     """Outcome of :func:`repeatability`.
 
     Attributes
@@ -106,66 +88,14 @@ class RepeatabilityResult(_ScalarFields):
     overlap_error: np.ndarray = field(repr=False)
 
 
-@dataclass(frozen=True, eq=False)
-class MatchingScoreResult(_ScalarFields):
-    """Outcome of :func:`matching_score`.
+def check_homography(H: Any, name: str = "H") -> np.ndarray:
+    """``H`` as a float64 3x3 array, checked finite and non-singular.
 
-    Attributes
-    ----------
-    matching_score : float
-        ``n_correct / min(n1, n2)``.
-    n_correct : int
-        Descriptor matches that are also geometric matches.
-    n_descriptor_matches : int
-        One-to-one descriptor matches among the visible regions (``min(n1, n2)`` when both are non-empty).
-    repeatability, n_matches, n_correspondences, n1, n2
-        The geometric side, as in :class:`RepeatabilityResult`.
-    matches : (K, 2) int64
-        The correct descriptor matches, as indices into the original ``f1`` and ``f2``.
+    Raises
+    ------
+    ValueError
+        Naming ``name``, when ``H`` is not a finite 3x3 matrix or is singular.
     """
-
-    matching_score: float
-    n_correct: int
-    n_descriptor_matches: int
-    repeatability: float
-    n_matches: int
-    n_correspondences: int
-    n1: int
-    n2: int
-    matches: np.ndarray = field(repr=False)
-
-
-@dataclass(frozen=True, eq=False)
-class MatchingAccuracyResult:
-    """Outcome of :func:`mean_matching_accuracy`.
-
-    Attributes
-    ----------
-    thresholds : (T,) float64
-        Reprojection error thresholds in pixels.
-    accuracy : (T,) float64
-        Fraction of the mutual nearest-neighbour matches with error ``<= threshold`` (0 when there are none).
-    n_matches : int
-    errors : (K,) float64
-        Reprojection error of each match, ``|H x1 - x2|``.
-    matches : (K, 2) int64
-    """
-
-    thresholds: np.ndarray
-    accuracy: np.ndarray
-    n_matches: int
-    errors: np.ndarray = field(repr=False)
-    matches: np.ndarray = field(repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "thresholds": [float(t) for t in self.thresholds],
-            "accuracy": [float(a) for a in self.accuracy],
-            "n_matches": int(self.n_matches),
-        }
-
-
-def _check_h(H: Any, name: str = "H") -> np.ndarray:
     H = np.asarray(H, np.float64)
     if H.shape != (3, 3) or not np.all(np.isfinite(H)):
         raise ValueError(f"{name}: expected a finite 3x3 homography, got shape {H.shape}")
@@ -232,72 +162,6 @@ def greedy_one_to_one(i: np.ndarray, j: np.ndarray, cost: np.ndarray) -> np.ndar
     return m[np.argsort(m[:, 0], kind="stable")]
 
 
-def _descriptor_distances(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
-    """Squared Euclidean distances as a float32 GEMM, ``|a|^2 + |b|^2 - 2 a.b`` (the order is all that matters)."""
-    a = np.ascontiguousarray(d1, np.float32)
-    b = np.ascontiguousarray(d2, np.float32)
-    D = a @ b.T
-    D *= -2.0
-    D += (a * a).sum(1)[:, None]
-    D += (b * b).sum(1)[None, :]
-    return np.maximum(D, 0.0, out=D)
-
-
-def greedy_descriptor_matches(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
-    """One-to-one descriptor matching by increasing L2 distance (VLBenchmarks' ``'1to1'`` strategy).
-
-    Computed as rounds of mutual nearest neighbours among the still unmatched descriptors, which gives the
-    same matching as the greedy walk over all ``N x M`` distances sorted in increasing order.
-
-    Returns
-    -------
-    (K, 2) int64
-        Pairs ``(i, j)`` sorted by ``i``; ``K = min(N, M)``.
-    """
-    n1, n2 = len(d1), len(d2)
-    if n1 == 0 or n2 == 0:
-        return np.zeros((0, 2), np.int64)
-    D = _descriptor_distances(d1, d2)
-    r_best = D.argmin(axis=1)
-    c_best = D.argmin(axis=0)
-    row_alive = np.ones(n1, bool)
-    col_alive = np.ones(n2, bool)
-    out_i, out_j = [], []
-    while True:
-        rows = np.flatnonzero(row_alive)
-        if rows.size == 0 or not col_alive.any():
-            break
-        # The first global minimum among the remaining pairs is always mutual, so every round makes progress.
-        acc_i = rows[c_best[r_best[rows]] == rows]
-        acc_j = r_best[acc_i]
-        out_i.append(acc_i)
-        out_j.append(acc_j)
-        row_alive[acc_i] = False
-        col_alive[acc_j] = False
-        D[acc_i, :] = np.inf
-        D[:, acc_j] = np.inf
-        # A nearest neighbour among the remaining ones changes only when it was taken.
-        stale_r = np.flatnonzero(row_alive & ~col_alive[r_best])
-        if stale_r.size:
-            r_best[stale_r] = D[stale_r].argmin(axis=1)
-        stale_c = np.flatnonzero(col_alive & ~row_alive[c_best])
-        if stale_c.size:
-            c_best[stale_c] = D[:, stale_c].argmin(axis=0)
-    m = np.stack([np.concatenate(out_i), np.concatenate(out_j)], axis=1)
-    return m[np.argsort(m[:, 0], kind="stable")]
-
-
-def mutual_nearest_neighbours(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
-    """Pairs ``(i, j)`` where ``j`` is the L2 nearest neighbour of ``i`` and ``i`` that of ``j``."""
-    if len(d1) == 0 or len(d2) == 0:
-        return np.zeros((0, 2), np.int64)
-    D = _descriptor_distances(d1, d2)
-    nn12 = D.argmin(axis=1)
-    nn21 = D.argmin(axis=0)
-    i = np.flatnonzero(nn21[nn12] == np.arange(len(d1)))
-    return np.stack([i, nn12[i]], axis=1).astype(np.int64)
-
-
 def _overlap_upper_bound(
     R1: np.ndarray, R2: np.ndarray, d: np.ndarray, area1: np.ndarray, area2: np.ndarray
 ) -> np.ndarray:
@@ -315,7 +179,23 @@ def _overlap_upper_bound(
 
 
 @dataclass(frozen=True, eq=False)
-class _Geometry:
+class RegionGeometry:
+    """What the region protocol finds for one image pair, in positions among the visible regions.
+
+    Attributes
+    ----------
+    vis1, vis2 : (n1,), (n2,) int64
+        Indices of the regions of ``f1`` and ``f2`` visible in both images.
+    pairs : (E, 2) int64
+        Correspondences (overlap error below the threshold), as positions in ``vis1`` and ``vis2``.
+    error : (E,) float64
+        Overlap error of each correspondence.
+    matches : (K, 2) int64
+        The one-to-one geometric matching of the correspondences.
+    match_error : (K,) float64
+        Overlap error of each match.
+    """
+
     vis1: np.ndarray  # indices of visible regions in f1
     vis2: np.ndarray
     pairs: np.ndarray  # (E, 2) correspondences, indices into vis1/vis2 positions
@@ -330,7 +210,7 @@ def _normalised_homography(H: Any, overlap_threshold: float, normalize_radius: f
         raise ValueError(f"overlap_threshold: expected a value in (0, 1), got {overlap_threshold}")
     if normalize_radius is not None and not normalize_radius > 0:
         raise ValueError(f"normalize_radius: expected a positive radius or None, got {normalize_radius}")
-    H = _check_h(H)
+    H = check_homography(H)
     if H[2, 2] != 0:
         H = H / H[2, 2]
     return H
@@ -422,7 +302,7 @@ def _pair_lookup(pairs: np.ndarray, values: np.ndarray, query: np.ndarray, n2: i
     return values[pos]
 
 
-def _geometry(
+def region_geometry(
     f1: Any,
     f2: Any,
     H: Any,
@@ -431,8 +311,15 @@ def _geometry(
     overlap_threshold: float,
     normalize_radius: float | None,
     radius_scale: float,
-) -> _Geometry:
-    """Visible regions, correspondences (overlap error below the threshold) and one-to-one matches."""
+) -> RegionGeometry:
+    """Visible regions, correspondences (overlap error below the threshold) and one-to-one matches.
+
+    Parameters are those of :func:`repeatability`; the other region metrics start from this result.
+
+    Returns
+    -------
+    RegionGeometry
+    """
     H = _normalised_homography(H, overlap_threshold, normalize_radius)
     size1, size2 = _hw(shape1, "shape1"), _hw(shape2, "shape2")
     xy1, S1 = ellipses_from_features(f1, radius_scale)
@@ -440,14 +327,14 @@ def _geometry(
     vis1, vis2, xy2w, S2w = _visible_regions(H, xy1, S1, xy2, S2, size1, size2)
     empty = np.zeros((0, 2), np.int64)
     if vis1.size == 0 or vis2.size == 0:
-        return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
+        return RegionGeometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
 
     # Everything is compared in image A: region A against region B mapped back.
     cA, SA = xy1[vis1], S1[vis1]
     cB, SB = xy2w[vis2], S2w[vis2]
     ia, ib, s = _candidate_pairs(cA, SA, cB, SB, overlap_threshold, normalize_radius)
     if ia.size == 0:
-        return _Geometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
+        return RegionGeometry(vis1, vis2, empty, np.zeros(0), empty, np.zeros(0))
 
     s2 = (s * s)[:, None, None]
     _, _, ov = ellipse_overlap(cA[ia], SA[ia] * s2, cB[ib], SB[ib] * s2)
@@ -456,10 +343,10 @@ def _geometry(
     pairs = np.stack([ia[good], ib[good]], axis=1)
     err = err[good]
     m = greedy_one_to_one(pairs[:, 0], pairs[:, 1], err)
-    return _Geometry(vis1, vis2, pairs, err, m, _pair_lookup(pairs, err, m, vis2.size))
+    return RegionGeometry(vis1, vis2, pairs, err, m, _pair_lookup(pairs, err, m, vis2.size))
 
 
-def _original_indices(g: _Geometry, pairs: np.ndarray) -> np.ndarray:
+def original_indices(g: RegionGeometry, pairs: np.ndarray) -> np.ndarray:
     """Pairs of positions among the visible regions ``(g.vis1, g.vis2)`` as indices into ``f1`` and ``f2``."""
     return np.stack([g.vis1[pairs[:, 0]], g.vis2[pairs[:, 1]]], axis=1)
 
@@ -520,156 +407,12 @@ def repeatability(
     >>> r.repeatability, r.n_matches
     (1.0, 2)
     """
-    g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
+    g = region_geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
     n1, n2 = g.vis1.size, g.vis2.size
     k = g.matches.shape[0]
     rep = k / min(n1, n2) if min(n1, n2) > 0 else 0.0
-    matches = _original_indices(g, g.matches) if k else g.matches
+    matches = original_indices(g, g.matches) if k else g.matches
     return RepeatabilityResult(float(rep), k, g.pairs.shape[0], n1, n2, matches, g.match_error)
-
-
-def _check_descriptors(f1: Any, f2: Any) -> tuple[np.ndarray, np.ndarray]:
-    if not isinstance(f1, Features) or not isinstance(f2, Features):
-        raise TypeError("f1, f2: descriptor metrics need Features (with descriptors)")
-    if f1.kind != f2.kind:
-        raise ValueError(f"f1, f2: descriptors of different kinds do not match ({f1.kind!r} vs {f2.kind!r})")
-    if f1.descriptor_size != f2.descriptor_size:
-        raise ValueError(f"f1, f2: descriptor sizes differ ({f1.descriptor_size} vs {f2.descriptor_size})")
-    return f1.descriptors, f2.descriptors
-
-
-def matching_score(
-    f1: Features,
-    f2: Features,
-    H: Any,
-    shape1: Any,
-    shape2: Any,
-    overlap_threshold: float = 0.4,
-    normalize_radius: float | None = 30.0,
-    radius_scale: float = 0.5,
-    require_geometric_match: bool = True,
-) -> MatchingScoreResult:
-    """Descriptor matching score after Mikolajczyk et al. (2005), as computed by VLBenchmarks.
-
-    Among the regions visible in both images (as for :func:`repeatability`), descriptors are matched one to
-    one, greedily by increasing L2 distance. A descriptor match is correct when the pair is also a geometric
-    match; the score is ``n_correct / min(n1, n2)``.
-
-    Parameters
-    ----------
-    f1, f2 : Features
-        Keypoints with descriptors of the same kind and size.
-    H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale
-        As in :func:`repeatability`.
-    require_geometric_match : bool
-        True (VLBenchmarks' ``'MatchingScore'`` mode): the descriptor match must coincide with the one-to-one
-        geometric match. False: any pair with overlap error below the threshold counts (the paper's wording).
-
-    Returns
-    -------
-    MatchingScoreResult
-
-    References
-    ----------
-    K. Mikolajczyk et al., "A comparison of affine region detectors", IJCV 65(1/2):43-72, 2005.
-    doi:10.1007/s11263-005-3848-x
-    """
-    d1, d2 = _check_descriptors(f1, f2)
-    g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
-    n1, n2 = g.vis1.size, g.vis2.size
-    denom = min(n1, n2)
-    rep = g.matches.shape[0] / denom if denom else 0.0
-    if denom == 0:
-        return MatchingScoreResult(0.0, 0, 0, 0.0, 0, 0, n1, n2, np.zeros((0, 2), np.int64))
-    dm = greedy_descriptor_matches(d1[g.vis1], d2[g.vis2])
-    ref = g.matches if require_geometric_match else g.pairs
-    base = n2 + 1
-    correct = np.isin(dm[:, 0] * base + dm[:, 1], ref[:, 0] * base + ref[:, 1])
-    good = dm[correct]
-    matches = _original_indices(g, good)
-    k = int(correct.sum())
-    return MatchingScoreResult(
-        k / denom, k, dm.shape[0], float(rep), g.matches.shape[0], g.pairs.shape[0], n1, n2, matches
-    )
-
-
-def mean_matching_accuracy(
-    f1: Features,
-    f2: Features,
-    H: Any,
-    thresholds: Iterable[float] = range(1, 11),
-) -> MatchingAccuracyResult:
-    """Mean matching accuracy: the fraction of mutual nearest-neighbour matches within ``t`` px, for each ``t``.
-
-    The protocol of the HPatches image-sequence evaluation in D2-Net (Dusmanu et al. 2019) and later work:
-    all keypoints, mutual nearest neighbours of the L2 descriptor distance, reprojection error
-    ``|H x1 - x2|`` measured in image 2.
-
-    Parameters
-    ----------
-    f1, f2 : Features
-    H : (3, 3) array
-        Maps image 1 to image 2.
-    thresholds : iterable of float
-        Pixel thresholds (1..10 by default).
-
-    Returns
-    -------
-    MatchingAccuracyResult
-        ``accuracy`` is 0 at every threshold when there are no matches.
-
-    References
-    ----------
-    V. Balntas, K. Lenc, A. Vedaldi, K. Mikolajczyk, "HPatches: A benchmark and evaluation of handcrafted
-    and learned local descriptors", CVPR 2017. doi:10.1109/CVPR.2017.410
-    """
-    d1, d2 = _check_descriptors(f1, f2)
-    H = _check_h(H)
-    th = np.asarray(list(thresholds), np.float64)
-    if th.ndim != 1 or th.size == 0:
-        raise ValueError(f"thresholds: expected a non-empty sequence of pixel thresholds, got {th!r}")
-    m = mutual_nearest_neighbours(d1, d2)
-    if m.shape[0] == 0:
-        return MatchingAccuracyResult(th, np.zeros(th.size), 0, np.zeros(0), m)
-    p = project_points(H, f1.xy[m[:, 0]])
-    err = np.linalg.norm(p - f2.xy[m[:, 1]].astype(np.float64), axis=1)
-    err = np.where(np.isfinite(err), err, np.inf)
-    acc = (err[None, :] <= th[:, None]).mean(axis=1)
-    return MatchingAccuracyResult(th, acc, m.shape[0], err, m)
-
-
-def features_from_opencv_reference(npz_path: str | os.PathLike) -> Features:
-    """OpenCV's own SURF output stored in ``reference/opencv_surf/*.npz`` as :class:`~objrec.types.Features`.
-
-    The files hold ``xy``, ``size``, ``angle``, ``response``, ``octave``, ``laplacian`` and ``descriptors``
-    (float16 in the Oxford files, float32 in the box files) in OpenCV's conventions.
-
-    Raises
-    ------
-    ValueError
-        Naming the file when it is missing, not an ``.npz`` archive, or lacks an array.
-    """
-    p = Path(npz_path)
-    if not p.is_file():
-        raise ValueError(f"{p}: no such file")
-    names = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            missing = [n for n in names if n not in z.files]
-            if missing:
-                raise ValueError(f"{p}: missing arrays {missing} (has {sorted(z.files)})")
-            arrays = {n: np.asarray(z[n]) for n in names}
-    except ValueError as exc:
-        if str(p) in str(exc):
-            raise
-        raise ValueError(f"{p}: not a readable .npz archive ({exc})") from exc
-    except (OSError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{p}: not a readable .npz archive ({exc})") from exc
-    arrays["descriptors"] = arrays["descriptors"].astype(np.float32)
-    try:
-        return Features(**arrays, kind="surf")
-    except ValueError as exc:
-        raise ValueError(f"{p}: {exc}") from exc
 
 
 def geometric_correspondences(
@@ -690,7 +433,7 @@ def geometric_correspondences(
         Indices into the original ``f1`` and ``f2``.
     overlap_error : (E,) float64
     """
-    g = _geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
+    g = region_geometry(f1, f2, H, shape1, shape2, overlap_threshold, normalize_radius, radius_scale)
     if g.pairs.shape[0] == 0:
         return np.zeros((0, 2), np.int64), np.zeros(0)
-    return _original_indices(g, g.pairs), g.error
+    return original_indices(g, g.pairs), g.error
