@@ -14,9 +14,7 @@ import numpy as np
 
 from objrec.datasets import DatasetError, angle_difference, image_sizes, load_coil
 from objrec.evaluation.config import EvalConfig, task_seed
-from objrec.evaluation.kinds.base import EvalKind
-from objrec.evaluation.recognition import evaluate_scene
-from objrec.evaluation.recognition_report import plot_recognition, recognition_section, render_recognition
+from objrec.evaluation.kinds.families import scene_kind
 from objrec.evaluation.scene_tasks import FRAME_SIZE, ObjectList, SceneSpec, build_scene_tasks, place
 
 __all__ = ["KIND", "coil_scenes", "build"]
@@ -56,13 +54,4 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     return build_scene_tasks(cfg, coil_scenes)
 
 
-KIND = EvalKind(
-    name="coil",
-    section="recognition",
-    task_type="scene",
-    build=build,
-    run=evaluate_scene,
-    summarise=recognition_section,
-    render=render_recognition,
-    plot=plot_recognition,
-)
+KIND = scene_kind("coil", build)

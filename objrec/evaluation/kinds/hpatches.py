@@ -6,9 +6,8 @@ from typing import Any
 
 from objrec.datasets import load_hpatches
 from objrec.evaluation.config import EvalConfig
-from objrec.evaluation.feature_eval import build_feature_tasks, evaluate_pair
-from objrec.evaluation.feature_report import features_section, plot_features, render_features
-from objrec.evaluation.kinds.base import EvalKind
+from objrec.evaluation.feature_eval import build_feature_tasks
+from objrec.evaluation.kinds.families import pair_kind
 
 __all__ = ["KIND", "DEFAULT_DETECTORS", "build"]
 
@@ -20,13 +19,4 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     return build_feature_tasks(cfg, load_hpatches, DEFAULT_DETECTORS, surf_reference=False)
 
 
-KIND = EvalKind(
-    name="hpatches",
-    section="features",
-    task_type="pair",
-    build=build,
-    run=evaluate_pair,
-    summarise=features_section,
-    render=render_features,
-    plot=plot_features,
-)
+KIND = pair_kind("hpatches", build)

@@ -11,9 +11,7 @@ from typing import Any
 
 from objrec.datasets import image_sizes, load_objects_dataset
 from objrec.evaluation.config import EvalConfig
-from objrec.evaluation.kinds.base import EvalKind
-from objrec.evaluation.recognition import evaluate_scene
-from objrec.evaluation.recognition_report import plot_recognition, recognition_section, render_recognition
+from objrec.evaluation.kinds.families import scene_kind
 from objrec.evaluation.scene_tasks import ObjectList, SceneSpec, build_scene_tasks
 
 __all__ = ["KIND", "objects_file_scenes", "build"]
@@ -50,13 +48,4 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     return build_scene_tasks(cfg, objects_file_scenes)
 
 
-KIND = EvalKind(
-    name="objects",
-    section="recognition",
-    task_type="scene",
-    build=build,
-    run=evaluate_scene,
-    summarise=recognition_section,
-    render=render_recognition,
-    plot=plot_recognition,
-)
+KIND = scene_kind("objects", build)

@@ -15,9 +15,8 @@ import numpy as np
 from objrec.datasets import load_object_folder
 from objrec.evaluation._help import SWEEPS
 from objrec.evaluation.config import EvalConfig, task_seed
-from objrec.evaluation.kinds.base import EvalKind
-from objrec.evaluation.recognition import evaluate_scene, load_source
-from objrec.evaluation.recognition_report import plot_recognition, recognition_section, render_recognition
+from objrec.evaluation.kinds.families import scene_kind
+from objrec.evaluation.recognition import load_source
 from objrec.evaluation.scene_tasks import FRAME_SIZE, ObjectList, SceneSpec, build_scene_tasks, place
 
 __all__ = ["KIND", "synthetic_objects", "synthetic_scenes", "sweep_scene", "sweep_scenes", "negative_scenes", "build"]
@@ -142,13 +141,4 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     return build_scene_tasks(cfg, synthetic_scenes)
 
 
-KIND = EvalKind(
-    name="synthetic",
-    section="recognition",
-    task_type="scene",
-    build=build,
-    run=evaluate_scene,
-    summarise=recognition_section,
-    render=render_recognition,
-    plot=plot_recognition,
-)
+KIND = scene_kind("synthetic", build)
