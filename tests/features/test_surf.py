@@ -187,43 +187,6 @@ def test_hessian_matches_direct_box_sums():
     np.testing.assert_allclose(det, ref, rtol=1e-4, atol=1e-2 * np.abs(ref).max() * 1e-4)
 
 
-def test_box_mean_phase_alone_matches_pixel_coverage():
-    """The descriptor window's box means, built on their own: the mean of the piecewise-constant image over a
-    fractional box, from the integral image, equals the pixels weighted by the box's coverage of each."""
-    from objrec.kernels import Target
-
-    img = _textured(40, 48, seed=5)
-    H, W = img.shape
-    t = Target("cpu", parallel=False)
-    h = K.base_helpers(t)
-    h.update(K.box_mean_helpers(t, h))
-    box_mean, box_mean_inside = h["box_mean"], h["box_mean_inside"]
-
-    def body(i, S, H, W, boxes, out):
-        xa, xb, ya, yb = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
-        out[i, 0] = box_mean(S, W, H, xa, xb, ya, yb)
-        out[i, 1] = box_mean_inside(S, W + 1, xa, xb, ya, yb, 1.0 / ((xb - xa) * (yb - ya)))
-
-    rng = np.random.default_rng(0)
-    n = 200
-    lo = rng.uniform(0.0, [W - 6.0, H - 6.0], (n, 2))
-    hi = lo + rng.uniform(0.3, 4.5, (n, 2))
-    boxes = np.stack([lo[:, 0], hi[:, 0], lo[:, 1], hi[:, 1]], axis=1)
-    out = np.zeros((n, 2))
-    t.grid1d(body, nargs=5)(n, integral_image(img, np), H, W, boxes, out)
-
-    def coverage(a, b, m):
-        edges = np.arange(m, dtype=np.float64)
-        return np.clip(np.minimum(edges + 1, b) - np.maximum(edges, a), 0.0, None)
-
-    want = [
-        coverage(ya, yb, H) @ img.astype(np.float64) @ coverage(xa, xb, W) / ((xb - xa) * (yb - ya))
-        for xa, xb, ya, yb in boxes
-    ]
-    np.testing.assert_allclose(out[:, 0], want, rtol=1e-9)
-    np.testing.assert_allclose(out[:, 1], want, rtol=1e-9)
-
-
 def test_nms_matches_a_plain_loop():
     img = _textured(96, 112, seed=2)
     plan, det, S, M = _run_det(img, n_octaves=2, n_layers=3)
