@@ -133,10 +133,10 @@ def detector_status(name: str) -> DetectorStatus:
         except ImportError as exc:
             return DetectorStatus(name, False, f"objrec.features.surf not importable ({exc})")
     if kind == "sift" and backend in ("gpu", "numba"):
-        from objrec.features import _gpu_sift_impl
+        from objrec.features import sift_gpu
 
         try:
-            impl = _gpu_sift_impl(backend)
+            impl = sift_gpu.implementation(backend)
         except Exception as exc:  # noqa: BLE001 - any failure means "not here"
             impl, why = None, f"{type(exc).__name__}: {exc}"
         else:

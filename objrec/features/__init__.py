@@ -7,15 +7,6 @@ from objrec.features.sift import SIFT
 __all__ = ["SIFT", "SURF", "make_detector"]
 
 
-def _gpu_sift_impl(backend: str):
-    """The non-OpenCV SIFT implementation for ``backend`` ("gpu"/"numba"), or None if not available."""
-    try:
-        from objrec.features import sift_gpu  # noqa: F401
-    except ImportError:
-        return None
-    return sift_gpu.implementation(backend)
-
-
 def __getattr__(name: str):
     if name == "SURF":
         from objrec.features.surf import SURF

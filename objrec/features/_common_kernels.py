@@ -1,13 +1,14 @@
 """Helpers shared by the SURF and SIFT kernels, written once as plain Python functions.
 
-Each kernel module builds them for its target with :meth:`objrec.kernels.Target.device` (numba.njit on
-the CPU, a ``numba.cuda.jit`` device function on the GPU), like its own helpers. They call no other
-helper, so they build alone.
+:func:`build` makes them for a target with :meth:`objrec.kernels.Target.device` (numba.njit on the CPU,
+a ``numba.cuda.jit`` device function on the GPU), as each kernel module does with its own helpers; the
+kernel modules take theirs from it. ``row_segment`` is the prologue of every 2-D row stage: the octave a
+grid row belongs to and the columns a work item covers.
 """
 
 from __future__ import annotations
 
-__all__ = ["find_octave", "fast_atan2", "extremum26"]
+__all__ = ["build", "find_octave", "fast_atan2", "extremum26", "segment"]
 
 _ATAN_EPS = 2.220446049250313e-16  # (float)DBL_EPSILON: fastAtan2's guard against 0 / 0
 # fastAtan2's polynomial in degrees: OpenCV's atan2_p1..p7 times 180 / pi (hal::fastAtan32f)
@@ -62,3 +63,38 @@ def extremum26(a, c, cols, plane, v, strict):
                 if n > sv or (strict and n == sv):
                     return False
     return True
+
+
+def segment(xc, chunk, cols):
+    """Columns ``[j0, j1)`` of work item ``xc`` of a row stage: ``chunk`` columns from ``xc * chunk``, cut at
+    ``cols`` (see :meth:`objrec.kernels.Target.row_chunk`)."""
+    j0 = xc * chunk
+    return j0, min(j0 + chunk, cols)
+
+
+def build(t):
+    """The helpers above built for target ``t``, and ``row_segment``; returns a dict by name.
+
+    ``row_segment(y, xc, chunk, oinfo, n_oct, row0, rows, cols)`` places grid row ``y`` of the octaves'
+    stacked rows: its octave ``o``, its row ``i`` in the octave, the octave's size and the columns ``[j0, j1)``
+    of work item ``xc``, as ``(o, i, n_rows, n_cols, j0, j1)``; ``row0``, ``rows`` and ``cols`` are the
+    columns of ``oinfo`` that hold an octave's first grid row and its size. The item has nothing to do when
+    ``j0 >= n_cols or i >= n_rows``.
+    """
+    dev = t.device
+    find = dev(find_octave)
+    seg = dev(segment)
+
+    def row_segment(y, xc, chunk, oinfo, n_oct, row0, rows, cols):
+        o = find(y, oinfo, n_oct, row0)
+        n_cols = oinfo[o, cols]
+        j0, j1 = seg(xc, chunk, n_cols)
+        return o, y - oinfo[o, row0], oinfo[o, rows], n_cols, j0, j1
+
+    return {
+        "find_octave": find,
+        "fast_atan2": dev(fast_atan2),
+        "extremum26": dev(extremum26),
+        "segment": seg,
+        "row_segment": dev(row_segment),
+    }

@@ -15,6 +15,18 @@ cell); :func:`build` turns them into launchers for a :class:`~objrec.kernels.Tar
              (a gather, so no thread writes another's bins).
 ``finish``   one keypoint: normalise, clip at 0.2, renormalise, scale by 512 and saturate to uchar values.
 
+The element functions and their helpers are closures over the helpers they call, built for the target:
+one builder per phase, each taking the helpers built so far (a dict by name).
+
+- :func:`base_helpers`: ``rint``, ``reflect101`` and the shared helpers of :mod:`._common_kernels`
+- :func:`pyramid_bodies`: ``up``, ``hblur``, ``vblur``
+- :func:`extrema_body`: ``extrema``
+- :func:`interpolation_helpers`: the DoG's derivatives and the Newton steps that locate an extremum
+- :func:`orientation_helpers`: the orientation histogram and its peaks
+- :func:`refine_body`: ``refine``: locate, contrast and edge tests, mask, keypoint, orientation
+- :func:`descriptor_helpers`: one descriptor cell
+- :func:`descriptor_bodies`: ``desc`` and ``finish``
+
 Buffers are flat so one array holds every octave: Gaussian levels (``n_layers + 3`` planes per octave
 from ``oinfo[o, GOFF]``), DoG planes (``n_layers + 2`` from ``oinfo[o, DOFF]``) and extremum flags
 (``n_layers`` from ``oinfo[o, FOFF]``). The 2-D stages run over the octaves' rows stacked
@@ -37,7 +49,24 @@ import os
 from objrec.features import _common_kernels as common
 from objrec.kernels import Target, get_target
 
-__all__ = ["build", "kernels_for", "target_for", "OINFO", "MAX_ORI", "N_ORI_BINS", "DESC_DIM", "HIST_SCRATCH"]
+__all__ = [
+    "build",
+    "kernels_for",
+    "target_for",
+    "base_helpers",
+    "pyramid_bodies",
+    "extrema_body",
+    "interpolation_helpers",
+    "orientation_helpers",
+    "refine_body",
+    "descriptor_helpers",
+    "descriptor_bodies",
+    "OINFO",
+    "MAX_ORI",
+    "N_ORI_BINS",
+    "DESC_DIM",
+    "HIST_SCRATCH",
+]
 
 # Columns of oinfo (one row per octave).
 GOFF, DOFF, FOFF, ROWS, COLS, ROW0 = 0, 1, 2, 3, 4, 5
@@ -58,10 +87,32 @@ INT_DESCR_FCTR = 512.0
 MAX_ORI = 8  # orientation peaks kept per location (OpenCV has no cap; more than 4 is not seen in practice)
 HIST_SCRATCH = 2 * N_ORI_BINS + 8  # raw histogram with 2+2 wrap bins, then the smoothed one
 FLT_EPSILON = 1.1920928955078125e-07
+# DoG derivatives on the image scaled to [0, 1] (SIFT_FIXPT_SCALE 1: float pyramid), central differences.
+IMG_SCALE = 1.0 / 255.0
+DERIV_SCALE = IMG_SCALE * 0.5
+CROSS_SCALE = IMG_SCALE * 0.25
 
 
 def build(t: Target) -> dict:
     """The SIFT launchers for ``t``: ``up``, ``hblur``, ``vblur``, ``extrema``, ``refine``, ``desc``, ``finish``."""
+    h = base_helpers(t)
+    pyramid = pyramid_bodies(t, h)
+    for helpers in (interpolation_helpers, orientation_helpers, descriptor_helpers):
+        h.update(helpers(t, h))
+    desc_body, finish_body = descriptor_bodies(t, h)
+    return {
+        "up": t.grid2d(pyramid["up"], 6),
+        "hblur": t.grid2d(pyramid["hblur"], 15),
+        "vblur": t.grid2d(pyramid["vblur"], 13),
+        "extrema": t.grid2d(extrema_body(h), 7),
+        "refine": t.grid1d(refine_body(h), 24),
+        "desc": t.grid1d(desc_body, 9),
+        "finish": t.grid1d(finish_body, 2),
+    }
+
+
+def base_helpers(t: Target) -> dict:
+    """``rint`` (cvRound), ``reflect101`` (BORDER_REFLECT_101) and the shared helpers, built for ``t``."""
     dev = t.device
 
     def rint(v):
@@ -72,8 +123,6 @@ def build(t: Target) -> dict:
         if d > 0.5 or (d == 0.5 and (i & 1) != 0):
             i += 1
         return i
-
-    rint = dev(rint)
 
     def reflect101(p, n):
         # BORDER_REFLECT_101 (gfedcb|abcdefgh|gfedcba), repeated for kernels wider than the image.
@@ -86,9 +135,17 @@ def build(t: Target) -> dict:
                 p = 2 * n - 2 - p
         return p
 
-    reflect101 = dev(reflect101)
+    h = common.build(t)
+    h.update(rint=dev(rint), reflect101=dev(reflect101))
+    return h
 
-    fast_atan2 = dev(common.fast_atan2)
+
+def pyramid_bodies(t: Target, h: dict) -> dict:
+    """The element functions of the Gaussian and DoG pyramid: ``up``, ``hblur`` and ``vblur`` (a dict).
+
+    Each covers one row segment ``[xc * chunk, xc * chunk + chunk)`` of row ``y`` of its plane.
+    """
+    reflect101, segment = h["reflect101"], h["segment"]
 
     def up_body(y, xc, img, H, W, dst, cols, chunk):
         # The frame upsampled x2 (resize INTER_LINEAR, exact for a factor 2): source (X + 0.5) / 2 - 0.5,
@@ -103,8 +160,7 @@ def build(t: Target) -> dict:
             sy = H - 1
             wy = 0.0
         sy1 = min(sy + 1, H - 1)
-        j0 = xc * chunk
-        j1 = min(j0 + chunk, cols)
+        j0, j1 = segment(xc, chunk, cols)
         for j in range(j0, j1):
             fx = (j + 0.5) * 0.5 - 0.5
             sx = int(math.floor(fx))
@@ -125,8 +181,7 @@ def build(t: Target) -> dict:
         # n_layers, decimated on the fly as resize INTER_NEAREST (index floor(x * src / dst)); the decimated
         # sample at the centre is written to lvl0 (the new octave's base). The per-pixel loop serves both
         # devices: on the CPU it is not slower than a tap-outer loop over the row.
-        j0 = xc * chunk
-        j1 = min(j0 + chunk, cols)
+        j0, j1 = segment(xc, chunk, cols)
         out = y * cols
         srow = soff + y * scols
         if down != 0:
@@ -150,8 +205,7 @@ def build(t: Target) -> dict:
                 lvl0[l0off + out + j] = src[srow + min(int(math.floor(j * ifx)), scols - 1)]
 
     def vblur_body(y, xc, src, dst, doff, rows, cols, wts, wrow, radius, dog, dogoff, prevoff, write_dog, chunk):
-        j0 = xc * chunk
-        j1 = min(j0 + chunk, cols)
+        j0, j1 = segment(xc, chunk, cols)
         inside = y >= radius and y + radius < rows
         for j in range(j0, j1):
             acc = 0.0
@@ -171,16 +225,15 @@ def build(t: Target) -> dict:
                 # float32 level minus float32 level, as OpenCV's subtract() into the DoG plane
                 dog[dogoff + q] = float(dst[doff + q]) - float(dst[prevoff + q])
 
-    find_octave = dev(common.find_octave)
-    extremum26 = dev(common.extremum26)
+    return {"up": up_body, "hblur": hblur_body, "vblur": vblur_body}
+
+
+def extrema_body(h: dict):
+    """``extrema``'s element function: 3x3x3 extrema of the middle DoG planes in one row segment, every octave."""
+    row_segment, extremum26 = h["row_segment"], h["extremum26"]
 
     def extrema_body(y, xc, dog, flags, oinfo, n_oct, n_layers, thr, chunk):
-        o = find_octave(y, oinfo, n_oct, ROW0)
-        i = y - oinfo[o, ROW0]
-        rows = oinfo[o, ROWS]
-        cols = oinfo[o, COLS]
-        j0 = xc * chunk
-        j1 = min(j0 + chunk, cols)
+        o, i, rows, cols, j0, j1 = row_segment(y, xc, chunk, oinfo, n_oct, ROW0, ROWS, COLS)
         if j0 >= cols or i >= rows:
             return
         plane = rows * cols
@@ -196,6 +249,19 @@ def build(t: Target) -> dict:
                         # ties count as extrema, as OpenCV's >= / <= tests
                         f = 1 if extremum26(dog, cb + j, cols, plane, v, False) else 0
                 flags[fb + j] = f
+
+    return extrema_body
+
+
+def interpolation_helpers(t: Target, h: dict) -> dict:
+    """The location of an extremum to sub-pixel and sub-scale precision (OpenCV's ``adjustLocalExtrema``).
+
+    ``dog_gradient`` and ``dog_hessian`` are the DoG's first and second derivatives at flat index ``p``
+    (central differences, image scale 1/255); ``locate`` runs up to ``MAX_INTERP`` Newton steps from a flag
+    index and returns ``(ok, octave, layer, row, col, offset in scale, in y, in x)``.
+    """
+    dev = t.device
+    rint, find_octave = h["rint"], h["find_octave"]
 
     def solve3(a00, a01, a02, a11, a12, a22, b0, b1, b2):
         # Cramer's rule on the symmetric 3x3 system (OpenCV's Matx fast solve); singular: zero step.
@@ -215,36 +281,41 @@ def build(t: Target) -> dict:
 
     solve3 = dev(solve3)
 
-    def refine_body(
-        k,
-        cand,
-        dog,
-        gauss,
-        oinfo,
-        n_oct,
-        n_layers,
-        contrast_thr,
-        edge_thr,
-        sigma,
-        mask,
-        use_mask,
-        mask_h,
-        mask_w,
-        out_ok,
-        out_key,
-        out_xy,
-        out_size,
-        out_resp,
-        out_oct,
-        out_ol,
-        out_pf,
-        out_nori,
-        out_ang,
-        hist,
-    ):
-        out_ok[k] = 0
-        out_nori[k] = 0
-        f = cand[k]
+    def dog_gradient(dog, p, cols, plane):
+        # (value, dx, dy, ds)
+        v = float(dog[p])
+        dx = (float(dog[p + 1]) - float(dog[p - 1])) * DERIV_SCALE
+        dy = (float(dog[p + cols]) - float(dog[p - cols])) * DERIV_SCALE
+        ds = (float(dog[p + plane]) - float(dog[p - plane])) * DERIV_SCALE
+        return v, dx, dy, ds
+
+    dog_gradient = dev(dog_gradient)
+
+    def dog_hessian(dog, p, cols, plane, v):
+        # (dxx, dyy, dss, dxy, dxs, dys)
+        dxx = (float(dog[p + 1]) + float(dog[p - 1]) - 2.0 * v) * IMG_SCALE
+        dyy = (float(dog[p + cols]) + float(dog[p - cols]) - 2.0 * v) * IMG_SCALE
+        dss = (float(dog[p + plane]) + float(dog[p - plane]) - 2.0 * v) * IMG_SCALE
+        dxy = (
+            float(dog[p + cols + 1]) - float(dog[p + cols - 1]) - float(dog[p - cols + 1]) + float(dog[p - cols - 1])
+        ) * CROSS_SCALE
+        dxs = (
+            float(dog[p + plane + 1])
+            - float(dog[p + plane - 1])
+            - float(dog[p - plane + 1])
+            + float(dog[p - plane - 1])
+        ) * CROSS_SCALE
+        dys = (
+            float(dog[p + plane + cols])
+            - float(dog[p + plane - cols])
+            - float(dog[p - plane + cols])
+            + float(dog[p - plane - cols])
+        ) * CROSS_SCALE
+        return dxx, dyy, dss, dxy, dxs, dys
+
+    dog_hessian = dev(dog_hessian)
+
+    def locate(f, dog, oinfo, n_oct, n_layers):
         o = find_octave(f, oinfo, n_oct, FOFF)
         rows = oinfo[o, ROWS]
         cols = oinfo[o, COLS]
@@ -254,40 +325,14 @@ def build(t: Target) -> dict:
         rem = rem - (layer - 1) * plane
         r = rem // cols
         c = rem - r * cols
-        img_scale = 1.0 / 255.0
-        ds = img_scale * 0.5
-        cs = img_scale * 0.25
         xi = 0.0
         xr = 0.0
         xc = 0.0
         it = 0
         while it < MAX_INTERP:
             p = oinfo[o, DOFF] + layer * plane + r * cols + c
-            v = float(dog[p])
-            dx = (float(dog[p + 1]) - float(dog[p - 1])) * ds
-            dy = (float(dog[p + cols]) - float(dog[p - cols])) * ds
-            dsg = (float(dog[p + plane]) - float(dog[p - plane])) * ds
-            dxx = (float(dog[p + 1]) + float(dog[p - 1]) - 2.0 * v) * img_scale
-            dyy = (float(dog[p + cols]) + float(dog[p - cols]) - 2.0 * v) * img_scale
-            dss = (float(dog[p + plane]) + float(dog[p - plane]) - 2.0 * v) * img_scale
-            dxy = (
-                float(dog[p + cols + 1])
-                - float(dog[p + cols - 1])
-                - float(dog[p - cols + 1])
-                + float(dog[p - cols - 1])
-            ) * cs
-            dxs = (
-                float(dog[p + plane + 1])
-                - float(dog[p + plane - 1])
-                - float(dog[p - plane + 1])
-                + float(dog[p - plane - 1])
-            ) * cs
-            dys = (
-                float(dog[p + plane + cols])
-                - float(dog[p + plane - cols])
-                - float(dog[p - plane + cols])
-                + float(dog[p - plane - cols])
-            ) * cs
+            v, dx, dy, dsg = dog_gradient(dog, p, cols, plane)
+            dxx, dyy, dss, dxy, dxs, dys = dog_hessian(dog, p, cols, plane, v)
             x0, x1, x2 = solve3(dxx, dxy, dxs, dyy, dys, dss, dx, dy, dsg)
             xi = -x2
             xr = -x1
@@ -296,7 +341,7 @@ def build(t: Target) -> dict:
                 break
             big = 715827882.0  # INT_MAX / 3
             if abs(xi) > big or abs(xr) > big or abs(xc) > big:
-                return
+                return 0, o, layer, r, c, xi, xr, xc
             c += rint(xc)
             r += rint(xr)
             layer += rint(xi)
@@ -308,51 +353,24 @@ def build(t: Target) -> dict:
                 or r < IMG_BORDER
                 or r >= rows - IMG_BORDER
             ):
-                return
+                return 0, o, layer, r, c, xi, xr, xc
             it += 1
-        if it >= MAX_INTERP:
-            return
-        p = oinfo[o, DOFF] + layer * plane + r * cols + c
-        v = float(dog[p])
-        dx = (float(dog[p + 1]) - float(dog[p - 1])) * ds
-        dy = (float(dog[p + cols]) - float(dog[p - cols])) * ds
-        dsg = (float(dog[p + plane]) - float(dog[p - plane])) * ds
-        contr = v * img_scale + (dx * xc + dy * xr + dsg * xi) * 0.5
-        if abs(contr) * n_layers < contrast_thr:
-            return
-        dxx = (float(dog[p + 1]) + float(dog[p - 1]) - 2.0 * v) * img_scale
-        dyy = (float(dog[p + cols]) + float(dog[p - cols]) - 2.0 * v) * img_scale
-        dxy = (
-            float(dog[p + cols + 1]) - float(dog[p + cols - 1]) - float(dog[p - cols + 1]) + float(dog[p - cols - 1])
-        ) * cs
-        tr = dxx + dyy
-        det = dxx * dyy - dxy * dxy
-        if det <= 0.0 or tr * tr * edge_thr >= (edge_thr + 1.0) * (edge_thr + 1.0) * det:
-            return
-        # Keypoint in OpenCV's conventions: octave -1 is the upsampled base, so image coordinates are
-        # (c + xc) * 2**o / 2, the size sigma * 2**((layer + xi) / s) * 2**o (already halved).
-        so = float(1 << o)
-        px = (c + xc) * so * 0.5
-        py = (r + xr) * so * 0.5
-        if use_mask != 0:
-            my = min(int(py + 0.5), mask_h - 1)
-            mx = min(int(px + 0.5), mask_w - 1)
-            if mask[my * mask_w + mx] == 0:
-                return
-        scl_octv = sigma * 2.0 ** ((layer + xi) / n_layers)
-        out_xy[k, 0] = px
-        out_xy[k, 1] = py
-        out_size[k] = scl_octv * so
-        out_resp[k] = abs(contr)
-        out_oct[k] = ((o - 1) & 255) | (layer << 8) | (rint((xi + 0.5) * 255.0) << 16)
-        out_ol[k, 0] = o
-        out_ol[k, 1] = layer
-        out_pf[k, 0] = c + xc
-        out_pf[k, 1] = r + xr
-        out_key[k] = oinfo[o, FOFF] + (layer - 1) * plane + r * cols + c
-        out_ok[k] = 1
-        # Orientation histogram on the Gaussian level of the keypoint (calcOrientationHist).
-        g = oinfo[o, GOFF] + layer * plane
+        return (1 if it < MAX_INTERP else 0), o, layer, r, c, xi, xr, xc
+
+    return {"dog_gradient": dog_gradient, "dog_hessian": dog_hessian, "locate": dev(locate)}
+
+
+def orientation_helpers(t: Target, h: dict) -> dict:
+    """The orientation histogram of a keypoint (OpenCV's ``calcOrientationHist``) and its peaks.
+
+    ``ori_hist`` adds the Gaussian-weighted gradients around ``(r, c)`` of a Gaussian level into row ``k`` of
+    ``hist`` (36 bins with two wrap bins on each side); ``ori_peaks`` smooths it, writes the angles of the
+    peaks within 80% of the highest (parabola-interpolated, at most ``MAX_ORI``) and returns their count.
+    """
+    dev = t.device
+    rint, fast_atan2 = h["rint"], h["fast_atan2"]
+
+    def ori_hist(k, hist, gauss, g, r, c, rows, cols, scl_octv):
         radius = rint(ORI_RADIUS * scl_octv)
         sig = ORI_SIG_FCTR * scl_octv
         expf_scale = -1.0 / (2.0 * sig * sig)
@@ -383,6 +401,9 @@ def build(t: Target) -> dict:
         hist[k, 0] = hist[k, n]
         hist[k, 2 + n] = hist[k, 2]
         hist[k, 3 + n] = hist[k, 3]
+
+    def ori_peaks(k, hist, out_ang):
+        n = N_ORI_BINS
         sm = n + 4  # smoothed histogram after the raw one
         omax = 0.0
         for b in range(n):
@@ -410,7 +431,79 @@ def build(t: Target) -> dict:
                     ang = 0.0
                 out_ang[k, nori] = ang
                 nori += 1
-        out_nori[k] = nori
+        return nori
+
+    return {"ori_hist": dev(ori_hist), "ori_peaks": dev(ori_peaks)}
+
+
+def refine_body(h: dict):
+    """``refine``'s element function: one candidate located, tested, written as a keypoint, and oriented.
+
+    ``out_ok[k]`` is 0 when the candidate's location does not converge, its contrast is below
+    ``contrast_thr / n_layers``, it lies on an edge (Lowe's ratio of principal curvatures, ``edge_thr``) or
+    outside the mask.
+    """
+    rint, locate, dog_gradient, dog_hessian = h["rint"], h["locate"], h["dog_gradient"], h["dog_hessian"]
+    ori_hist, ori_peaks = h["ori_hist"], h["ori_peaks"]
+
+    def refine_body(
+        k, cand, dog, gauss, oinfo, n_oct, n_layers, contrast_thr, edge_thr, sigma, mask, use_mask, mask_h, mask_w,
+        out_ok, out_key, out_xy, out_size, out_resp, out_oct, out_ol, out_pf, out_nori, out_ang, hist,
+    ):  # fmt: skip
+        out_ok[k] = 0
+        out_nori[k] = 0
+        ok, o, layer, r, c, xi, xr, xc = locate(cand[k], dog, oinfo, n_oct, n_layers)
+        if ok == 0:
+            return
+        rows = oinfo[o, ROWS]
+        cols = oinfo[o, COLS]
+        plane = rows * cols
+        p = oinfo[o, DOFF] + layer * plane + r * cols + c
+        v, dx, dy, dsg = dog_gradient(dog, p, cols, plane)
+        contr = v * IMG_SCALE + (dx * xc + dy * xr + dsg * xi) * 0.5
+        if abs(contr) * n_layers < contrast_thr:
+            return
+        dxx, dyy, _, dxy, _, _ = dog_hessian(dog, p, cols, plane, v)
+        tr = dxx + dyy
+        det = dxx * dyy - dxy * dxy
+        if det <= 0.0 or tr * tr * edge_thr >= (edge_thr + 1.0) * (edge_thr + 1.0) * det:
+            return
+        # Keypoint in OpenCV's conventions: octave -1 is the upsampled base, so image coordinates are
+        # (c + xc) * 2**o / 2, the size sigma * 2**((layer + xi) / s) * 2**o (already halved).
+        so = float(1 << o)
+        px = (c + xc) * so * 0.5
+        py = (r + xr) * so * 0.5
+        if use_mask != 0:
+            my = min(int(py + 0.5), mask_h - 1)
+            mx = min(int(px + 0.5), mask_w - 1)
+            if mask[my * mask_w + mx] == 0:
+                return
+        scl_octv = sigma * 2.0 ** ((layer + xi) / n_layers)
+        out_xy[k, 0] = px
+        out_xy[k, 1] = py
+        out_size[k] = scl_octv * so
+        out_resp[k] = abs(contr)
+        out_oct[k] = ((o - 1) & 255) | (layer << 8) | (rint((xi + 0.5) * 255.0) << 16)
+        out_ol[k, 0] = o
+        out_ol[k, 1] = layer
+        out_pf[k, 0] = c + xc
+        out_pf[k, 1] = r + xr
+        out_key[k] = oinfo[o, FOFF] + (layer - 1) * plane + r * cols + c
+        out_ok[k] = 1
+        ori_hist(k, hist, gauss, oinfo[o, GOFF] + layer * plane, r, c, rows, cols, scl_octv)
+        out_nori[k] = ori_peaks(k, hist, out_ang)
+
+    return refine_body
+
+
+def descriptor_helpers(t: Target, h: dict) -> dict:
+    """One 4x4 cell of a keypoint's descriptor (OpenCV's ``calcSIFTDescriptor``, restricted to one cell).
+
+    ``desc_cell`` gathers the samples whose trilinear weights reach the cell into its 8 orientation bins of
+    ``raw``, so no thread writes another's bins.
+    """
+    dev = t.device
+    rint, fast_atan2 = h["rint"], h["fast_atan2"]
 
     def desc_cell(k, cell, kp_ol, kp_pf, kp_size, kp_angle, gauss, oinfo, raw):
         # One cell (ci, cj) of keypoint k: calcSIFTDescriptor's samples, restricted to those whose trilinear
@@ -494,7 +587,16 @@ def build(t: Target) -> dict:
                 raw[base + o0] += v * (1.0 - fo)
                 raw[base + o1] += v * fo
 
-    desc_cell = dev(desc_cell)
+    return {"desc_cell": dev(desc_cell)}
+
+
+def descriptor_bodies(t: Target, h: dict):
+    """``desc``'s and ``finish``'s element functions: cells of keypoints, then each keypoint's normalisation.
+
+    ``finish_one`` normalises, clips at 0.2, renormalises, scales by 512 and saturates to uchar values.
+    """
+    dev = t.device
+    rint, desc_cell = h["rint"], h["desc_cell"]
 
     def finish_one(k, raw, desc):
         b = k * DESC_DIM
@@ -530,15 +632,7 @@ def build(t: Target) -> dict:
     def finish_body(k, raw, desc):
         finish_one(k, raw, desc)
 
-    return {
-        "up": t.grid2d(up_body, 6),
-        "hblur": t.grid2d(hblur_body, 15),
-        "vblur": t.grid2d(vblur_body, 13),
-        "extrema": t.grid2d(extrema_body, 7),
-        "refine": t.grid1d(refine_body, 24),
-        "desc": t.grid1d(desc_body, 9),
-        "finish": t.grid1d(finish_body, 2),
-    }
+    return desc_body, finish_body
 
 
 def _simulated() -> bool:

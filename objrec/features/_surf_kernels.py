@@ -7,20 +7,37 @@ into launchers for a :class:`~objrec.kernels.Target`. Stages, in order of a fram
 ``nms``      threshold, mask test and 3x3x3 non-maximum suppression; writes one flag per middle-layer sample.
 ``interp``   one candidate (a flat flag index): quadratic sub-pixel/sub-scale fit, Laplacian sign.
 ``describe`` one keypoint: orientation (sliding 60 degree window over Haar responses) and the 4x4 descriptor.
-           Written as phases (orientation responses, binning, windows, window samples, sub-regions, norm):
-           the CPU composes them on one thread per keypoint (chunks of keypoints over ``prange``, loops that
-           gather from the integral image split from the arithmetic so the latter vectorises); the CUDA kernel
-           runs one block of ``DESC_THREADS`` per keypoint, threads over the samples, bins and sums in shared
-           memory.
+           The CPU composes its phases on one thread per keypoint (chunks of keypoints over ``prange``, loops
+           that gather from the integral image split from the arithmetic so the latter vectorises); the CUDA
+           kernel runs one block of ``DESC_THREADS`` per keypoint, threads over the samples, bins and sums in
+           shared memory.
 
 ``det`` can visit only the columns that prefilter boxes reach (``DET_BOXES``), and counts on the CPU the
 Hessians it evaluates and the samples it visits.
+
+The element functions and their helpers are closures over the helpers they call, built for the target
+(:meth:`~objrec.kernels.Target.device`): one builder per phase, each taking the helpers built so far (a dict
+by name) and returning its own.
+
+- :func:`base_helpers`: per-target primitives (``hadd``, ``ux``, ``box4``) and the shared helpers
+- :func:`hessian_helpers`: the box-filter Hessian of one sample (``hess``) and its parts (``hessian_parts``)
+- :func:`detector_run_helpers`: the samples of a row the detector evaluates under a mask or boxes
+- :func:`detector_body`: ``det``: the detector response of a row segment, every layer
+- :func:`nms_body`: ``nms``: non-maximum suppression of a row segment
+- :func:`refinement_body`: ``interp``: the sub-pixel/sub-scale fit of one candidate
+- :func:`box_mean_helpers`: means of fractional boxes read from the integral image
+- :func:`window_helpers`: the descriptor window: its samples, rotated by the keypoint's angle
+- :func:`orientation_helpers`: orientation responses and their 5-degree groups
+- :func:`angle_helpers`: the sliding 60-degree window and the CPU orientation of one keypoint
+- :func:`descriptor_helpers`: the 4x4 sub-region sums and the descriptor's norm
+- :func:`describe_cpu_body`: ``describe`` on the CPU: one keypoint, every phase, on one thread
+- :func:`describe_cuda_body`: ``describe`` on CUDA: one keypoint per block
 
 Arrays are flat where that lets one buffer hold every octave (one launch for all of them): ``S`` and ``M``
 are the raveled integral images of the frame and of the mask (row stride ``Wp = W + 1``), ``det`` holds
 ``n_layers`` planes of ``rows x cols`` per octave from ``oinfo[o, OFF]``, ``flags`` ``n_layers - 2``
 planes per octave from ``oinfo[o, FOFF]``. The tables (``oinfo``, ``linfo``, ``boxes``, ``wts``) are built on
-the host by :mod:`objrec.features.surf`.
+the host by :mod:`objrec.features.surf_tables`.
 
 The conventions are OpenCV's (``modules/xfeatures2d/src/surf.cpp``): box filters scaled from the 9x9 ones
 with per-box weights normalised by area, centres at ``top_left + (size - 1) / 2``, keypoint size equal to
@@ -38,7 +55,31 @@ import numpy as np
 from objrec.features import _common_kernels as common
 from objrec.kernels import Target, get_target
 
-__all__ = ["build", "kernels_for", "target_for", "OINFO", "LINFO", "N_ORI", "PATCH", "SH_LEN", "DESC_THREADS"]
+__all__ = [
+    "build",
+    "kernels_for",
+    "target_for",
+    "base_helpers",
+    "hessian_helpers",
+    "detector_run_helpers",
+    "detector_body",
+    "nms_body",
+    "refinement_body",
+    "box_mean_helpers",
+    "window_helpers",
+    "orientation_helpers",
+    "angle_helpers",
+    "descriptor_helpers",
+    "describe_cpu_body",
+    "describe_cuda_body",
+    "OINFO",
+    "LINFO",
+    "N_ORI",
+    "PATCH",
+    "SH_LEN",
+    "T_LEN",
+    "DESC_THREADS",
+]
 
 # Columns of oinfo (per octave) and linfo (per octave and layer).
 OFF, ROWS, COLS, STEP, ROW0, FOFF = 0, 1, 2, 3, 4, 5
@@ -64,12 +105,12 @@ SH_LEN = SH_PATCH + N_PATCH
 # LLVM may reassociate and contract in the CPU describe (no nnan/ninf: NaN and inf keep their meaning): the
 # sums vectorise, and descriptors change only at float32 rounding level (the tests compare with OpenCV's).
 DESC_FASTMATH = frozenset({"contract", "reassoc", "nsz", "arcp"})
-DESC_THREADS = 64
+DESC_THREADS = 64  # threads per keypoint on the GPU: two warps over 109 orientation and 441 window samples
 # CPU-only float64 scratch of ``describe`` (per chunk): orientation responses, one row of window boxes.
 N_ORI_MAX = 128  # orientation samples: 109 for radius 6
 T_VX, T_VY, T_AI = 0, N_ORI_MAX, 2 * N_ORI_MAX
 T_XA, T_XB, T_YA, T_YB, T_FA, T_FB, T_GA, T_GB = (3 * N_ORI_MAX + 32 * i for i in range(8))
-T_LEN = 3 * N_ORI_MAX + 32 * 8  # threads per keypoint on the GPU: two warps over 109 orientation and 441 window samples
+T_LEN = 3 * N_ORI_MAX + 32 * 8
 
 # Detector modes (``det``): every sample; samples with mask pixels under their filters; only the columns
 # that boxes (prefilter regions) reach; both.
@@ -92,8 +133,29 @@ def _atomic_add(a, i, v):
     cuda.atomic.add(a, i, v)
 
 
-def build(t: Target):
+def build(t: Target) -> dict:
     """Build the SURF launchers for target ``t``; returns a dict of ``det``, ``nms``, ``interp``, ``describe``."""
+    h = base_helpers(t)
+    h.update(hessian_helpers(t, h))
+    h.update(detector_run_helpers(t, h))
+    det = t.grid2d(detector_body(t, h), nargs=16)
+    nms = t.grid2d(nms_body(t, h), nargs=11)
+    interp = t.grid1d(refinement_body(t, h), nargs=15)
+    for helpers in (box_mean_helpers, window_helpers, orientation_helpers, angle_helpers, descriptor_helpers):
+        h.update(helpers(t, h))
+    if t.is_cuda:
+        describe = t.blocks(describe_cuda_body(h), nargs=14, threads=DESC_THREADS)
+    else:
+        describe = t.blocks(describe_cpu_body(h), nargs=16, threads=1, fastmath=DESC_FASTMATH)
+    return {"det": det, "nms": nms, "interp": interp, "describe": describe}
+
+
+def base_helpers(t: Target) -> dict:
+    """Primitives every phase uses, built for ``t``, and the shared helpers of :mod:`._common_kernels`.
+
+    ``hadd(a, i, v)`` adds ``v`` to ``a[i]`` (atomically on CUDA, where threads of a block share bins),
+    ``ux(v)`` makes an unsigned index, ``box4(A, p, o0, o1, o2, o3)`` is a box sum from four corner offsets.
+    """
     dev = t.device
 
     if t.is_cuda:
@@ -104,15 +166,29 @@ def build(t: Target):
         def hadd(a, i, v):
             a[i] += v
 
-    hadd = dev(hadd)
+    def ux(v):
+        # Index with an unsigned integer: Numba then drops its negative-index wraparound, which on the CPU
+        # turns the row loops of box sums into plain vector loads.
+        return np.uint64(v)
 
     def box4(A, p, o0, o1, o2, o3):
         # Box sum from four corner offsets around flat index p (OpenCV's p0 + p3 - p1 - p2).
         return A[p + o0] + A[p + o3] - A[p + o1] - A[p + o2]
 
-    box4 = dev(box4)
+    h = common.build(t)
+    h.update(hadd=dev(hadd), ux=dev(ux), box4=dev(box4))
+    return h
 
-    find_octave = dev(common.find_octave)
+
+def hessian_helpers(t: Target, h: dict) -> dict:
+    """The box-filter Hessian (Bay et al. 2008, eq. 4) at one sample, built for ``t``.
+
+    ``layer_filters(boxes, wts, o, l)`` reads a layer's 32 corner offsets and 10 weights into tuples (held
+    in registers across a row), ``hess(S, p, off, wt)`` is ``det(H)`` at flat index ``p`` from them, and
+    ``hessian_parts(S, p, boxes, wts, o, l)`` is ``(Dxx, Dyy, Dxy)`` read straight from the tables.
+    """
+    dev = t.device
+    ux, box4 = h["ux"], h["box4"]
 
     def hessian_parts(S, p, boxes, wts, o, l):
         dxx = 0.0
@@ -126,19 +202,27 @@ def build(t: Target):
             dxy += box4(S, p, boxes[o, l, k, 0], boxes[o, l, k, 1], boxes[o, l, k, 2], boxes[o, l, k, 3]) * wts[o, l, k]
         return dxx, dyy, dxy
 
-    hessian_parts = dev(hessian_parts)
-
-    def ux(v):
-        # Index with an unsigned integer: Numba then drops its negative-index wraparound, which on the CPU
-        # turns the row loops of box sums into plain vector loads.
-        return np.uint64(v)
-
-    ux = dev(ux)
+    def layer_filters(boxes, wts, o, l):
+        # The corners ``hess`` reads (a0 a1 a2 a3 b2 b3 c2 c3 | d0 d1 d2 d3 e1 e3 f1 f3 | g.. h.. k.. n..: boxes
+        # 0-2 are Dxx, 3-5 Dyy, 6-9 Dxy) and the ten weights, widened to float.
+        b = boxes
+        off = (
+            b[o, l, 0, 0], b[o, l, 0, 1], b[o, l, 0, 2], b[o, l, 0, 3], b[o, l, 1, 2], b[o, l, 1, 3], b[o, l, 2, 2],
+            b[o, l, 2, 3], b[o, l, 3, 0], b[o, l, 3, 1], b[o, l, 3, 2], b[o, l, 3, 3], b[o, l, 4, 1], b[o, l, 4, 3],
+            b[o, l, 5, 1], b[o, l, 5, 3], b[o, l, 6, 0], b[o, l, 6, 1], b[o, l, 6, 2], b[o, l, 6, 3], b[o, l, 7, 0],
+            b[o, l, 7, 1], b[o, l, 7, 2], b[o, l, 7, 3], b[o, l, 8, 0], b[o, l, 8, 1], b[o, l, 8, 2], b[o, l, 8, 3],
+            b[o, l, 9, 0], b[o, l, 9, 1], b[o, l, 9, 2], b[o, l, 9, 3],
+        )  # fmt: skip
+        w = wts
+        wt = (
+            float(w[o, l, 0]), float(w[o, l, 1]), float(w[o, l, 2]), float(w[o, l, 3]), float(w[o, l, 4]),
+            float(w[o, l, 5]), float(w[o, l, 6]), float(w[o, l, 7]), float(w[o, l, 8]), float(w[o, l, 9]),
+        )  # fmt: skip
+        return off, wt
 
     def hess(S, p, off, wt):
         # det(H) = Dxx Dyy - (0.9 Dxy)^2 from the box table of one layer. The three Dxx (Dyy) boxes share their
-        # inner edges, so 8 corners serve them; Dxy has four separate boxes. ``off`` and ``wt`` are tuples (held in
-        # registers across a row): corners a0 a1 a2 a3 b2 b3 c2 c3 | d0 d1 d2 d3 e1 e3 f1 f3 | g.. h.. k.. n..
+        # inner edges, so 8 corners serve them; Dxy has four separate boxes.
         a0, a1, a2, a3, b2, b3, c2, c3 = off[0], off[1], off[2], off[3], off[4], off[5], off[6], off[7]
         d0, d1, d2, d3, e1, e3, f1, f3 = off[8], off[9], off[10], off[11], off[12], off[13], off[14], off[15]
         g0, g1, g2, g3, h0, h1, h2, h3 = off[16], off[17], off[18], off[19], off[20], off[21], off[22], off[23]
@@ -170,7 +254,18 @@ def build(t: Target):
         )
         return dxx * dyy - 0.81 * dxy * dxy
 
-    hess = dev(hess)
+    return {"hessian_parts": dev(hessian_parts), "layer_filters": dev(layer_filters), "hess": dev(hess)}
+
+
+def detector_run_helpers(t: Target, h: dict) -> dict:
+    """The samples of one layer's row that the detector evaluates, when a mask or boxes restrict it.
+
+    ``hess_runs`` evaluates the runs of samples with some mask pixel under the filters of the candidates they
+    neighbour (``mask_hit``), ``box_columns`` the columns whose filters reach a prefilter box; both set the
+    other samples to zero.
+    """
+    dev = t.device
+    ux, hess = h["ux"], h["hess"]
 
     def mask_hit(M, ya, yb, x, step, r, W):
         xa = max(x - r, 0)
@@ -180,8 +275,8 @@ def build(t: Target):
     mask_hit = dev(mask_hit)
 
     def hess_runs(S, M, det, out, pb, off, wt, ja, jb, ya, yb, step, r, W):
-        # Runs of samples with some mask pixel under the filters of the candidates they neighbour are computed
-        # in the same tight loop as without a mask; the others are set to zero. Returns the samples computed.
+        # Runs of samples that pass ``mask_hit`` are computed in the same tight loop as without a mask. Returns
+        # the samples computed.
         n = 0
         j = ja
         while j < jb:
@@ -199,158 +294,114 @@ def build(t: Target):
 
     hess_runs = dev(hess_runs)
 
-    def det_body(y, xc, S, M, det, oinfo, linfo, boxes, wts, mode, n_oct, n_layers, H, W, chunk, rbox, nbox, counts):
-        # One row segment [xc * chunk, xc * chunk + chunk) of one octave, every layer: chunk = 1 on the GPU (a
-        # thread per sample), a whole row on the CPU (the box offsets stay in registers across the row).
-        o = find_octave(y, oinfo, n_oct, ROW0)
-        i = y - oinfo[o, ROW0]
-        rows = oinfo[o, ROWS]
+    def box_columns(S, M, det, out, pb, off, wt, ja, jb, ya, yb, i, step, r, W, mode, rbox, nbox):
+        # Prefilter boxes (sorted by x0 on the host): visit only the union of the columns whose filters reach a
+        # box, so the work follows the boxes' area, not the frame's. A sample is visited here exactly when the
+        # mask of the union of the boxes would pass ``mask_hit``. Returns (evaluated, visited).
+        n_eval = 0
+        n_visit = 0
+        j = ja
+        for b in range(nbox):
+            if rbox[b, 1] >= step * i + step + r or rbox[b, 3] <= step * i - r:
+                continue
+            e = rbox[b, 0] - step - r
+            lo = 0 if e < 0 else e // step + 1
+            hi = (rbox[b, 2] + r + step - 1) // step
+            lo = max(lo, j)
+            hi = min(hi, jb)
+            if hi <= lo:
+                continue
+            for jj in range(j, lo):
+                det[out + jj] = 0.0
+            if mode == DET_BOXES_MASK:
+                n_eval += hess_runs(S, M, det, out, pb, off, wt, lo, hi, ya, yb, step, r, W)
+            else:
+                for jj in range(lo, hi):
+                    det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
+                n_eval += hi - lo
+            n_visit += hi - lo
+            j = hi
+        for jj in range(j, jb):
+            det[out + jj] = 0.0
+        return n_eval, n_visit
+
+    return {"hess_runs": hess_runs, "box_columns": dev(box_columns)}
+
+
+def detector_body(t: Target, h: dict):
+    """``det``'s element function: the detector response (the Hessian's determinant) of one row segment.
+
+    ``det_body(y, xc, ...)`` covers columns ``[xc * chunk, xc * chunk + chunk)`` of grid row ``y``, every
+    layer: ``chunk`` is 1 on the GPU (a thread per sample), a whole row on the CPU (the box offsets stay in
+    registers across the row).
+    """
+    dev = t.device
+    ux, hadd, hess, layer_filters = h["ux"], h["hadd"], h["hess"], h["layer_filters"]
+    row_segment, hess_runs, box_columns = h["row_segment"], h["hess_runs"], h["box_columns"]
+
+    def det_layer(S, M, det, oinfo, linfo, boxes, wts, mode, o, l, i, jlo, jhi, H, W, rbox, nbox):
+        # Layer l of octave row i, columns [jlo, jhi): zero outside the layer's samples, and inside the samples
+        # the mode leaves out. Returns (Hessians evaluated, samples visited).
         cols = oinfo[o, COLS]
-        jlo = xc * chunk
-        jhi = min(jlo + chunk, cols)
+        step = oinfo[o, STEP]
+        plane = oinfo[o, ROWS] * cols
+        m = linfo[o, l, MARGIN]
+        nj = linfo[o, l, NJ]
+        i0 = i - m
+        out = oinfo[o, OFF] + l * plane + i * cols
+        ja = jlo
+        jb = jlo
+        if i0 >= 0 and i0 < linfo[o, l, NI]:
+            ja = min(max(jlo, m), jhi)
+            jb = max(min(jhi, m + nj), ja)
+        for j in range(jlo, ja):
+            det[out + j] = 0.0
+        for j in range(jb, jhi):
+            det[out + j] = 0.0
+        if jb <= ja:
+            return 0, 0
+        off, wt = layer_filters(boxes, wts, o, l)
+        r = linfo[o, l, REACH]
+        Wp = W + 1
+        ya = max(step * i - r, 0) * Wp
+        yb = min(step * i + step + r, H) * Wp
+        pb = i0 * step * Wp - m * step
+        if mode == DET_ALL:
+            for j in range(ja, jb):
+                det[ux(out + j)] = hess(S, pb + j * step, off, wt)
+            return jb - ja, jb - ja
+        if mode == DET_MASK:
+            return hess_runs(S, M, det, out, pb, off, wt, ja, jb, ya, yb, step, r, W), jb - ja
+        return box_columns(S, M, det, out, pb, off, wt, ja, jb, ya, yb, i, step, r, W, mode, rbox, nbox)
+
+    det_layer = dev(det_layer)
+
+    def det_body(y, xc, S, M, det, oinfo, linfo, boxes, wts, mode, n_oct, n_layers, H, W, chunk, rbox, nbox, counts):
+        o, i, rows, cols, jlo, jhi = row_segment(y, xc, chunk, oinfo, n_oct, ROW0, ROWS, COLS)
         if jlo >= cols or i >= rows:
             return
-        step = oinfo[o, STEP]
-        plane = rows * cols
-        Wp = W + 1
         n_eval = 0
         n_visit = 0
         for l in range(n_layers):
-            m = linfo[o, l, MARGIN]
-            nj = linfo[o, l, NJ]
-            i0 = i - m
-            out = oinfo[o, OFF] + l * plane + i * cols
-            ja = jlo
-            jb = jlo
-            if i0 >= 0 and i0 < linfo[o, l, NI]:
-                ja = min(max(jlo, m), jhi)
-                jb = max(min(jhi, m + nj), ja)
-            for j in range(jlo, ja):
-                det[out + j] = 0.0
-            for j in range(jb, jhi):
-                det[out + j] = 0.0
-            if jb <= ja:
-                continue
-            a0 = boxes[o, l, 0, 0]
-            a1 = boxes[o, l, 0, 1]
-            a2 = boxes[o, l, 0, 2]
-            a3 = boxes[o, l, 0, 3]
-            b2 = boxes[o, l, 1, 2]
-            b3 = boxes[o, l, 1, 3]
-            c2 = boxes[o, l, 2, 2]
-            c3 = boxes[o, l, 2, 3]
-            d0 = boxes[o, l, 3, 0]
-            d1 = boxes[o, l, 3, 1]
-            d2 = boxes[o, l, 3, 2]
-            d3 = boxes[o, l, 3, 3]
-            e1 = boxes[o, l, 4, 1]
-            e3 = boxes[o, l, 4, 3]
-            f1 = boxes[o, l, 5, 1]
-            f3 = boxes[o, l, 5, 3]
-            g0 = boxes[o, l, 6, 0]
-            g1 = boxes[o, l, 6, 1]
-            g2 = boxes[o, l, 6, 2]
-            g3 = boxes[o, l, 6, 3]
-            h0 = boxes[o, l, 7, 0]
-            h1 = boxes[o, l, 7, 1]
-            h2 = boxes[o, l, 7, 2]
-            h3 = boxes[o, l, 7, 3]
-            k0 = boxes[o, l, 8, 0]
-            k1 = boxes[o, l, 8, 1]
-            k2 = boxes[o, l, 8, 2]
-            k3 = boxes[o, l, 8, 3]
-            n0 = boxes[o, l, 9, 0]
-            n1 = boxes[o, l, 9, 1]
-            n2 = boxes[o, l, 9, 2]
-            n3 = boxes[o, l, 9, 3]
-            wa = float(wts[o, l, 0])
-            wb = float(wts[o, l, 1])
-            wc = float(wts[o, l, 2])
-            wd = float(wts[o, l, 3])
-            we = float(wts[o, l, 4])
-            wf = float(wts[o, l, 5])
-            wg = float(wts[o, l, 6])
-            wh = float(wts[o, l, 7])
-            wk = float(wts[o, l, 8])
-            wn = float(wts[o, l, 9])
-            off = (
-                a0,
-                a1,
-                a2,
-                a3,
-                b2,
-                b3,
-                c2,
-                c3,
-                d0,
-                d1,
-                d2,
-                d3,
-                e1,
-                e3,
-                f1,
-                f3,
-                g0,
-                g1,
-                g2,
-                g3,
-                h0,
-                h1,
-                h2,
-                h3,
-                k0,
-                k1,
-                k2,
-                k3,
-                n0,
-                n1,
-                n2,
-                n3,
-            )
-            wt = (wa, wb, wc, wd, we, wf, wg, wh, wk, wn)
-            r = linfo[o, l, REACH]
-            ya = max(step * i - r, 0) * Wp
-            yb = min(step * i + step + r, H) * Wp
-            pb = i0 * step * Wp - m * step
-            if mode == DET_ALL:
-                for j in range(ja, jb):
-                    det[ux(out + j)] = hess(S, pb + j * step, off, wt)
-                n_eval += jb - ja
-                n_visit += jb - ja
-            elif mode == DET_MASK:
-                n_eval += hess_runs(S, M, det, out, pb, off, wt, ja, jb, ya, yb, step, r, W)
-                n_visit += jb - ja
-            else:
-                # Prefilter boxes (sorted by x0 on the host): visit only the union of the columns whose filters
-                # reach a box, so the work follows the boxes' area, not the frame's. A sample is visited here
-                # exactly when the mask of the union of the boxes would pass ``mask_hit``.
-                j = ja
-                for b in range(nbox):
-                    if rbox[b, 1] >= step * i + step + r or rbox[b, 3] <= step * i - r:
-                        continue
-                    e = rbox[b, 0] - step - r
-                    lo = 0 if e < 0 else e // step + 1
-                    hi = (rbox[b, 2] + r + step - 1) // step
-                    lo = max(lo, j)
-                    hi = min(hi, jb)
-                    if hi <= lo:
-                        continue
-                    for jj in range(j, lo):
-                        det[out + jj] = 0.0
-                    if mode == DET_BOXES_MASK:
-                        n_eval += hess_runs(S, M, det, out, pb, off, wt, lo, hi, ya, yb, step, r, W)
-                    else:
-                        for jj in range(lo, hi):
-                            det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
-                        n_eval += hi - lo
-                    n_visit += hi - lo
-                    j = hi
-                for jj in range(j, jb):
-                    det[out + jj] = 0.0
+            e, v = det_layer(S, M, det, oinfo, linfo, boxes, wts, mode, o, l, i, jlo, jhi, H, W, rbox, nbox)
+            n_eval += e
+            n_visit += v
         if counts.shape[0] > 1:
             # counts: Hessians evaluated per grid row, then samples visited (mask tests included) per row
             hadd(counts, y, n_eval)
             hadd(counts, counts.shape[0] // 2 + y, n_visit)
+
+    return det_body
+
+
+def nms_body(t: Target, h: dict):
+    """``nms``'s element function: threshold, mask test and 3x3x3 non-maximum suppression of a row segment.
+
+    Writes one flag per sample of the middle layers (``n_mid`` of them) for columns ``[xc * chunk, xc * chunk
+    + chunk)`` of grid row ``y``.
+    """
+    dev = t.device
+    ux, row_segment, extremum26 = h["ux"], h["row_segment"], h["extremum26"]
 
     def above_row(det, c, v, cols):
         # v = det[c] above its 8 neighbours in its own layer: every comparison made, no early exit, so that the
@@ -368,15 +419,8 @@ def build(t: Target):
 
     above_row = dev(above_row)
 
-    extremum26 = dev(common.extremum26)
-
     def nms_body(y, xc, det, flags, oinfo, linfo, M, use_mask, n_oct, n_mid, thr, W, chunk):
-        o = find_octave(y, oinfo, n_oct, ROW0)
-        i = y - oinfo[o, ROW0]
-        rows = oinfo[o, ROWS]
-        cols = oinfo[o, COLS]
-        jlo = xc * chunk
-        jhi = min(jlo + chunk, cols)
+        o, i, rows, cols, jlo, jhi = row_segment(y, xc, chunk, oinfo, n_oct, ROW0, ROWS, COLS)
         if jlo >= cols or i >= rows:
             return
         step = oinfo[o, STEP]
@@ -417,24 +461,23 @@ def build(t: Target):
                     if not ok or not extremum26(det, c, cols, plane, v, True):
                         flags[ux(fb + j)] = 0
 
-    def interp_body(
-        k, cand, det, oinfo, linfo, boxes, wts, S, n_oct, W, out_xy, out_size, out_resp, out_lap, out_oct, out_ok
-    ):
-        f = cand[k]
-        o = find_octave(f, oinfo, n_oct, FOFF)
-        rows = oinfo[o, ROWS]
-        cols = oinfo[o, COLS]
-        step = oinfo[o, STEP]
-        plane = rows * cols
-        rem = f - oinfo[o, FOFF]
-        lm = rem // plane
-        rem = rem - lm * plane
-        i = rem // cols
-        j = rem - i * cols
-        l = lm + 1
-        c = oinfo[o, OFF] + l * plane + i * cols + j
+    return nms_body
+
+
+def refinement_body(t: Target, h: dict):
+    """``interp``'s element function: the sub-pixel/sub-scale fit and the Laplacian sign of one candidate.
+
+    ``interp_body(k, cand, ...)`` refines the maximum at flat flag index ``cand[k]`` (Brown & Lowe, BMVC 2002:
+    one Newton step on the 3x3x3 neighbourhood, central differences) and writes keypoint ``k``; ``out_ok[k]``
+    is 0 when the step leaves the neighbourhood or the system is singular.
+    """
+    dev = t.device
+    find_octave, hessian_parts = h["find_octave"], h["hessian_parts"]
+
+    def newton_step(det, c, cols, plane):
+        # The offset (x, y, scale) of the quadratic's extremum around det[c], and whether it lies within one
+        # sample in every direction (and is not zero).
         v = float(det[c])
-        # Brown & Lowe (BMVC 2002): one Newton step on the 3x3x3 neighbourhood (central differences).
         b0 = -(float(det[c + 1]) - float(det[c - 1])) * 0.5
         b1 = -(float(det[c + cols]) - float(det[c - cols])) * 0.5
         b2 = -(float(det[c + plane]) - float(det[c - plane])) * 0.5
@@ -474,6 +517,27 @@ def build(t: Target):
             x2 = (c02 * b0 + c12 * b1 + c22 * b2) / dd
             if (x0 != 0.0 or x1 != 0.0 or x2 != 0.0) and abs(x0) <= 1.0 and abs(x1) <= 1.0 and abs(x2) <= 1.0:
                 ok = 1
+        return ok, x0, x1, x2
+
+    newton_step = dev(newton_step)
+
+    def interp_body(
+        k, cand, det, oinfo, linfo, boxes, wts, S, n_oct, W, out_xy, out_size, out_resp, out_lap, out_oct, out_ok
+    ):
+        f = cand[k]
+        o = find_octave(f, oinfo, n_oct, FOFF)
+        rows = oinfo[o, ROWS]
+        cols = oinfo[o, COLS]
+        step = oinfo[o, STEP]
+        plane = rows * cols
+        rem = f - oinfo[o, FOFF]
+        lm = rem // plane
+        rem = rem - lm * plane
+        i = rem // cols
+        j = rem - i * cols
+        l = lm + 1
+        c = oinfo[o, OFF] + l * plane + i * cols + j
+        ok, x0, x1, x2 = newton_step(det, c, cols, plane)
         size = linfo[o, l, SIZE]
         m = linfo[o, l, MARGIN]
         ty = (i - m) * step
@@ -482,7 +546,7 @@ def build(t: Target):
         out_xy[k, 0] = tx + half + x0 * step
         out_xy[k, 1] = ty + half + x1 * step
         out_size[k] = math.floor(size + x2 * (size - linfo[o, l - 1, SIZE]) + 0.5)
-        out_resp[k] = v
+        out_resp[k] = float(det[c])
         dxx, dyy, dxy = hessian_parts(S, ty * (W + 1) + tx, boxes, wts, o, l)
         tr = dxx + dyy
         lap = 0
@@ -493,6 +557,20 @@ def build(t: Target):
         out_lap[k] = lap
         out_oct[k] = o
         out_ok[k] = ok
+
+    return interp_body
+
+
+def box_mean_helpers(t: Target, h: dict) -> dict:
+    """Means of fractional boxes ``[xa, xb) x [ya, yb)`` read from the integral image, built for ``t``.
+
+    The integral image is bilinear inside each cell, so four rows of four reads give a box's mean at any
+    position and scale: ``box_mean`` for a box inside ``[0, W] x [0, H]``, ``box_mean_inside`` (and
+    ``box_from_floors``, from the floors of the box's edges) for one known to lie inside ``[0, W-1) x
+    [0, H-1)``; ``clamp_span`` clips a span to the image as OpenCV's window extraction does.
+    """
+    dev = t.device
+    ux = h["ux"]
 
     def row_span(S, p, ixa, fxa, ixb, fxb):
         # Integral-image row p (flat start) read at fractional columns xb and xa, differenced: integer
@@ -517,8 +595,6 @@ def build(t: Target):
     row_span_u = dev(row_span_u)
 
     def box_mean(S, W, H, xa, xb, ya, yb):
-        # Mean of the piecewise-constant image over [xa, xb) x [ya, yb) (integral-image coordinates, inside
-        # [0, W] x [0, H]): the integral image is bilinear inside each cell, so four rows of four reads suffice.
         Wp = W + 1
         ixa = min(int(math.floor(xa)), W - 1)
         ixb = min(int(math.floor(xb)), W - 1)
@@ -534,22 +610,15 @@ def build(t: Target):
         bot += fyb * (row_span(S, (iyb + 1) * Wp, ixa, fxa, ixb, fxb) - bot)
         return (bot - top) / ((xb - xa) * (yb - ya))
 
-    box_mean = dev(box_mean)
-
-    atan2_deg = dev(common.fast_atan2)
-
     def clamp_span(a, b, n):
         # Clip [a, b) to [0, n) but keep at least one pixel (replicated border, as OpenCV's window extraction).
         a0 = min(max(a, 0.0), n - 1.0)
         b0 = max(min(b, float(n)), a0 + 1.0)
         return a0, b0
 
-    clamp_span = dev(clamp_span)
-
     def box_from_floors(S, Wp, fa, fb, ga, gb, xa, xb, ya, yb, inv_area):
-        # Mean over [xa, xb) x [ya, yb) inside the image from the floors of its edges (fa = floor(xa) ...): the
-        # integral image is bilinear inside each cell, so four rows of four reads suffice. Unsigned indices and
-        # fractions taken in floating point avoid int() round trips with signed indices.
+        # fa = floor(xa), fb = floor(xb), ga = floor(ya), gb = floor(yb). Unsigned indices and fractions taken
+        # in floating point avoid int() round trips with signed indices.
         ixa = np.uint64(fa)
         ixb = np.uint64(fb)
         wp = np.uint64(Wp)
@@ -564,19 +633,111 @@ def build(t: Target):
     box_from_floors = dev(box_from_floors)
 
     def box_mean_inside(S, Wp, xa, xb, ya, yb, inv_area):
-        # box_mean for a box known to lie inside [0, W-1) x [0, H-1): no clamping, and the area is the
-        # keypoint's s * s (checked once per keypoint by ``window_inside``).
+        # No clamping, and the area is the keypoint's s * s (checked once per keypoint by ``window_inside``).
         return box_from_floors(
             S, Wp, math.floor(xa), math.floor(xb), math.floor(ya), math.floor(yb), xa, xb, ya, yb, inv_area
         )
 
-    box_mean_inside = dev(box_mean_inside)
+    return {
+        "box_mean": dev(box_mean),
+        "clamp_span": dev(clamp_span),
+        "box_from_floors": box_from_floors,
+        "box_mean_inside": dev(box_mean_inside),
+    }
+
+
+def window_helpers(t: Target, h: dict) -> dict:
+    """The descriptor window of a keypoint: ``PATCH + 1`` samples per side, ``s`` apart, rotated by its angle.
+
+    Each sample is the mean of an ``s x s`` box read from the integral image: what OpenCV's bilinear window
+    and INTER_AREA resize compute, at a cost that does not grow with the scale. ``window_inside`` tells
+    whether no sample needs clamping, ``patch_sample`` computes one sample (the CUDA build: a thread per
+    sample), ``window_cpu`` all of them into ``sh`` (gathers split from the arithmetic through ``tmp``).
+    """
+    dev = t.device
+    ux, box_mean, clamp_span = h["ux"], h["box_mean"], h["clamp_span"]
+    box_from_floors, box_mean_inside = h["box_from_floors"], h["box_mean_inside"]
+
+    def window_inside(cx, cy, s, ct, st, H, W):
+        # Whether every descriptor sample box lies inside [0, W-1) x [0, H-1) (then no sample needs clamping).
+        r = 0.5 * PATCH * s * (abs(ct) + abs(st)) + 0.5 * s + 1.0
+        return cx + 0.5 - r >= 0.0 and cx + 0.5 + r < W - 1.0 and cy + 0.5 - r >= 0.0 and cy + 0.5 + r < H - 1.0
+
+    def patch_box(pr, pc, cx, cy, s, ct, st):
+        # Box of window sample (pr, pc), in integral-image coordinates.
+        v = (pr - PATCH * 0.5) * s
+        u = (pc - PATCH * 0.5) * s
+        px = cx + u * ct - v * st + 0.5
+        py = cy + u * st + v * ct + 0.5
+        hs = 0.5 * s
+        return px - hs, px + hs, py - hs, py + hs
+
+    patch_box = dev(patch_box)
+
+    def patch_sample(q, cx, cy, s, ct, st, inside, S, H, W):
+        pr = q // (PATCH + 1)
+        xa, xb, ya, yb = patch_box(pr, q - pr * (PATCH + 1), cx, cy, s, ct, st)
+        if inside:
+            return box_mean_inside(S, W + 1, xa, xb, ya, yb, 1.0 / (s * s))
+        xa, xb = clamp_span(xa, xb, W)
+        ya, yb = clamp_span(ya, yb, H)
+        return box_mean(S, W, H, xa, xb, ya, yb)
+
+    patch_sample = dev(patch_sample)
+    window_inside = dev(window_inside)
+
+    def window_cpu(sh, pb, tmp, tb, cx, cy, s, ct, st, S, H, W):
+        # Every window sample into sh[pb:], a row at a time: the boxes of a row (and their floors) into tmp
+        # first, then the integral-image reads.
+        npx = PATCH + 1
+        if window_inside(cx, cy, s, ct, st, H, W):
+            inv_area = 1.0 / (s * s)
+            Wp = W + 1
+            for pr in range(npx):
+                for pc in range(npx):
+                    xa, xb, ya, yb = patch_box(pr, pc, cx, cy, s, ct, st)
+                    tmp[ux(tb + T_XA + pc)] = xa
+                    tmp[ux(tb + T_XB + pc)] = xb
+                    tmp[ux(tb + T_YA + pc)] = ya
+                    tmp[ux(tb + T_YB + pc)] = yb
+                    tmp[ux(tb + T_FA + pc)] = math.floor(xa)
+                    tmp[ux(tb + T_FB + pc)] = math.floor(xb)
+                    tmp[ux(tb + T_GA + pc)] = math.floor(ya)
+                    tmp[ux(tb + T_GB + pc)] = math.floor(yb)
+                for pc in range(npx):
+                    sh[ux(pb + pr * npx + pc)] = box_from_floors(
+                        S,
+                        Wp,
+                        tmp[ux(tb + T_FA + pc)],
+                        tmp[ux(tb + T_FB + pc)],
+                        tmp[ux(tb + T_GA + pc)],
+                        tmp[ux(tb + T_GB + pc)],
+                        tmp[ux(tb + T_XA + pc)],
+                        tmp[ux(tb + T_XB + pc)],
+                        tmp[ux(tb + T_YA + pc)],
+                        tmp[ux(tb + T_YB + pc)],
+                        inv_area,
+                    )
+        else:
+            for q in range(N_PATCH):
+                sh[ux(pb + q)] = patch_sample(q, cx, cy, s, ct, st, False, S, H, W)
+
+    return {"window_inside": window_inside, "patch_sample": patch_sample, "window_cpu": dev(window_cpu)}
+
+
+def orientation_helpers(t: Target, h: dict) -> dict:
+    """Orientation samples of a keypoint: Haar responses of side ``4s`` at the points within ``6s``.
+
+    ``kp_scale`` gives a keypoint's centre and scale ``s``, ``ori_geometry`` the wavelet's side (0 when it
+    cannot be sampled), ``ori_response`` the Gaussian-weighted response at one point, ``ori_angle`` its
+    rounded angle and ``ori_bin`` adds it to its 5-degree group; ``ori_sample`` does all of it for one point.
+    """
+    dev = t.device
+    ux, hadd, atan2_deg = h["ux"], h["hadd"], h["fast_atan2"]
 
     def kp_scale(k, kxy, ksize):
         # float(): NumPy 2 keeps float32 * float in float32 (the simulator); Numba and CUDA widen to float64.
         return float(kxy[k, 0]), float(kxy[k, 1]), float(ksize[k]) * 1.2 / 9.0
-
-    kp_scale = dev(kp_scale)
 
     def ori_geometry(s, H, W):
         # Haar wavelet of side 4s (even, OpenCV's 2 * round(2s)); gws = 0 when it cannot be sampled.
@@ -584,8 +745,6 @@ def build(t: Target):
         if gws > H + 1 or gws > W + 1 or gws < 2:
             return 0
         return gws
-
-    ori_geometry = dev(ori_geometry)
 
     def ori_response(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w):
         # Gaussian-weighted Haar responses (dx, dy) of side gws at orientation sample q; valid = 0 when the
@@ -645,57 +804,101 @@ def build(t: Target):
             ori_bin(q, ori_angle(vx, vy), vx, vy, sh, sb)
         return valid
 
-    ori_sample = dev(ori_sample)
+    return {
+        "kp_scale": dev(kp_scale),
+        "ori_geometry": dev(ori_geometry),
+        "ori_response": ori_response,
+        "ori_angle": ori_angle,
+        "ori_bin": ori_bin,
+        "ori_sample": dev(ori_sample),
+    }
 
-    def ori_window(m, sh, sb):
-        # Sum of the responses whose rounded angle lies within 29 degrees of 5m (wrapping at 360).
-        sx = 0.0
-        sy = 0.0
+
+def angle_helpers(t: Target, h: dict) -> dict:
+    """A keypoint's angle from its orientation samples: the strongest sliding 60-degree window.
+
+    ``best_angle`` slides the window over the 5-degree groups in ``sh``; ``orient_cpu`` runs the whole phase
+    for one keypoint on one thread (responses into ``tmp``, then angles, then bins, so the gathers and the
+    arithmetic vectorise apart) and returns -1 when no sample can be taken.
+    """
+    dev = t.device
+    ux, atan2_deg, ori_geometry = h["ux"], h["fast_atan2"], h["ori_geometry"]
+    ori_response, ori_angle, ori_bin = h["ori_response"], h["ori_angle"], h["ori_bin"]
+
+    def best_angle(sh, sb):
+        # Sliding 60 degree window in 5 degree steps, first strongest wins (OpenCV's strict '>'); -1 when no
+        # orientation sample fell inside the image. The window moves by one group per step (float64 running
+        # sums of float32 groups); its edge bin is subtracted per window.
+        if sh[sb + SH_NORI] == 0.0:
+            return -1.0
+        rx = 0.0
+        ry = 0.0
         for d in range(-5, 7):
-            g = m + d
-            if g < 0:
-                g += N_GRP
-            elif g >= N_GRP:
-                g -= N_GRP
-            sx += sh[sb + SH_GX + g]
-            sy += sh[sb + SH_GY + g]
-        e = m + 6
-        if e >= N_GRP:
-            e -= N_GRP
-        return sx - sh[sb + SH_EX + e], sy - sh[sb + SH_EY + e]
+            g = d + N_GRP if d < 0 else d
+            rx += sh[sb + SH_GX + g]
+            ry += sh[sb + SH_GY + g]
+        best = 0.0
+        bx = 0.0
+        by = 0.0
+        for m in range(N_GRP):
+            e = m + 6
+            e = e - N_GRP if e >= N_GRP else e
+            sx = rx - sh[sb + SH_EX + e]
+            sy = ry - sh[sb + SH_EY + e]
+            mod = sx * sx + sy * sy
+            if mod > best:
+                best = mod
+                bx = sx
+                by = sy
+            gi = m + 7
+            gi = gi - N_GRP if gi >= N_GRP else gi
+            go = m - 5
+            go = go + N_GRP if go < 0 else go
+            rx += float(sh[sb + SH_GX + gi]) - float(sh[sb + SH_GX + go])
+            ry += float(sh[sb + SH_GY + gi]) - float(sh[sb + SH_GY + go])
+        angle = atan2_deg(-by, bx)
+        if angle >= 360.0:
+            angle -= 360.0
+        return angle
 
-    ori_window = dev(ori_window)
+    best_angle = dev(best_angle)
 
-    def window_inside(cx, cy, s, ct, st, H, W):
-        # Whether every descriptor sample box lies inside [0, W-1) x [0, H-1) (then no sample needs clamping).
-        r = 0.5 * PATCH * s * (abs(ct) + abs(st)) + 0.5 * s + 1.0
-        return cx + 0.5 - r >= 0.0 and cx + 0.5 + r < W - 1.0 and cy + 0.5 - r >= 0.0 and cy + 0.5 + r < H - 1.0
+    def orient_cpu(sh, sb, tmp, tb, cx, cy, s, S, H, W, ori_pts, ori_w, n_ori):
+        gws = ori_geometry(s, H, W)
+        if gws == 0:
+            return -1.0
+        for b in range(SH_ORI):
+            sh[sb + b] = 0.0
+        inv = 1.0 / ((gws // 2) * gws)
+        n_in = 0
+        for q in range(n_ori):
+            valid, vx, vy = ori_response(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w)
+            tmp[ux(tb + T_VX + q)] = vx
+            tmp[ux(tb + T_VY + q)] = vy
+            tmp[ux(tb + T_AI + q)] = valid
+            n_in += valid
+        for q in range(n_ori):
+            vx = tmp[ux(tb + T_VX + q)]
+            vy = tmp[ux(tb + T_VY + q)]
+            tmp[ux(tb + T_AI + q)] = ori_angle(vx, vy) if tmp[ux(tb + T_AI + q)] else -1
+        for q in range(n_ori):
+            ai = int(tmp[ux(tb + T_AI + q)])
+            if ai >= 0:
+                ori_bin(q, ai, tmp[ux(tb + T_VX + q)], tmp[ux(tb + T_VY + q)], sh, sb)
+        sh[sb + SH_NORI] = n_in
+        return best_angle(sh, sb)
 
-    window_inside = dev(window_inside)
+    return {"best_angle": best_angle, "orient_cpu": dev(orient_cpu)}
 
-    def patch_box(pr, pc, cx, cy, s, ct, st):
-        # Box of descriptor window sample (pr, pc) (PATCH+1 per side, s apart, rotated by the keypoint angle), in
-        # integral-image coordinates: its s x s box mean is what OpenCV's bilinear window + INTER_AREA resize
-        # computes, read from the integral image so the cost does not grow with the scale.
-        v = (pr - PATCH * 0.5) * s
-        u = (pc - PATCH * 0.5) * s
-        px = cx + u * ct - v * st + 0.5
-        py = cy + u * st + v * ct + 0.5
-        hs = 0.5 * s
-        return px - hs, px + hs, py - hs, py + hs
 
-    patch_box = dev(patch_box)
+def descriptor_helpers(t: Target, h: dict) -> dict:
+    """The descriptor from the window samples: 4x4 sub-regions of Haar responses, then the L2 norm.
 
-    def patch_sample(q, cx, cy, s, ct, st, inside, S, H, W):
-        pr = q // (PATCH + 1)
-        xa, xb, ya, yb = patch_box(pr, q - pr * (PATCH + 1), cx, cy, s, ct, st)
-        if inside:
-            return box_mean_inside(S, W + 1, xa, xb, ya, yb, 1.0 / (s * s))
-        xa, xb = clamp_span(xa, xb, W)
-        ya, yb = clamp_span(ya, yb, H)
-        return box_mean(S, W, H, xa, xb, ya, yb)
-
-    patch_sample = dev(patch_sample)
+    ``cell_desc`` sums one sub-region into the descriptor and returns its squared norm; ``desc_scale`` is the
+    normalisation factor from the 16 norms.
+    """
+    dev = t.device
+    ux = h["ux"]
 
     def cell_desc(c, extended, desc_w, sh, pb, out_desc, kd):
         # Sub-region c (4x4, row-major) of the descriptor: Gaussian-weighted Haar responses of size 2s (differences
@@ -757,8 +960,6 @@ def build(t: Target):
         out_desc[ux(b + 3)] = a3
         return a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3
 
-    cell_desc = dev(cell_desc)
-
     def desc_scale(sh, sb):
         # L2 normalisation factor from the 16 sub-region norms (summed in a fixed order on every target).
         sq = 0.0
@@ -766,138 +967,35 @@ def build(t: Target):
             sq += float(sh[sb + SH_SQ + c])
         return 1.0 / (math.sqrt(sq) + 1.1920929e-07)  # FLT_EPSILON, as OpenCV
 
-    desc_scale = dev(desc_scale)
+    return {"cell_desc": dev(cell_desc), "desc_scale": dev(desc_scale)}
 
-    def best_angle(sh, sb):
-        # Sliding 60 degree window in 5 degree steps, first strongest wins (OpenCV's strict '>'); -1 when no
-        # orientation sample fell inside the image. The window moves by one group per step (float64 running
-        # sums of float32 groups); its edge bin is subtracted per window.
-        if sh[sb + SH_NORI] == 0.0:
-            return -1.0
-        rx = 0.0
-        ry = 0.0
-        for d in range(-5, 7):
-            g = d + N_GRP if d < 0 else d
-            rx += sh[sb + SH_GX + g]
-            ry += sh[sb + SH_GY + g]
-        best = 0.0
-        bx = 0.0
-        by = 0.0
-        for m in range(N_GRP):
-            e = m + 6
-            e = e - N_GRP if e >= N_GRP else e
-            sx = rx - sh[sb + SH_EX + e]
-            sy = ry - sh[sb + SH_EY + e]
-            mod = sx * sx + sy * sy
-            if mod > best:
-                best = mod
-                bx = sx
-                by = sy
-            gi = m + 7
-            gi = gi - N_GRP if gi >= N_GRP else gi
-            go = m - 5
-            go = go + N_GRP if go < 0 else go
-            rx += float(sh[sb + SH_GX + gi]) - float(sh[sb + SH_GX + go])
-            ry += float(sh[sb + SH_GY + gi]) - float(sh[sb + SH_GY + go])
-        angle = atan2_deg(-by, bx)
-        if angle >= 360.0:
-            angle -= 360.0
-        return angle
 
-    best_angle = dev(best_angle)
+def describe_cpu_body(h: dict):
+    """``describe``'s element function on the CPU: one keypoint, start to end, on one thread.
+
+    ``describe_one(k, slot, ...)`` composes the phases; ``slot`` is the keypoint's chunk, whose slices of the
+    scratch buffers ``sh`` (float32, ``SH_LEN``) and ``tmp`` (float64, ``T_LEN``) it uses.
+    """
+    ux, kp_scale, orient_cpu, window_cpu = h["ux"], h["kp_scale"], h["orient_cpu"], h["window_cpu"]
+    cell_desc, desc_scale = h["cell_desc"], h["desc_scale"]
 
     def describe_one(
-        k,
-        slot,
-        S,
-        H,
-        W,
-        kxy,
-        ksize,
-        upright,
-        extended,
-        ori_pts,
-        ori_w,
-        n_ori,
-        desc_w,
-        sh,
-        tmp,
-        out_angle,
-        out_desc,
+        k, slot, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, sh, tmp, out_angle, out_desc,
         out_ok,
-    ):
-        # One keypoint, start to end, on one thread: the CPU composition of the phases (the CUDA kernel spreads
-        # the same phases over a block). ``slot`` is the keypoint's chunk, whose slices of the scratch buffers
-        # ``sh`` (float32) and ``tmp`` (float64) it uses. Loops that gather from the integral image are split from
-        # the arithmetic around them (through ``tmp``), so that the arithmetic vectorises.
+    ):  # fmt: skip
         sb = slot * SH_LEN
         tb = slot * T_LEN
         cx, cy, s = kp_scale(k, kxy, ksize)
         out_ok[k] = 0
         angle = 270.0  # OpenCV's upright convention: the window's x axis points up the image
         if upright == 0:
-            gws = ori_geometry(s, H, W)
-            if gws == 0:
-                return
-            for b in range(SH_ORI):
-                sh[sb + b] = 0.0
-            inv = 1.0 / ((gws // 2) * gws)
-            n_in = 0
-            for q in range(n_ori):
-                valid, vx, vy = ori_response(q, cx, cy, s, gws, inv, S, H, W, ori_pts, ori_w)
-                tmp[ux(tb + T_VX + q)] = vx
-                tmp[ux(tb + T_VY + q)] = vy
-                tmp[ux(tb + T_AI + q)] = valid
-                n_in += valid
-            for q in range(n_ori):
-                vx = tmp[ux(tb + T_VX + q)]
-                vy = tmp[ux(tb + T_VY + q)]
-                tmp[ux(tb + T_AI + q)] = ori_angle(vx, vy) if tmp[ux(tb + T_AI + q)] else -1
-            for q in range(n_ori):
-                ai = int(tmp[ux(tb + T_AI + q)])
-                if ai >= 0:
-                    ori_bin(q, ai, tmp[ux(tb + T_VX + q)], tmp[ux(tb + T_VY + q)], sh, sb)
-            sh[sb + SH_NORI] = n_in
-            angle = best_angle(sh, sb)
+            angle = orient_cpu(sh, sb, tmp, tb, cx, cy, s, S, H, W, ori_pts, ori_w, n_ori)
             if angle < 0.0:
                 return
         out_angle[k] = angle
-        t = angle * (math.pi / 180.0)
-        ct = math.cos(t)
-        st = math.sin(t)
+        rad = angle * (math.pi / 180.0)
         pb = sb + SH_PATCH
-        npx = PATCH + 1
-        if window_inside(cx, cy, s, ct, st, H, W):
-            inv_area = 1.0 / (s * s)
-            Wp = W + 1
-            for pr in range(npx):
-                for pc in range(npx):
-                    xa, xb, ya, yb = patch_box(pr, pc, cx, cy, s, ct, st)
-                    tmp[ux(tb + T_XA + pc)] = xa
-                    tmp[ux(tb + T_XB + pc)] = xb
-                    tmp[ux(tb + T_YA + pc)] = ya
-                    tmp[ux(tb + T_YB + pc)] = yb
-                    tmp[ux(tb + T_FA + pc)] = math.floor(xa)
-                    tmp[ux(tb + T_FB + pc)] = math.floor(xb)
-                    tmp[ux(tb + T_GA + pc)] = math.floor(ya)
-                    tmp[ux(tb + T_GB + pc)] = math.floor(yb)
-                for pc in range(npx):
-                    sh[ux(pb + pr * npx + pc)] = box_from_floors(
-                        S,
-                        Wp,
-                        tmp[ux(tb + T_FA + pc)],
-                        tmp[ux(tb + T_FB + pc)],
-                        tmp[ux(tb + T_GA + pc)],
-                        tmp[ux(tb + T_GB + pc)],
-                        tmp[ux(tb + T_XA + pc)],
-                        tmp[ux(tb + T_XB + pc)],
-                        tmp[ux(tb + T_YA + pc)],
-                        tmp[ux(tb + T_YB + pc)],
-                        inv_area,
-                    )
-        else:
-            for q in range(N_PATCH):
-                sh[ux(pb + q)] = patch_sample(q, cx, cy, s, ct, st, False, S, H, W)
+        window_cpu(sh, pb, tmp, tb, cx, cy, s, math.cos(rad), math.sin(rad), S, H, W)
         dim = 128 if extended != 0 else 64
         kd = k * dim
         for c in range(16):
@@ -907,43 +1005,22 @@ def build(t: Target):
             out_desc[ux(kd + d)] = out_desc[ux(kd + d)] * scale
         out_ok[k] = 1
 
-    if t.is_cuda:
-        describe = t.blocks(
-            _cuda_describe(
-                kp_scale,
-                ori_geometry,
-                ori_sample,
-                hadd,
-                best_angle,
-                window_inside,
-                patch_sample,
-                cell_desc,
-                desc_scale,
-            ),
-            nargs=14,
-            threads=DESC_THREADS,
-        )
-    else:
-        describe = t.blocks(describe_one, nargs=16, threads=1, fastmath=DESC_FASTMATH)
-
-    return {
-        "det": t.grid2d(det_body, nargs=16),
-        "nms": t.grid2d(nms_body, nargs=11),
-        "interp": t.grid1d(interp_body, nargs=15),
-        "describe": describe,
-    }
+    return describe_one
 
 
-def _cuda_describe(
-    kp_scale, ori_geometry, ori_sample, hadd, best_angle, window_inside, patch_sample, cell_desc, desc_scale
-):
-    """The block body of ``describe`` on CUDA: one block of ``DESC_THREADS`` per keypoint, whose threads share the
-    orientation samples, the 72 windows, the 441 window samples and the 16 sub-regions; the histogram, window sums,
-    samples and norms live in shared memory. Every ``syncthreads`` is reached by all threads of the block
-    (decisions are broadcast through shared memory)."""
+def describe_cuda_body(h: dict):
+    """``describe``'s block body on CUDA: one block of ``DESC_THREADS`` per keypoint.
+
+    The threads share the orientation samples, the 72 windows, the 441 window samples and the 16 sub-regions;
+    the histogram, window sums, samples and norms live in shared memory. Every ``syncthreads`` is reached by
+    all threads of the block (decisions are broadcast through shared memory).
+    """
     from numba import float32
 
     _bind_cuda()  # the body reads the module global ``cuda`` (the simulator swaps it for its own)
+    kp_scale, ori_geometry, ori_sample, hadd = h["kp_scale"], h["ori_geometry"], h["ori_sample"], h["hadd"]
+    best_angle, window_inside, patch_sample = h["best_angle"], h["window_inside"], h["patch_sample"]
+    cell_desc, desc_scale = h["cell_desc"], h["desc_scale"]
 
     def describe_block(
         k, S, H, W, kxy, ksize, upright, extended, ori_pts, ori_w, n_ori, desc_w, out_angle, out_desc, out_ok

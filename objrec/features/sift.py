@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 
 from objrec.backend import resolve_backend
+from objrec.features import sift_gpu
 from objrec.features._frames import check_image, place
 from objrec.types import Features
 
@@ -119,16 +120,7 @@ class SIFT:
         img, m = check_image(gray, mask)
         resolved = resolve_backend(self.backend, "SIFT", extra=("numba", "cudasim"))
         if resolved != "cpu":
-            from objrec.features import _gpu_sift_impl
-
-            impl = _gpu_sift_impl(resolved)
-            if impl is None:
-                if self.backend == "auto":
-                    resolved = "cpu"
-                else:
-                    raise NotImplementedError(f"SIFT backend={resolved!r} is not built in this version of objrec")
-            else:
-                return impl(self, img, m)
+            return sift_gpu.implementation(resolved)(self, img, m)
         img, m = place(img, m, np)
         kps, desc = self._opencv().detectAndCompute(img, m)
         return keypoints_to_features(kps, desc, self.kind, self.descriptor_size)

@@ -18,7 +18,8 @@ from scipy.spatial import cKDTree
 from objrec.backend import BackendError
 from objrec.features import SURF
 from objrec.features import _surf_kernels as K
-from objrec.features.surf import _integral, hessian_boxes, surf_plan
+from objrec.features._surf_stages import integral_image
+from objrec.features.surf_tables import hessian_boxes, surf_plan
 from objrec.imageio import InputError
 from objrec.types import Features, Regions
 
@@ -167,8 +168,8 @@ def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None, sample_s
     H, W = img.shape
     plan = surf_plan(H, W, n_octaves, n_layers, sample_step)
     det = np.full(plan["det_len"], np.nan, np.float32)
-    S = _integral(img, np)
-    M = _integral(mask, np) if mask is not None else np.zeros(1, np.int32)
+    S = integral_image(img, np)
+    M = integral_image(mask, np) if mask is not None else np.zeros(1, np.int32)
     gr, gc = plan["grid"]
     kern = K.kernels_for("cpu")
     args = (S, M, det, plan["oinfo"], plan["linfo"], plan["boxes"], plan["wts"], int(mask is not None))
