@@ -148,7 +148,7 @@ class Recognizer:
             sample_step=sample_step if self.primary == "surf" else 1,
         )
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
-        from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
+        from objrec.prefilter.estimator import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
         self.adapter = None

@@ -31,7 +31,6 @@ database id, that :meth:`RegionPrefilter.save` writes in the usual format.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from collections import deque
@@ -45,6 +44,7 @@ from objrec.boxes import regions_to_mask
 from objrec.prefilter._refit_worker import RefitWorker
 from objrec.prefilter.estimator import RegionPrefilter
 from objrec.prefilter.features import CellGrid, cell_features
+from objrec.prefilter.fitting import sklearn_positive_proba
 from objrec.prefilter.tree import FlatCascade
 from objrec.types import Regions
 
@@ -283,19 +283,8 @@ class OnlinePrefilter:
         if generation != self._generation or cascade is None:
             return
         self.refits_taken += int(new)
-        base = self.base
-        pf = copy.copy(base)
-        pf._set_fitted(
-            cascade,
-            threshold * scale,
-            base.n_features_in_,
-            base.color_lut_,
-            base.texture_lut_,
-            base.feature_params_,
-            database_id=base.database_id_,
-            object_names=base.object_names_,
-            training_report={"online_refit": self.refits + 1, "n_positive": n_positive, "n_negative": n_negative},
-        )
+        report = {"online_refit": self.refits + 1, "n_positive": n_positive, "n_negative": n_negative}
+        pf = self.base.with_cascade(cascade, threshold * scale, report)
         self._pending, self._n_positive = pf, n_positive
         self.refits += 1
 
@@ -343,8 +332,8 @@ class OnlinePrefilter:
     def report_miss(self, box: tuple[float, float, float, float]) -> None:
         """A verified detection in ``box`` (frame pixels) lay outside the kept regions: back off."""
         self._scale *= 0.5
-        self.current = copy.copy(self.current)
-        self.current.threshold_ = float(self.current.threshold_) * 0.5
+        cur = self.current
+        self.current = cur.with_cascade(cur.cascade_, float(cur.threshold_) * 0.5, cur.training_report_)
         self.negatives.drop_since(self.frame - self.params.refit_every)
         if self._last is not None:
             X, _, cells = self._last
@@ -393,13 +382,6 @@ def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
         sizes[0],
     )
     return calibrate_region_threshold(pf, cells, range(len(scenes)))
-
-
-def _sklearn_proba(_flat: Any, clf: Any, X: np.ndarray) -> np.ndarray:
-    """P(object) of scikit-learn's own tree: the flat tree's numbers, without Numba."""
-    proba = clf.predict_proba(X)
-    classes = list(clf.classes_)
-    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
 
 
 def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) -> tuple:
@@ -481,19 +463,13 @@ def refit_job(
     y = np.concatenate([np.ones(len(Xp), np.int64), np.zeros(len(Xn), np.int64), (fc >= label).astype(np.int64)])
     rw = np.concatenate([wp, np.ones(len(Xn)), fc])
     tr, cal = np.arange(len(Xp) + len(Xn)), np.arange(len(Xp) + len(Xn), len(X))
-    (trees, thresholds), _ = base._fit_stages(X, y, None, rw, tr, cal, proba=_sklearn_proba)
-    if not trees:
+    fitted, _ = base.fit_cascade(X, y, rw, tr, cal, proba=sklearn_positive_proba)
+    if fitted is None:
         return None, 0.0, len(Xp), len(Xn), False
     calibration = [scenes[i] for i in held_idx]
-    options = [FlatCascade.from_trees(trees, thresholds)] + ([current] if current is not None else [])
+    options = [fitted] + ([current] if current is not None else [])
     cascade, threshold = _best(base, options, calibration, live)
     return cascade, threshold, len(Xp), len(Xn), cascade is options[0]
-
-
-def _with(base: RegionPrefilter, cascade: FlatCascade, threshold: float | None) -> RegionPrefilter:
-    pf = copy.copy(base)
-    pf._set_fitted(cascade, threshold, base.n_features_in_, base.color_lut_, base.texture_lut_, base.feature_params_)
-    return pf
 
 
 def _best(base: RegionPrefilter, options: list, calibration: list, live: list) -> tuple[FlatCascade, float]:
@@ -503,8 +479,8 @@ def _best(base: RegionPrefilter, options: list, calibration: list, live: list) -
     cells = [base.frame_features(f) for f in live]  # the features are the same for every option
     best = None
     for cascade in options:
-        threshold = _region_threshold(_with(base, cascade, None), calibration)
-        pf = _with(base, cascade, threshold)
+        threshold = _region_threshold(base.with_cascade(cascade, None), calibration)
+        pf = base.with_cascade(cascade, threshold)
         kept = [
             pf.cell_regions(np.asarray(X, np.float32), g, shape)[0].area_fraction(shape[1], shape[0])
             for X, g, shape in cells
