@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import resolve_backend
-from objrec.boxes import outline_box, outside_share
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, make_matcher, uses_retrieval
@@ -182,13 +181,7 @@ class Recognizer:
         sched = self.scheduler
         sched.start(t0)
         self._proposals = None
-        if self.adapter is not None:
-            self.adapter.hold()  # a prefilter refit in progress waits while the frame runs
-        try:
-            return self._process(frame, sched)
-        finally:
-            if self.adapter is not None:
-                self.adapter.release()
+        return self._process(frame, sched)
 
     def _process(self, frame: np.ndarray, sched: FrameScheduler) -> FrameResult:
         with frame_guard():
@@ -204,9 +197,8 @@ class Recognizer:
         self.degrade.observe(latency if mandatory_ms is None else mandatory_ms)
         if self.adapter is not None:
             h, w = frame.shape[:2]
-            keep_away = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
-            keep_away += [b for d in result.detections if (b := outline_box(d.corners, 0.0, w, h)) is not None]
-            self.adapter.observe(frame, keep_away)
+            avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
+            self.adapter.observe(frame, self._proposals, [d.corners for d in result.detections], avoid)
         collect_in_slack(sched.remaining())
         self.frames += 1
         return result
@@ -267,11 +259,8 @@ class Recognizer:
             return
         known = set(verdicts.found)
         self.verifier.run([c for c in cands if c.name not in known], verdicts, sched, first_mandatory=False)
-        kept = self._proposals if self._proposals is not None else Regions.empty()
-        for name in set(verdicts.found) - known:
-            box = outline_box(verdicts.found[name].corners, 0.0, w, h)
-            if box is not None and outside_share(box, kept, (h, w)) > 0.5:
-                self.adapter.report_miss(box)
+        new = [verdicts.found[name].corners for name in set(verdicts.found) - known]
+        self.adapter.found_in_safety_search(self._proposals, new, (h, w))
 
     def _escalate(self, verdicts: FrameVerdicts, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
