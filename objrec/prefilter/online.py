@@ -62,9 +62,16 @@ Box = tuple[float, float, float, float]
 
 @dataclass(frozen=True)
 class AdaptParams:
-    """Settings of :class:`OnlinePrefilter` (frame counts, cell counts, pixels of the frame)."""
+    """Settings of :class:`OnlinePrefilter` (frame counts, cell counts, pixels of the frame).
+
+    The first ``first_refits`` refits of a scene are due every ``first_refit_every`` frames, later ones every
+    ``refit_every``: a young model gains most from each refit, and a refit costs a fraction of a second of
+    otherwise idle CPU.
+    """
 
     refit_every: int = 30
+    first_refits: int = 3
+    first_refit_every: int = 10
     min_negatives: int = 600
     store_size: int = 12000
     fit_negatives: int = 4000
@@ -213,6 +220,7 @@ class OnlinePrefilter:
         self._job = (0, 1.0)  # the scene generation and threshold scale the refit in progress started from
         self._token = os.urandom(8).hex()  # names the composites the worker keeps for this prefilter
         self._generation = 0
+        self._scene_refits = 0  # refits before this scene's first
         self._n_positive = 0
         self._scale = 1.0
         self._cells: tuple[Any, np.ndarray] | None = None  # cell boxes of the last grid and frame size
@@ -329,7 +337,9 @@ class OnlinePrefilter:
     # -- refits --------------------------------------------------------------------------------------
     def _maybe_refit(self) -> None:
         p = self.params
-        due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= p.refit_every
+        young = self.refits - self._scene_refits < p.first_refits
+        every = min(p.first_refit_every, p.refit_every) if young else p.refit_every
+        due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= every
         busy = self._worker is not None and self._worker.busy
         if not due or busy or self.negatives.n < p.min_negatives or len(self.live) < 2 or not self.adapting:
             return
@@ -405,6 +415,7 @@ class OnlinePrefilter:
         self.live.clear()
         self._outbox.append((CLEAR,))
         self._generation += 1  # a refit in progress learned the old scene
+        self._scene_refits = self.refits
         self.current, self._pending = self.base, None
         self.scene.reset()
         self.last_refit_frame = None
