@@ -101,9 +101,9 @@ class LiveRegions(Regions):
         Every cell's box in frame pixels.
     """
 
-    features: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32), repr=False)
-    cell_scores: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
-    cell_boxes: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)), repr=False)
+    features: np.ndarray = field(repr=False)
+    cell_scores: np.ndarray = field(repr=False)
+    cell_boxes: np.ndarray = field(repr=False)
 
 
 def _cell_boxes(grid: CellGrid, frame_shape: tuple[int, int]) -> np.ndarray:

@@ -123,11 +123,13 @@ def _alive(proc: Any) -> bool:
 
 def stop_worker(proc: Any, conn: Any) -> None:
     """End a worker process and close its connection."""
-    if _alive(proc):
-        proc.terminate()
+    for end in ("terminate", "kill"):  # a process on idle CPU may take a while to act on the first
+        if not _alive(proc):
+            break
+        getattr(proc, end)()
         try:
             proc.wait(5) if hasattr(proc, "wait") else proc.join(5)
-        except Exception:  # noqa: BLE001 - it is being ended; nothing more to do
+        except Exception:  # noqa: BLE001 - it is being ended; the next step or nothing
             pass
     conn.close()
 
