@@ -83,7 +83,7 @@ class Recognizer:
     adapt_prefilter : bool
         Adapt the prefilter to the live scene (:class:`~objrec.prefilter.online.OnlinePrefilter`): it starts
         from the database's prefilter, or from one trained on the built-in backgrounds now (with a progress
-        bar), learns the stream's background between frames, and every few frames searches the whole frame
+        bar), learns the stream's background on otherwise idle CPU, and every few frames searches the whole frame
         as an optional unit to catch what it would have missed.
     adapt_params : AdaptParams, optional
         Settings of the adaptation.
@@ -151,7 +151,7 @@ class Recognizer:
         )
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
         self.guided = GuidedStage(self.verifier)
-        from objrec.prefilter.storage import resolve_prefilter  # scikit-learn, only once a recognizer is made
+        from objrec.prefilter.estimator import resolve_prefilter  # scikit-learn, only once a recognizer is made
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
         self.adapter = None

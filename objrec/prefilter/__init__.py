@@ -5,11 +5,15 @@ The package follows the data flow:
 
 - :mod:`objrec.prefilter.features`: cell features of a frame from integral images (Numba and array code);
 - :mod:`objrec.prefilter.tree`: scikit-learn trees as flat arrays, evaluated in one compiled call;
-- :mod:`objrec.prefilter.estimator`: :class:`RegionPrefilter`, the scikit-learn-style estimator;
+- :mod:`objrec.prefilter.fitting`: a cascade of trees fitted and its thresholds chosen, on plain arrays;
+- :mod:`objrec.prefilter.estimator`: :class:`RegionPrefilter`, the scikit-learn-style estimator, and
+  :func:`train_prefilter`;
 - :mod:`objrec.prefilter.regions`: kept cells to boxes (:func:`expand_regions` grows them for crops);
 - :mod:`objrec.prefilter.scenes`: backgrounds and generated training scenes;
-- :mod:`objrec.prefilter.training`: :func:`train_prefilter` for a model database, region-threshold calibration;
+- :mod:`objrec.prefilter.training`: fitting for a model database's scenes, region-threshold calibration;
 - :mod:`objrec.prefilter.storage`: JSON manifest + ``.npz`` files, checksums, staleness;
+- :mod:`objrec.prefilter.online`: :class:`~objrec.prefilter.online.OnlinePrefilter`, which adapts to the live
+  scene with refits (:mod:`objrec.prefilter.refit`) in a worker process (:mod:`objrec.prefilter.worker`);
 - :mod:`objrec.prefilter.cli`: the ``objrec train-prefilter`` subcommand.
 
 :func:`regions_to_mask` is :func:`objrec.boxes.regions_to_mask`, re-exported for callers of the prefilter.
@@ -33,7 +37,7 @@ _LAZY = {
     "PrefilterError": "objrec.prefilter.storage",
     "StalePrefilterError": "objrec.prefilter.storage",
     "StalePrefilterWarning": "objrec.prefilter.storage",
-    "train_prefilter": "objrec.prefilter.training",
+    "train_prefilter": "objrec.prefilter.estimator",
     "FlatCascade": "objrec.prefilter.tree",
     "FlatTree": "objrec.prefilter.tree",
     "cascade_scores": "objrec.prefilter.tree",

@@ -8,56 +8,70 @@ database's, or one trained on the built-in backgrounds) and refits its trees on 
   keeps (its false alarms, the informative ones), into a bounded store (oldest out first).
 * **Positives** come from the enrolled models, composited into recent live frames as in training
   (:func:`~objrec.prefilter.scenes.generate_scenes`); their background cells join the negatives.
-* **Refits** (:func:`refit_job`) run at most every ``refit_every`` frames in one worker process at the
-  lowest scheduling priority, stopped while a frame is processed (:meth:`OnlinePrefilter.hold`,
-  :meth:`OnlinePrefilter.release`), so they use the time between frames only. The colour and texture
-  tables and the feature parameters stay those of the base model, so the features of a frame mean the
-  same to every refit.
-  Thresholds keep ``target_recall`` of held-out composites' object area, after grouping into boxes. The
-  new trees are swapped in between frames, in one assignment.
+* **Refits** (:func:`~objrec.prefilter.refit.refit_job`) run in one worker process that gets only otherwise
+  idle CPU (:mod:`objrec.prefilter.worker`), at most every ``refit_every`` frames (``first_refit_every``
+  while the model is young). The worker holds the base model, the objects and mirrors of the stores; a
+  refit sends it only what the stores gained or lost since the last one. The colour and texture tables and
+  the feature parameters stay those of the base model, so the features of a frame mean the same to every
+  refit. Thresholds keep ``target_recall`` of held-out composites' object area, after grouping into boxes.
+  The new trees are swapped in at the start of a frame, in one assignment. A worker that stops is started
+  again once; after a second stop the prefilter keeps its last model and says so once.
 * **A change of scene** (the camera moved: over 70% of a 32x24 thumbnail of the frame, outside the boxes
   to keep away from, differs from its running average by more than ``scene_change`` of the grey range,
   for ``scene_change_frames`` frames) drops the harvested negatives and returns to the base model. A
   camera move changes most of the view, an object coming into it only its part; the average follows a
   slow pan where the view did not change.
 * **A safety net**: every ``safety_every`` frames the recognizer searches the whole frame as an optional
-  unit; a verified detection the prefilter would have rejected (:meth:`OnlinePrefilter.report_miss`)
+  unit; a verified detection lying mostly outside the proposals (:meth:`OnlinePrefilter.found_in_safety_search`)
   halves the threshold, drops the negatives of the last ``refit_every`` frames, adds the detection's cells
   as positives and asks for a refit.
 
-The live model is a plain :class:`RegionPrefilter` (:attr:`OnlinePrefilter.current`), tied to the
-database id, that :meth:`RegionPrefilter.save` writes in the usual format.
+A frame's data travels explicitly: :meth:`OnlinePrefilter.propose` returns :class:`LiveRegions`, regions
+with the cells they were made from, which :meth:`OnlinePrefilter.observe` learns from. The live model is a
+plain :class:`RegionPrefilter` (:attr:`OnlinePrefilter.current`), tied to the database id, that
+:meth:`RegionPrefilter.save` writes in the usual format.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import cv2
 import numpy as np
 
-from objrec.boxes import regions_to_mask
-from objrec.prefilter._refit_worker import RefitWorker
+from objrec.boxes import outline_box, outside_share, regions_to_mask
 from objrec.prefilter.estimator import RegionPrefilter
-from objrec.prefilter.features import CellGrid, cell_features
+from objrec.prefilter.features import CellGrid
+from objrec.prefilter.refit import ADD_LIVE, ADD_NEGATIVES, ADD_POSITIVES, CLEAR, DROP_SINCE, RowStore
+from objrec.prefilter.storage import prefilter_state
 from objrec.prefilter.tree import FlatCascade
+from objrec.prefilter.worker import RefitWorker
 from objrec.types import Regions
 
-__all__ = ["AdaptParams", "OnlinePrefilter", "adaptive_prefilter", "refit_job"]
+__all__ = ["AdaptParams", "LiveRegions", "OnlinePrefilter", "adaptive_prefilter"]
 
 log = logging.getLogger("objrec")
+
+Box = tuple[float, float, float, float]
 
 
 @dataclass(frozen=True)
 class AdaptParams:
-    """Settings of :class:`OnlinePrefilter` (frame counts, cell counts, pixels of the frame)."""
+    """Settings of :class:`OnlinePrefilter` (frame counts, cell counts, pixels of the frame).
+
+    The first ``first_refits`` refits of a scene are due every ``first_refit_every`` frames, later ones every
+    ``refit_every``: a young model gains most from each refit, and a refit costs a fraction of a second of
+    otherwise idle CPU.
+    """
 
     refit_every: int = 30
+    first_refits: int = 3
+    first_refit_every: int = 10
     min_negatives: int = 600
     store_size: int = 12000
     fit_negatives: int = 4000
@@ -73,32 +87,23 @@ class AdaptParams:
     seed: int = 0
 
 
-class _Store:
-    """Bounded rows of cell features with a weight and the frame they came from."""
+@dataclass(frozen=True, eq=False)
+class LiveRegions(Regions):
+    """The regions :meth:`OnlinePrefilter.propose` gives, with the cells they were made from.
 
-    def __init__(self, size: int) -> None:
-        self.rows: deque[tuple[np.ndarray, np.ndarray, int]] = deque()
-        self.size, self.n = size, 0
+    Attributes
+    ----------
+    features : (n_cells, n_features) float32
+        The frame's cell features, row-major.
+    cell_scores : (n_cells,) float64
+        The live model's score of every cell.
+    cell_boxes : (n_cells, 4) float64
+        Every cell's box in frame pixels.
+    """
 
-    def add(self, X: np.ndarray, w: np.ndarray, frame: int) -> None:
-        if len(X):
-            self.rows.append((X, w, frame))
-            self.n += len(X)
-        while self.n > self.size and self.rows:
-            self.n -= len(self.rows.popleft()[0])
-
-    def drop_since(self, frame: int) -> None:
-        kept = [r for r in self.rows if r[2] < frame]
-        self.rows, self.n = deque(kept), sum(len(r[0]) for r in kept)
-
-    def clear(self) -> None:
-        self.rows.clear()
-        self.n = 0
-
-    def arrays(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        if not self.rows:
-            return np.zeros((0, dim), np.float32), np.zeros(0, np.float64)
-        return np.concatenate([r[0] for r in self.rows]), np.concatenate([r[1] for r in self.rows])
+    features: np.ndarray = field(repr=False)
+    cell_scores: np.ndarray = field(repr=False)
+    cell_boxes: np.ndarray = field(repr=False)
 
 
 def _cell_boxes(grid: CellGrid, frame_shape: tuple[int, int]) -> np.ndarray:
@@ -111,8 +116,8 @@ def _cell_boxes(grid: CellGrid, frame_shape: tuple[int, int]) -> np.ndarray:
     return np.stack([x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel()], 1)
 
 
-def _near(cells: np.ndarray, boxes: list[tuple[float, float, float, float]], guard: float) -> np.ndarray:
-    """Cells within ``guard`` pixels of any box."""
+def near_boxes(cells: np.ndarray, boxes: Sequence[Box], guard: float) -> np.ndarray:
+    """Which cells (rows of ``(x0, y0, x1, y1)``) lie within ``guard`` pixels of any box."""
     near = np.zeros(len(cells), bool)
     for x0, y0, x1, y1 in boxes:
         near |= (
@@ -122,11 +127,6 @@ def _near(cells: np.ndarray, boxes: list[tuple[float, float, float, float]], gua
             & (cells[:, 3] > y0 - guard)
         )
     return near
-
-
-def _inside(cells: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
-    x0, y0, x1, y1 = box
-    return (cells[:, 0] < x1) & (cells[:, 2] > x0) & (cells[:, 1] < y1) & (cells[:, 3] > y0)
 
 
 def _half_bgr(frame: np.ndarray) -> np.ndarray:
@@ -149,6 +149,40 @@ def _away_from(boxes: list, frame_shape: tuple[int, int], shape: tuple[int, int]
     return ~regions_to_mask(Regions.from_boxes([tuple(r) for r in outward]), shape)
 
 
+class SceneChange:
+    """Whether the camera moved: a lasting difference of most of the view from its running average."""
+
+    def __init__(self, level: float, frames: int) -> None:
+        self.level, self.frames = level, frames
+        self.reference: np.ndarray | None = None
+        self.drift = 0
+
+    def reset(self) -> None:
+        self.reference, self.drift = None, 0
+
+    def changed(self, frame: np.ndarray, keep_away: list) -> bool:
+        """Update with ``frame``; True once over 70% of the view outside ``keep_away`` boxes has differed for
+        ``frames`` frames in a row."""
+        t = _thumbnail(frame)
+        if self.reference is None or self.reference.shape != t.shape:
+            self.reference = t
+            return False
+        diff = np.abs(t - self.reference)
+        diff = diff.mean(axis=2) if diff.ndim == 3 else diff
+        away = _away_from(keep_away, frame.shape[:2], diff.shape)
+        # The view's 30% least changed: an object the camera did not move with holds less than 70% of it.
+        d = float(np.quantile(diff[away] if away.sum() >= diff.size // 5 else diff, 0.3)) / 255.0
+        level = self.level * 255.0
+        if d > self.level:
+            self.drift += 1  # the reference waits where the view changed: a lasting change keeps counting
+            still = (diff <= level)[..., None] if t.ndim == 3 else diff <= level
+            self.reference = np.where(still, 0.9 * self.reference + 0.1 * t, self.reference)
+        else:
+            self.drift = 0
+            self.reference = 0.9 * self.reference + 0.1 * t
+        return self.drift >= self.frames
+
+
 class OnlinePrefilter:
     """A :class:`RegionPrefilter` that adapts to the live scene (see the module documentation).
 
@@ -166,80 +200,128 @@ class OnlinePrefilter:
             raise ValueError("objects: need at least one enrolled object image to adapt a prefilter")
         self.base = base
         self.current = base
-        self.params = params or AdaptParams()
+        self.params = p = params or AdaptParams()
         self.objects = objects
-        self.negatives = _Store(self.params.store_size)
-        self.positives = _Store(self.params.store_size)  # cells of detections the prefilter missed
-        self.live: deque[np.ndarray] = deque(maxlen=self.params.live_frames)
-        self.rng = np.random.default_rng(self.params.seed)
+        self.negatives = RowStore(p.store_size)
+        self.positives = RowStore(p.store_size)  # cells of detections the prefilter missed
+        self.live: deque[np.ndarray] = deque(maxlen=p.live_frames)
+        self.scene = SceneChange(p.scene_change, p.scene_change_frames)
+        self.rng = np.random.default_rng(p.seed)
         self.frame = 0
         self.refits = 0
         self.refits_taken = 0  # refits whose new trees replaced the live ones
         self.last_refit_frame: int | None = None
         self.backoffs = 0
         self.scene_resets = 0
+        self.worker_stops = 0  # times the refit worker ended unasked
         self._pending: RegionPrefilter | None = None
         self._worker: RefitWorker | None = None  # started with the first refit
+        self._outbox: list[tuple] = []  # store changes the worker has not been sent yet
         self._job = (0, 1.0)  # the scene generation and threshold scale the refit in progress started from
         self._token = os.urandom(8).hex()  # names the composites the worker keeps for this prefilter
         self._generation = 0
+        self._scene_refits = 0  # refits before this scene's first
         self._n_positive = 0
         self._scale = 1.0
-        self._reference: np.ndarray | None = None
-        self._drift = 0
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the frame's X, scores, cell boxes
         self._cells: tuple[Any, np.ndarray] | None = None  # cell boxes of the last grid and frame size
 
-    # -- the prefilter interface -------------------------------------------------------------------
     @property
     def database_id_(self) -> str | None:
         return self.base.database_id_
 
-    def hold(self) -> None:
-        """A frame starts: a refit in progress stops until :meth:`release` (it would compete with the frame)."""
-        if self._worker is not None:
-            self._worker.pause()
+    @property
+    def adapting(self) -> bool:
+        """False once the refit worker stopped twice: the last model is kept from then on."""
+        return self.worker_stops < 2
 
-    def release(self) -> None:
-        """The frame is done: a refit in progress continues, and a finished one is taken for the next frame."""
-        if self._worker is not None:
-            self._worker.resume()
-            self._collect()
-
-    def propose(self, frame: np.ndarray) -> Regions:
-        """The live model's regions of ``frame``; a refit finished before this frame is swapped in first."""
+    def propose(self, frame: np.ndarray) -> LiveRegions:
+        """The live model's regions of ``frame`` with their cells; a refit finished before this frame is
+        swapped in first."""
+        self._collect()
         if self._pending is not None:
             self.current, self._pending = self._pending, None
         regions, X, scores, grid, shape = self.current.propose_cells(frame)
         if self._cells is None or self._cells[0] != (grid.shape, shape):
             self._cells = ((grid.shape, shape), _cell_boxes(grid, shape))
-        self._last = (X, scores, self._cells[1])
-        return regions
+        return LiveRegions(regions.boxes, regions.scores, X, scores, self._cells[1])
 
     # -- learning ----------------------------------------------------------------------------------
     def observe(
         self,
         frame: np.ndarray,
-        found: list[tuple[float, float, float, float]],
+        proposals: Regions | None,
+        detected_corners: Sequence[np.ndarray] = (),
+        avoid_boxes: Sequence[Box] = (),
     ) -> None:
-        """Learn from the frame just processed: ``found`` are the boxes to keep away from (verified
-        detections, tracking windows, unsure candidates). Only cheap bookkeeping runs here; refits run in
-        the worker process."""
+        """Learn from the frame just processed.
+
+        Parameters
+        ----------
+        frame : ndarray
+            The frame (gray or BGR uint8).
+        proposals : LiveRegions or None
+            What :meth:`propose` gave for it (None or plain regions: nothing to learn, the frame counts).
+        detected_corners : sequence of (4, 2) arrays
+            Outlines of the frame's verified detections: their boxes are kept away from.
+        avoid_boxes : sequence of (x0, y0, x1, y1)
+            Other boxes to keep away from (tracking windows, unsure candidates).
+
+        Only cheap bookkeeping runs here; refits run in the worker process.
+        """
         self.frame += 1
-        if self._last is None:
+        if not isinstance(proposals, LiveRegions):
             return
-        if self._scene_changed(frame, found):
+        h, w = frame.shape[:2]
+        keep_away = [tuple(b) for b in avoid_boxes]
+        keep_away += [b for c in detected_corners if (b := outline_box(np.asarray(c), 0.0, w, h)) is not None]
+        if self.scene.changed(frame, keep_away):
             self._reset_scene()
             return
-        X, scores, cells = self._last
-        self._harvest(X, scores, cells, found)
+        self._harvest(proposals, keep_away)
         if self.frame % 4 == 0 or not self.live:
             self.live.append(_half_bgr(frame))
+            self._outbox.append((ADD_LIVE, self.live[-1]))
         self._maybe_refit()
 
-    def _harvest(self, X: np.ndarray, scores: np.ndarray, cells: np.ndarray, found: list) -> None:
-        far = ~_near(cells, found, float(self.params.guard_px))
-        kept = far & (scores >= self.current.threshold_)
+    def found_in_safety_search(
+        self, proposals: Regions | None, corners_list: Sequence[np.ndarray], shape: tuple[int, int]
+    ) -> int:
+        """Verified detections of the whole-frame safety search (their outlines, ``shape`` the frame's (h, w)):
+        each lying mostly (over half its box) outside ``proposals`` is a miss (:meth:`report_miss`).
+        Returns the number of misses."""
+        h, w = shape[:2]
+        kept = proposals if proposals is not None else Regions.empty()
+        misses = 0
+        for corners in corners_list:
+            box = outline_box(np.asarray(corners), 0.0, w, h)
+            if box is not None and outside_share(box, kept, (h, w)) > 0.5:
+                self.report_miss(box, proposals)
+                misses += 1
+        return misses
+
+    def report_miss(self, box: Box, proposals: Regions | None = None) -> None:
+        """A verified detection in ``box`` (frame pixels) lay outside the kept regions: back off (the
+        threshold halves, recent negatives go, the detection's cells in ``proposals`` become positives)."""
+        self._scale *= 0.5
+        cur = self.current
+        self.current = cur.with_cascade(cur.cascade_, float(cur.threshold_) * 0.5, cur.training_report_)
+        since = self.frame - self.params.refit_every
+        self.negatives.drop_since(since)
+        self._outbox.append((DROP_SINCE, since))
+        if isinstance(proposals, LiveRegions):
+            inside = near_boxes(proposals.cell_boxes, [box], 0.0)
+            self.positives.add(proposals.features[inside], self.frame)
+            self._outbox.append((ADD_POSITIVES, proposals.features[inside], self.frame))
+        self.last_refit_frame = None
+        self.backoffs += 1
+
+    def safety_due(self) -> bool:
+        """Whether this frame's whole-frame safety search is due (every ``safety_every`` frames)."""
+        return self.params.safety_every > 0 and self.frame % self.params.safety_every == self.params.safety_every - 1
+
+    def _harvest(self, proposals: LiveRegions, keep_away: list) -> None:
+        far = ~near_boxes(proposals.cell_boxes, keep_away, float(self.params.guard_px))
+        kept = far & (proposals.cell_scores >= self.current.threshold_)
         dropped = far & ~kept
         half = self.params.per_frame // 2
         pick = []
@@ -248,27 +330,48 @@ class OnlinePrefilter:
             if len(idx):
                 pick.append(self.rng.choice(idx, min(half, len(idx)), replace=False))
         if pick:
-            rows = np.concatenate(pick)
-            self.negatives.add(X[rows], np.ones(len(rows)), self.frame)
+            rows = proposals.features[np.concatenate(pick)]
+            self.negatives.add(rows, self.frame)
+            self._outbox.append((ADD_NEGATIVES, rows, self.frame))
 
+    # -- refits --------------------------------------------------------------------------------------
     def _maybe_refit(self) -> None:
         p = self.params
-        due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= p.refit_every
+        young = self.refits - self._scene_refits < p.first_refits
+        every = min(p.first_refit_every, p.refit_every) if young else p.refit_every
+        due = self.last_refit_frame is None or self.frame - self.last_refit_frame >= every
         busy = self._worker is not None and self._worker.busy
-        if not due or busy or self.negatives.n < p.min_negatives or len(self.live) < 2:
+        if not due or busy or self.negatives.n < p.min_negatives or len(self.live) < 2 or not self.adapting:
             return
-        Xn, _ = self.negatives.arrays(self.base.n_features_in_)
-        if len(Xn) > p.fit_negatives:  # a fresh sample of the store each refit: fitting time grows with rows
-            Xn = Xn[np.sort(self.rng.choice(len(Xn), p.fit_negatives, replace=False))]
-        Xm, _ = self.positives.arrays(self.base.n_features_in_)
-        pool = (f"{self._token}:{self._generation}", p.fit_scenes, p.calibration_scenes)
-        seed = int(self.rng.integers(1 << 31))
-        job = (self.base, self.objects, list(self.live), Xm, Xn, p.refit_scenes, seed, pool, self.current.cascade_)
+        job = {
+            "seed": int(self.rng.integers(1 << 31)),
+            "fit_negatives": p.fit_negatives,
+            "n_scenes": p.refit_scenes,
+            "pool": (f"{self._token}:{self._generation}", p.fit_scenes, p.calibration_scenes),
+            "current": self.current.cascade_.to_arrays(),
+        }
         self.last_refit_frame = self.frame
-        if self._worker is None or not self._worker.alive:
-            self._worker = RefitWorker()
-        self._worker.submit(job)
-        self._job = (self._generation, self._scale)
+        if self._worker is not None and not self._worker.alive:
+            self._worker_stopped("the prefilter's refit worker stopped")
+            if not self.adapting:
+                return
+        if self._worker is None:
+            self._start_worker()
+        job["ops"], self._outbox = self._outbox, []
+        if self._worker.submit(job):
+            self._job = (self._generation, self._scale)
+        else:
+            self._worker_stopped("the prefilter's refit worker stopped")
+
+    def _start_worker(self) -> None:
+        """Start the worker with the base model, the objects and the stores as they are now."""
+        manifest, arrays = prefilter_state(self.base)
+        p = self.params
+        start = {"manifest": manifest, "arrays": arrays, "objects": self.objects}
+        self._worker = RefitWorker({**start, "store_size": p.store_size, "live_frames": p.live_frames})
+        ops: list[tuple] = [(ADD_NEGATIVES, X, f) for X, f in self.negatives.rows]
+        ops += [(ADD_POSITIVES, X, f) for X, f in self.positives.rows] + [(ADD_LIVE, img) for img in self.live]
+        self._outbox = ops
 
     def _collect(self, timeout: float | None = 0.0) -> None:
         """Take a finished refit: its trees become the next frame's model (unless the scene changed since)."""
@@ -276,57 +379,45 @@ class OnlinePrefilter:
         if msg is None:
             return
         generation, scale = self._job
+        if msg[0] == "crashed":
+            self._worker_stopped(msg[1])
+            return
         if msg[0] != "ok":
             log.warning("prefilter refit failed (%s); keeping the current model", msg[1])
             return
-        cascade, threshold, n_positive, n_negative, new = msg[1]
-        if generation != self._generation or cascade is None:
+        r = msg[1]
+        if generation != self._generation or r["cascade"] is None:
             return
-        self.refits_taken += int(new)
-        base = self.base
-        pf = copy.copy(base)
-        pf._set_fitted(
-            cascade,
-            threshold * scale,
-            base.n_features_in_,
-            base.color_lut_,
-            base.texture_lut_,
-            base.feature_params_,
-            database_id=base.database_id_,
-            object_names=base.object_names_,
-            training_report={"online_refit": self.refits + 1, "n_positive": n_positive, "n_negative": n_negative},
-        )
-        self._pending, self._n_positive = pf, n_positive
+        self.refits_taken += int(r["new"])
+        report = {"online_refit": self.refits + 1, "n_positive": r["n_positive"], "n_negative": r["n_negative"]}
+        cascade = FlatCascade.from_arrays(r["cascade"])
+        self._pending = self.base.with_cascade(cascade, r["threshold"] * scale, report)
+        self._n_positive = r["n_positive"]
         self.refits += 1
 
-    # -- scene changes and misses ------------------------------------------------------------------
-    def _scene_changed(self, frame: np.ndarray, found: list) -> bool:
-        t = _thumbnail(frame)
-        if self._reference is None or self._reference.shape != t.shape:
-            self._reference = t
-            return False
-        diff = np.abs(t - self._reference)
-        diff = diff.mean(axis=2) if diff.ndim == 3 else diff
-        away = _away_from(found, frame.shape[:2], diff.shape)
-        # The view's 30% least changed: an object the camera did not move with holds less than 70% of it.
-        d = float(np.quantile(diff[away] if away.sum() >= diff.size // 5 else diff, 0.3)) / 255.0
-        level = self.params.scene_change * 255.0
-        if d > self.params.scene_change:
-            self._drift += 1  # the reference waits where the view changed: a lasting change keeps counting
-            still = (diff <= level)[..., None] if t.ndim == 3 else diff <= level
-            self._reference = np.where(still, 0.9 * self._reference + 0.1 * t, self._reference)
+    def _worker_stopped(self, why: str) -> None:
+        """The worker process ended unasked: another starts at the next refit, once; after a second stop the
+        prefilter keeps its current model (and says so, once)."""
+        self.worker_stops += 1
+        self.last_refit_frame = None
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            worker.close()
+        if self.adapting:
+            log.info("%s; starting another for the next refit", why)
         else:
-            self._drift = 0
-            self._reference = 0.9 * self._reference + 0.1 * t
-        return self._drift >= self.params.scene_change_frames
+            log.warning("%s again; the prefilter stops adapting and keeps its current model", why)
 
+    # -- scene changes -------------------------------------------------------------------------------
     def _reset_scene(self) -> None:
         self.negatives.clear()
         self.positives.clear()
         self.live.clear()
+        self._outbox.append((CLEAR,))
         self._generation += 1  # a refit in progress learned the old scene
+        self._scene_refits = self.refits
         self.current, self._pending = self.base, None
-        self._reference, self._drift = None, 0
+        self.scene.reset()
         self.last_refit_frame = None
         self.scene_resets += 1
 
@@ -335,23 +426,6 @@ class OnlinePrefilter:
         self.wait()
         self._reset_scene()
         self.frame, self.scene_resets, self._scale = 0, 0, 1.0
-
-    def safety_due(self) -> bool:
-        """Whether this frame's whole-frame safety search is due (every ``safety_every`` frames)."""
-        return self.params.safety_every > 0 and self.frame % self.params.safety_every == self.params.safety_every - 1
-
-    def report_miss(self, box: tuple[float, float, float, float]) -> None:
-        """A verified detection in ``box`` (frame pixels) lay outside the kept regions: back off."""
-        self._scale *= 0.5
-        self.current = copy.copy(self.current)
-        self.current.threshold_ = float(self.current.threshold_) * 0.5
-        self.negatives.drop_since(self.frame - self.params.refit_every)
-        if self._last is not None:
-            X, _, cells = self._last
-            inside = _inside(cells, box)
-            self.positives.add(X[inside], np.ones(int(inside.sum())), self.frame)
-        self.last_refit_frame = None
-        self.backoffs += 1
 
     def status(self) -> dict[str, Any]:
         """Refits, the frame of the last one, store sizes, back-offs and scene resets, the live threshold."""
@@ -364,6 +438,7 @@ class OnlinePrefilter:
             "backoffs": self.backoffs,
             "scene_resets": self.scene_resets,
             "threshold": float(self.current.threshold_),
+            "adapting": self.adapting,
         }
 
     def wait(self, timeout: float | None = None) -> None:
@@ -378,147 +453,10 @@ class OnlinePrefilter:
             worker.close()
 
 
-def _region_threshold(pf: RegionPrefilter, scenes: list) -> float:
-    """The region-level threshold of ``pf`` for ``target_recall`` of the object area of ``scenes``
-    (:func:`~objrec.prefilter.training.calibrate_region_threshold`; the trees run serially here)."""
-    from objrec.prefilter.scenes import SceneSet
-    from objrec.prefilter.training import SceneCells, calibrate_region_threshold
-
-    images, fracs, masks, xs, sizes = zip(*scenes, strict=True)
-    n_objects = [int(m.max() > 0) for m in masks]
-    cells = SceneCells(
-        SceneSet(list(images), list(fracs), list(masks), n_objects),
-        np.concatenate(xs),
-        np.concatenate([np.full(len(x), i, np.int64) for i, x in enumerate(xs)]),
-        sizes[0],
-    )
-    return calibrate_region_threshold(pf, cells, range(len(scenes)))
-
-
-def _sklearn_proba(_flat: Any, clf: Any, X: np.ndarray) -> np.ndarray:
-    """P(object) of scikit-learn's own tree: the flat tree's numbers, without Numba."""
-    proba = clf.predict_proba(X)
-    classes = list(clf.classes_)
-    return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
-
-
-def _composite(base: RegionPrefilter, objects: dict, bg: np.ndarray, seed: int) -> tuple:
-    """One or two enrolled objects composited into a live frame (half size) as in training: the work image,
-    cell object fractions, coverage mask, cell features and the frame size."""
-    from objrec.prefilter.scenes import generate_scenes
-
-    size = (bg.shape[1] * 2, bg.shape[0] * 2)
-    sc = generate_scenes(
-        objects, [bg], 1, base.work_size, base.cell_size, size, empty_fraction=0.0, max_objects=2, seed=seed
-    )
-    X, _ = cell_features(sc.images[0], base.cell_size, base.color_lut_, base.texture_lut_, base.feature_params_)
-    return sc.images[0], sc.fractions[0], sc.masks[0], np.asarray(X, np.float32), size
-
-
-_KEPT: dict[tuple[str, str], deque] = {}  # the worker's composites of the scene it last refitted
-
-
-def _kept(key: str | None, role: str, new: list, size: int) -> list:
-    """``new`` composites plus those kept from earlier refits of the same scene (``key``) in the same role
-    (``"fit"`` or ``"held"``), the newest ``size``; another key starts again. Making composites is most of
-    a refit's work, and a few scenes calibrate a threshold badly (one object the trees score low holds a
-    large share of their object area), so the worker keeps them."""
-    if key is None or size <= len(new):
-        return new
-    pool = deque(_KEPT.get((key, role), ()), maxlen=size)
-    pool.extend(new)
-    for k in [k for k in _KEPT if k[0] != key]:
-        del _KEPT[k]
-    _KEPT[(key, role)] = pool
-    return list(pool)
-
-
-def refit_job(
-    base: RegionPrefilter,
-    objects: dict,
-    live: list,
-    Xm: np.ndarray,
-    Xn: np.ndarray,
-    n_scenes: int,
-    seed: int,
-    pool: tuple[str, int, int] | None = None,
-    current: FlatCascade | None = None,
-) -> tuple[FlatCascade | None, float, int, int, bool]:
-    """Fit new trees for the live scene (runs in the worker process).
-
-    ``n_scenes`` scenes composite the enrolled objects into the live frames; their object cells (and
-    ``Xm``, cells of missed detections) are the positives, their background cells join the harvested
-    negatives ``Xn``. Every third scene is held out. With ``pool = (key, fit, held)`` the scenes join
-    those of earlier refits of the same scene, up to ``fit`` and ``held`` of them (:func:`_kept`). The
-    stage thresholds keep ``target_recall`` of the held-out positive cells, and the last threshold is then
-    chosen on the held-out regions (as in training, after grouping kept cells into boxes) to keep
-    ``target_recall`` of their object area.
-
-    The new trees replace ``current`` (the live model's trees) only if, calibrated alike, they reject more
-    of the live frames (:func:`_best`).
-
-    Returns
-    -------
-    (cascade or None, threshold, positives, negatives, whether the cascade is the new one)
-    """
-    rng = np.random.default_rng(seed)
-    made = [
-        _composite(base, objects, live[int(rng.integers(len(live)))], int(rng.integers(1 << 31)))
-        for _ in range(n_scenes)
-    ]
-    key, n_fit, n_held = pool if pool is not None else (None, 0, 0)
-    fitted = _kept(key, "fit", [sc for i, sc in enumerate(made) if i % 3], n_fit)
-    scenes = fitted + _kept(key, "held", made[::3], n_held)
-    fit, held_idx = range(len(fitted)), range(len(fitted), len(scenes))
-    label = base.label_overlap
-    Xp = np.concatenate([scenes[i][3][scenes[i][1] >= label] for i in fit] + [Xm])
-    wp = np.concatenate([scenes[i][1][scenes[i][1] >= label] for i in fit] + [np.ones(len(Xm))])
-    Xb = np.concatenate([scenes[i][3][scenes[i][1] <= 0.0] for i in fit])
-    Xn = np.concatenate([Xn, Xb])
-    Xc = np.concatenate([scenes[i][3] for i in held_idx])
-    fc = np.concatenate([scenes[i][1] for i in held_idx])
-    X = np.concatenate([Xp, Xn, Xc]).astype(np.float32)
-    y = np.concatenate([np.ones(len(Xp), np.int64), np.zeros(len(Xn), np.int64), (fc >= label).astype(np.int64)])
-    rw = np.concatenate([wp, np.ones(len(Xn)), fc])
-    tr, cal = np.arange(len(Xp) + len(Xn)), np.arange(len(Xp) + len(Xn), len(X))
-    (trees, thresholds), _ = base._fit_stages(X, y, None, rw, tr, cal, proba=_sklearn_proba)
-    if not trees:
-        return None, 0.0, len(Xp), len(Xn), False
-    calibration = [scenes[i] for i in held_idx]
-    options = [FlatCascade.from_trees(trees, thresholds)] + ([current] if current is not None else [])
-    cascade, threshold = _best(base, options, calibration, live)
-    return cascade, threshold, len(Xp), len(Xn), cascade is options[0]
-
-
-def _with(base: RegionPrefilter, cascade: FlatCascade, threshold: float | None) -> RegionPrefilter:
-    pf = copy.copy(base)
-    pf._set_fitted(cascade, threshold, base.n_features_in_, base.color_lut_, base.texture_lut_, base.feature_params_)
-    return pf
-
-
-def _best(base: RegionPrefilter, options: list, calibration: list, live: list) -> tuple[FlatCascade, float]:
-    """Of the new trees and the live ones, each with its threshold calibrated on the same held-out
-    composites (the same object area kept), the one that rejects most of the live frames' area. A refit
-    is a fit on a few hundred harvested cells: some come out worse than the model they would replace."""
-    cells = [base.frame_features(f) for f in live]  # the features are the same for every option
-    best = None
-    for cascade in options:
-        threshold = _region_threshold(_with(base, cascade, None), calibration)
-        pf = _with(base, cascade, threshold)
-        kept = [
-            pf.cell_regions(np.asarray(X, np.float32), g, shape)[0].area_fraction(shape[1], shape[0])
-            for X, g, shape in cells
-        ]
-        rejected = 1.0 - float(np.mean(kept))
-        if best is None or rejected > best[0]:
-            best = (rejected, cascade, threshold)
-    return best[1], best[2]
-
-
 def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams | None = None) -> tuple[Any, str]:
     """The :class:`OnlinePrefilter` a recognizer of ``db`` uses, and its status.
 
-    ``prefilter``/``status`` are what :func:`~objrec.prefilter.storage.resolve_prefilter` gave. A
+    ``prefilter``/``status`` are what :func:`~objrec.prefilter.estimator.resolve_prefilter` gave. A
     :class:`RegionPrefilter` is wrapped; with none (``"absent"`` or ``"stale"``) one is first trained on the
     built-in backgrounds, with a progress bar. A prefilter switched off (``"off"``) stays off.
     """

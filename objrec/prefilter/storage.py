@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +35,11 @@ from objrec.fileio import (
     sha256_bytes,
 )
 from objrec.prefilter.features import FEATURE_NAMES, N_COLOR_CODES, N_TEXTURE_CODES, FeatureParams
+from objrec.prefilter.fitting import check_params
 from objrec.prefilter.tree import FlatCascade
 from objrec.types import Failure
 
-if TYPE_CHECKING:  # scikit-learn is imported only when a prefilter is saved or loaded
+if TYPE_CHECKING:  # the estimator is built on these files: it imports this module, not the reverse
     from objrec.prefilter.estimator import RegionPrefilter
 
 __all__ = [
@@ -53,6 +55,10 @@ __all__ = [
     "load_prefilter",
     "default_path",
     "load_for",
+    "StoredPrefilter",
+    "prefilter_state",
+    "stored_from_state",
+    "PrefilterFiles",
 ]
 
 SCHEMA_VERSION = 1
@@ -93,7 +99,7 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def _manifest(pf: RegionPrefilter, arrays_name: str, arrays_sha256: str) -> dict[str, Any]:
+def _manifest(pf: RegionPrefilter) -> dict[str, Any]:
     params = pf.get_params()
     if isinstance(params["max_depth"], tuple):
         params["max_depth"] = list(params["max_depth"])
@@ -115,7 +121,7 @@ def _manifest(pf: RegionPrefilter, arrays_name: str, arrays_sha256: str) -> dict
         "n_features_in": pf.n_features_in_,
         "threshold": pf.threshold_,
         "stage_thresholds": [float(v) for v in pf.stage_thresholds_],
-        "arrays": {"file": arrays_name, "sha256": arrays_sha256},
+        "arrays": None,  # the array file's name and sha256, once written
         "training": _jsonable(pf.training_report_),
     }
 
@@ -134,15 +140,10 @@ def save_prefilter(pf: RegionPrefilter, path: str | os.PathLike) -> tuple[Path, 
     -------
     (manifest path, arrays path)
     """
-    from sklearn.utils.validation import check_is_fitted
-
-    check_is_fitted(pf, "cascade_")
+    manifest, arrays = prefilter_state(pf)
     jpath, npath = prefilter_files(path)
-    arrays = pf.cascade_.to_arrays()
-    arrays["color_lut"] = np.asarray(pf.color_lut_, np.float32)
-    arrays["texture_lut"] = np.asarray(pf.texture_lut_, np.float32)
     data = npz_bytes(arrays)
-    manifest = _manifest(pf, npath.name, sha256_bytes(data))
+    manifest["arrays"] = {"file": npath.name, "sha256": sha256_bytes(data)}
     atomic_write_bytes(npath, data)
     atomic_write_json(jpath, manifest)
     return jpath, npath
@@ -164,17 +165,60 @@ def _read_manifest(jpath: Path) -> tuple[dict[str, Any], Path]:
         raise PrefilterError(f"{jpath}: manifest lacks or mangles a field ({type(exc).__name__}: {exc})") from None
 
 
-def _build(m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path, npath: Path) -> RegionPrefilter:
-    """A fitted prefilter from a checked manifest and its arrays."""
+@dataclass(frozen=True)
+class StoredPrefilter:
+    """A prefilter as a file holds it: the estimator's parameters and its fitted state, checked.
+
+    :meth:`RegionPrefilter.from_stored <objrec.prefilter.estimator.RegionPrefilter.from_stored>` makes the
+    estimator of it.
+
+    Attributes
+    ----------
+    params : dict
+        The estimator's parameters (``get_params()``; ``max_depth`` a tuple where it was a list).
+    cascade : FlatCascade
+    threshold : float
+    n_features : int
+    color_lut, texture_lut : ndarray
+    feature_params : FeatureParams
+    database_id : str or None
+    object_names : list of str
+    training_report : dict
+    """
+
+    params: dict[str, Any]
+    cascade: FlatCascade
+    threshold: float
+    n_features: int
+    color_lut: np.ndarray
+    texture_lut: np.ndarray
+    feature_params: FeatureParams
+    database_id: str | None
+    object_names: list[str]
+    training_report: dict[str, Any]
+
+
+def prefilter_state(pf: RegionPrefilter) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A fitted prefilter as plain data: the manifest (without its array file) and the arrays, what a file
+    holds and what :func:`stored_from_state` reads back (e.g. sent to another process)."""
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(pf, "cascade_")
+    arrays = pf.cascade_.to_arrays()
+    arrays["color_lut"] = np.asarray(pf.color_lut_, np.float32)
+    arrays["texture_lut"] = np.asarray(pf.texture_lut_, np.float32)
+    return _manifest(pf), arrays
+
+
+def stored_from_state(
+    m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path | str = "<memory>", npath: Path | str = "<memory>"
+) -> StoredPrefilter:
+    """The checked :class:`StoredPrefilter` of a manifest and its arrays; errors name ``jpath``/``npath``."""
     try:
         params = dict(m["params"])
         if isinstance(params.get("max_depth"), list):
             params["max_depth"] = tuple(params["max_depth"])
-        from objrec.prefilter.estimator import RegionPrefilter
-
-        known = RegionPrefilter().get_params()
-        pf = RegionPrefilter(**{k: v for k, v in params.items() if k in known})
-        pf._check_params()
+        check_params(params)
         n_features = int(m["n_features_in"])
         threshold = float(m["threshold"])
         fpm = m["feature_params"]
@@ -194,22 +238,22 @@ def _build(m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path, npath:
             raise ValueError(f"lookup tables of shape {cl.shape}, {tl.shape}")
     except (KeyError, ValueError, TypeError) as exc:
         raise PrefilterError(f"{npath}: arrays missing or malformed ({exc})") from None
-    pf._set_fitted(
+    return StoredPrefilter(
+        params,
         cascade,
         threshold,
         n_features,
         cl,
         tl,
         fparams,
-        database_id=m.get("database_id"),
-        object_names=list(m.get("object_names", [])),
-        training_report=dict(m.get("training", {})),
+        m.get("database_id"),
+        list(m.get("object_names", [])),
+        dict(m.get("training", {})),
     )
-    return pf
 
 
-def load_prefilter(path: str | os.PathLike, database_id: str | Iterable[str] | None = None) -> RegionPrefilter:
-    """Read a prefilter written by :func:`save_prefilter`; never unpickles.
+def load_prefilter(path: str | os.PathLike, database_id: str | Iterable[str] | None = None) -> StoredPrefilter:
+    """Read a prefilter written by :func:`save_prefilter`, checked; never unpickles.
 
     Parameters
     ----------
@@ -232,11 +276,11 @@ def load_prefilter(path: str | os.PathLike, database_id: str | Iterable[str] | N
         arrays = load_npz_verified(npath, m["arrays"].get("sha256"))
     except FileFormatError as exc:
         raise PrefilterError(str(exc)) from None
-    pf = _build(m, arrays, jpath, npath)
+    pf = stored_from_state(m, arrays, jpath, npath)
     valid = [database_id] if isinstance(database_id, str) else list(database_id or [])
-    if database_id is not None and pf.database_id_ not in valid:
+    if database_id is not None and pf.database_id not in valid:
         raise StalePrefilterError(
-            f"{jpath}: trained for database {pf.database_id_}, not {valid[0] if valid else None} "
+            f"{jpath}: trained for database {pf.database_id}, not {valid[0] if valid else None} "
             "(the database changed since; retrain with objrec train-prefilter)"
         )
     return pf
@@ -254,8 +298,8 @@ def default_path(db: Any) -> Path:
     return Path(db.path) / DEFAULT_FILENAME
 
 
-def load_for(db: Any, path: str | os.PathLike | None = None, on_stale: str = "warn") -> RegionPrefilter | Failure:
-    """The prefilter trained for ``db``, or a falsy :class:`~objrec.types.Failure` saying why not.
+def load_for(db: Any, path: str | os.PathLike | None = None, on_stale: str = "warn") -> StoredPrefilter | Failure:
+    """The stored prefilter trained for ``db``, or a falsy :class:`~objrec.types.Failure` saying why not.
 
     - no file: ``Failure("absent", ...)`` (run without a prefilter, silently);
     - trained for another database id (the database changed): with ``on_stale="warn"`` a
@@ -288,19 +332,37 @@ def load_for(db: Any, path: str | os.PathLike | None = None, on_stale: str = "wa
         return Failure("stale", str(exc))
 
 
-def resolve_prefilter(db: Any, prefilter: Any = "auto") -> tuple[Any, str]:
-    """The prefilter a recognizer uses and what became of the request.
+class PrefilterFiles:
+    """The file methods of :class:`~objrec.prefilter.estimator.RegionPrefilter` (a mixin): thin wrappers over
+    this module's functions, for an estimator class with ``get_params`` and ``set_fitted``."""
 
-    ``prefilter`` is ``"auto"`` (the database's own, when present and current), an object with
-    ``propose(frame) -> Regions``, or None/False (none). Returns ``(prefilter or None, status)`` with status
-    ``"loaded"``, ``"given"``, ``"off"``, or the reason the database's was not used (``"absent"``,
-    ``"stale"``).
-    """
-    if prefilter is None or prefilter is False:
-        return None, "off"
-    if not isinstance(prefilter, str):
-        return prefilter, "given"
-    if prefilter != "auto":
-        raise ValueError(f"prefilter: expected 'auto', a prefilter or None, got {prefilter!r}")
-    pf = load_for(db)
-    return (pf, "loaded") if pf else (None, pf.reason)
+    def save(self, path: str | os.PathLike) -> tuple[Path, Path]:
+        """Write ``<stem>.json`` and ``<stem>.npz`` (:func:`save_prefilter`)."""
+        return save_prefilter(self, path)
+
+    @classmethod
+    def from_stored(cls, stored: StoredPrefilter) -> Any:
+        """The fitted prefilter a file held (:func:`load_prefilter`)."""
+        known = cls().get_params()
+        state = {f.name: getattr(stored, f.name) for f in fields(stored) if f.name != "params"}
+        return cls(**{k: v for k, v in stored.params.items() if k in known}).set_fitted(**state)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, database_id: str | None = None) -> Any:
+        """Read a prefilter written by :meth:`save` (:func:`load_prefilter`)."""
+        return cls.from_stored(load_prefilter(path, database_id))
+
+    @classmethod
+    def default_path(cls, db: Any) -> Path:
+        """Where a database's prefilter lives (:func:`default_path`)."""
+        return default_path(db)
+
+    @classmethod
+    def load_for(cls, db: Any, path: str | os.PathLike | None = None, on_stale: str = "warn") -> Any:
+        """The prefilter trained for ``db``, or a falsy :class:`~objrec.types.Failure` saying why not
+        (:func:`load_for`).
+
+        Use as ``pf = RegionPrefilter.load_for(db); if pf: regions = pf.propose(frame)``.
+        """
+        stored = load_for(db, path, on_stale)
+        return cls.from_stored(stored) if stored else stored

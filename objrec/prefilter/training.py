@@ -1,6 +1,6 @@
 """Training a prefilter for a model database, and choosing its region threshold.
 
-:func:`train_prefilter` composes the database's objects into backgrounds
+:func:`fit_to_database` composes the database's objects into backgrounds
 (:func:`objrec.prefilter.scenes.generate_scenes`), learns the colour/texture back-projection tables on
 half of the scenes (:func:`learn_appearance`), computes the cell features of every scene
 (:func:`scene_features`), fits :class:`~objrec.prefilter.estimator.RegionPrefilter` with whole scenes
@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from objrec.boxes import regions_to_mask
-from objrec.prefilter.estimator import RegionPrefilter, calibration_split
 from objrec.prefilter.features import (
     N_COLOR_CODES,
     N_TEXTURE_CODES,
@@ -27,11 +26,15 @@ from objrec.prefilter.features import (
     cell_grid,
     pixel_maps,
 )
+from objrec.prefilter.fitting import calibration_split
 from objrec.prefilter.regions import cells_to_regions
 from objrec.prefilter.scenes import SceneSet, default_backgrounds, generate_scenes, load_backgrounds
 
+if TYPE_CHECKING:  # the estimator's ``train`` is built on this module: it imports this one, not the reverse
+    from objrec.prefilter.estimator import RegionPrefilter
+
 __all__ = [
-    "train_prefilter",
+    "fit_to_database",
     "learn_appearance",
     "scene_features",
     "SceneCells",
@@ -185,10 +188,10 @@ def _progress_bar(enabled: bool) -> Callable[[Iterable[Any]], Iterable[Any]] | N
     return bar
 
 
-def train_prefilter(
+def fit_to_database(
+    pf: RegionPrefilter,
     db: Any,
     backgrounds: Any = None,
-    prefilter: RegionPrefilter | None = None,
     n_scenes: int = 400,
     frame_size: tuple[int, int] = (640, 480),
     seed: int | None = 0,
@@ -199,18 +202,18 @@ def train_prefilter(
 
     Parameters
     ----------
+    pf : RegionPrefilter
+        The estimator to fit, in place, with its parameters.
     db : ModelDB
         Its objects' images are composited into the backgrounds (:func:`objrec.scenes.compose_scene`).
     backgrounds : sequence of arrays or paths (images, folders, videos), optional
         Default: :func:`objrec.prefilter.scenes.default_backgrounds` (embedded, no files).
-    prefilter : RegionPrefilter, optional
-        The estimator to fit, in place, with its parameters (default: ``RegionPrefilter()``).
     n_scenes : int
         Scenes to generate; the even-numbered half also estimate the appearance tables, so the trees
         see their effect on scenes they were not estimated from, as on a new background.
     frame_size : (w, h)
     seed : int or None
-        Seed of the scene generator (the trees use ``prefilter.random_state``).
+        Seed of the scene generator (the trees use ``pf.random_state``).
     progress : bool
         Show a tqdm progress bar.
     video_step : int
@@ -219,11 +222,10 @@ def train_prefilter(
     Returns
     -------
     RegionPrefilter
-        ``prefilter``, fitted, with ``database_id_``, ``object_names_`` and a ``training_report_``; with
+        ``pf``, fitted, with ``database_id_``, ``object_names_`` and a ``training_report_``; with
         ``threshold="auto"`` its ``threshold_`` is the one :func:`calibrate_region_threshold` chose.
     """
-    pf = RegionPrefilter() if prefilter is None else prefilter
-    pf._check_params()
+    pf.validate_params()
     if not isinstance(n_scenes, (int, np.integer)) or n_scenes < 4:
         raise ValueError(f"n_scenes: expected an integer >= 4, got {n_scenes!r}")
     names = list(db.names)
@@ -240,12 +242,21 @@ def train_prefilter(
     y = (frac >= pf.label_overlap).astype(np.int64)
     _, cal = calibration_split(len(X), pf.calibration_fraction, groups, pf.random_state)
     pf.fit(X, y, groups=groups, recall_weight=frac, calibration=cal, color_lut=cl, texture_lut=tl, feature_params=fp)
-    pf.database_id_ = str(db.database_id)
-    pf.object_names_ = names
     cal_scenes = np.unique(groups[cal])
     cells = SceneCells(scenes, X, groups, frame_size)
-    if pf.threshold == "auto":
-        pf.threshold_ = calibrate_region_threshold(pf, cells, cal_scenes)
+    threshold = calibrate_region_threshold(pf, cells, cal_scenes) if pf.threshold == "auto" else pf.threshold_
+    pf.set_fitted(
+        pf.cascade_,
+        threshold,
+        pf.n_features_in_,
+        pf.color_lut_,
+        pf.texture_lut_,
+        pf.feature_params_,
+        pf.estimators_,
+        database_id=str(db.database_id),
+        object_names=names,
+        training_report=pf.training_report_,
+    )
     pf.training_report_.update(region_report(pf, cells, cal_scenes))
     pf.training_report_.update(
         {"n_scenes": int(n_scenes), "n_backgrounds": len(bgs), "frame_size": list(frame_size), "seed": seed}

@@ -9,8 +9,8 @@ from sklearn.exceptions import NotFittedError
 from objrec.data import sample_background, sample_objects
 from objrec.imageio import InputError
 from objrec.prefilter import FEATURE_NAMES, RegionPrefilter
-from objrec.prefilter.estimator import calibration_split, recall_threshold
 from objrec.prefilter.features import N_COLOR_CODES, N_TEXTURE_CODES, FeatureParams, cell_features, work_shape
+from objrec.prefilter.fitting import calibration_split, recall_threshold
 from objrec.prefilter.scenes import cell_fractions
 from objrec.scenes import compose_scene
 
