@@ -142,6 +142,7 @@ def test_enroll_is_all_or_nothing_and_refuses_duplicates(files, tmp_path):
     _one_line_error(run_cli("enroll", "--db", str(db), f"a={files['cover']}", f"a={files['dahlia']}"), "twice")
 
 
+@pytest.mark.slow
 def test_demo_runs_on_embedded_data(tmp_path):
     r = run_cli("demo", "--out", str(tmp_path / "demo"))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -153,6 +154,7 @@ def test_demo_runs_on_embedded_data(tmp_path):
     assert img is not None and img.shape == (540, 960, 3)
 
 
+@pytest.mark.slow
 def test_enroll_train_prefilter_then_stale_after_change(files, tmp_path):
     from objrec import ModelDB
     from objrec.prefilter import RegionPrefilter

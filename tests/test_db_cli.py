@@ -208,6 +208,7 @@ def _bulk(db_path: Path, folder: Path) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_sigkill_during_bulk_enrolment(tmp_path, capsys):
     """SIGKILL at random moments of a bulk enrolment (10 trials): the database opens, every listed object is
     intact (features equal to an uninterrupted enrolment's) and detected, and verify --clean removes what the

@@ -166,6 +166,7 @@ def _pair_points(root, name: str) -> tuple[np.ndarray, np.ndarray]:
     return a[:, 0:2], a[:, 3:5]
 
 
+@pytest.mark.slow
 def test_wide_baseline_pairs_close_ups_and_few_inliers(shared_data, tmp_path):
     """The 9 real "homogr" pairs (enrol A, recognise in B): close-ups that overflow the frame (BostonLib,
     Eiffel, BruggeTower show a sixth to a quarter of the model) are detections with their visible fraction,

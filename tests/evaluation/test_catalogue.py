@@ -82,6 +82,7 @@ def test_scores_against_a_hand_made_truth():
     assert s["latency_ms"]["p50"] == pytest.approx(25.0) and s["stage_ms_mean"]["features"] == pytest.approx(12.5)
 
 
+@pytest.mark.slow
 def test_small_generic_run_with_distractors(tmp_path):
     """Three covers, photos of two of them (slightly warped) and one of none, two distractors; the default
     recognizer and the one sampling SURF coarsely."""

@@ -180,6 +180,7 @@ def test_real_homogr_pairs(shared_data, tmp_path):
 
 
 @pytest.mark.dask
+@pytest.mark.slow
 def test_dask_workers_give_the_same_pair_numbers(tmp_path):
     import distributed  # noqa: F401  (a dependency of the dev extra: missing, this test fails)
 

@@ -136,6 +136,7 @@ def test_dask_workers_give_the_same_numbers(shared_data, tmp_path):
 
 
 @pytest.mark.dask
+@pytest.mark.slow
 def test_dask_scheduler_gives_the_same_recognition_numbers(tmp_path):
     """Recognition on a cluster started elsewhere (--scheduler): scenes are regenerated from their specs in
     the worker processes, and the numbers equal a single-process run's."""

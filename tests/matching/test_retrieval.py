@@ -205,6 +205,7 @@ def _sift(img, n_features=0):
     return np.zeros((0, 128), np.float32) if d is None else d
 
 
+@pytest.mark.slow
 def test_smvs_phone_photos_index_close_to_exact_voting(shared_data):
     """Real phone photos of DVD covers against 50 references + 50 other covers (OpenCV SIFT on both):
     the inverted file finds the right cover among its top 5 as often as exact brute-force voting, within 0.1."""

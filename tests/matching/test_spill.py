@@ -158,6 +158,7 @@ _PAIRS = [(s, n) for s in ("boat", "bark", "leuven", "ubc", "bikes", "trees") fo
 ]
 
 
+@pytest.mark.slow
 def test_spill_index_keeps_the_ground_truth_correct_matches_of_exact_matching(shared_data):
     """Of the ratio-test matches exact brute force finds that the true homography confirms (within 5 px),
     the spill index keeps at least 99.5% over the pairs and 98% on each, and at most 5% more wrong ones, its
