@@ -264,3 +264,15 @@ def test_cli_process_loads_numba_array_math_without_scipy_linalg():
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_a_camera_that_cannot_be_opened_is_only_objrec_s_one_line_error(sample_db):
+    """No camera at index 9 here: OpenCV's backends log their failed probes, but only objrec's line is shown."""
+    import cv2
+
+    probe = cv2.VideoCapture(9)
+    if probe.isOpened():
+        probe.release()
+        pytest.skip("a camera answers at index 9 on this machine")
+    r = run_cli("run", "--db", str(sample_db.path), "--source", "9", "--no-display", "--max-frames", "1")
+    _one_line_error(r, "camera 9", "cannot be opened")

@@ -208,7 +208,14 @@ class CameraSource(_Source):
         self.reconnects = 0
 
     def _open(self) -> Any:
-        cap = cv2.VideoCapture(self.index)
+        # OpenCV logs each capture backend's failed probe (V4L2, FFMPEG, obsensor ...) on stderr; the one
+        # message a user needs is the InputError below, so its log is silenced while the camera opens.
+        level = cv2.utils.logging.getLogLevel()
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+        try:
+            cap = cv2.VideoCapture(self.index)
+        finally:
+            cv2.utils.logging.setLogLevel(level)
         if not cap.isOpened():
             raise InputError(f"camera {self.index}: cannot be opened (no such device or it is busy)")
         w, h = self._size
