@@ -39,10 +39,16 @@ def draw_detections(
     truth_corners: Sequence[np.ndarray] = (),
     lines: Sequence[str] = (),
 ) -> np.ndarray:
-    """A copy of ``image`` (BGR) with each detection's outline and label; ground truth dashed in white."""
+    """A copy of ``image`` (BGR) with each detection's outline and label; ground truth dashed in white.
+
+    ``lines`` (a title, frame statistics) are written on a darkened band across the top of the picture, and
+    labels are placed below it and inside the picture, so no label covers them and white text stays readable
+    over a white sky.
+    """
     out = to_bgr(image).copy()
     scale = max(out.shape[:2]) / 800.0
     thick = max(1, round(2 * scale))
+    band = min(out.shape[0], int(round((len(lines) * 22 + 10) * scale))) if len(lines) else 0
     for q in truth_corners:
         pts = np.asarray(q, np.float64)
         for i in range(4):
@@ -67,11 +73,12 @@ def draw_detections(
         fs = 0.6 * scale
         (tw, th), _ = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, fs, thick)
         x = int(np.clip(pts[:, 0, 0].min(), 0, max(0, out.shape[1] - tw - 4)))
-        y = int(np.clip(pts[:, 0, 1].min() - 6, th + 4, out.shape[0] - 4))
+        y = int(np.clip(pts[:, 0, 1].min() - 6, band + th + 4, max(band + th + 4, out.shape[0] - 4)))
         cv2.rectangle(out, (int(x), y - th - 4), (int(x) + tw + 4, y + 4), color, -1)
         cv2.putText(out, label, (int(x) + 2, y), cv2.FONT_HERSHEY_SIMPLEX, fs, (0, 0, 0), thick, cv2.LINE_AA)
+    if band:
+        out[:band] = (to_bgr(image)[:band].astype(np.float32) * 0.3).astype(np.uint8)  # outlines stop at the band
     for i, text in enumerate(lines):
-        y = int((24 + 22 * i) * scale)
-        cv2.putText(out, text, (8, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (0, 0, 0), thick + 2, cv2.LINE_AA)
+        y = int((22 + 22 * i) * scale)
         cv2.putText(out, text, (8, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (255, 255, 255), thick, cv2.LINE_AA)
     return out
