@@ -339,6 +339,10 @@ class Detection:
         Share of the model's area that lies inside the frame, in [0, 1].
     inlier_xy : (n, 2) float ndarray or None
         Scene positions of the inliers (what the detection explains; not part of the JSON form).
+    raw_corners : (4, 2) float64 or None
+        The corners as verified in this frame when ``corners`` are smoothed over frames (see
+        :class:`~objrec.realtime.smoothing.CornerSmoother`; ``homography`` then maps the model's outline onto the
+        smoothed corners); None when they are not smoothed. In the JSON form as ``"raw_corners"`` when set.
     """
 
     name: str
@@ -348,6 +352,7 @@ class Detection:
     corners: np.ndarray
     visible_fraction: float = 1.0
     inlier_xy: np.ndarray | None = field(default=None, repr=False, compare=False)
+    raw_corners: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -369,9 +374,14 @@ class Detection:
         object.__setattr__(self, "inliers", int(self.inliers))
         object.__setattr__(self, "homography", H / H[2, 2])
         object.__setattr__(self, "corners", corners)
+        if self.raw_corners is not None:
+            raw = np.asarray(self.raw_corners, np.float64)
+            if raw.shape != (4, 2):
+                raise ValueError(f"raw_corners: expected shape (4, 2) or None, got {raw.shape}")
+            object.__setattr__(self, "raw_corners", raw)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "score": round(self.score, 6),
             "inliers": self.inliers,
@@ -379,6 +389,9 @@ class Detection:
             "corners": [[float(v) for v in row] for row in self.corners],
             "visible_fraction": round(self.visible_fraction, 4),
         }
+        if self.raw_corners is not None:
+            out["raw_corners"] = [[float(v) for v in row] for row in self.raw_corners]
+        return out
 
 
 @dataclass(frozen=True)
