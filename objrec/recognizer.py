@@ -8,6 +8,7 @@ pipeline, each a unit of its own package:
     ->  matching (``objrec.matching.database``)  ->  verification (``objrec.matching.verifier``)
     ->  guided matching (``objrec.matching.second_chance``)
     ->  safety search of an adapting prefilter  ->  escalation where unsure  ->  tracking
+    ->  corner smoothing, when asked for (``objrec.realtime.smoothing``)
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
 extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates,
@@ -34,6 +35,7 @@ from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
 from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
+from objrec.realtime.smoothing import CornerSmoother, SmoothParams
 from objrec.realtime.tracker import Tracker
 from objrec.types import Features, FrameResult, Regions, Rejection, SkipRecord
 
@@ -64,7 +66,8 @@ class Recognizer:
         ``"auto"`` uses the database's trained prefilter when present and current; None searches the whole
         frame.
     track : bool
-        Search last frame's objects first, in a window around them.
+        Search last frame's objects first, in a window around them. False also turns smoothing off: every
+        frame stands alone.
     clock : object with ``now() -> ms``, optional
         For tests (a fake clock); default ``time.perf_counter``.
     max_regions : int
@@ -92,6 +95,11 @@ class Recognizer:
         own layout (OpenCV's); 2 halves the detector's cost, the largest part of a frame's work, for a few
         of the smallest and weakest keypoints (fewer inliers on small objects). None: 1, unless a budget
         needs the saving (the degrade level in force, or the cost model predicting that step 1 does not fit).
+    smooth : bool or SmoothParams
+        Smooth each object's corners over frames with the One-Euro filter
+        (:class:`~objrec.realtime.smoothing.CornerSmoother`; True: :class:`SmoothParams`'s defaults), time steps
+        from each frame's ``t0``: steadier outlines for display, with each detection's own corners kept as
+        ``raw_corners``. Off by default: each frame's detections are its own.
 
     Examples
     --------
@@ -120,6 +128,7 @@ class Recognizer:
         adapt_prefilter: bool = False,
         adapt_params: Any = None,
         sample_step: int | None = None,
+        smooth: bool | SmoothParams = False,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -166,6 +175,10 @@ class Recognizer:
         self.scheduler = FrameScheduler(budget_ms, CostModel(), self.clock, safety_ms=2.0)
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(enabled=track)
+        if not isinstance(smooth, bool | SmoothParams):
+            raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
+        params = SmoothParams() if smooth is True else smooth or None
+        self.smoother = CornerSmoother(params, model_size=self._model_size) if params and track else None
         self.last_rejections: list[Rejection] = []
         self.frames = 0
 
@@ -173,13 +186,18 @@ class Recognizer:
         """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts."""
         from objrec.realtime.warmup import warm_up
 
-        warm_up(self, frame_shape, repeats)
+        try:
+            warm_up(self, frame_shape, repeats)
+        finally:
+            if self.smoother is not None:
+                self.smoother.reset()  # the generated frames are no part of the stream
 
     def process(self, frame: np.ndarray, t0: float | None = None) -> FrameResult:
         """Recognise objects in one frame (gray or BGR uint8).
 
         ``t0`` is when the frame was handed over (ms on the recognizer's clock; default: now), so latency
-        includes time spent queued before this call.
+        includes time spent queued before this call; with ``smooth``, the time steps of the corner filter are
+        those between the frames' ``t0``.
         """
         return self.process_with(frame, t0, self.budget_ms, None)
 
@@ -222,11 +240,14 @@ class Recognizer:
         self.tracker.update(state.verdicts.found)
 
     def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
-        """The frame's result; the degrade controller and an adapting prefilter learn from the frame."""
+        """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting
+        prefilter learn from the frame (from the corners as verified)."""
+        verdicts = state.verdicts
+        found = verdicts.detections()
+        shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
         latency = sched.elapsed()
         met = state.budget_ms is None or latency <= state.budget_ms
-        verdicts = state.verdicts
-        result = FrameResult(verdicts.detections(), latency, met, dict(sched.timings), list(sched.skipped))
+        result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped))
         h, w = state.shape
         if state.proposals is not None:
             result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
@@ -235,7 +256,7 @@ class Recognizer:
         self.degrade.observe(latency if state.mandatory_ms is None else state.mandatory_ms)
         if self.adapter is not None:
             avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
-            self.adapter.observe(state.frame, state.proposals, [d.corners for d in result.detections], avoid)
+            self.adapter.observe(state.frame, state.proposals, [d.corners for d in found], avoid)
         collect_in_slack(sched.remaining())
         self.frames += 1
         return result
@@ -297,6 +318,13 @@ class Recognizer:
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
 
+    def _model_size(self, name: str) -> tuple[int, int]:
+        """The (width, height) of ``name``'s model image."""
+        info = self.db.info(name)
+        return info.width, info.height
+
     def reset(self) -> None:
-        """Forget tracked objects (a new, unrelated sequence of frames follows)."""
+        """Forget tracked objects and their smoothed corners (a new, unrelated sequence of frames follows)."""
         self.tracker.reset()
+        if self.smoother is not None:
+            self.smoother.reset()

@@ -10,7 +10,8 @@ import pytest
 from objrec import Recognizer
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.scheduler import FakeClock
-from objrec.scenes import compose_scene
+from objrec.realtime.smoothing import SmoothParams
+from objrec.scenes import Distortion, compose_scene, place_homography
 
 
 class TickClock(FakeClock):
@@ -181,3 +182,69 @@ def test_gpu_frame_is_uploaded_once_and_features_stay_on_the_device(db, scene, g
     matched = sum(int(d.inliers) for d in r.detections)
     assert tc.download_bytes < 64 * 1024 + 8 * 2 * 4 * matched  # match coordinates and scalars only
     print(f"per frame: {tc.uploads} uploads ({tc.upload_bytes} B), {tc.downloads} downloads ({tc.download_bytes} B)")
+
+
+def _corner_spread(corners: np.ndarray) -> float:
+    """Mean distance of each corner from its mean position over the frames (frames, 4, 2)."""
+    return float(np.linalg.norm(corners - corners.mean(axis=0), axis=-1).mean())
+
+
+def test_smoothing_steadies_the_corners_of_a_still_scene_with_sensor_noise(db):
+    """Three objects side by side on a desk, the camera still, sensor noise of sigma 3 drawn anew in each
+    frame at 30 fps (a fake clock): smoothed corners spread less than each frame's own, which the smoothing
+    recognizer keeps as ``raw_corners``."""
+    objs = sample_objects()
+    places = {
+        "pagoda": ((115, 250), -8.0, (0.1, 0.0)),
+        "dahlia": ((320, 230), 5.0, (0.0, 0.1)),
+        "cover": ((530, 245), 0.0, (-0.1, 0.05)),
+    }
+    truth = {
+        n: place_homography((objs[n].shape[1], objs[n].shape[0]), c, 170.0 / objs[n].shape[1], r, t)
+        for n, (c, r, t) in places.items()
+    }
+    frames = [
+        compose_scene(
+            sample_background((640, 480)), objs, rng=100 + k, frame_size=(640, 480),
+            homographies=truth, distortion=Distortion(noise_sigma=3.0),
+        ).image
+        for k in range(12)
+    ]  # fmt: skip
+    clock = FakeClock()
+    raw_rec, smooth_rec = Recognizer(db, clock=clock), Recognizer(db, clock=clock, smooth=True)
+    raw, smooth = [], []
+    for k, frame in enumerate(frames):
+        clock.t = k * 1000.0 / 30.0
+        raw.append({d.name: d for d in raw_rec.process(frame).detections})
+        smooth.append({d.name: d for d in smooth_rec.process(frame).detections})
+    for name in db.names:
+        assert all(name in r and name in s for r, s in zip(raw, smooth, strict=True))
+        assert all(r[name].raw_corners is None for r in raw)
+        np.testing.assert_allclose([s[name].raw_corners for s in smooth], [r[name].corners for r in raw])
+        spread_raw = _corner_spread(np.array([r[name].corners for r in raw]))
+        spread_smooth = _corner_spread(np.array([s[name].corners for s in smooth]))
+        assert spread_smooth < 0.7 * spread_raw, (name, spread_smooth, spread_raw)
+
+
+def test_smoothing_time_steps_come_from_t0_and_nothing_is_kept_without_tracking(db):
+    assert Recognizer(db).smoother is None
+    assert Recognizer(db, smooth=SmoothParams(beta=0.1), track=False).smoother is None
+    with pytest.raises(ValueError, match="smooth"):
+        Recognizer(db, smooth="yes")
+    rec = Recognizer(db, clock=FakeClock(5.0), smooth=True)
+    seen = []
+    rec.smoother.update = lambda detections, t_ms: seen.append(t_ms) or detections
+    frame = sample_background((320, 240))
+    rec.process(frame, t0=1.5)
+    rec.process(frame)
+    assert seen == [1.5, 5.0]
+
+
+def test_warm_up_and_reset_leave_no_smoothed_corners(db, scene):
+    rec = Recognizer(db, smooth=True)
+    rec.warmup((240, 320), repeats=1)
+    assert not rec.smoother.filters
+    rec.process(scene.image)
+    assert set(rec.smoother.filters) == set(db.names)
+    rec.reset()
+    assert not rec.smoother.filters
