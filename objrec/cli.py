@@ -207,6 +207,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # --- run ------------------------------------------------------------------------------------------
+def _smooth_arg(args: argparse.Namespace) -> Any:
+    """``Recognizer``'s ``smooth``: False with --no-smooth, else the One-Euro parameters given."""
+    from objrec.realtime.smoothing import SmoothParams
+
+    given = {k: v for k, v in (("min_cutoff", args.smooth_cutoff), ("beta", args.smooth_beta)) if v is not None}
+    if args.no_smooth:
+        if given:
+            raise CLIError("--smooth-cutoff, --smooth-beta: nothing to set with --no-smooth")
+        return False
+    if args.smooth_cutoff is not None and not args.smooth_cutoff > 0:
+        raise CLIError(f"--smooth-cutoff: expected a positive frequency in Hz, got {args.smooth_cutoff}")
+    if args.smooth_beta is not None and not args.smooth_beta >= 0:
+        raise CLIError(f"--smooth-beta: expected a non-negative number, got {args.smooth_beta}")
+    return SmoothParams(**given)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from objrec.modeldb import ModelDB
     from objrec.realtime.loop import display_available, run_stream
@@ -219,6 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CLIError(f"--max-frames: expected a positive integer, got {args.max_frames}")
     if args.save_prefilter and (not args.adapt or args.no_prefilter):
         raise CLIError("--save-prefilter: nothing is learned with --no-adapt or --no-prefilter")
+    smooth = _smooth_arg(args)
     db = ModelDB.open(args.db)
     source = open_source(args.source, realtime=args.realtime)  # a bad source fails before any training
     rec = Recognizer(
@@ -228,6 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         prefilter=None if args.no_prefilter else "auto",
         adapt_prefilter=args.adapt and not args.no_prefilter,
         sample_step=args.sample_step,
+        smooth=smooth,
     )
     if rec.adapter is not None and rec.prefilter_status.startswith("trained"):
         from objrec.prefilter.storage import save_for
@@ -417,6 +435,27 @@ def _add_run_parser(sub: Any) -> None:
     r.add_argument("--adapt", dest="adapt", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--save-prefilter", metavar="PATH", help="write the adapted prefilter here at the end")
     r.add_argument("--sample-step", type=int, choices=(1, 2), help=SAMPLE_STEP_HELP)
+    r.add_argument(
+        "--no-smooth",
+        action="store_true",
+        help="draw and record each frame's corners as detected (by default each object's corners are smoothed "
+        "over frames with the One-Euro filter, time steps from the capture times, and --stats records the "
+        "detected ones beside them as raw_corners)",
+    )
+    r.add_argument(
+        "--smooth-cutoff",
+        type=float,
+        metavar="HZ",
+        help="the One-Euro filter's cutoff frequency for a still object: lower is steadier but lags more when "
+        "motion starts (default 1)",
+    )
+    r.add_argument(
+        "--smooth-beta",
+        type=float,
+        metavar="B",
+        help="how fast the cutoff rises with a corner's speed, in Hz per px/s: higher follows fast motion more "
+        "closely and lets more jitter through (default 0.05)",
+    )
     r.set_defaults(func=cmd_run)
 
 

@@ -276,3 +276,60 @@ def test_a_camera_that_cannot_be_opened_is_only_objrec_s_one_line_error(sample_d
         pytest.skip("a camera answers at index 9 on this machine")
     r = run_cli("run", "--db", str(sample_db.path), "--source", "9", "--no-display", "--max-frames", "1")
     _one_line_error(r, "camera 9", "cannot be opened")
+
+
+def test_run_help_documents_smoothing_with_its_defaults(capsys):
+    from objrec.realtime.smoothing import SmoothParams
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    p = SmoothParams()
+    assert "--no-smooth" in text and "One-Euro" in text
+    assert "--smooth-cutoff HZ" in text and f"(default {p.min_cutoff:g})" in text
+    assert "--smooth-beta B" in text and f"(default {p.beta:g})" in text
+
+
+def test_run_smooths_unless_told_not_to_and_stats_keep_the_raw_corners(files, tmp_path):
+    """A still scene with sensor noise: unless --no-smooth every detection's drawn corners are smoothed and its
+    corners as detected recorded beside them; --no-smooth records the detected ones only."""
+    from objrec.scenes import Distortion, place_homography
+
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    cover = sample_objects()["cover"]
+    H = place_homography((cover.shape[1], cover.shape[0]), (160, 120), 0.45, 5.0)
+    for i in range(3):
+        sc = compose_scene(
+            sample_background((320, 240)), {"cover": cover}, rng=i, frame_size=(320, 240),
+            homographies={"cover": H}, distortion=Distortion(noise_sigma=3.0),
+        )  # fmt: skip
+        cv2.imwrite(str(frames / f"{i:03d}.png"), sc.image)
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    argv = ["run", "--db", str(db), "--source", str(frames), "--no-display", "--budget-ms", "1000", "--no-adapt"]
+    docs = {}
+    for mode, extra in (("smooth", ["--smooth-cutoff", "2", "--smooth-beta", "0.1"]), ("raw", ["--no-smooth"])):
+        assert main([*argv, *extra, "--stats", str(tmp_path / f"{mode}.json")]) == 0
+        docs[mode] = json.loads((tmp_path / f"{mode}.json").read_text())["per_frame"]
+    smooth = [f["detections"] for f in docs["smooth"]]
+    raw = [f["detections"] for f in docs["raw"]]
+    assert all(len(s) == len(r) == 1 for s, r in zip(smooth, raw, strict=True))
+    assert all("raw_corners" not in r[0] for r in raw)
+    np.testing.assert_allclose([s[0]["raw_corners"] for s in smooth], [r[0]["corners"] for r in raw])
+    assert smooth[0][0]["corners"] == smooth[0][0]["raw_corners"]  # the first frame starts the filter
+    assert smooth[2][0]["corners"] != smooth[2][0]["raw_corners"]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--smooth-cutoff", "0"], "--smooth-cutoff"),
+        (["--smooth-beta", "-1"], "--smooth-beta"),
+        (["--no-smooth", "--smooth-beta", "0.1"], "--no-smooth"),
+    ],
+)
+def test_run_smoothing_options_are_checked(files, tmp_path, capsys, args, needle):
+    rc = main(["run", "--db", str(tmp_path / "none"), "--source", str(tmp_path), "--no-display", *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and needle in err, err

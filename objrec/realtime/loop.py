@@ -31,7 +31,11 @@ def display_available() -> bool:
 
 @dataclass
 class RunStats:
-    """Statistics of a run, in the ``objrec run --stats`` JSON schema (see the README), plus extras."""
+    """Statistics of a run, in the ``objrec run --stats`` JSON schema (see the README), plus extras.
+
+    Each frame's detections are recorded as drawn: with a recognizer that smooths corners, ``corners`` are the
+    smoothed ones and ``raw_corners`` the frame's own beside them (:meth:`objrec.types.Detection.to_json`).
+    """
 
     budget_ms: float | None
     per_frame: list[dict[str, Any]] = field(default_factory=list)
