@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
@@ -175,14 +175,14 @@ class CornerSmoother:
     Objects are told apart by their detection's name, as the :class:`~objrec.realtime.tracker.Tracker` keys
     its tracks. An object missing from a frame is forgotten at once: when it is found again its filter starts
     afresh from the new corners, so an outline is never pulled towards where the object was before. Smoothed
-    corners that are not a convex quadrilateral (which no homography maps the model's outline onto) restart
+    corners that are not a convex quadrilateral (no view of a flat object in front of the camera) restart
     the object's filter from the detection's own corners, which it then keeps with its own homography.
     """
 
     def __init__(self, params: SmoothParams | None = None, *, model_size: Callable[[str], tuple[int, int]]) -> None:
         self.params = params or SmoothParams()
         self.model_size = model_size
-        self.filters: dict[Hashable, OneEuroFilter] = {}
+        self.filters: dict[str, OneEuroFilter] = {}
 
     def update(self, detections: list[Detection], t_ms: float) -> list[Detection]:
         """The frame's detections with smoothed corners and homographies, in the same order.
@@ -207,7 +207,7 @@ class CornerSmoother:
     def _smoothed(self, d: Detection, t_ms: float) -> Detection:
         f = self.filters.setdefault(d.name, OneEuroFilter(self.params))
         corners = f(d.corners, t_ms)
-        if not is_convex(corners):  # no homography maps the model's outline onto it
+        if not is_convex(corners):
             f.reset()
             return dataclasses.replace(d, raw_corners=f(d.corners, t_ms))
         w, h = self.model_size(d.name)
