@@ -30,7 +30,7 @@ def main() -> int:
         for pair in args.objects:
             name, _, path = pair.partition("=")
             db.enroll(name, path)
-        rec = Recognizer(db, budget_ms=args.budget_ms)
+        rec = Recognizer(db, budget_ms=args.budget_ms, smooth=True)
         source = CameraSource(args.camera)
         stats = run_stream(rec, source, display=display_available(), warmup_shape=source.frame_shape)
     print(stats.summary())
