@@ -161,7 +161,12 @@ def generated_background(rng: np.random.Generator, size: tuple[int, int] = (960,
 
 def default_backgrounds(n: int = 8, n_generated: int | None = None) -> list[np.ndarray]:
     """Backgrounds that need no files: the embedded sample backgrounds, smooth and noisy textures, and
-    ``n_generated`` (default ``2 n``) :func:`generated_background` scenes, all from fixed seeds."""
+    ``n_generated`` (default ``6 n``) :func:`generated_background` scenes, all from fixed seeds.
+
+    The embedded backgrounds are cut from two photos, so the generated scenes outnumber them: what the
+    trees learn as background, and the colour and texture codes the back-projection tables count as
+    background, then come mostly from the wide range of the generated scenes rather than from two photos.
+    """
     from objrec.data import sample_background
 
     out = [sample_background((960, 540), seed=s) for s in range(n)]
@@ -172,7 +177,7 @@ def default_backgrounds(n: int = 8, n_generated: int | None = None) -> list[np.n
         noise = cv2.GaussianBlur(rng.normal(0, 12, (540, 960)).astype(np.float32), (0, 0), 2.0)
         out.append(np.clip(img.astype(np.float32) + noise[:, :, None], 0, 255).astype(np.uint8))
     gen = np.random.default_rng(99)
-    out += [generated_background(gen) for _ in range(2 * n if n_generated is None else n_generated)]
+    out += [generated_background(gen) for _ in range(6 * n if n_generated is None else n_generated)]
     return out
 
 

@@ -1,0 +1,169 @@
+"""The prefilter's trained defaults on real scenes they never saw.
+
+Trains ``RegionPrefilter().train(db, backgrounds=None)`` (what ``objrec train-prefilter`` and the first
+``objrec run`` do without user backgrounds) for several object sets, then measures each on real
+backgrounds that training never uses, split into a tuning part and a hold-out part:
+
+- tuning: vtest.avi frames of the first half, every other ukbench_small photo of the first half of the
+  folder, Oxford img1 of bark, bikes, boat, graf, and OpenCV's box_in_scene.png;
+- hold-out: vtest.avi frames of the second half, ukbench_small photos of the second half, Oxford img1 of
+  leuven, trees, ubc, wall, and OpenCV's graf3.png.
+
+Figures, per object set and part: the mean share of empty-frame area rejected (backgrounds resized to
+640x480) and the share of object area kept on scenes composed over the same backgrounds
+(:func:`objrec.scenes.compose_scene`, 1-3 objects of 5-25% of the frame each). A part's figure is the mean
+over its three sources (video frames, photos, still images), so that each kind of scene counts the same.
+
+Object sets: ``demo`` (objrec.data.sample_objects), ``dvd-a`` (SMVS DVD references 001-005),
+``dvd-b`` (006-010).
+
+Run: ``.venv/bin/python bench/bench_prefilter_defaults.py [--data ../shared/data] [--sets demo,dvd-a]
+[--json out.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from objrec import ModelDB
+from objrec.data import sample_objects
+from objrec.prefilter import RegionPrefilter, regions_to_mask
+from objrec.scenes import Distortion, compose_scene
+
+TUNING_OXFORD = ("bark", "bikes", "boat", "graf")
+HOLDOUT_OXFORD = ("leuven", "trees", "ubc", "wall")
+FRAME = (640, 480)
+
+
+def find_data(arg: str | None) -> Path:
+    cands = [Path(arg)] if arg else []
+    cands += [Path(os.environ["OBJREC_SHARED_DATA"])] if "OBJREC_SHARED_DATA" in os.environ else []
+    cands += [p / "shared" / "data" for p in Path(__file__).resolve().parents]
+    for c in cands:
+        if (c / "opencv_samples" / "vtest.avi").exists():
+            return c
+    sys.exit("shared data (opencv_samples/vtest.avi, ukbench_small/, oxford_affine/) not found; pass --data")
+
+
+def video_frames(path: Path, step: int) -> list[np.ndarray]:
+    cap = cv2.VideoCapture(str(path))
+    out = []
+    i = 0
+    while True:
+        ok, f = cap.read()
+        if not ok:
+            break
+        if i % step == 0:
+            out.append(f)
+        i += 1
+    cap.release()
+    return out
+
+
+def background_parts(data: Path, n_photos: int) -> dict[str, dict[str, list[np.ndarray]]]:
+    """The tuning and hold-out backgrounds by source: video, photos, still images (see the module docstring)."""
+    frames = video_frames(data / "opencv_samples" / "vtest.avi", 20)
+    half = len(frames) // 2
+    photos = sorted((data / "ukbench_small").glob("*.jpg"))
+    mid = len(photos) // 2
+    step = max(1, mid // n_photos)
+    tune_photos = [cv2.imread(str(p)) for p in photos[:mid:step][:n_photos]]
+    hold_photos = [cv2.imread(str(p)) for p in photos[mid::step][:n_photos]]
+    oxford = data / "oxford_affine"
+    tune_still = [cv2.imread(str(oxford / s / "img1.png")) for s in TUNING_OXFORD]
+    tune_still.append(cv2.imread(str(data / "opencv_samples" / "box_in_scene.png")))
+    hold_still = [cv2.imread(str(oxford / s / "img1.png")) for s in HOLDOUT_OXFORD]
+    hold_still.append(cv2.imread(str(data / "opencv_samples" / "graf3.png")))
+    return {
+        "tuning": {"video": frames[:half], "photos": tune_photos, "still": tune_still},
+        "hold-out": {"video": frames[half:], "photos": hold_photos, "still": hold_still},
+    }
+
+
+def object_sets(data: Path, names: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    dvd = data / "smvs_dvd" / "reference"
+    table = {
+        "demo": lambda: sample_objects(),
+        "dvd-a": lambda: {f"dvd{k:03d}": cv2.imread(str(dvd / f"{k:03d}.jpg")) for k in range(1, 6)},
+        "dvd-b": lambda: {f"dvd{k:03d}": cv2.imread(str(dvd / f"{k:03d}.jpg")) for k in range(6, 11)},
+    }
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        sys.exit(f"--sets: unknown set(s) {unknown}; expected some of {sorted(table)}")
+    return {n: table[n]() for n in names}
+
+
+def measure(pf: RegionPrefilter, objects: dict[str, np.ndarray], bgs: list[np.ndarray], seed: int) -> dict:
+    """Empty-frame area rejected (mean over ``bgs``) and object area kept on one composed scene per background."""
+    w, h = FRAME
+    rejected = [1.0 - pf.propose(cv2.resize(bg, FRAME, interpolation=cv2.INTER_AREA)).area_fraction(w, h) for bg in bgs]
+    rng = np.random.default_rng(seed)
+    names = list(objects)
+    kept = total = 0
+    for bg in bgs:
+        chosen = list(rng.choice(names, int(rng.integers(1, min(3, len(names)) + 1)), replace=False))
+        d = Distortion(noise_sigma=float(rng.uniform(0, 3)), blur_sigma=float(rng.choice([0.0, 0.8])))
+        sc = compose_scene(bg, {n: objects[n] for n in chosen}, rng, FRAME, area_fraction=(0.05, 0.25), distortion=d)
+        o = sc.object_mask > 0
+        kept += int((regions_to_mask(pf.propose(sc.image), (h, w)) & o).sum())
+        total += int(o.sum())
+    return {"empty_rejected": float(np.mean(rejected)), "object_area_kept": kept / max(total, 1), "n": len(bgs)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", help="shared data folder (default: ../shared/data or $OBJREC_SHARED_DATA)")
+    ap.add_argument("--sets", default="demo,dvd-a,dvd-b", help="comma-separated object sets: demo, dvd-a, dvd-b")
+    ap.add_argument("--photos", type=int, default=60, help="ukbench_small photos in each part")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args()
+    print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
+    data = find_data(args.data)
+    parts = background_parts(data, args.photos)
+    print(
+        "backgrounds: "
+        + "; ".join(f"{k}: " + ", ".join(f"{src} {len(b)}" for src, b in v.items()) for k, v in parts.items())
+    )
+    res: dict = {}
+    for set_name, objects in object_sets(data, args.sets.split(",")).items():
+        with tempfile.TemporaryDirectory(prefix="bench-pf-defaults-") as tmp:
+            db = ModelDB.create(Path(tmp) / "db")
+            for n, img in objects.items():
+                db.enroll(n, img)
+            t0 = time.perf_counter()
+            pf = RegionPrefilter(random_state=args.seed).train(db, None, seed=args.seed)
+            t_train = time.perf_counter() - t0
+        res[set_name] = {"train_s": t_train}
+        for part, sources in parts.items():
+            per = {src: measure(pf, objects, bgs, 1000 + args.seed) for src, bgs in sources.items()}
+            r = {k: float(np.mean([v[k] for v in per.values()])) for k in ("empty_rejected", "object_area_kept")}
+            res[set_name][part] = {**r, "sources": per}
+            print(
+                f"[{set_name}] {part:8s}: empty area rejected {r['empty_rejected']:.1%}, object area kept "
+                f"{r['object_area_kept']:.2%} ("
+                + ", ".join(f"{k} {v['empty_rejected']:.1%}/{v['object_area_kept']:.2%}" for k, v in per.items())
+                + f"; trained in {t_train:.1f} s)"
+            )
+    sets = list(res)
+    for part in parts:
+        rej = float(np.mean([res[s][part]["empty_rejected"] for s in sets]))
+        kept = float(np.mean([res[s][part]["object_area_kept"] for s in sets]))
+        res[f"mean_{part}"] = {"empty_rejected": rej, "object_area_kept": kept}
+        print(f"[mean] {part:8s}: empty area rejected {rej:.1%}, object area kept {kept:.2%}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
