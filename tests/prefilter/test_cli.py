@@ -16,6 +16,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@pytest.mark.slow
 def test_train_prefilter_writes_a_prefilter_for_the_database(db, tmp_path, capsys):
     out = tmp_path / "out" / "pf"
     args = _parser().parse_args(
