@@ -37,6 +37,7 @@ import numpy as np
 from objrec import ModelDB
 from objrec.data import sample_objects
 from objrec.prefilter import RegionPrefilter, regions_to_mask
+from objrec.prefilter.scenes import load_backgrounds
 from objrec.scenes import Distortion, compose_scene
 
 TUNING_OXFORD = ("bark", "bikes", "boat", "graf")
@@ -54,24 +55,9 @@ def find_data(arg: str | None) -> Path:
     sys.exit("shared data (opencv_samples/vtest.avi, ukbench_small/, oxford_affine/) not found; pass --data")
 
 
-def video_frames(path: Path, step: int) -> list[np.ndarray]:
-    cap = cv2.VideoCapture(str(path))
-    out = []
-    i = 0
-    while True:
-        ok, f = cap.read()
-        if not ok:
-            break
-        if i % step == 0:
-            out.append(f)
-        i += 1
-    cap.release()
-    return out
-
-
 def background_parts(data: Path, n_photos: int) -> dict[str, dict[str, list[np.ndarray]]]:
     """The tuning and hold-out backgrounds by source: video, photos, still images (see the module docstring)."""
-    frames = video_frames(data / "opencv_samples" / "vtest.avi", 20)
+    frames = load_backgrounds([data / "opencv_samples" / "vtest.avi"], video_step=20)
     half = len(frames) // 2
     photos = sorted((data / "ukbench_small").glob("*.jpg"))
     mid = len(photos) // 2

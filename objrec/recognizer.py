@@ -207,7 +207,7 @@ class Recognizer:
         """:meth:`process` with this frame's budget and SURF sampling step given (None: the planner chooses);
         the warm-up runs its frames without a budget at each step."""
         sched = self.scheduler
-        sched.start(t0, budget_ms, keep_budget=False)
+        sched.start(t0, budget_ms)
         with frame_guard():
             state = FrameState(frame, self.features.frame_image(to_gray(check_frame(frame))), budget_ms, sample_step)
             self._recognize(state, sched)

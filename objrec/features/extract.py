@@ -53,10 +53,6 @@ class FrameImage:
         self.backend = backend
         self._device: Any = None
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.host.shape
-
     def array(self) -> Any:
         """The image where the detectors run: the host array, or its device copy on the GPU."""
         if self.backend != "gpu":

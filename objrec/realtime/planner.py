@@ -148,8 +148,7 @@ class SearchPlanner:
         and the budget's feature cap: the adapting prefilter's safety search."""
         h, w = shape[:2]
         step = primary.sample_step if primary is not None and not primary.empty else (self.sample_step or 1)
-        cap = self.feature_cap if sched.budget_ms else None
-        return SearchPlan(None, pixels=h * w, max_features=cap, sample_step=step)
+        return SearchPlan(None, pixels=h * w, max_features=self.frame_cap(sched), sample_step=step)
 
     @staticmethod
     def escalation_plan(box: tuple[int, int, int, int]) -> SearchPlan:

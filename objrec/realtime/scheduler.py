@@ -28,6 +28,10 @@ class PerfClock:
         return time.perf_counter() * 1e3
 
 
+#: ``FrameScheduler.start``'s default budget: the one the scheduler was made with (None means no budget).
+_CONFIGURED: Any = object()
+
+
 class FakeClock:
     """A clock that moves only when told to: deterministic scheduler tests."""
 
@@ -210,11 +214,11 @@ class FrameScheduler:
         self.skipped: list[SkipRecord] = []
         self.timings: dict[str, float] = {}
 
-    def start(self, t0: float | None = None, budget_ms: Any = None, *, keep_budget: bool = True) -> None:
+    def start(self, t0: float | None = None, budget_ms: Any = _CONFIGURED) -> None:
         """Start a frame; ``t0`` is when the frame was handed over (default: now). ``budget_ms`` is the frame's
-        budget when ``keep_budget`` is False (a number or None); by default the one the scheduler was made with."""
+        budget (a number or None); by default the one the scheduler was made with."""
         self.t0 = self.clock.now() if t0 is None else t0
-        self.budget_ms = self.default_budget_ms if keep_budget else budget_ms
+        self.budget_ms = self.default_budget_ms if budget_ms is _CONFIGURED else budget_ms
         self.records = []
         self.skipped = []
         self.timings = {}
