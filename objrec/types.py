@@ -25,7 +25,14 @@ __all__ = [
     "FrameResult",
     "Failure",
     "SkipRecord",
+    "Pose",
+    "LostTrack",
+    "TRACK_STATES",
 ]
+
+#: A detection's ``state``: found by the detector in this frame (or its track re-anchored to what the detector
+#: found), or followed from the previous frame by the tracking stage.
+TRACK_STATES = ("detected", "tracked")
 
 _FEATURE_ARRAYS = ("xy", "size", "angle", "response", "octave", "laplacian", "descriptors")
 
@@ -319,6 +326,52 @@ class Rejection:
 
 
 @dataclass(frozen=True, eq=False)
+class Pose:
+    """An object's metric pose in the camera's frame (OpenCV's convention: x right, y down, z forward).
+
+    Attributes
+    ----------
+    rvec : (3,) float64
+        Rotation vector (Rodrigues) of the object frame: origin at the model image's top-left corner, x
+        right, y down along the image, z into the object.
+    tvec : (3,) float64
+        Translation of the object frame's origin, in metres.
+    """
+
+    rvec: np.ndarray
+    tvec: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("rvec", "tvec"):
+            a = np.asarray(getattr(self, name), np.float64).reshape(-1)
+            if a.shape != (3,) or not np.all(np.isfinite(a)):
+                raise ValueError(f"{name}: expected 3 finite numbers, got {a.tolist()}")
+            object.__setattr__(self, name, a)
+
+    @property
+    def distance_m(self) -> float:
+        """Distance from the camera to the object frame's origin, in metres."""
+        return float(np.linalg.norm(self.tvec))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rvec": [float(v) for v in self.rvec], "tvec": [float(v) for v in self.tvec]}
+
+
+@dataclass(frozen=True)
+class LostTrack:
+    """A track ended in this frame, and why (``"support"``: too few of its points followed, ``"appearance"``:
+    the appearance check failed, ``"visibility"``: too little of it left in the frame, ``"capacity"``: given
+    way to a newer track beyond ``max_tracked``, ``"replaced"``: the detector found the object elsewhere)."""
+
+    track_id: int
+    name: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"track_id": self.track_id, "name": self.name, "reason": self.reason}
+
+
+@dataclass(frozen=True, eq=False)
 class Detection:
     """One recognised object.
 
@@ -343,6 +396,14 @@ class Detection:
         The corners as verified in this frame when ``corners`` are smoothed over frames (see
         :class:`~objrec.realtime.smoothing.CornerSmoother`; ``homography`` then maps the model's outline onto the
         smoothed corners); None when they are not smoothed. In the JSON form as ``"raw_corners"`` when set.
+    state : {"detected", "tracked"}
+        ``"detected"`` when the detector found the object in this frame (or re-anchored its track),
+        ``"tracked"`` when the tracking stage followed it from the previous frame.
+    track_id : int or None
+        The track that follows this object from frame to frame (None without tracking). Two copies of one
+        object in view are two tracks.
+    pose : Pose or None
+        The object's metric pose, when the recognizer knows the camera and the object's physical width.
     """
 
     name: str
@@ -353,8 +414,17 @@ class Detection:
     visible_fraction: float = 1.0
     inlier_xy: np.ndarray | None = field(default=None, repr=False, compare=False)
     raw_corners: np.ndarray | None = field(default=None, repr=False, compare=False)
+    state: str = "detected"
+    track_id: int | None = None
+    pose: Pose | None = None
 
     def __post_init__(self) -> None:
+        if self.state not in TRACK_STATES:
+            raise ValueError(f"state: expected one of {TRACK_STATES}, got {self.state!r}")
+        if self.track_id is not None and not isinstance(self.track_id, int | np.integer):
+            raise ValueError(f"track_id: expected an int or None, got {self.track_id!r}")
+        if self.pose is not None and not isinstance(self.pose, Pose):
+            raise ValueError(f"pose: expected a Pose or None, got {type(self.pose).__name__}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name: expected a non-empty str, got {self.name!r}")
         score = float(self.score)
@@ -388,6 +458,9 @@ class Detection:
             "homography": [[float(v) for v in row] for row in self.homography],
             "corners": [[float(v) for v in row] for row in self.corners],
             "visible_fraction": round(self.visible_fraction, 4),
+            "state": self.state,
+            "track_id": None if self.track_id is None else int(self.track_id),
+            "pose": None if self.pose is None else self.pose.to_json(),
         }
         if self.raw_corners is not None:
             out["raw_corners"] = [[float(v) for v in row] for row in self.raw_corners]
@@ -446,6 +519,8 @@ class FrameResult:
         None when the recognizer runs without a prefilter.
     prefilter_rejected : float or None
         The share of the frame's area outside ``prefilter_boxes``.
+    lost : list of LostTrack
+        The tracks that ended in this frame (their objects are no longer reported).
     """
 
     detections: list[Detection] = field(default_factory=list)
@@ -455,6 +530,7 @@ class FrameResult:
     skipped: list[SkipRecord] = field(default_factory=list)
     prefilter_boxes: list[list[int]] | None = None
     prefilter_rejected: float | None = None
+    lost: list[LostTrack] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for d in self.detections:
@@ -473,6 +549,7 @@ class FrameResult:
             "skipped": [r.to_json() for r in self.skipped],
             "prefilter_boxes": self.prefilter_boxes,
             "prefilter_rejected": None if self.prefilter_rejected is None else round(self.prefilter_rejected, 4),
+            "lost": [t.to_json() for t in self.lost],
         }
 
 
