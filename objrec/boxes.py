@@ -21,6 +21,8 @@ __all__ = [
     "grow_regions",
     "regions_to_mask",
     "union_area",
+    "subtract_boxes",
+    "clip_boxes",
     "outline_box",
     "points_box",
     "box_inside_outline",
@@ -105,6 +107,40 @@ def outside_share(box: tuple[int, int, int, int], regions: Any, shape: tuple[int
         return 1.0
     covered = regions_to_mask(regions, (h, w))[y0:y1, x0:x1]
     return float(1.0 - covered.mean())
+
+
+def subtract_boxes(
+    boxes: np.ndarray, holes: list[tuple[int, int, int, int]], min_side: int = MIN_BOX_SIDE
+) -> tuple[np.ndarray, np.ndarray]:
+    """``boxes`` (N, 4) less the ``holes``: each box cut into the bands above, below, left and right of every
+    hole it overlaps, bands thinner than ``min_side`` dropped. Returns the pieces (M, 4) int32 and, for each,
+    the index of the box it came from."""
+    pieces = [(tuple(int(v) for v in b), i) for i, b in enumerate(np.asarray(boxes).reshape(-1, 4))]
+    for hx0, hy0, hx1, hy1 in holes:
+        out = []
+        for (x0, y0, x1, y1), i in pieces:
+            if hx0 >= x1 or hx1 <= x0 or hy0 >= y1 or hy1 <= y0:
+                out.append(((x0, y0, x1, y1), i))
+                continue
+            my0, my1 = max(y0, hy0), min(y1, hy1)
+            for piece in (
+                (x0, y0, x1, hy0), (x0, hy1, x1, y1), (x0, my0, hx0, my1), (hx1, my0, x1, my1),
+            ):  # fmt: skip
+                if piece[2] - piece[0] >= min_side and piece[3] - piece[1] >= min_side:
+                    out.append((piece, i))
+        pieces = out
+    if not pieces:
+        return np.zeros((0, 4), np.int32), np.zeros(0, np.int64)
+    return np.array([p for p, _ in pieces], np.int32), np.array([i for _, i in pieces], np.int64)
+
+
+def clip_boxes(boxes: np.ndarray, box: tuple[int, int, int, int], min_side: int = MIN_BOX_SIDE) -> np.ndarray:
+    """Boolean mask of the ``boxes`` (N, 4) that keep at least ``min_side`` per side inside ``box``, and the
+    boxes clipped to it (those rows only)."""
+    b = np.asarray(boxes, np.int64).reshape(-1, 4)
+    c = np.concatenate([np.maximum(b[:, :2], box[:2]), np.minimum(b[:, 2:], box[2:])], axis=1)
+    keep = (c[:, 2] - c[:, 0] >= min_side) & (c[:, 3] - c[:, 1] >= min_side)
+    return keep, c[keep].astype(np.int32)
 
 
 def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tuple[int, int, int, int] | None:

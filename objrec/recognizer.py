@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import resolve_backend
+from objrec.boxes import outline_box
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.second_chance import GuidedStage
@@ -36,7 +37,7 @@ from objrec.realtime.guard import collect_in_slack, frame_guard
 from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
-from objrec.realtime.tracker import Tracker
+from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Features, FrameResult, Regions, Rejection, SkipRecord
 
 __all__ = ["Recognizer"]
@@ -66,8 +67,13 @@ class Recognizer:
         ``"auto"`` uses the database's trained prefilter when present and current; None searches the whole
         frame.
     track : bool
-        Search last frame's objects first, in a window around them. False also turns smoothing off: every
-        frame stands alone.
+        Follow the objects found from frame to frame (:class:`~objrec.realtime.tracker.Tracker`: optical flow,
+        a homography refit and the appearance check at a cadence), and spend detection on the rest of the
+        frame. False turns all tracking off, smoothing included: every frame is searched from scratch, with
+        no windows and no order from earlier frames.
+    track_params : TrackParams, optional
+        Settings of the tracking stage (``max_tracked`` and the others; see
+        :class:`~objrec.realtime.tracker.TrackParams`).
     clock : object with ``now() -> ms``, optional
         For tests (a fake clock); default ``time.perf_counter``.
     max_regions : int
@@ -129,6 +135,7 @@ class Recognizer:
         adapt_params: Any = None,
         sample_step: int | None = None,
         smooth: bool | SmoothParams = False,
+        track_params: TrackParams | None = None,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -157,6 +164,7 @@ class Recognizer:
             cap if budget_ms is not None else None,
             retrieval_voters=voters,
             sample_step=sample_step if self.primary == "surf" else 1,
+            sweep=track,
         )
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
         self.guided = GuidedStage(self.verifier)
@@ -174,7 +182,7 @@ class Recognizer:
         self.clock = clock or PerfClock()
         self.scheduler = FrameScheduler(budget_ms, CostModel(), self.clock, safety_ms=2.0)
         self.degrade = DegradeController(budget_ms)
-        self.tracker = Tracker(enabled=track)
+        self.tracker = Tracker(track, track_params, appearance=self.verifier.appearance)
         if not isinstance(smooth, bool | SmoothParams):
             raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
         params = SmoothParams() if smooth is True else smooth or None
@@ -216,9 +224,18 @@ class Recognizer:
     def _recognize(self, state: FrameState, sched: FrameScheduler) -> None:
         """The stages of one frame, each given what the frame record holds and its result written back."""
         h, w = state.shape
-        windows = self.tracker.windows(w, h)
+        tracker = self.tracker
+        if tracker.tracks:
+            state.tracked, state.lost = sched.run(
+                "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
+            )
+            state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
+        confirm = tracker.confirmation(self.frames)
+        windows = tracker.windows(w, h, confirm)
         proposals = self._propose(state, sched)
-        state.plan = self.planner.plan(state.shape, windows, proposals, self.degrade, sched, state.sample_step)
+        state.plan = self.planner.plan(
+            state.shape, windows, proposals, self.degrade, sched, state.sample_step, tracker.outlines(confirm)
+        )
         sched.record(state.plan.skipped)
         if not state.plan.empty:
             stage = f"features_{self.primary}"
@@ -227,9 +244,10 @@ class Recognizer:
                 "features", self.features.extract, state.image, self.primary, plan,
                 size=plan_work(plan), mandatory=True, stage=stage,
             )  # fmt: skip
-            state.features[self.primary] = feats
             self.planner.observe(plan, len(feats))
-            state.candidates = self.tracker.prioritise(self._match(feats, sched))
+            feats = tracker.unexplained(feats, confirm)
+            state.features[self.primary] = feats
+            state.candidates = tracker.prioritise(self._match(feats, sched))
             state.mandatory_ms = sched.elapsed()
             self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
             self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
@@ -237,17 +255,19 @@ class Recognizer:
             self._safety_search(state, sched)
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
         self._escalate(state, sched)
-        self.tracker.update(state.verdicts.found)
+        found = state.verdicts.detections()
+        state.detections, lost = tracker.absorb(found, state.tracked, state.image.host, self.frames, self._model_size)
+        state.lost += lost
 
     def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
         """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting
         prefilter learn from the frame (from the corners as verified)."""
         verdicts = state.verdicts
-        found = verdicts.detections()
+        found = state.detections
         shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
         latency = sched.elapsed()
         met = state.budget_ms is None or latency <= state.budget_ms
-        result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped))
+        result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=state.lost)
         h, w = state.shape
         if state.proposals is not None:
             result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
@@ -256,6 +276,7 @@ class Recognizer:
         self.degrade.observe(latency if state.mandatory_ms is None else state.mandatory_ms)
         if self.adapter is not None:
             avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
+            avoid += [b for b in (outline_box(q, 0.0, w, h) for q in self.tracker.outlines()) if b is not None]
             self.adapter.observe(state.frame, state.proposals, [d.corners for d in found], avoid)
         collect_in_slack(sched.remaining())
         self.frames += 1

@@ -132,16 +132,26 @@ def test_frame_runs_blas_on_one_thread_and_restores_it(db):
     assert blas_threads() == before
 
 
-def test_tracked_object_is_searched_in_its_window_first(db, scene):
+def test_found_objects_are_tracked_in_the_next_frames_and_not_without_tracking(db, scene):
     rec = Recognizer(db, budget_ms=None)
     first = rec.process(scene.image)
-    assert len(first.detections) == 3
-    w = rec.tracker.windows(640, 480)
-    assert len(w) == 3
-    second = rec.process(scene.image)
-    assert sorted(d.name for d in second.detections) == sorted(db.names)
-    verified = [u.subject for u in rec.scheduler.records if u.unit == "verify"]
-    assert set(verified[:3]) == set(db.names)
+    assert sorted(d.name for d in first.detections) == sorted(db.names)
+    assert {d.state for d in first.detections} == {"detected"}
+    ids = {d.name: d.track_id for d in first.detections}
+    assert None not in ids.values() and len(set(ids.values())) == 3
+    for _ in range(2):
+        r = rec.process(scene.image)
+        assert {d.name: (d.state, d.track_id) for d in r.detections} == {n: ("tracked", i) for n, i in ids.items()}
+        assert "track" in r.timings_ms and not r.lost
+        for d in r.detections:  # the same frame again: the tracks stay on their anchors
+            anchor = next(a for a in first.detections if a.name == d.name)
+            assert np.linalg.norm(d.corners - anchor.corners, axis=1).max() < 0.5
+    plain = Recognizer(db, budget_ms=None, track=False)
+    for _ in range(2):
+        r = plain.process(scene.image)
+        assert {(d.state, d.track_id) for d in r.detections} == {("detected", None)}
+        assert "track" not in r.timings_ms
+    assert not plain.tracker.tracks and len(plain.tracker.windows(640, 480)) == 0
 
 
 def test_result_is_json_friendly(db, scene):
@@ -157,6 +167,7 @@ def test_result_is_json_friendly(db, scene):
         "skipped",
         "prefilter_boxes",
         "prefilter_rejected",
+        "lost",
     }
     assert set(j) == keys
     assert j["prefilter_boxes"] is None and j["prefilter_rejected"] is None  # no prefilter for this database

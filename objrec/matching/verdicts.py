@@ -62,6 +62,9 @@ class FrameVerdicts:
     refine : list of Candidate
         Candidates whose detections are refined by guided matching around their homography (queued with
         :meth:`queue_refine`, taken with :meth:`take_refine`).
+    tracked : list of (str, (4, 2) ndarray)
+        Names and outlines of the objects the tracking stage followed into this frame (objects that may be in
+        front, like ``found``).
     """
 
     shape: tuple[int, int]
@@ -71,6 +74,7 @@ class FrameVerdicts:
     unsure: list[tuple[int, int, int, int]] = field(default_factory=list)
     retry: list[Candidate] = field(default_factory=list)
     refine: list[Candidate] = field(default_factory=list)
+    tracked: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
         if isinstance(verdict, Detection):
@@ -128,17 +132,19 @@ class FrameVerdicts:
     def in_front_of(self, name: str) -> list[np.ndarray]:
         """The outlines of the objects found so far other than ``name``: where they are, ``name`` may be hidden
         behind them, so the appearance check does not judge it there."""
-        return [np.asarray(d.corners, np.float64) for n, d in self.found.items() if n != name]
+        found = [np.asarray(d.corners, np.float64) for n, d in self.found.items() if n != name]
+        return found + [np.asarray(q, np.float64) for n, q in self.tracked if n != name]
 
     def open_unsure(self) -> list[tuple[int, int, int, int]]:
         """The unsure boxes still worth a second look, in their order.
 
-        A box whose centre lies inside a found object's outline is explained by it: rejected candidates'
+        A box whose centre lies inside a found or tracked object's outline is explained by it: rejected candidates'
         matches there are that object's features matched to look-alikes, and a stronger detector would
         find the same object. A box lying mostly (:data:`UNSURE_COVERED`) inside a larger open box is left
         to that one: the larger box's features include its own.
         """
-        outlines = [np.asarray(d.corners, np.float32).reshape(-1, 1, 2) for d in self.found.values()]
+        shown = [d.corners for d in self.found.values()] + [q for _, q in self.tracked]
+        outlines = [np.asarray(q, np.float32).reshape(-1, 1, 2) for q in shown]
         boxes = []
         for box in self.unsure:
             centre = ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0)

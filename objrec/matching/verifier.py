@@ -102,6 +102,16 @@ class CandidateVerifier:
         d = v.to_detection(candidate.name)
         return dataclasses.replace(d, inlier_xy=np.asarray(candidate.scene_xy, np.float64)[v.inliers])
 
+    def appearance(
+        self, gray: np.ndarray, name: str, H: np.ndarray, model_size: tuple[int, int], hidden: list
+    ) -> float:
+        """The appearance check of ``name`` seen through ``H`` in ``gray``: the share of its strong model edges
+        the frame confirms (:func:`~objrec.matching.verify.edge_agreement`), away from the ``hidden`` outlines;
+        NaN when too little is in view or there are no thumbnails."""
+        if self.thumbnails is None:
+            return float("nan")
+        return edge_agreement(gray, self.thumbnails(name), H, model_size, hidden)[0]
+
     def run(self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: Any, first_mandatory: bool) -> None:
         """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from objrec.features.extract import FrameImage
 from objrec.matching.verdicts import FrameVerdicts
-from objrec.types import Candidate, Features, Regions, SearchPlan
+from objrec.types import Candidate, Detection, Features, LostTrack, Regions, SearchPlan
 
 __all__ = ["FrameState"]
 
@@ -45,6 +45,12 @@ class FrameState:
     mandatory_ms : float or None
         Time from hand-over to the end of the mandatory units (None when nothing was searched): what the
         degrade controller learns the frame's load from.
+    tracked : list of Detection
+        The objects the tracking stage followed into this frame (``state="tracked"``).
+    detections : list of Detection
+        The frame's detections: the tracked ones and the detector's, met with the tracks.
+    lost : list of LostTrack
+        The tracks that ended in this frame.
     """
 
     frame: np.ndarray
@@ -57,6 +63,9 @@ class FrameState:
     features: dict[str, Features] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     mandatory_ms: float | None = None
+    tracked: list[Detection] = field(default_factory=list)
+    detections: list[Detection] = field(default_factory=list)
+    lost: list[LostTrack] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.verdicts = FrameVerdicts(self.shape, self.image.host)

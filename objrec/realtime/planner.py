@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.boxes import union_area
+from objrec.boxes import clip_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import DegradeController, fit_scale
 from objrec.types import Regions, SearchPlan, SkipRecord
 
@@ -29,6 +29,25 @@ def plan_work(plan: SearchPlan) -> float:
     """The cost model's size for a plan's extraction: the pixels extracted from (full-resolution pixels times
     the scale squared), weighted by the sampling step's share of the detector's work."""
     return plan.pixels * plan.scale * plan.scale * (COARSE_SAMPLING_COST if plan.sample_step == 2 else 1.0)
+
+
+#: The sweep's grids (columns, rows), coarsest first.
+SWEEP_GRIDS = ((2, 1), (2, 2), (3, 2), (3, 3), (4, 3))
+#: Tiles of the sweep overlap by this share of the frame's width (columns) and height (rows).
+SWEEP_OVERLAP = 0.15
+
+
+def _grid_tiles(w: int, h: int, cols: int, rows: int) -> list[tuple[int, int, int, int]]:
+    """The tiles of a ``cols`` x ``rows`` grid over a ``w`` x ``h`` frame, each grown by half the overlap per
+    side (clipped), in reading order."""
+    ox, oy = SWEEP_OVERLAP * w / 2, SWEEP_OVERLAP * h / 2
+    out = []
+    for r in range(rows):
+        for c in range(cols):
+            x0, x1 = w * c / cols - ox, w * (c + 1) / cols + ox
+            y0, y1 = h * r / rows - oy, h * (r + 1) / rows + oy
+            out.append((max(0, int(x0)), max(0, int(y0)), min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1)))))
+    return out
 
 
 #: The matches the first verification is sized at before the frame's candidates exist.
@@ -61,6 +80,13 @@ class SearchPlanner:
         SURF's first-octave sampling step. None: 1, or 2 under a budget when the degrade level is above 0
         or the cost model predicts that step 1 does not fit; resolution drops only after that (coarser
         sampling keeps the objects' large and medium scales, a lower resolution loses the small objects).
+    sweep : bool
+        Under a budget, when the search would otherwise drop below ``min_sweep_scale``, search one tile of
+        a grid over the frame per frame instead (the tiles in turn, so the whole frame is swept every few
+        frames at full resolution; tracking windows are searched in every frame). Off, every frame's plan
+        covers all of the search by itself and owes nothing to the frames before (no tracking).
+    min_sweep_scale : float
+        The resolution below which the sweep takes over.
     """
 
     def __init__(
@@ -72,6 +98,8 @@ class SearchPlanner:
         min_features: int = 100,
         retrieval_voters: int = 0,
         sample_step: int | None = None,
+        sweep: bool = False,
+        min_sweep_scale: float = 0.85,
     ) -> None:
         if sample_step not in (None, 1, 2):
             raise ValueError(f"sample_step: expected None, 1 or 2, got {sample_step!r}")
@@ -84,6 +112,9 @@ class SearchPlanner:
         self.retrieval_voters = retrieval_voters
         self.sample_step = sample_step
         self._density: dict[int, float] = {}  # keypoints per extracted pixel, per sampling step
+        self.sweep = sweep
+        self.min_sweep_scale = min_sweep_scale
+        self._tile = 0  # the sweep's next tile
 
     def plan(
         self,
@@ -93,6 +124,7 @@ class SearchPlanner:
         degrade: DegradeController,
         sched: Any,
         sample_step: int | None = None,
+        tracked: list[np.ndarray] | tuple = (),
     ) -> SearchPlan:
         """The primary search's plan for a frame of ``shape`` (rows, cols).
 
@@ -102,6 +134,8 @@ class SearchPlanner:
         and the first verification, but only then: both lose small objects. ``sched`` (a
         :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
         its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
+        The bounding boxes of the ``tracked`` outlines (frame pixels) are cut out of the proposals: the
+        tracking stage follows those objects.
         """
         h, w = shape[:2]
         fixed = self.sample_step if sample_step is None else sample_step
@@ -113,7 +147,7 @@ class SearchPlanner:
         if len(proposals) > n:
             why = "degrade" if n < self.max_regions else "max_regions"
             skipped.append(SkipRecord("region", why, f"{len(proposals) - n} of {len(proposals)}"))
-        boxes = windows.concat(proposals[:n])
+        boxes = windows.concat(self._without(proposals[:n], tracked, w, h))
         if not len(boxes):
             return SearchPlan(Regions.empty(), skipped=tuple(skipped))
         pixels = union_area(boxes, (h, w))
@@ -131,11 +165,50 @@ class SearchPlanner:
                 left, margin = self._left(sched, cap, pixels, step)
             work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
+            if self.sweep and scale < self.min_sweep_scale:
+                regions, pixels, scale, tile = self._sweep_tile(boxes, len(windows), (h, w), sched, cap, step, level)
+                skipped.append(SkipRecord("region", "sweep", tile))
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
         return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped))
+
+    @staticmethod
+    def _without(proposals: Regions, tracked: Any, w: int, h: int) -> Regions:
+        """``proposals`` less the bounding boxes of the ``tracked`` outlines."""
+        holes = [b for b in (outline_box(np.asarray(q), 0.0, w, h) for q in tracked) if b is not None]
+        if not holes or not len(proposals):
+            return proposals
+        pieces, parent = subtract_boxes(proposals.boxes, holes)
+        return Regions(pieces, proposals.scores[parent])
+
+    def _sweep_tile(
+        self, boxes: Regions, n_windows: int, shape: tuple[int, int], sched: Any, cap: int | None, step: int, level: Any
+    ) -> tuple[Regions | None, float, float, str]:
+        """The windows plus this frame's tile of the sweep: the coarsest grid of
+        :data:`SWEEP_GRIDS` whose tile fits at ``min_sweep_scale`` or better (the finest otherwise), tiles
+        overlapping by :data:`SWEEP_OVERLAP` of the frame so an object of that size lies whole in one."""
+        h, w = shape
+        for cols, rows in SWEEP_GRIDS:
+            tiles = _grid_tiles(w, h, cols, rows)
+            tile = tiles[self._tile % len(tiles)]
+            keep, clipped = clip_boxes(boxes.boxes[n_windows:], tile)
+            part = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows]).concat(
+                Regions(clipped, boxes.scores[n_windows:][keep])
+            )
+            pixels = union_area(part, (h, w))
+            scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
+            if scale >= self.min_sweep_scale:
+                break
+        self._tile += 1
+        return (part if len(part) else Regions.from_boxes([tile])), pixels, scale, f"tile {tile} of {cols}x{rows}"
+
+    def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
+        """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left."""
+        left, margin = self._left(sched, cap, pixels, step)
+        work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
+        return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left)
 
     def frame_cap(self, sched: Any, share: float = 1.0) -> int | None:
         """The feature cap of a search under the frame's budget (None without a budget or a cap)."""

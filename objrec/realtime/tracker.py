@@ -1,69 +1,436 @@
-"""Tracking from frame to frame: last frame's objects are searched first, in a window around them."""
+"""The tracking stage: objects found once are followed from frame to frame by their points.
+
+Each detected object becomes a :class:`Track`: points of the object (Shi-Tomasi corners inside its outline,
+with their positions on the model image) that pyramidal Lucas-Kanade follows into every new frame, all
+tracks' points in one call (:class:`~objrec.realtime.flow.PointFlow`). The points that pass the
+forward-backward check refit the object's homography robustly (RANSAC over model-to-frame correspondences,
+so a point that drifts becomes an outlier instead of bending the outline); the appearance check of
+verification (:func:`~objrec.matching.verify.edge_agreement` against the object's thumbnail) runs at a fixed
+cadence and whenever support drops, and only a track that passes it gets new points. A track ends at once
+(and is listed as lost) when too few of its points are followed, when its appearance check fails, or when
+too little of it is left in the frame: it is never drawn where the object is not.
+
+Detections of the detector meet the tracks here too (:meth:`Tracker.absorb`): a detection of a tracked
+object re-anchors the track only when the two disagree by more than ``reanchor_px`` or the track's support is
+low, so re-anchoring never brings the detector's own jitter back; otherwise the detection confirms the track.
+A detection that no track explains starts a new track (two copies of one object in view are two tracks). The
+outlines of the tracks are where the detector need not look (:meth:`Tracker.outlines`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+import cv2
 import numpy as np
 
-from objrec.boxes import outline_box
-from objrec.types import Candidate, Detection, Regions
+from objrec.backend import to_numpy
+from objrec.boxes import map_points, model_corners, outline_box
+from objrec.matching.verify import visible_part
+from objrec.realtime.flow import FlowParams, PointFlow, seed_points
+from objrec.types import Candidate, Detection, Features, LostTrack, Regions
 
-__all__ = ["Track", "Tracker"]
+__all__ = ["TrackParams", "Track", "Tracker"]
+
+#: ``appearance(gray, name, homography, model_size, hidden_outlines) -> share`` (NaN: too little in view).
+AppearanceCheck = Callable[[np.ndarray, str, np.ndarray, tuple[int, int], list], float]
 
 
-@dataclass
+@dataclass(frozen=True)
+class TrackParams:
+    """Settings of the tracking stage.
+
+    Attributes
+    ----------
+    max_tracked : int
+        At most this many tracks. A new object beyond it takes the place of the track confirmed least
+        recently (by the detector or by its appearance check), which is listed as lost (``"capacity"``).
+    points : int
+        Points followed per object: tens suffice for a homography; the flow's cost grows with their count.
+    min_points : int
+        A track with fewer points that pass the flow's check and agree with its homography ends.
+    min_support : float
+        ... and so does one left with less than this share of the points it had after its last
+        replenishment (most of the object covered, blurred or gone).
+    refit_px : float
+        RANSAC's reprojection threshold for the homography refit.
+    reanchor_px : float
+        A detection of a tracked object moves the track only when a corner disagrees by more than this.
+    appearance_every : int
+        Frames between appearance checks of a track (sooner when its support falls below ``recheck_support``).
+    recheck_support : float
+        Support share below which the appearance check runs in the next frame, whatever the cadence.
+    min_edge_agreement : float
+        The appearance check's threshold (share of strong model edges the frame confirms).
+    min_visible : float
+        A track whose outline keeps less than this share of the object inside the frame ends.
+    lost_window_frames : int
+        For this many frames after a track ends, its last outline is searched first by the detector.
+    confirm_every : int
+        Frames between the detector's looks at a tracked object (one track per frame at most), which
+        re-anchor it when they disagree by more than ``reanchor_px``: the bound on how long drift can last.
+    confirm_visible_gain : float
+        A track is also looked at when its visible share has grown by this much since it was anchored.
+    flow : FlowParams
+        The optical flow's settings.
+    """
+
+    max_tracked: int = 20
+    points: int = 48
+    min_points: int = 8
+    min_support: float = 0.4
+    refit_px: float = 2.0
+    reanchor_px: float = 2.0
+    appearance_every: int = 10
+    recheck_support: float = 0.7
+    min_edge_agreement: float = 0.5
+    min_visible: float = 0.25
+    lost_window_frames: int = 6
+    confirm_every: int = 15
+    confirm_visible_gain: float = 0.15
+    flow: FlowParams = field(default_factory=FlowParams)
+
+    def __post_init__(self) -> None:
+        if self.max_tracked < 1:
+            raise ValueError(f"max_tracked: expected a positive int, got {self.max_tracked}")
+        if not 4 <= self.min_points <= self.points:
+            raise ValueError(f"min_points: expected 4..points ({self.points}), got {self.min_points}")
+
+
+@dataclass(eq=False)
 class Track:
-    """An object seen recently: its last outline and the frames since it was last confirmed."""
+    """One object followed from frame to frame."""
 
+    track_id: int
     name: str
-    corners: np.ndarray
-    age: int = 0
+    model_size: tuple[int, int]
+    homography: np.ndarray
+    model_pts: np.ndarray  # (k, 2) float32: the points on the model image
+    pts: np.ndarray  # (k, 2) float32: where they are in the last frame
+    score: float
+    confirmed: int  # frame of the last detection that agreed with the track (or anchored it)
+    checked: int  # frame of the last appearance check
+    anchored_visible: float = 1.0  # the visible share when the detector last anchored or confirmed it
+    asked: int = -1  # the last frame the detector was asked to confirm it
+    seeded: int = 0  # points after the last replenishment
+    visible: float = 1.0
+    previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
+
+    @property
+    def corners(self) -> np.ndarray:
+        return map_points(self.homography, model_corners(*self.model_size))
+
+    def predict(self) -> np.ndarray:
+        """Where the points are expected in the next frame: the last frame-to-frame motion repeated."""
+        if self.previous is None:
+            return self.pts
+        motion = self.homography @ np.linalg.inv(self.previous)
+        return map_points(motion, self.pts).astype(np.float32)
+
+    @property
+    def support(self) -> float:
+        return len(self.pts) / max(self.seeded, 1)
+
+    def detection(self, state: str) -> Detection:
+        return Detection(
+            self.name, self.score, len(self.pts), self.homography, self.corners, self.visible,
+            inlier_xy=self.pts.astype(np.float64), state=state, track_id=self.track_id,
+        )  # fmt: skip
 
 
 class Tracker:
-    """Last frames' objects, as search windows for the next frame and a verification order.
+    """The tracks of a stream, their optical flow, and the windows of tracks recently lost.
 
     Parameters
     ----------
     enabled : bool
-        Without tracking there are no windows and no preferred order.
-    grow : float
-        A window is the last outline's bounding box grown by this fraction of its size per side.
-    max_age : int
-        A track not confirmed for more than this many frames is dropped.
+        Without tracking every frame stands alone: no tracks, no windows, no preferred order.
+    params : TrackParams, optional
+    appearance : callable, optional
+        The appearance check (see :data:`AppearanceCheck`); without it only the geometry is checked.
     """
 
-    def __init__(self, enabled: bool = True, grow: float = 0.25, max_age: int = 1) -> None:
+    def __init__(
+        self, enabled: bool = True, params: TrackParams | None = None, appearance: AppearanceCheck | None = None
+    ) -> None:
         self.enabled = enabled
-        self.grow = grow
-        self.max_age = max_age
-        self.tracks: dict[str, Track] = {}
+        self.params = params or TrackParams()
+        self.appearance = appearance
+        self.flow = PointFlow(self.params.flow)
+        self.tracks: list[Track] = []
+        self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
+        self._next_id = 1
+        self._frame = -1  # the frame the flow last saw
 
-    def _ordered(self) -> list[Track]:
-        return sorted(self.tracks.values(), key=lambda t: t.age) if self.enabled else []
+    @property
+    def n_points(self) -> int:
+        return int(sum(len(t.pts) for t in self.tracks))
 
-    def windows(self, width: int, height: int) -> Regions:
-        """Search windows, most recently confirmed first (too small ones dropped)."""
-        boxes = [outline_box(t.corners, self.grow, width, height) for t in self._ordered()]
+    def step(self, gray: np.ndarray, frame: int) -> tuple[list[Detection], list[LostTrack]]:
+        """Follow every track into ``gray`` (frame number ``frame``): the tracked detections and the tracks
+        lost in this frame."""
+        if not self.enabled or not self.tracks:
+            return [], []
+        self._frame = frame
+        pts = np.concatenate([t.pts for t in self.tracks])
+        guess = np.concatenate([t.predict() for t in self.tracks])
+        moved, good = self.flow.track(gray, pts, guess)
+        lost, kept = [], []
+        start = 0
+        for t in self.tracks:
+            k = len(t.pts)
+            why = self._follow(t, moved[start : start + k], good[start : start + k], gray, frame)
+            start += k
+            if why is None:
+                kept.append(t)
+            else:
+                lost.append(self._end(t, why, frame))
+        self.tracks = kept
+        for t in kept:
+            why = self._check(t, gray, frame)
+            if why is not None:
+                lost.append(self._end(t, why, frame))
+        self.tracks = [t for t in self.tracks if t.track_id not in {x.track_id for x in lost}]
+        out = [t.detection("tracked") for t in self.tracks]
+        return out, lost
+
+    def _follow(self, t: Track, moved: np.ndarray, good: np.ndarray, gray: np.ndarray, frame: int) -> str | None:
+        """Refit ``t``'s homography to its followed points; the reason it ends, or None."""
+        p = self.params
+        need = max(p.min_points, int(np.ceil(p.min_support * t.seeded)))
+        if int(good.sum()) < need:
+            return "support"
+        src, dst = t.model_pts[good], moved[good]
+        H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
+        if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+            return "support"
+        inl = mask.ravel().astype(bool)
+        if int(inl.sum()) < need:
+            return "support"
+        H = fit_homography(src[inl], dst[inl])
+        if H is None:
+            return "support"
+        corners = map_points(H, model_corners(*t.model_size))
+        if not _convex(corners):
+            return "support"
+        _, _, visible = visible_part(H, corners, *t.model_size, gray.shape[:2])
+        if visible < p.min_visible:
+            return "visibility"
+        t.previous, t.homography = t.homography, H
+        # The points continue from where the refit puts them: each point's own flow error does not carry
+        # over to the next frame, only the homography's (averaged over all the points).
+        t.model_pts, t.visible = src[inl], visible
+        t.pts = map_points(H, t.model_pts).astype(np.float32)
+        return None
+
+    def _check(self, t: Track, gray: np.ndarray, frame: int) -> str | None:
+        """The appearance check when due; a track that passes it gets new points."""
+        p = self.params
+        due = frame - t.checked >= p.appearance_every or t.support < p.recheck_support
+        if not due:
+            return None
+        if self.appearance is not None:
+            hidden = [o.corners for o in self.tracks if o is not t]
+            share = self.appearance(gray, t.name, t.homography, t.model_size, hidden)
+            if share < p.min_edge_agreement:  # NaN (too little in view to judge) passes
+                return "appearance"
+        t.checked = frame
+        self._replenish(t, gray)
+        return None
+
+    def _replenish(self, t: Track, gray: np.ndarray) -> None:
+        """Top ``t`` up with new corners inside its outline (mapped back onto the model)."""
+        want = self.params.points - len(t.pts)
+        if want >= max(4, self.params.points // 4):
+            new = seed_points(gray, t.corners, want, avoid=t.pts)
+            if len(new):
+                back = map_points(np.linalg.inv(t.homography), new).astype(np.float32)
+                t.model_pts = np.concatenate([t.model_pts, back])
+                t.pts = np.concatenate([t.pts, new])
+        t.seeded = len(t.pts)
+
+    def _end(self, t: Track, reason: str, frame: int) -> LostTrack:
+        self.recent[t.name] = (t.corners, frame)
+        return LostTrack(t.track_id, t.name, reason)
+
+    def absorb(
+        self,
+        found: list[Detection],
+        tracked: list[Detection],
+        gray: np.ndarray,
+        frame: int,
+        model_size: Callable[[str], tuple[int, int]],
+    ) -> tuple[list[Detection], list[LostTrack]]:
+        """The detector's detections (``found``) of this frame met with the ``tracked`` ones.
+
+        Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
+        the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
+        ``max_tracked``). Without tracking, the detections as they are.
+        """
+        if not self.enabled:
+            return list(found), []
+        out, lost = [], []
+        for d in found:
+            t = self._owner(d)
+            if t is not None and self._agrees(t, d):
+                t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
+                continue
+            if t is not None:
+                self.tracks.remove(t)
+                tracked = [x for x in tracked if x.track_id != t.track_id]
+            new = self._start(d, gray, frame, model_size(d.name), t)
+            if new is None:
+                out.append(d)
+                continue
+            if len(self.tracks) >= self.params.max_tracked:
+                old = min(self.tracks, key=lambda x: max(x.confirmed, x.checked))
+                self.tracks.remove(old)
+                lost.append(self._end(old, "capacity", frame))
+                tracked = [x for x in tracked if x.track_id != old.track_id]
+            self.tracks.append(new)
+            self.recent.pop(d.name, None)
+            out.append(new.detection("detected"))
+        if self.tracks and self._frame != frame:
+            self.flow.remember(gray)
+            self._frame = frame
+        self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < self.params.lost_window_frames}
+        return tracked + out, lost
+
+    def _owner(self, d: Detection) -> Track | None:
+        """The track of ``d``'s object whose outline holds ``d``'s centre (None: a new object)."""
+        c = np.asarray(d.corners, np.float64).mean(axis=0)
+        for t in self.tracks:
+            q = np.float32(t.corners).reshape(-1, 1, 2)
+            if t.name == d.name and cv2.pointPolygonTest(q, (float(c[0]), float(c[1])), False) >= 0:
+                return t
+        return None
+
+    def _agrees(self, t: Track, d: Detection) -> bool:
+        err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
+        return err <= self.params.reanchor_px and t.support >= self.params.recheck_support
+
+    def _start(self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | None):
+        """A track for ``d`` (keeping ``old``'s id when it re-anchors one), or None when too few points can be
+        followed on it."""
+        if d.visible_fraction < self.params.min_visible:
+            return None
+        pts = seed_points(gray, d.corners, self.params.points)
+        if len(pts) < self.params.min_points:
+            return None
+        model = map_points(np.linalg.inv(d.homography), pts).astype(np.float32)
+        tid = old.track_id if old is not None else self._take_id()
+        v = d.visible_fraction
+        return Track(tid, d.name, size, d.homography, model, pts, d.score, frame, frame, v, seeded=len(pts), visible=v)
+
+    def _take_id(self) -> int:
+        i, self._next_id = self._next_id, self._next_id + 1
+        return i
+
+    def confirmation(self, frame: int) -> Track | None:
+        """The track the detector should look at again in this frame (at most one per frame), or None.
+
+        A track is due when the detector last agreed with it ``confirm_every`` frames ago or more, or when
+        much more of it is in view than when it was anchored (an object entering the frame was anchored on
+        the part then visible; the rest of its outline was extrapolated). Of those due, the one waiting
+        longest. A detection that then disagrees by more than ``reanchor_px`` re-anchors the track.
+        """
+        if not self.enabled:
+            return None
+        p = self.params
+
+        def due(t: Track) -> bool:
+            last = max(t.confirmed, t.asked)
+            grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
+            return frame - last >= p.confirm_every or grown
+
+        waiting = [t for t in self.tracks if due(t)]
+        if not waiting:
+            return None
+        t = min(waiting, key=lambda x: max(x.confirmed, x.asked))
+        t.asked = frame
+        return t
+
+    def outlines(self, except_track: Track | None = None) -> list[np.ndarray]:
+        """The tracked objects' outlines (4, 2) in the current frame: the detector need not search them
+        (except the one it is asked to confirm)."""
+        return [t.corners for t in self.tracks if t is not except_track]
+
+    def unexplained(self, feats: Features, except_track: Track | None = None) -> Features:
+        """``feats`` less those inside a tracked outline (but the one being confirmed): what the tracks do not
+        already explain, for retrieval and matching to look for other objects in (a second copy among them)."""
+        outlines = self.outlines(except_track)
+        if not outlines or not len(feats):
+            return feats
+        xy = to_numpy(feats.xy).astype(np.float32)
+        inside = np.zeros(len(xy), bool)
+        for q in outlines:
+            path = np.float32(q)
+            # Same-side test against each edge of the convex outline (corners in either winding order).
+            e = np.roll(path, -1, axis=0) - path
+            d = xy[:, None, :] - path[None, :, :]
+            cross = e[None, :, 0] * d[:, :, 1] - e[None, :, 1] * d[:, :, 0]
+            inside |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
+        if not inside.any():
+            return feats
+        keep = np.flatnonzero(~inside)
+        return feats.subset(feats.xp.asarray(keep))
+
+    def windows(self, width: int, height: int, confirm: Track | None = None, grow: float = 0.25) -> Regions:
+        """Search windows for the detector: the outline of the track to ``confirm``, then the last outlines of
+        tracks lost recently, most recent first."""
+        if not self.enabled:
+            return Regions.empty()
+        recent = [q for q, _ in sorted(self.recent.values(), key=lambda v: -v[1])]
+        outlines = ([confirm.corners] if confirm is not None else []) + recent
+        boxes = [outline_box(q, grow, width, height) for q in outlines]
         return Regions.from_boxes([b for b in boxes if b is not None])
 
     def prioritise(self, candidates: list[Candidate]) -> list[Candidate]:
-        """Tracked objects' candidates first (most recently confirmed first), then the others by matches."""
-        rank = {t.name: i for i, t in enumerate(self._ordered())}
+        """Candidates of recently lost objects first, then the others by matches."""
+        if not self.enabled:
+            return sorted(candidates, key=lambda c: -len(c))
+        rank = {n: i for i, (n, _) in enumerate(sorted(self.recent.items(), key=lambda kv: -kv[1][1]))}
         return sorted(candidates, key=lambda c: (rank.get(c.name, len(rank)), -len(c)))
 
-    def update(self, found: dict[str, Detection]) -> None:
-        """Refresh confirmed objects, age the others and drop those older than ``max_age``."""
-        if not self.enabled:
-            return
-        for name in list(self.tracks):
-            if name not in found:
-                self.tracks[name].age += 1
-                if self.tracks[name].age > self.max_age:
-                    del self.tracks[name]
-        for name, d in found.items():
-            self.tracks[name] = Track(name, d.corners, 0)
-
     def reset(self) -> None:
+        """Forget every track (a new, unrelated sequence of frames follows)."""
         self.tracks.clear()
+        self.recent.clear()
+        self.flow.forget()
+        self._frame = -1
+
+
+def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """The least-squares homography of point pairs by the normalised direct linear transform (Hartley and
+    Zisserman, Multiple View Geometry, algorithm 4.2): a few tens of microseconds for tens of points, where
+    OpenCV's iterative refinement costs a large share of a track's frame. None when degenerate."""
+
+    def norm(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c = x.mean(axis=0)
+        d = np.sqrt(((x - c) ** 2).sum(axis=1)).mean()
+        k = np.sqrt(2.0) / max(d, 1e-12)
+        T = np.array([[k, 0, -k * c[0]], [0, k, -k * c[1]], [0, 0, 1]])
+        return (x - c) * k, T
+
+    a, Ta = norm(np.asarray(src, np.float64))
+    b, Tb = norm(np.asarray(dst, np.float64))
+    n = len(a)
+    if n < 4:
+        return None
+    A = np.zeros((2 * n, 9))
+    A[0::2, 0:2], A[0::2, 2] = a, 1.0
+    A[0::2, 6:8], A[0::2, 8] = -b[:, :1] * a, -b[:, 0]
+    A[1::2, 3:5], A[1::2, 5] = a, 1.0
+    A[1::2, 6:8], A[1::2, 8] = -b[:, 1:] * a, -b[:, 1]
+    _, sv, vt = np.linalg.svd(A, full_matrices=False)
+    if sv[-2] < 1e-9 * sv[0]:
+        return None
+    H = np.linalg.inv(Tb) @ vt[-1].reshape(3, 3) @ Ta
+    if not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+        return None
+    return H / H[2, 2]
+
+
+def _convex(q: np.ndarray) -> bool:
+    return bool(cv2.isContourConvex(np.float32(q).reshape(-1, 1, 2)))
