@@ -61,8 +61,19 @@ def test_enroll_then_detect_json(files, tmp_path):
     if sys.platform.startswith("linux"):
         assert doc["memory"]["peak_rss_mb"] >= doc["memory"]["rss_mb"] > 10  # the process's own figures
     (det,) = res["detections"]
-    assert set(det) == {"name", "score", "inliers", "homography", "corners", "visible_fraction"}
+    assert set(det) == {
+        "name",
+        "score",
+        "inliers",
+        "homography",
+        "corners",
+        "visible_fraction",
+        "state",
+        "track_id",
+        "pose",
+    }
     assert det["name"] == "cover" and 0 <= det["score"] <= 1 and det["inliers"] >= 10
+    assert det["state"] == "detected" and det["pose"] is None  # no camera given
     H = np.array(det["homography"])
     assert H.shape == (3, 3) and H[2, 2] == 1.0
     corners = np.array(det["corners"])
