@@ -23,14 +23,16 @@ _LAZY = {
     "Regions": "objrec.types",
     "Detection": "objrec.types",
     "FrameResult": "objrec.types",
+    "Camera": "objrec.pose",
 }
 
 if TYPE_CHECKING:
     from objrec.modeldb import ModelDB
+    from objrec.pose import Camera
     from objrec.recognizer import Recognizer
     from objrec.types import Detection, Features, FrameResult, Regions
 
-__all__ = ["ModelDB", "Recognizer", "Features", "Regions", "Detection", "FrameResult", "__version__"]
+__all__ = ["ModelDB", "Recognizer", "Features", "Regions", "Detection", "FrameResult", "Camera", "__version__"]
 
 
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)

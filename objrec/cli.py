@@ -63,14 +63,15 @@ def _detectors_arg(text: str | None) -> list[str] | None:
 
 
 # --- enroll ---------------------------------------------------------------------------------------
-def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], replace: bool, path: str, views: str | None = None) -> None:
+def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argparse.Namespace) -> None:
     for name, _ in pairs:
-        if name in db and not replace:
+        if name in db and not args.replace:
             raise CLIError(f"object {name!r} is already enrolled in {path} (use --replace)")
     for name, img in pairs:
-        obj = db.enroll(name, img, replace=replace, views=views)
+        obj = db.enroll(name, img, replace=args.replace, views=args.views, width_m=args.width_m)
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
         shown = f"; views {obj.views}" if obj.views else ""
+        shown += f"; width {obj.width_m:g} m" if obj.width_m else ""
         print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
 
 
@@ -83,7 +84,12 @@ def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
         raise CLIError(f"--from {source}: no such folder or file")
     items = items_from_dir(src) if src.is_dir() else items_from_csv(src)
     report = db.enroll_many(
-        items, replace=args.replace, workers=args.workers, progress=not args.no_progress, views=args.views
+        items,
+        replace=args.replace,
+        workers=args.workers,
+        progress=not args.no_progress,
+        views=args.views,
+        width_m=args.width_m,
     )
     for f in report.failed:
         print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
@@ -97,6 +103,7 @@ def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
 def cmd_enroll(args: argparse.Namespace) -> int:
     from objrec.imageio import read_image
     from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
+    from objrec.modeldb.records import check_width_m
     from objrec.modeldb.views import check_views
 
     if not args.objects and not args.source:
@@ -105,6 +112,10 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         args.views = check_views(args.views)
     except ValueError as exc:
         raise CLIError(f"--views: {exc}".replace("views: ", "", 1)) from None
+    try:
+        args.width_m = check_width_m(args.width_m)
+    except ValueError as exc:
+        raise CLIError(f"--width-m: {exc}".replace("width_m: ", "", 1)) from None
     pairs = _parse_pairs(args.objects)
     images = [(name, read_image(path)) for name, path in pairs]  # all readable before anything is written
     kinds = _detectors_arg(args.detectors)
@@ -112,7 +123,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
     if kinds and set(kinds) != set(db.detectors):
         raise CLIError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
-    _enroll_pairs(db, images, args.replace, args.db, args.views)
+    _enroll_pairs(db, images, args.db, args)
     ok = _enroll_from(db, args.source, args) if args.source else True
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
     if args.train_prefilter:
@@ -225,6 +236,7 @@ def _smooth_arg(args: argparse.Namespace) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from objrec.modeldb import ModelDB
+    from objrec.pose import Camera
     from objrec.realtime.loop import display_available, run_stream
     from objrec.realtime.sources import open_source
     from objrec.recognizer import Recognizer
@@ -236,8 +248,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.save_prefilter and (not args.adapt or args.no_prefilter):
         raise CLIError("--save-prefilter: nothing is learned with --no-adapt or --no-prefilter")
     smooth = _smooth_arg(args)
+    camera = Camera.load(args.camera) if args.camera else None
     db = ModelDB.open(args.db)
     source = open_source(args.source, realtime=args.realtime)  # a bad source fails before any training
+    shape = getattr(source, "frame_shape", None)
+    if camera is not None and shape is not None:
+        camera.for_frame(shape[1], shape[0])  # a frame the calibration cannot describe fails here
     rec = Recognizer(
         db,
         budget_ms=args.budget_ms,
@@ -246,6 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         adapt_prefilter=args.adapt and not args.no_prefilter,
         sample_step=args.sample_step,
         smooth=smooth,
+        **({"camera": camera} if camera is not None else {}),
     )
     if rec.adapter is not None and rec.prefilter_status.startswith("trained"):
         from objrec.prefilter.storage import save_for
@@ -261,7 +278,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_frames=args.max_frames,
         display=display,
         out_video=args.out,
-        warmup_shape=getattr(source, "frame_shape", None),
+        warmup_shape=shape,
+        camera=camera,
+        widths_m={i.name: i.width_m for i in db.infos() if i.width_m},
     )
     print(stats.summary())
     if rec.adapter is not None:
@@ -362,6 +381,13 @@ def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
         "rotated copies (recognition under strong viewpoint change, at a few times the database size and "
         "matching time); default none",
     )
+    e.add_argument(
+        "--width-m",
+        type=float,
+        metavar="METRES",
+        help="the physical width of the objects enrolled by this command, in metres (their model image's x "
+        "axis), for a metric pose with objrec run --camera; objrec db set-width sets it later",
+    )
     e.add_argument("--workers", type=int, help="extraction threads for --from (default: the usable cores)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")
     e.add_argument("objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file")
@@ -425,6 +451,13 @@ def _add_run_parser(sub: Any) -> None:
     r.add_argument("--out", metavar="VIDEO", help="write the annotated video (.mp4)")
     r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")
     r.add_argument("--max-frames", type=int, help="stop after N frames")
+    r.add_argument(
+        "--camera",
+        metavar="CALIB.yml",
+        help="the camera's calibration (OpenCV FileStorage YAML/XML with camera_matrix, distortion_coefficients, "
+        "image_width, image_height, as OpenCV's calibration sample writes): detections of objects enrolled with "
+        "a width get a metric pose, drawn as axes",
+    )
     r.add_argument(
         "--no-adapt",
         dest="adapt",

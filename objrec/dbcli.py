@@ -1,10 +1,11 @@
 """``objrec db``: see and change a model database from the command line.
 
-``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects (each one
-atomic commit), ``compact`` its shards (removed rows dropped, small shards merged, thumbnails added to shards
-that lack them), ``verify`` every file. Every action takes ``--json`` for one JSON document on stdout.
-``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer) and a stale prefilter or
-retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under the write lock.
+``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects and
+``set-width`` of one (each one atomic commit), ``compact`` its shards (removed rows dropped, small shards
+merged, thumbnails added to shards that lack them), ``verify`` every file. Every action takes ``--json`` for
+one JSON document on stdout. ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer)
+and a stale prefilter or retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under
+the write lock.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _object_doc(db: Any, name: str) -> dict[str, Any]:
         "source": src.get("path"),
         "source_sha256": src.get("sha256"),
         "views": i.views,
+        "width_m": i.width_m,
     }
 
 
@@ -103,6 +105,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     lines = [
         f"{r['name']:32s} {r['width']:5d}x{r['height']:<5d} "
         + ", ".join(f"{k} {v}" for k, v in r["n_features"].items())
+        + (f"  width {r['width_m']:g} m" if r["width_m"] else "")
         + (f"  ({r['source']})" if r["source"] else "")
         for r in rows
     ]
@@ -119,6 +122,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         lines = [f"{doc['name']}: {doc['width']}x{doc['height']}, features {feats}", f"content sha256 {doc['sha256']}"]
         lines += [f"enrolled from {doc['source']}"] if doc["source"] else []
         lines += [f"synthesised views: {doc['views']}"] if doc["views"] else []
+        lines += [f"physical width: {doc['width_m']:g} m"] if doc["width_m"] else []
         _print(args, doc, lines)
         return EXIT_OK
     m = db.manifest
@@ -159,6 +163,20 @@ def cmd_rename(args: argparse.Namespace) -> int:
     db.rename(args.old, args.new)
     doc = {"renamed": {"from": args.old, "to": args.new}, "database_id": db.database_id}
     _print(args, doc, [f"renamed {args.old} to {args.new}; id {db.database_id}"])
+    return EXIT_OK
+
+
+def cmd_set_width(args: argparse.Namespace) -> int:
+    from objrec.modeldb.records import check_width_m
+
+    try:
+        width_m = check_width_m(args.width_m)
+    except ValueError as exc:
+        raise ValueError(f"WIDTH_M: {exc}".replace("width_m: ", "", 1)) from None
+    db = _open(args)
+    db.set_width(args.name, width_m)
+    doc = {"name": args.name, "width_m": width_m, "database_id": db.database_id}
+    _print(args, doc, [f"{args.name}: physical width {width_m:g} m"])
     return EXIT_OK
 
 
@@ -218,7 +236,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         a.set_defaults(func=func)
         return a
 
-    action("list", "list the enrolled objects (name, size, features, source file)", cmd_list)
+    action("list", "list the enrolled objects (name, size, features, physical width, source file)", cmd_list)
     i = action("info", "the database's id, detectors, storage, prefilter and index status, or one object's", cmd_info)
     i.add_argument("name", nargs="?", metavar="NAME", help="an object: its size, features and source")
     r = action("remove", "remove objects (one atomic commit; the prefilter stays valid)", cmd_remove)
@@ -226,6 +244,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     n = action("rename", "rename an object (one atomic commit; nothing re-extracted)", cmd_rename)
     n.add_argument("old", metavar="OLD")
     n.add_argument("new", metavar="NEW")
+    w = action(
+        "set-width", "record an object's physical width in metres, for its pose (one atomic commit)", cmd_set_width
+    )
+    w.add_argument("name", metavar="NAME")
+    w.add_argument("width_m", type=float, metavar="WIDTH_M", help="the width of the model image's x axis, in metres")
     action(
         "compact",
         "rewrite shards with removed rows or without thumbnails and merge small ones (one atomic commit)",

@@ -61,8 +61,19 @@ def test_enroll_then_detect_json(files, tmp_path):
     if sys.platform.startswith("linux"):
         assert doc["memory"]["peak_rss_mb"] >= doc["memory"]["rss_mb"] > 10  # the process's own figures
     (det,) = res["detections"]
-    assert set(det) == {"name", "score", "inliers", "homography", "corners", "visible_fraction"}
+    assert set(det) == {
+        "name",
+        "score",
+        "inliers",
+        "homography",
+        "corners",
+        "visible_fraction",
+        "state",
+        "track_id",
+        "pose",
+    }
     assert det["name"] == "cover" and 0 <= det["score"] <= 1 and det["inliers"] >= 10
+    assert det["state"] == "detected" and det["pose"] is None  # no camera given
     H = np.array(det["homography"])
     assert H.shape == (3, 3) and H[2, 2] == 1.0
     corners = np.array(det["corners"])
@@ -333,3 +344,91 @@ def test_run_smoothing_options_are_checked(files, tmp_path, capsys, args, needle
     rc = main(["run", "--db", str(tmp_path / "none"), "--source", str(tmp_path), "--no-display", *args])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_enroll_width_m_applies_to_every_object_of_the_command(files, tmp_path, capsys):
+    from objrec import ModelDB
+
+    db = tmp_path / "db"
+    argv = ["enroll", "--db", str(db), "--detectors", "sift", "--width-m", "0.135"]
+    assert main([*argv, f"dahlia={files['dahlia']}", f"cover={files['cover']}"]) == 0
+    assert "width 0.135 m" in capsys.readouterr().out
+    folder = tmp_path / "more"
+    folder.mkdir()
+    (folder / "third.png").write_bytes(files["cover"].read_bytes())
+    assert main(["enroll", "--db", str(db), "--width-m", "0.2", "--from", str(folder), "--no-progress"]) == 0
+    assert main(["enroll", "--db", str(db), f"plain={files['dahlia']}"]) == 0
+    opened = ModelDB.open(db)
+    assert {n: opened.info(n).width_m for n in opened.names} == {
+        "dahlia": 0.135,
+        "cover": 0.135,
+        "third": 0.2,
+        "plain": None,
+    }
+
+
+@pytest.mark.parametrize("value", ["0", "-0.1", "inf", "nan"])
+def test_enroll_refuses_a_bad_width_before_writing(files, tmp_path, capsys, value):
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), "--width-m", value, f"cover={files['cover']}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--width-m" in err and "metres" in err, err
+    assert not db.exists()
+
+
+def _write_camera(path, size=(640, 480)) -> None:
+    fs = cv2.FileStorage(str(path), cv2.FILE_STORAGE_WRITE)
+    fs.write("image_width", size[0])
+    fs.write("image_height", size[1])
+    fs.write("camera_matrix", np.array([[800.0, 0, 319.5], [0, 800.0, 239.5], [0, 0, 1]]))
+    fs.write("distortion_coefficients", np.zeros((5, 1)))
+    fs.release()
+
+
+def test_run_with_a_bad_camera_file_is_a_one_line_error(sample_db, tmp_path):
+    calib = tmp_path / "calib.yml"
+    argv = ["run", "--db", str(sample_db.path), "--source", str(tmp_path), "--no-display", "--camera", str(calib)]
+    _one_line_error(run_cli(*argv), "calib.yml", "not found")
+    _write_camera(calib)
+    fs = cv2.FileStorage(str(calib), cv2.FILE_STORAGE_WRITE)  # the same file without its camera matrix
+    fs.write("image_width", 640)
+    fs.write("image_height", 480)
+    fs.release()
+    _one_line_error(run_cli(*argv), "calib.yml", "camera_matrix")
+
+
+def test_run_hands_the_camera_to_the_recognizer_and_the_overlay(files, tmp_path, monkeypatch):
+    """--camera: the recognizer gets ``camera=`` and the drawing loop the camera and the objects' widths;
+    without it the recognizer is built as before."""
+    import objrec.realtime.loop
+    import objrec.recognizer
+
+    unset = object()
+    seen: dict = {}
+    real_recognizer, real_run_stream = objrec.recognizer.Recognizer, objrec.realtime.loop.run_stream
+
+    class Recording(real_recognizer):
+        def __init__(self, *args, camera=unset, **kwargs):
+            seen["camera"] = camera
+            super().__init__(*args, **kwargs)
+
+    def run_stream(*args, **kwargs):
+        seen.update(stream_camera=kwargs.get("camera"), widths=kwargs.get("widths_m"))
+        return real_run_stream(*args, **kwargs)
+
+    monkeypatch.setattr(objrec.recognizer, "Recognizer", Recording)
+    monkeypatch.setattr(objrec.realtime.loop, "run_stream", run_stream)
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    cv2.imwrite(str(frames / "000.png"), cv2.resize(cv2.imread(str(files["scene"])), (320, 240)))
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), "--width-m", "0.135", f"cover={files['cover']}"]) == 0
+    assert main(["enroll", "--db", str(db), f"dahlia={files['dahlia']}"]) == 0
+    calib = tmp_path / "calib.xml"
+    _write_camera(calib)
+    argv = ["run", "--db", str(db), "--source", str(frames), "--no-display", "--budget-ms", "1000", "--no-adapt"]
+    assert main([*argv, "--camera", str(calib), "--max-frames", "1"]) == 0
+    assert seen["camera"] is seen["stream_camera"] and seen["camera"].size == (640, 480)
+    assert seen["widths"] == {"cover": 0.135}
+    assert main([*argv, "--max-frames", "1"]) == 0
+    assert seen["camera"] is unset and seen["stream_camera"] is None

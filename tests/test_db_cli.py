@@ -102,6 +102,28 @@ def test_bad_names_are_refused_and_change_nothing(db, capsys):
     assert main(["db", "list", "--db", str(db.path / "missing")]) == 2
 
 
+def test_list_and_info_show_widths_and_set_width_records_one(db, capsys):
+    db.set_width("c101", 0.135)
+    rc, doc = _db_json(capsys, "list", "--db", str(db.path))
+    assert rc == 0 and [o["width_m"] for o in doc["objects"]] == [None, 0.135, None]
+    assert main(["db", "list", "--db", str(db.path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  width 0.135 m  " in lines[1] and "  width " not in lines[0] + lines[2]
+    rc, doc = _db_json(capsys, "set-width", "--db", str(db.path), "c100", "0.25")
+    assert rc == 0 and doc == {"name": "c100", "width_m": 0.25, "database_id": db.database_id}
+    assert ModelDB.open(db.path).info("c100").width_m == 0.25
+    rc, doc = _db_json(capsys, "info", "--db", str(db.path), "c100")
+    assert rc == 0 and doc["width_m"] == 0.25
+    assert main(["db", "info", "--db", str(db.path), "c100"]) == 0
+    assert "physical width: 0.25 m" in capsys.readouterr().out
+    before = (db.path / "manifest.json").read_bytes()
+    for argv, needle in ((["c100", "-1"], "WIDTH_M"), (["nope", "0.1"], "unknown object 'nope'")):
+        assert main(["db", "set-width", "--db", str(db.path), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, err
+    assert (db.path / "manifest.json").read_bytes() == before
+
+
 def test_verify_names_damage_and_cleans_orphans(db, capsys):
     rc, doc = _db_json(capsys, "verify", "--db", str(db.path))
     assert rc == 0 and doc["ok"] and doc["orphans"] == [] and doc["problems"] == []

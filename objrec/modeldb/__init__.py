@@ -4,8 +4,10 @@ Layout of a database directory (schema 2)::
 
     DB/manifest.json                     the commit point: schema and library version, database id,
                                          detectors, and the list of shards with the sha256 of each file
+                                         (and the rows removed, renamed or given a width since)
     DB/shards/<id>/objects.json          the shard's object table: name, size, content sha256, source
-                                         (path and sha256 of the enrolled file), feature counts, image bytes
+                                         (path and sha256 of the enrolled file), feature counts, image bytes,
+                                         physical width in metres (``width_m``, optional)
     DB/shards/<id>/images.npy            uint8: the objects' encoded model images, back to back
     DB/shards/<id>/thumbs.npy            uint8 (n, 64, 64): each model image in gray, resized to a square
                                          (the appearance check of verification reads these, not images.npy)

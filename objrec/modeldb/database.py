@@ -23,6 +23,7 @@ from objrec.modeldb.records import (
     ModelObject,
     ObjectInfo,
     check_name,
+    check_width_m,
 )
 from objrec.modeldb.store import ShardStore
 from objrec.modeldb.upgrade import upgrade_schema1
@@ -186,19 +187,26 @@ class ModelDB:
             yield self
 
     def enroll(
-        self, name: str, image: str | os.PathLike | np.ndarray, replace: bool = False, views: str | None = None
+        self,
+        name: str,
+        image: str | os.PathLike | np.ndarray,
+        replace: bool = False,
+        views: str | None = None,
+        width_m: float | None = None,
     ) -> ModelObject:
         """Add an object from an image file or array (gray or BGR uint8). Saved atomically at once.
 
         ``views="affine"`` also enrols the features of affine-warped views of the image (ASIFT's tilts and
         rotations, :mod:`objrec.modeldb.views`), for recognition under strong viewpoint change; None (or "none")
-        enrols the image's own features only.
+        enrols the image's own features only. ``width_m`` is the object's physical width in metres (along the
+        model image's x axis; a positive, finite number), which a metric pose needs; None when unknown.
         """
         check_name(name)
         check_views(views)
+        check_width_m(width_m)
         if name in self and not replace:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
-        refused = self.commit_batch([prepare_object(name, image, self.detectors, views)], replace)
+        refused = self.commit_batch([prepare_object(name, image, self.detectors, views, width_m)], replace)
         if refused:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         return self.get(name)
@@ -211,6 +219,7 @@ class ModelDB:
         batch_size: int = ENROLL_BATCH,
         progress: bool = True,
         views: str | None = None,
+        width_m: float | None = None,
     ) -> EnrollReport:
         """Enrol many objects: features extracted in parallel threads, committed in batches, resumable.
 
@@ -232,6 +241,10 @@ class ModelDB:
         views : str, optional
             Synthesised views enrolled with every object (as for :meth:`enroll`). A rerun skips a name only
             when it was enrolled from the same content with the same views.
+        width_m : float, optional
+            The physical width in metres of every object of this call (as for :meth:`enroll`). A rerun with a
+            width skips a name only when it was enrolled with that width (otherwise it needs ``replace``, or
+            :meth:`set_width` without re-extraction); a rerun without one keeps the enrolled widths.
 
         Returns
         -------
@@ -239,7 +252,7 @@ class ModelDB:
             Enrolled and skipped names and the failures (unreadable image, no features, bad or repeated
             name, already enrolled from other content) with their reasons; the others are enrolled.
         """
-        return run_enrolment(self, items, replace, workers, batch_size, progress, views)
+        return run_enrolment(self, items, replace, workers, batch_size, progress, views, width_m)
 
     def commit_batch(self, batch: list[PreparedObject], replace: bool) -> list[PreparedObject]:
         """Commit objects from :func:`~objrec.modeldb.preparation.prepare_object` as one shard (replacing
@@ -271,6 +284,16 @@ class ModelDB:
             if new in self.store.live:
                 raise ModelDBError(f"{self.path / MANIFEST}: object {new!r} is already enrolled")
             self.store.rename(old, new)
+
+    def set_width(self, name: str, width_m: float | None) -> None:
+        """Record the physical width of an enrolled object in metres (None: unknown) in one commit (KeyError
+        if ``name`` is unknown, ValueError naming ``width_m`` unless it is a positive, finite number). Nothing
+        is re-extracted, and the database id stays the same: the width is not part of the content a prefilter
+        or index is built from."""
+        width_m = check_width_m(width_m)
+        with self.store.writing():
+            self.store.locate(name)  # raises the KeyError naming the enrolled objects
+            self.store.set_width(name, width_m)
 
     def compact(self) -> int:
         """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
 from objrec.modeldb.preparation import PreparedObject, prepare_object, source_sha256
-from objrec.modeldb.records import ENROLL_BATCH, EnrollFailure, EnrollReport, check_name
+from objrec.modeldb.records import ENROLL_BATCH, EnrollFailure, EnrollReport, check_name, check_width_m
 from objrec.modeldb.views import check_views
 
 if TYPE_CHECKING:
@@ -43,15 +43,25 @@ def _label(image: Any) -> str:
 
 
 def _work(
-    name: str, image: Any, detectors: dict, known: dict | None, replace: bool, views: str | None = None
+    name: str,
+    image: Any,
+    detectors: dict,
+    known: dict | None,
+    replace: bool,
+    views: str | None = None,
+    width_m: float | None = None,
 ) -> PreparedObject | str:
-    """In a worker thread: skip what is enrolled from the same content (and views), else prepare the object."""
+    """In a worker thread: skip what is enrolled from the same content and views (and width, when one is
+    given), else prepare the object."""
     if known is not None:
-        if known.get("sha256") == source_sha256(image) and known.get("views") == views:
+        same = known.get("sha256") == source_sha256(image) and known.get("views") == views
+        if same and width_m in (None, known.get("width_m")):
             return _SKIP
         if not replace:
-            raise _AlreadyEnrolled(f"object {name!r} is already enrolled from other content or views (use replace)")
-    return prepare_object(name, image, detectors, views)
+            raise _AlreadyEnrolled(
+                f"object {name!r} is already enrolled from other content, views or width (use replace)"
+            )
+    return prepare_object(name, image, detectors, views, width_m)
 
 
 def _reason(exc: BaseException) -> str:
@@ -128,6 +138,7 @@ def run_enrolment(
     batch_size: int = ENROLL_BATCH,
     progress: bool = True,
     views: str | None = None,
+    width_m: float | None = None,
 ) -> EnrollReport:
     """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
     from tqdm import tqdm
@@ -135,6 +146,7 @@ def run_enrolment(
     from objrec._threads import usable_cores
 
     views = check_views(views)
+    width_m = check_width_m(width_m)
     workers = max(1, int(workers or usable_cores()))
     total = len(items) if hasattr(items, "__len__") else None
     bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
@@ -149,8 +161,9 @@ def run_enrolment(
                 run.fail(str(name), _label(image), reason)
                 continue
             info = db.info(name) if name in db else None
-            known = {**info.source, "views": info.views} if info is not None and info.source else None
-            pending.append((name, _label(image), pool.submit(_work, name, image, detectors, known, replace, views)))
+            known = {**info.source, "views": info.views, "width_m": info.width_m} if info and info.source else None
+            job = pool.submit(_work, name, image, detectors, known, replace, views, width_m)
+            pending.append((name, _label(image), job))
             while len(pending) >= 2 * workers:
                 run.collect(*pending.popleft())
         while pending:

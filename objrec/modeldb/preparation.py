@@ -17,7 +17,7 @@ import numpy as np
 from objrec.fileio import sha256_bytes
 from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
 from objrec.modeldb.extraction import extract_model_features
-from objrec.modeldb.records import DESCRIPTOR_STORAGE, KEYPOINT_DTYPE, ModelDBError, check_name
+from objrec.modeldb.records import DESCRIPTOR_STORAGE, KEYPOINT_DTYPE, ModelDBError, check_name, check_width_m
 from objrec.modeldb.views import add_view_features, check_views
 from objrec.types import Features
 
@@ -141,7 +141,7 @@ def source_sha256(image: Any) -> str:
 
 
 def prepare_object(
-    name: str, image: Any, detectors: dict[str, dict[str, Any]], views: str | None = None
+    name: str, image: Any, detectors: dict[str, dict[str, Any]], views: str | None = None, width_m: float | None = None
 ) -> PreparedObject:
     """Read or check an image, extract its features and put everything in stored form (thread-safe).
 
@@ -158,6 +158,9 @@ def prepare_object(
         The database's detectors.
     views : str, optional
         Synthesised views to enrol with the image.
+    width_m : float, optional
+        The object's physical width in metres (:func:`~objrec.modeldb.records.check_width_m`), recorded in its
+        entry when given.
 
     Returns
     -------
@@ -170,15 +173,19 @@ def prepare_object(
     """
     check_name(name)
     views = check_views(views)
+    width_m = check_width_m(width_m)
     img, encoded, source = _load_source(name, image)
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
         raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
-    if views is None:
-        return _prepared(name, img, encoded, feats, source)
-    feats, table = add_view_features(img, feats, detectors, views)
+    table = None
+    if views is not None:
+        feats, table = add_view_features(img, feats, detectors, views)
     p = _prepared(name, img, encoded, feats, source)
-    p.entry.update(views=views, view_table=table)
+    if views is not None:
+        p.entry.update(views=views, view_table=table)
+    if width_m is not None:
+        p.entry["width_m"] = width_m
     return p
 
 

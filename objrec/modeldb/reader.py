@@ -224,7 +224,7 @@ class ShardReader:
         feats = {kind: self.features(sh, row, kind) for kind in kinds}
         image = self.image(sh, row) if with_image else None
         w, h = int(o["width"]), int(o["height"])
-        return ModelObject(o["name"], w, h, feats, image, o.get("views"), o.get("view_table"))
+        return ModelObject(o["name"], w, h, feats, image, o.get("views"), o.get("view_table"), o.get("width_m"))
 
     def image(self, shard: Shard, row: int) -> np.ndarray:
         """The decoded model image (BGR or gray uint8) of the object at ``row`` of ``shard``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "NAME_RE",
     "SHARD_ID_RE",
     "check_name",
+    "check_width_m",
 ]
 
 SCHEMA_VERSION = 2
@@ -86,6 +88,8 @@ class ModelObject:
     views, view_table
         The synthesised views enrolled with the object and where their keypoints lie (see
         :mod:`objrec.modeldb.views`); None without views.
+    width_m : float or None
+        The object's physical width (along the model image's x axis) in metres; None when unknown.
     """
 
     name: str
@@ -95,6 +99,7 @@ class ModelObject:
     image: np.ndarray | None = None
     views: str | None = None
     view_table: dict[str, Any] | None = None
+    width_m: float | None = None
 
     @property
     def corners(self) -> np.ndarray:
@@ -123,6 +128,9 @@ class ObjectInfo:
     view_table : dict or None
         Where each view's keypoints lie among the object's rows (see :mod:`objrec.modeldb.views`); None without
         views.
+    width_m : float or None
+        The object's physical width (along the model image's x axis) in metres, given at enrolment or by
+        :meth:`ModelDB.set_width`; None when unknown (the key is optional in the object table).
     """
 
     name: str
@@ -133,6 +141,7 @@ class ObjectInfo:
     n_features: dict[str, int]
     views: str | None = None
     view_table: dict[str, Any] | None = None
+    width_m: float | None = None
 
     @classmethod
     def from_entry(cls, o: dict[str, Any]) -> ObjectInfo:
@@ -146,6 +155,7 @@ class ObjectInfo:
             dict(o["n_features"]),
             o.get("views"),
             o.get("view_table"),
+            o.get("width_m"),
         )
 
 
@@ -178,3 +188,14 @@ def check_name(name: Any) -> None:
             f"object name {name!r}: use 1-128 characters from letters, digits, '_', '.', '-', "
             "starting with a letter or digit"
         )
+
+
+def check_width_m(width_m: Any) -> float | None:
+    """``width_m`` as a float, None for None; a ValueError naming ``width_m`` unless it is a positive, finite
+    number of metres."""
+    if width_m is None:
+        return None
+    ok = isinstance(width_m, int | float | np.integer | np.floating) and not isinstance(width_m, bool)
+    if not ok or not (math.isfinite(width_m) and width_m > 0):
+        raise ValueError(f"width_m: expected a positive, finite width in metres or None, got {width_m!r}")
+    return float(width_m)

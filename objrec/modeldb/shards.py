@@ -28,13 +28,15 @@ from objrec.modeldb.records import (
     SHARD_FORMAT,
     SHARD_ID_RE,
     ModelDBError,
+    check_width_m,
 )
 
 __all__ = [
     "Shard",
     "write_shard",
     "read_table",
-    "renamed",
+    "with_overrides",
+    "OVERRIDES",
     "row_offsets",
     "content_id",
     "file_lock",
@@ -50,10 +52,10 @@ class Shard:
     Attributes
     ----------
     entry : dict
-        The shard's manifest entry: ``id``, ``n_objects``, ``files`` (name -> sha256), ``removed`` rows
-        and ``renamed`` rows.
+        The shard's manifest entry: ``id``, ``n_objects``, ``files`` (name -> sha256), ``removed`` rows,
+        ``renamed`` rows and rows with a new ``width_m``.
     objects : list of dict
-        The object table, with the manifest's renames applied.
+        The object table, with the manifest's renames and widths applied.
     offsets : dict of str -> ndarray
         Per kind, the ``(n + 1,)`` keypoint row offsets of the objects; ``"image"``: their byte offsets.
     """
@@ -155,20 +157,30 @@ def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> 
         for o in objects:
             if not need <= set(o):
                 raise ValueError(f"object entry lacks {sorted(need - set(o))}")
+            check_width_m(o.get("width_m"))
     except (ValueError, TypeError, KeyError) as exc:
         raise ModelDBError(f"{path}: malformed object table ({exc})") from None
     if len(objects) != entry.get("n_objects"):
         raise ModelDBError(f"{path}: holds {len(objects)} objects, the manifest says {entry.get('n_objects')}")
-    return Shard(entry, renamed(objects, entry), row_offsets(objects, kinds))
+    return Shard(entry, with_overrides(objects, entry), row_offsets(objects, kinds))
 
 
-def renamed(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """The object table with the manifest's renames applied (a shard's files never change after it is
-    written, so a rename is recorded in the shard's manifest entry: ``"renamed": {row: new name}``)."""
-    names = entry.get("renamed") or {}
-    if not names:
+#: Keys of a shard's manifest entry that change fields of its objects: ``{key: {row: value}}``.
+OVERRIDES = {"renamed": "name", "width_m": "width_m"}
+
+
+def with_overrides(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object table with the manifest's changes applied. A shard's files never change after it is
+    written, so a rename or a new width is recorded in the shard's manifest entry (``"renamed": {row: new
+    name}``, ``"width_m": {row: metres or null}``, see :data:`OVERRIDES`)."""
+    changes = [(field, entry[key]) for key, field in OVERRIDES.items() if entry.get(key)]
+    if not changes:
         return objects
-    return [dict(o, name=names[str(r)]) if str(r) in names else o for r, o in enumerate(objects)]
+    out = []
+    for r, o in enumerate(objects):
+        new = {field: values[str(r)] for field, values in changes if str(r) in values}
+        out.append(dict(o, **new) if new else o)
+    return out
 
 
 def content_id(detectors: dict[str, dict[str, Any]], objects: Iterable[tuple[str, str]]) -> str:
@@ -234,9 +246,15 @@ def check_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
             and isinstance(s.get("removed", []), list)
             and isinstance(s.get("renamed", {}), dict)
             and all(isinstance(v, str) and NAME_RE.match(v) for v in s.get("renamed", {}).values())
+            and isinstance(s.get("width_m", {}), dict)
         )
         if not ok:
             raise ModelDBError(f"{mpath}: malformed shard entry {s!r}")
+        try:
+            for v in s.get("width_m", {}).values():
+                check_width_m(v)
+        except ValueError as exc:
+            raise ModelDBError(f"{mpath}: shard {s['id']}: {exc}") from None
     for key in ("next_seq", "next_shard"):
         if not isinstance(manifest.get(key), int):
             raise ModelDBError(f"{mpath}: manifest lacks the integer {key!r}")

@@ -20,7 +20,7 @@ from objrec.fileio import atomic_write_json
 from objrec.modeldb.preparation import PreparedObject
 from objrec.modeldb.reader import ShardReader
 from objrec.modeldb.records import DESCRIPTOR_STORAGE, FORMAT, MANIFEST, SCHEMA_VERSION, SHARDS, ModelDBError
-from objrec.modeldb.shards import Shard, content_id, file_lock, renamed, row_offsets, write_shard
+from objrec.modeldb.shards import Shard, content_id, file_lock, row_offsets, with_overrides, write_shard
 
 __all__ = ["ShardStore", "RETIRE_GRACE_S", "MAX_COMPATIBLE_IDS"]
 
@@ -100,11 +100,21 @@ class ShardStore(ShardReader):
     def rename(self, old: str, new: str) -> None:
         """Record the rename of the live object ``old`` to the free name ``new`` in one commit (write lock
         held; the shard's files stay as they are)."""
-        si, row = self.live[old]
+        self.override(old, "renamed", new)
+
+    def set_width(self, name: str, width_m: float | None) -> None:
+        """Record the physical width of the live object ``name`` (None: unknown) in one commit (write lock
+        held; the shard's files stay as they are, and the database id with them)."""
+        self.override(name, "width_m", width_m)
+
+    def override(self, name: str, key: str, value: Any) -> None:
+        """Change a field of the live object ``name`` through its shard's manifest entry (``key`` of
+        :data:`~objrec.modeldb.shards.OVERRIDES`), in one commit (write lock held)."""
+        si, row = self.live[name]
         shards = list(self.shards)
         sh = shards[si]
-        entry = dict(sh.entry, renamed={**sh.entry.get("renamed", {}), str(row): new})
-        shards[si] = Shard(entry, renamed(sh.objects, {"renamed": {str(row): new}}), sh.offsets)
+        entry = dict(sh.entry, **{key: {**sh.entry.get(key, {}), str(row): value}})
+        shards[si] = Shard(entry, with_overrides(sh.objects, {key: {str(row): value}}), sh.offsets)
         self.publish(dict(self.manifest), shards, keeps_dependents=True)
 
     def new_shard(self, manifest: dict[str, Any], kinds: list[str], objects: list[PreparedObject]) -> Shard:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -16,6 +16,9 @@ from objrec.draw import draw_detections
 from objrec.fileio import atomic_write_json
 from objrec.memory import report as memory_report
 from objrec.types import FrameResult
+
+if TYPE_CHECKING:
+    from objrec.pose import Camera
 
 __all__ = ["RunStats", "run_stream", "overlay_lines", "display_available"]
 
@@ -124,10 +127,14 @@ def run_stream(
     out_video: str | Path | None = None,
     on_result: Callable[[Any, FrameResult], None] | None = None,
     warmup_shape: tuple[int, int] | None = None,
+    camera: Camera | None = None,
+    widths_m: Mapping[str, float] | None = None,
 ) -> RunStats:
     """Process ``source`` frame by frame; latency runs from each frame's capture time to its result.
 
     The recognizer is warmed up (JIT, buffers, cost model) before the first frame, so every frame counts.
+    With ``camera``, the drawn frames show the axes of each detection with a pose whose object has a width
+    in ``widths_m`` (object name -> metres; see :func:`~objrec.draw.draw_detections`).
     """
     recognizer.warmup(warmup_shape or (480, 640))
     stats = RunStats(recognizer.budget_ms)
@@ -151,7 +158,7 @@ def run_stream(
             if window or out_video:
                 adapter = getattr(recognizer, "adapter", None)
                 lines = overlay_lines(r, recognizer.budget_ms, fps, adapter.status() if adapter is not None else None)
-                shown = draw_detections(frame.image, r.detections, lines=lines)
+                shown = draw_detections(frame.image, r.detections, lines=lines, camera=camera, widths_m=widths_m)
                 if out_video:
                     if writer is None:
                         h, w = shown.shape[:2]
