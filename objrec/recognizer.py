@@ -18,6 +18,7 @@ fit. This class wires the stages together and owns no algorithm and no policy of
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, mak
 from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
+from objrec.pose import Camera, object_pose
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
@@ -38,7 +40,7 @@ from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
 from objrec.realtime.tracker import Tracker, TrackParams
-from objrec.types import Features, FrameResult, Regions, Rejection, SkipRecord
+from objrec.types import Detection, Features, FrameResult, Regions, Rejection, SkipRecord
 
 __all__ = ["Recognizer"]
 
@@ -71,6 +73,10 @@ class Recognizer:
         a homography refit and the appearance check at a cadence), and spend detection on the rest of the
         frame. False turns all tracking off, smoothing included: every frame is searched from scratch, with
         no windows and no order from earlier frames.
+    camera : Camera, optional
+        The camera that takes the frames (:class:`~objrec.pose.Camera`): each detection of an object enrolled
+        with its physical width (``width_m``) then carries its metric pose (:func:`~objrec.pose.object_pose`,
+        from the homography as reported, smoothed when ``smooth``).
     track_params : TrackParams, optional
         Settings of the tracking stage (``max_tracked`` and the others; see
         :class:`~objrec.realtime.tracker.TrackParams`).
@@ -136,6 +142,7 @@ class Recognizer:
         sample_step: int | None = None,
         smooth: bool | SmoothParams = False,
         track_params: TrackParams | None = None,
+        camera: Camera | None = None,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -187,6 +194,9 @@ class Recognizer:
             raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
         params = SmoothParams() if smooth is True else smooth or None
         self.smoother = CornerSmoother(params, model_size=self._model_size) if params and track else None
+        if camera is not None and not isinstance(camera, Camera):
+            raise ValueError(f"camera: expected an objrec.pose.Camera or None, got {type(camera).__name__}")
+        self.camera = camera
         self.last_rejections: list[Rejection] = []
         self.frames = 0
 
@@ -265,6 +275,8 @@ class Recognizer:
         verdicts = state.verdicts
         found = state.detections
         shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
+        if self.camera is not None:
+            shown = [self._posed(d, state.shape) for d in shown]
         latency = sched.elapsed()
         met = state.budget_ms is None or latency <= state.budget_ms
         result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=state.lost)
@@ -338,6 +350,14 @@ class Recognizer:
                     continue
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
+
+    def _posed(self, d: Detection, shape: tuple[int, int]) -> Detection:
+        """``d`` with its metric pose, when its object's physical width is known."""
+        info = self.db.info(d.name)
+        if info.width_m is None:
+            return d
+        pose = object_pose(d.homography, (info.width, info.height), info.width_m, self.camera, shape[::-1])
+        return d if pose is None else dataclasses.replace(d, pose=pose)
 
     def _model_size(self, name: str) -> tuple[int, int]:
         """The (width, height) of ``name``'s model image."""
