@@ -197,6 +197,7 @@ class Recognizer:
         if camera is not None and not isinstance(camera, Camera):
             raise ValueError(f"camera: expected an objrec.pose.Camera or None, got {type(camera).__name__}")
         self.camera = camera
+        self._indexes: dict[str, int] | None = None
         self.last_rejections: list[Rejection] = []
         self.frames = 0
 
@@ -239,12 +240,14 @@ class Recognizer:
             state.tracked, state.lost = sched.run(
                 "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
             )
-            state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
-        confirm = tracker.confirmation(self.frames)
-        windows = tracker.windows(w, h, confirm)
+        state.detections = list(state.tracked)
+        self._confirm(state, sched)
+        state.tracked = state.detections
+        state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
+        windows = tracker.windows(w, h)
         proposals = self._propose(state, sched)
         state.plan = self.planner.plan(
-            state.shape, windows, proposals, self.degrade, sched, state.sample_step, tracker.outlines(confirm)
+            state.shape, windows, proposals, self.degrade, sched, state.sample_step, tracker.outlines()
         )
         sched.record(state.plan.skipped)
         if not state.plan.empty:
@@ -255,7 +258,8 @@ class Recognizer:
                 size=plan_work(plan), mandatory=True, stage=stage,
             )  # fmt: skip
             self.planner.observe(plan, len(feats))
-            feats = tracker.unexplained(feats, confirm)
+            self.planner.advance(plan)
+            feats = tracker.unexplained(feats)
             state.features[self.primary] = feats
             state.candidates = tracker.prioritise(self._match(feats, sched))
             state.mandatory_ms = sched.elapsed()
@@ -311,11 +315,11 @@ class Recognizer:
         state.proposals = sched.run("prefilter", self.prefilter.propose, state.frame, mandatory=True)
         return state.proposals
 
-    def _search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
-        """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
-        the escalation."""
+    def _search(self, image: Any, kind: str, plan: Any, among: list[int] | None = None) -> tuple[Features, list]:
+        """Features of ``kind`` where ``plan`` says and their candidates (against the objects ``among`` only,
+        when given): a unit of the safety search, of the escalation and of a track's confirmation."""
         feats = self.features.extract(image, kind, plan)
-        return feats, self.matchers[kind].candidates(feats)
+        return feats, self.matchers[kind].candidates(feats, among)
 
     def _safety_search(self, state: FrameState, sched: FrameScheduler) -> None:
         """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
@@ -350,6 +354,33 @@ class Recognizer:
                     continue
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
+
+    def _confirm(self, state: FrameState, sched: FrameScheduler) -> None:
+        """The track due for confirmation searched for at full quality in its box, as an optional unit; what is
+        found confirms or re-anchors it (:meth:`~objrec.realtime.tracker.Tracker.reanchor`)."""
+        t = self.tracker.confirmation(self.frames)
+        h, w = state.shape
+        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+        if box is None:
+            return
+        plan = self.planner.escalation_plan(box)
+        index = self._object_index(t.name)
+        out = sched.run(
+            "confirm", self._search, state.image, self.primary, plan, [index],
+            size=plan_work(plan), stage=f"features_{self.primary}", subject=t.name, timing="confirm",
+        )  # fmt: skip
+        if isinstance(out, SkipRecord):
+            return
+        for c in out[1]:
+            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
+            if isinstance(v, Detection):
+                state.detections = self.tracker.reanchor(t, v, state.detections, state.image.host, self.frames)
+                return
+
+    def _object_index(self, name: str) -> int:
+        if self._indexes is None:
+            self._indexes = {n: i for i, n in enumerate(self.db.names)}
+        return self._indexes[name]
 
     def _posed(self, d: Detection, shape: tuple[int, int]) -> Detection:
         """``d`` with its metric pose, when its object's physical width is known."""

@@ -165,8 +165,15 @@ class SearchPlanner:
                 left, margin = self._left(sched, cap, pixels, step)
             work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
-            if self.sweep and scale < self.min_sweep_scale:
-                regions, pixels, scale, tile = self._sweep_tile(boxes, len(windows), (h, w), sched, cap, step, level)
+            if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
+                # Tiles at the fine step first: what a sweep finds is followed for many frames with the
+                # accuracy it was found at; the coarse step only when the smallest tile does not fit.
+                for tile_step in sorted({fixed or 1, step}):
+                    swept = self._sweep_tile(boxes, len(windows), (h, w), sched, cap, tile_step, level)
+                    if swept[2] >= self.min_sweep_scale:
+                        break
+                regions, pixels, scale, tile = swept
+                step = tile_step
                 skipped.append(SkipRecord("region", "sweep", tile))
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
@@ -201,7 +208,6 @@ class SearchPlanner:
             scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
             if scale >= self.min_sweep_scale:
                 break
-        self._tile += 1
         return (part if len(part) else Regions.from_boxes([tile])), pixels, scale, f"tile {tile} of {cols}x{rows}"
 
     def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
@@ -209,6 +215,11 @@ class SearchPlanner:
         left, margin = self._left(sched, cap, pixels, step)
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
         return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left)
+
+    def advance(self, plan: SearchPlan) -> None:
+        """The sweep moves on to its next tile once a plan that searched one was carried out."""
+        if any(r.unit == "region" and r.reason == "sweep" for r in plan.skipped):
+            self._tile += 1
 
     def frame_cap(self, sched: Any, share: float = 1.0) -> int | None:
         """The feature cap of a search under the frame's budget (None without a budget or a cap)."""

@@ -11,8 +11,9 @@ cadence and whenever support drops, and only a track that passes it gets new poi
 too little of it is left in the frame: it is never drawn where the object is not.
 
 Detections of the detector meet the tracks here too (:meth:`Tracker.absorb`): a detection of a tracked
-object re-anchors the track only when the two disagree by more than ``reanchor_px`` or the track's support is
-low, so re-anchoring never brings the detector's own jitter back; otherwise the detection confirms the track.
+object re-anchors the track only when the two disagree by more than ``reanchor_px`` and the frame confirms the
+detection's outline better than the track's (the appearance check), or when the track's support is low, so
+re-anchoring never brings the detector's own jitter back; otherwise the detection confirms the track.
 A detection that no track explains starts a new track (two copies of one object in view are two tracks). The
 outlines of the tracks are where the detector need not look (:meth:`Tracker.outlines`).
 """
@@ -32,6 +33,9 @@ from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.types import Candidate, Detection, Features, LostTrack, Regions
 
 __all__ = ["TrackParams", "Track", "Tracker"]
+
+#: Shares of confirmed model edges closer than this do not tell two outlines of one object apart.
+APPEARANCE_MARGIN = 0.05
 
 #: ``appearance(gray, name, homography, model_size, hidden_outlines) -> share`` (NaN: too little in view).
 AppearanceCheck = Callable[[np.ndarray, str, np.ndarray, tuple[int, int], list], float]
@@ -65,11 +69,16 @@ class TrackParams:
         The appearance check's threshold (share of strong model edges the frame confirms).
     min_visible : float
         A track whose outline keeps less than this share of the object inside the frame ends.
+    min_anchor_visible : float
+        A detection starts a track only when at least this share of its object is in the frame: the
+        outline of an object mostly outside is extrapolated from a small part and would be followed with
+        that error (it is reported as detected, without a track, until more of it comes into view).
     lost_window_frames : int
         For this many frames after a track ends, its last outline is searched first by the detector.
     confirm_every : int
-        Frames between the detector's looks at a tracked object (one track per frame at most), which
-        re-anchor it when they disagree by more than ``reanchor_px``: the bound on how long drift can last.
+        Frames between the detector's full-quality searches for a tracked object (one track per frame at
+        most, while the budget allows), which re-anchor it when they disagree by more than ``reanchor_px``:
+        the bound on how long drift can last.
     confirm_visible_gain : float
         A track is also looked at when its visible share has grown by this much since it was anchored.
     flow : FlowParams
@@ -86,6 +95,7 @@ class TrackParams:
     recheck_support: float = 0.7
     min_edge_agreement: float = 0.5
     min_visible: float = 0.25
+    min_anchor_visible: float = 0.5
     lost_window_frames: int = 6
     confirm_every: int = 15
     confirm_visible_gain: float = 0.15
@@ -113,6 +123,8 @@ class Track:
     checked: int  # frame of the last appearance check
     anchored_visible: float = 1.0  # the visible share when the detector last anchored or confirmed it
     asked: int = -1  # the last frame the detector was asked to confirm it
+    anchor_inliers: int = 0  # inliers of the detection it was anchored on
+    rough: bool = True  # anchored on a detection of a degraded search, not yet confirmed at full quality
     seeded: int = 0  # points after the last replenishment
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
@@ -231,10 +243,11 @@ class Tracker:
         if not due:
             return None
         if self.appearance is not None:
-            hidden = [o.corners for o in self.tracks if o is not t]
-            share = self.appearance(gray, t.name, t.homography, t.model_size, hidden)
-            if share < p.min_edge_agreement:  # NaN (too little in view to judge) passes
+            share = self._appearance(t, t.homography, gray)
+            if share < p.min_edge_agreement:
                 return "appearance"
+            if np.isnan(share) and t.support < p.recheck_support:
+                return "appearance"  # too little in view to judge, and its points are going: not confirmed
         t.checked = frame
         self._replenish(t, gray)
         return None
@@ -273,7 +286,7 @@ class Tracker:
         out, lost = [], []
         for d in found:
             t = self._owner(d)
-            if t is not None and self._agrees(t, d):
+            if t is not None and self._keeps(t, d, gray):
                 t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
                 continue
             if t is not None:
@@ -306,14 +319,40 @@ class Tracker:
                 return t
         return None
 
-    def _agrees(self, t: Track, d: Detection) -> bool:
+    def _appearance(self, t: Track, H: np.ndarray, gray: np.ndarray) -> float:
+        hidden = [o.corners for o in self.tracks if o is not t]
+        return self.appearance(gray, t.name, H, t.model_size, hidden)
+
+    def _keeps(self, t: Track, d: Detection, gray: np.ndarray) -> bool:
+        """Whether track ``t`` stays as it is when the detector finds its object as ``d``: they agree within
+        ``reanchor_px`` and the track's support holds; or, when they disagree, the frame confirms the track's
+        outline clearly better than the detection's (the appearance check as the arbiter: a detection under
+        a tight budget, or of an object partly out of view, can be the worse of the two), or, without a
+        clear difference, the detection has no more inliers than the one the track was anchored on."""
+        p = self.params
         err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
-        return err <= self.params.reanchor_px and t.support >= self.params.recheck_support
+        if t.support < p.recheck_support:
+            return False
+        if err <= p.reanchor_px:
+            return True
+        if self.appearance is None:
+            return False
+        mine, theirs = self._appearance(t, t.homography, gray), self._appearance(t, d.homography, gray)
+        if np.isfinite(mine) and np.isfinite(theirs) and abs(mine - theirs) > APPEARANCE_MARGIN:
+            return bool(mine > theirs)
+        return d.inliers <= t.anchor_inliers  # no clear difference: the better-supported detection
+
+    def _clearly_better(self, t: Track, d: Detection, gray: np.ndarray) -> bool:
+        """Whether the frame confirms ``t``'s outline clearly better than ``d``'s."""
+        if self.appearance is None:
+            return False
+        mine, theirs = self._appearance(t, t.homography, gray), self._appearance(t, d.homography, gray)
+        return bool(np.isfinite(mine) and np.isfinite(theirs) and mine > theirs + APPEARANCE_MARGIN)
 
     def _start(self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | None):
         """A track for ``d`` (keeping ``old``'s id when it re-anchors one), or None when too few points can be
         followed on it."""
-        if d.visible_fraction < self.params.min_visible:
+        if d.visible_fraction < self.params.min_anchor_visible:
             return None
         pts = seed_points(gray, d.corners, self.params.points)
         if len(pts) < self.params.min_points:
@@ -321,45 +360,69 @@ class Tracker:
         model = map_points(np.linalg.inv(d.homography), pts).astype(np.float32)
         tid = old.track_id if old is not None else self._take_id()
         v = d.visible_fraction
-        return Track(tid, d.name, size, d.homography, model, pts, d.score, frame, frame, v, seeded=len(pts), visible=v)
+        return Track(
+            tid, d.name, size, d.homography, model, pts, d.score, frame, frame, v,
+            seeded=len(pts), visible=v, anchor_inliers=d.inliers, asked=old.asked if old is not None else -1,
+        )  # fmt: skip
 
     def _take_id(self) -> int:
         i, self._next_id = self._next_id, self._next_id + 1
         return i
 
     def confirmation(self, frame: int) -> Track | None:
-        """The track the detector should look at again in this frame (at most one per frame), or None.
+        """The track whose object the detector should search for again in this frame, at full quality (at
+        most one per frame), or None.
 
-        A track is due when the detector last agreed with it ``confirm_every`` frames ago or more, or when
-        much more of it is in view than when it was anchored (an object entering the frame was anchored on
-        the part then visible; the rest of its outline was extrapolated). Of those due, the one waiting
-        longest. A detection that then disagrees by more than ``reanchor_px`` re-anchors the track.
+        A track is due when its anchor came from a degraded search (a coarse sampling step or a reduced
+        resolution, under a budget), when the detector last agreed with it ``confirm_every`` frames ago or
+        more, or when much more of it is in view than when it was anchored (an object entering the frame was
+        anchored on the part then visible; the rest of its outline was extrapolated). Of those due, the
+        roughly anchored first, then the one waiting longest. See :meth:`reanchor` for the outcome.
         """
         if not self.enabled:
             return None
         p = self.params
 
         def due(t: Track) -> bool:
+            if t.asked == frame:
+                return False
             last = max(t.confirmed, t.asked)
             grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
-            return frame - last >= p.confirm_every or grown
+            return t.rough or frame - last >= p.confirm_every or grown
 
         waiting = [t for t in self.tracks if due(t)]
         if not waiting:
             return None
-        t = min(waiting, key=lambda x: max(x.confirmed, x.asked))
+        t = min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked)))
         t.asked = frame
         return t
 
-    def outlines(self, except_track: Track | None = None) -> list[np.ndarray]:
-        """The tracked objects' outlines (4, 2) in the current frame: the detector need not search them
-        (except the one it is asked to confirm)."""
-        return [t.corners for t in self.tracks if t is not except_track]
+    def reanchor(
+        self, t: Track, d: Detection, detections: list[Detection], gray: np.ndarray, frame: int
+    ) -> list[Detection]:
+        """The outcome of a full-quality search for track ``t``'s object, found as ``d``: within ``reanchor_px``
+        it confirms the track; beyond, the track is re-anchored on ``d`` (same id, ``state="detected"``) and
+        ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the frame
+        confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
+        t.rough = False
+        err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
+        if err <= self.params.reanchor_px or t not in self.tracks or self._clearly_better(t, d, gray):
+            t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
+            return detections
+        new = self._start(d, gray, frame, t.model_size, t)
+        if new is None:
+            return detections
+        self.tracks[self.tracks.index(t)] = new
+        return [new.detection("detected") if x.track_id == t.track_id else x for x in detections]
 
-    def unexplained(self, feats: Features, except_track: Track | None = None) -> Features:
-        """``feats`` less those inside a tracked outline (but the one being confirmed): what the tracks do not
-        already explain, for retrieval and matching to look for other objects in (a second copy among them)."""
-        outlines = self.outlines(except_track)
+    def outlines(self) -> list[np.ndarray]:
+        """The tracked objects' outlines (4, 2) in the current frame: the detector need not search them."""
+        return [t.corners for t in self.tracks]
+
+    def unexplained(self, feats: Features) -> Features:
+        """``feats`` less those inside a tracked outline: what the tracks do not already explain, for retrieval
+        and matching to look for other objects in (a second copy among them)."""
+        outlines = self.outlines()
         if not outlines or not len(feats):
             return feats
         xy = to_numpy(feats.xy).astype(np.float32)
@@ -376,14 +439,12 @@ class Tracker:
         keep = np.flatnonzero(~inside)
         return feats.subset(feats.xp.asarray(keep))
 
-    def windows(self, width: int, height: int, confirm: Track | None = None, grow: float = 0.25) -> Regions:
-        """Search windows for the detector: the outline of the track to ``confirm``, then the last outlines of
-        tracks lost recently, most recent first."""
+    def windows(self, width: int, height: int, grow: float = 0.25) -> Regions:
+        """Search windows for the detector: the last outlines of tracks lost recently, most recent first."""
         if not self.enabled:
             return Regions.empty()
         recent = [q for q, _ in sorted(self.recent.values(), key=lambda v: -v[1])]
-        outlines = ([confirm.corners] if confirm is not None else []) + recent
-        boxes = [outline_box(q, grow, width, height) for q in outlines]
+        boxes = [outline_box(q, grow, width, height) for q in recent]
         return Regions.from_boxes([b for b in boxes if b is not None])
 
     def prioritise(self, candidates: list[Candidate]) -> list[Candidate]:
