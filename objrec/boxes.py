@@ -180,7 +180,8 @@ def outline_inside_box(outline: np.ndarray, box: tuple[int, int, int, int], slac
 
 def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate)."""
-    hom = np.c_[pts, np.ones(len(pts))] @ H.T
+    pts = np.asarray(pts, np.float64).reshape(-1, 2)
+    hom = pts @ H[:, :2].T + H[:, 2]
     return hom[:, :2] / hom[:, 2:3]
 
 

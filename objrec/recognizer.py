@@ -187,7 +187,8 @@ class Recognizer:
             )
             self.adapter = self.prefilter
         self.clock = clock or PerfClock()
-        self.scheduler = FrameScheduler(budget_ms, CostModel(), self.clock, safety_ms=2.0)
+        # A confirmation's cost is learned from its first runs (its search is of one box, unlike any other).
+        self.scheduler = FrameScheduler(budget_ms, CostModel(prior_ms={"confirm": 0.0}), self.clock, safety_ms=2.0)
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(track, track_params, appearance=self.verifier.appearance)
         if not isinstance(smooth, bool | SmoothParams):
@@ -234,37 +235,17 @@ class Recognizer:
 
     def _recognize(self, state: FrameState, sched: FrameScheduler) -> None:
         """The stages of one frame, each given what the frame record holds and its result written back."""
-        h, w = state.shape
         tracker = self.tracker
         if tracker.tracks:
             state.tracked, state.lost = sched.run(
                 "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
             )
-        state.detections = list(state.tracked)
-        self._confirm(state, sched)
-        state.tracked = state.detections
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
-        windows = tracker.windows(w, h)
-        proposals = self._propose(state, sched)
-        state.plan = self.planner.plan(
-            state.shape, windows, proposals, self.degrade, sched, state.sample_step, tracker.outlines()
-        )
-        sched.record(state.plan.skipped)
-        if not state.plan.empty:
-            stage = f"features_{self.primary}"
-            plan = state.plan
-            feats = sched.run(
-                "features", self.features.extract, state.image, self.primary, plan,
-                size=plan_work(plan), mandatory=True, stage=stage,
-            )  # fmt: skip
-            self.planner.observe(plan, len(feats))
-            self.planner.advance(plan)
-            feats = tracker.unexplained(feats)
-            state.features[self.primary] = feats
-            state.candidates = tracker.prioritise(self._match(feats, sched))
-            state.mandatory_ms = sched.elapsed()
-            self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
-            self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
+        # Under a budget, with objects tracked, every other frame goes to a track's confirmation when one is
+        # due instead of the search for new objects: both fit a frame's budget, seldom together.
+        turn = state.budget_ms is not None and self.frames % 2 == 1 and tracker.confirmation_due(self.frames)
+        if not turn:
+            self._detect(state, sched)
         if self.adapter is not None and self.adapter.safety_due():
             self._safety_search(state, sched)
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
@@ -272,6 +253,34 @@ class Recognizer:
         found = state.verdicts.detections()
         state.detections, lost = tracker.absorb(found, state.tracked, state.image.host, self.frames, self._model_size)
         state.lost += lost
+        self._confirm(state, sched)
+
+    def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
+        """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a
+        budget, one tile of the sweep sized to the time left), features, retrieval and matching, verification
+        and guided matching."""
+        h, w = state.shape
+        tracker = self.tracker
+        proposals = self._propose(state, sched)
+        state.plan = self.planner.plan(
+            state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step, tracker.outlines()
+        )
+        sched.record(state.plan.skipped)
+        if state.plan.empty:
+            return
+        plan = state.plan
+        feats = sched.run(
+            "features", self.features.extract, state.image, self.primary, plan,
+            size=plan_work(plan), mandatory=True, stage=f"features_{self.primary}",
+        )  # fmt: skip
+        self.planner.observe(plan, len(feats))
+        self.planner.advance(plan)
+        feats = tracker.unexplained(feats)
+        state.features[self.primary] = feats
+        state.candidates = tracker.prioritise(self._match(feats, sched))
+        state.mandatory_ms = sched.elapsed()
+        self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
+        self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
 
     def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
         """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting
@@ -357,17 +366,18 @@ class Recognizer:
 
     def _confirm(self, state: FrameState, sched: FrameScheduler) -> None:
         """The track due for confirmation searched for at full quality in its box, as an optional unit; what is
-        found confirms or re-anchors it (:meth:`~objrec.realtime.tracker.Tracker.reanchor`)."""
+        found confirms or re-anchors it (:meth:`~objrec.realtime.tracker.Tracker.reanchor`). A track anchored
+        on a degraded search that the full search does not find ends (``"unconfirmed"``): its detection was
+        wrong, and a track would repeat it frame after frame."""
         t = self.tracker.confirmation(self.frames)
         h, w = state.shape
         box = None if t is None else outline_box(t.corners, 0.1, w, h)
         if box is None:
             return
-        plan = self.planner.escalation_plan(box)
         index = self._object_index(t.name)
         out = sched.run(
-            "confirm", self._search, state.image, self.primary, plan, [index],
-            size=plan_work(plan), stage=f"features_{self.primary}", subject=t.name, timing="confirm",
+            "confirm", self._search_box, state.image, box, index,
+            size=(box[2] - box[0]) * (box[3] - box[1]), subject=t.name,
         )  # fmt: skip
         if isinstance(out, SkipRecord):
             return
@@ -376,6 +386,14 @@ class Recognizer:
             if isinstance(v, Detection):
                 state.detections = self.tracker.reanchor(t, v, state.detections, state.image.host, self.frames)
                 return
+        if t.rough:  # its anchor came from a degraded search, and a full one does not find it there
+            state.lost.append(self.tracker.drop(t, "unconfirmed", self.frames))
+            state.detections = [d for d in state.detections if d.track_id != t.track_id]
+
+    def _search_box(self, image: Any, box: tuple[int, int, int, int], index: int) -> tuple[Features, list]:
+        """The primary features of one box at full quality and their candidates against one object."""
+        feats = self.features.extract_box(image, self.primary, box)
+        return feats, self.matchers[self.primary].candidates(feats, [index])
 
     def _object_index(self, name: str) -> int:
         if self._indexes is None:

@@ -118,6 +118,12 @@ class FeatureStage:
         parts = [p for p in parts if len(p)]
         return Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
 
+    def extract_box(self, image: FrameImage, kind: str, box: tuple[int, int, int, int]) -> Features:
+        """Features of ``kind`` in one box of ``image``, from its crop at full resolution and the models' own
+        sampling: a small search whose cost follows the box, not the frame (a detector restricted to
+        regions still builds its integral image over the whole frame)."""
+        return self._extract_crop(self.detector(kind, 1), image.array(), list(box), 1.0, {})
+
     @staticmethod
     def _extract_frame(det: Any, img: Any, regions: Regions | None, scale: float, kw: dict) -> Features:
         """One pass over the whole frame, restricted to ``regions`` by the detector itself."""

@@ -86,12 +86,12 @@ class TrackParams:
     """
 
     max_tracked: int = 20
-    points: int = 48
+    points: int = 24
     min_points: int = 8
     min_support: float = 0.4
     refit_px: float = 2.0
     reanchor_px: float = 2.0
-    appearance_every: int = 10
+    appearance_every: int = 15
     recheck_support: float = 0.7
     min_edge_agreement: float = 0.5
     min_visible: float = 0.25
@@ -214,19 +214,24 @@ class Tracker:
         if int(good.sum()) < need:
             return "support"
         src, dst = t.model_pts[good], moved[good]
-        H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
-        if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
-            return "support"
-        inl = mask.ravel().astype(bool)
-        if int(inl.sum()) < need:
-            return "support"
-        H = fit_homography(src[inl], dst[inl])
-        if H is None:
-            return "support"
+        H = fit_homography(src, dst)  # most frames: every point agrees, and RANSAC is not needed
+        inl = None if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
+        if inl is None or not inl.all():
+            H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
+            if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+                return "support"
+            inl = mask.ravel().astype(bool)
+            if int(inl.sum()) < need:
+                return "support"
+            H = fit_homography(src[inl], dst[inl])
+            if H is None:
+                return "support"
         corners = map_points(H, model_corners(*t.model_size))
         if not _convex(corners):
             return "support"
-        _, _, visible = visible_part(H, corners, *t.model_size, gray.shape[:2])
+        h, w = gray.shape[:2]
+        inside = corners.min() >= 0 and corners[:, 0].max() <= w and corners[:, 1].max() <= h
+        visible = 1.0 if inside else visible_part(H, corners, *t.model_size, (h, w))[2]
         if visible < p.min_visible:
             return "visibility"
         t.previous, t.homography = t.homography, H
@@ -262,6 +267,12 @@ class Tracker:
                 t.model_pts = np.concatenate([t.model_pts, back])
                 t.pts = np.concatenate([t.pts, new])
         t.seeded = len(t.pts)
+
+    def drop(self, t: Track, reason: str, frame: int) -> LostTrack:
+        """End track ``t`` now, for ``reason``."""
+        if t in self.tracks:
+            self.tracks.remove(t)
+        return self._end(t, reason, frame)
 
     def _end(self, t: Track, reason: str, frame: int) -> LostTrack:
         self.recent[t.name] = (t.corners, frame)
@@ -310,6 +321,14 @@ class Tracker:
         self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < self.params.lost_window_frames}
         return tracked + out, lost
 
+    def _judged(self, d: Detection, size: tuple[int, int], gray: np.ndarray) -> bool:
+        """Whether the appearance check, away from the tracked objects, confirms ``d`` (a track follows an
+        outline for many frames: one the check could not judge, for lack of anything in view, is reported
+        as a detection but not followed)."""
+        hidden = [t.corners for t in self.tracks if t.name != d.name or self._owner(d) is not t]
+        share = self.appearance(gray, d.name, d.homography, size, hidden)
+        return bool(share >= self.params.min_edge_agreement)
+
     def _owner(self, d: Detection) -> Track | None:
         """The track of ``d``'s object whose outline holds ``d``'s centre (None: a new object)."""
         c = np.asarray(d.corners, np.float64).mean(axis=0)
@@ -354,6 +373,8 @@ class Tracker:
         followed on it."""
         if d.visible_fraction < self.params.min_anchor_visible:
             return None
+        if self.appearance is not None and not self._judged(d, size, gray):
+            return None
         pts = seed_points(gray, d.corners, self.params.points)
         if len(pts) < self.params.min_points:
             return None
@@ -381,21 +402,24 @@ class Tracker:
         """
         if not self.enabled:
             return None
-        p = self.params
-
-        def due(t: Track) -> bool:
-            if t.asked == frame:
-                return False
-            last = max(t.confirmed, t.asked)
-            grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
-            return t.rough or frame - last >= p.confirm_every or grown
-
-        waiting = [t for t in self.tracks if due(t)]
+        waiting = [t for t in self.tracks if self._due(t, frame)]
         if not waiting:
             return None
         t = min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked)))
         t.asked = frame
         return t
+
+    def _due(self, t: Track, frame: int) -> bool:
+        p = self.params
+        if t.asked == frame:
+            return False
+        last = max(t.confirmed, t.asked)
+        grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
+        return t.rough or frame - last >= p.confirm_every or grown
+
+    def confirmation_due(self, frame: int) -> bool:
+        """Whether a track is due for confirmation in frame ``frame`` (see :meth:`confirmation`)."""
+        return self.enabled and any(self._due(t, frame) for t in self.tracks)
 
     def reanchor(
         self, t: Track, d: Detection, detections: list[Detection], gray: np.ndarray, frame: int
@@ -467,18 +491,11 @@ def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     Zisserman, Multiple View Geometry, algorithm 4.2): a few tens of microseconds for tens of points, where
     OpenCV's iterative refinement costs a large share of a track's frame. None when degenerate."""
 
-    def norm(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        c = x.mean(axis=0)
-        d = np.sqrt(((x - c) ** 2).sum(axis=1)).mean()
-        k = np.sqrt(2.0) / max(d, 1e-12)
-        T = np.array([[k, 0, -k * c[0]], [0, k, -k * c[1]], [0, 0, 1]])
-        return (x - c) * k, T
-
-    a, Ta = norm(np.asarray(src, np.float64))
-    b, Tb = norm(np.asarray(dst, np.float64))
-    n = len(a)
-    if n < 4:
+    if len(src) < 4:
         return None
+    a, ca, ka = _normalised(np.asarray(src, np.float64))
+    b, cb, kb = _normalised(np.asarray(dst, np.float64))
+    n = len(a)
     A = np.zeros((2 * n, 9))
     A[0::2, 0:2], A[0::2, 2] = a, 1.0
     A[0::2, 6:8], A[0::2, 8] = -b[:, :1] * a, -b[:, 0]
@@ -487,10 +504,20 @@ def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     _, sv, vt = np.linalg.svd(A, full_matrices=False)
     if sv[-2] < 1e-9 * sv[0]:
         return None
-    H = np.linalg.inv(Tb) @ vt[-1].reshape(3, 3) @ Ta
+    Ta = np.array([[ka, 0, -ka * ca[0]], [0, ka, -ka * ca[1]], [0, 0, 1]])
+    Tb_inv = np.array([[1 / kb, 0, cb[0]], [0, 1 / kb, cb[1]], [0, 0, 1]])
+    H = Tb_inv @ vt[-1].reshape(3, 3) @ Ta
     if not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
         return None
     return H / H[2, 2]
+
+
+def _normalised(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Points moved to their centroid and scaled to a mean distance of sqrt(2) from it; the centroid and scale."""
+    c = x.mean(axis=0)
+    d = x - c
+    k = np.sqrt(2.0) / max(float(np.sqrt((d * d).sum(axis=1)).mean()), 1e-12)
+    return d * k, c, k
 
 
 def _convex(q: np.ndarray) -> bool:
