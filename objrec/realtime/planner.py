@@ -193,21 +193,23 @@ class SearchPlanner:
     def _sweep_tile(
         self, boxes: Regions, n_windows: int, shape: tuple[int, int], sched: Any, cap: int | None, step: int, level: Any
     ) -> tuple[Regions | None, float, float, str]:
-        """The windows plus this frame's tile of the sweep: the coarsest grid of
-        :data:`SWEEP_GRIDS` whose tile fits at ``min_sweep_scale`` or better (the finest otherwise), tiles
-        overlapping by :data:`SWEEP_OVERLAP` of the frame so an object of that size lies whole in one."""
+        """The windows plus this frame's tile of the sweep: the coarsest grid of :data:`SWEEP_GRIDS` whose
+        largest tile (with the windows) fits at ``min_sweep_scale`` or better (the finest otherwise), so that
+        one grid serves a whole round while the time left holds; tiles overlap by :data:`SWEEP_OVERLAP` of
+        the frame, so an object of that size lies whole in one."""
         h, w = shape
+        windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
+        win_px = union_area(windows, (h, w))
         for cols, rows in SWEEP_GRIDS:
             tiles = _grid_tiles(w, h, cols, rows)
-            tile = tiles[self._tile % len(tiles)]
-            keep, clipped = clip_boxes(boxes.boxes[n_windows:], tile)
-            part = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows]).concat(
-                Regions(clipped, boxes.scores[n_windows:][keep])
-            )
-            pixels = union_area(part, (h, w))
-            scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
-            if scale >= self.min_sweep_scale:
+            largest = max((t[2] - t[0]) * (t[3] - t[1]) for t in tiles)
+            if min(level.scale, self._fitting_scale(sched, cap, largest + win_px, step)) >= self.min_sweep_scale:
                 break
+        tile = tiles[self._tile % len(tiles)]
+        keep, clipped = clip_boxes(boxes.boxes[n_windows:], tile)
+        part = windows.concat(Regions(clipped, boxes.scores[n_windows:][keep]))
+        pixels = union_area(part, (h, w))
+        scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
         return (part if len(part) else Regions.from_boxes([tile])), pixels, scale, f"tile {tile} of {cols}x{rows}"
 
     def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:

@@ -172,9 +172,10 @@ class CornerSmoother:
 
     Notes
     -----
-    Objects are told apart by their detection's name, as the :class:`~objrec.realtime.tracker.Tracker` keys
-    its tracks. An object missing from a frame is forgotten at once: when it is found again its filter starts
-    afresh from the new corners, so an outline is never pulled towards where the object was before. Smoothed
+    Objects are told apart by their detection's name and ``track_id`` (two copies of one object are two
+    tracks of the :class:`~objrec.realtime.tracker.Tracker`). A track missing from a frame is forgotten at
+    once: when it is found again its filter starts afresh from the new corners, so an outline is never pulled
+    towards where the object was before. Smoothed
     corners that are not a convex quadrilateral (no view of a flat object in front of the camera) restart
     the object's filter from the detection's own corners, which it then keeps with its own homography.
     """
@@ -200,12 +201,12 @@ class CornerSmoother:
             Each with ``corners`` smoothed, ``homography`` mapping the model's outline onto them and
             ``raw_corners`` the detection's own corners; score, inliers and visible fraction as verified.
         """
-        seen = {d.name for d in detections}
+        seen = {_key(d) for d in detections}
         self.filters = {k: f for k, f in self.filters.items() if k in seen}
         return [self._smoothed(d, t_ms) for d in detections]
 
     def _smoothed(self, d: Detection, t_ms: float) -> Detection:
-        f = self.filters.setdefault(d.name, OneEuroFilter(self.params))
+        f = self.filters.setdefault(_key(d), OneEuroFilter(self.params))
         corners = f(d.corners, t_ms)
         if not is_convex(corners):
             f.reset()
@@ -217,3 +218,8 @@ class CornerSmoother:
     def reset(self) -> None:
         """Forget every object (a new, unrelated sequence of frames follows)."""
         self.filters.clear()
+
+
+def _key(d: Detection) -> tuple[str, int | None]:
+    """A filter per track (two copies of one object are two tracks), per object name without tracking ids."""
+    return d.name, d.track_id

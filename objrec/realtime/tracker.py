@@ -436,6 +436,7 @@ class Tracker:
         new = self._start(d, gray, frame, t.model_size, t)
         if new is None:
             return detections
+        new.rough = False  # anchored on a full-quality search
         self.tracks[self.tracks.index(t)] = new
         return [new.detection("detected") if x.track_id == t.track_id else x for x in detections]
 

@@ -86,3 +86,42 @@ def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
     assert ("full_resolution", "degrade") in [(r.unit, r.reason) for r in plan.skipped]
     no_budget = SearchPlanner("surf").plan((480, 640), Regions.empty(), big, DegradeController(None), _sched(None))
     assert no_budget.sample_step == 1 and no_budget.scale == 1.0
+
+
+def test_sweep_searches_one_full_resolution_tile_per_frame_and_covers_the_frame():
+    """With the sweep on and a learned cost of 1 ms per 2000 px, a 33 ms budget fits neither the whole frame
+    nor it at a usable resolution: each plan is one tile of a grid at full resolution and the fine step, the
+    tiles move on once carried out, and over one round they cover the frame (overlapping)."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    covered = np.zeros((480, 640), bool)
+    tiles = []
+    for _ in range(12):
+        sched = _sched(33.0)
+        for px in (1e4, 2e4, 4e4):
+            sched.cost.observe("features_surf", px, px / 2000.0)
+        plan = planner.plan((480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(33.0), sched)
+        assert plan.scale == 1.0 and plan.sample_step == 1
+        assert plan.pixels < 66_000  # predicted to fit
+        sweep = [r for r in plan.skipped if r.unit == "region" and r.reason == "sweep"]
+        assert len(sweep) == 1
+        ((x0, y0, x1, y1),) = plan.regions.boxes.tolist()
+        covered[y0:y1, x0:x1] = True
+        tiles.append((x0, y0, x1, y1))
+        planner.advance(plan)
+    assert covered.all()
+    n = len(set(tiles))
+    assert tiles[:n] == tiles[n : 2 * n] or 2 * n > len(tiles)  # the round repeats in the same order
+
+
+def test_tracked_boxes_are_cut_out_of_the_proposals():
+    sched = _sched(None)
+    planner = SearchPlanner("surf")
+    outline = np.array([[100, 100], [500, 100], [500, 400], [100, 400]], np.float64)
+    plan = planner.plan(
+        (480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(None), sched, tracked=[outline]
+    )
+    assert plan.regions is not None
+    mask = np.zeros((480, 640), bool)
+    for x0, y0, x1, y1 in plan.regions.boxes.tolist():
+        mask[y0:y1, x0:x1] = True
+    assert not mask[100:400, 100:500].any() and mask.sum() == 640 * 480 - 400 * 300

@@ -216,3 +216,25 @@ def test_subtracted_boxes_cover_exactly_the_box_less_the_holes():
         want = regions_to_mask(boxes, (310, 310)) & ~regions_to_mask(np.array(holes), (310, 310))
         assert (regions_to_mask(pieces, (310, 310)) == want).all()
         assert len(parent) == len(pieces) and all(0 <= i < len(boxes) for i in parent)
+
+
+def test_roughly_anchored_tracks_are_confirmed_first_and_re_anchored_on_a_full_search(model, background):
+    t = Tracker(params=TrackParams(confirm_every=15))
+    size = _size(model)
+    a, b = _place(model, 160, 240, 0.5), _place(model, 480, 240, 0.5)
+    gray = _render(model, background, a, 0)
+    out, _ = t.absorb([_detection("cover", a, size), _detection("cover", b, size)], [], gray, 0, lambda n: size)
+    first = t.confirmation(0)
+    assert first is not None and first.rough and t.confirmation(0).track_id != first.track_id
+    assert t.confirmation(0) is None  # at most each track once per frame, and both asked
+    near = np.array([[1, 0, 1.0], [0, 1, 0], [0, 0, 1]]) @ first.homography
+    dets = t.reanchor(first, _detection("cover", near, size), out, gray, 0)
+    assert dets == out and not first.rough  # within 2 px: confirmed as it is
+    far = np.array([[1, 0, 6.0], [0, 1, 0], [0, 0, 1]]) @ first.homography
+    dets = t.reanchor(t.tracks[0], _detection("cover", far, size), out, gray, 1)
+    assert [d.track_id for d in dets] == [d.track_id for d in out]
+    moved = next(d for d in dets if d.track_id == first.track_id)
+    assert np.allclose(moved.corners, map_points(far, model_corners(*size))) and moved.state == "detected"
+    lost = t.drop(t.tracks[1], "unconfirmed", 2)
+    assert lost.reason == "unconfirmed" and len(t.tracks) == 1
+    assert t.confirmation(3) is None and t.confirmation(1 + 15) is not None  # then every confirm_every frames
