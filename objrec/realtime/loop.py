@@ -58,6 +58,7 @@ class RunStats:
                 "skipped": [s.to_json() for s in r.skipped],
                 "prefilter_boxes": r.prefilter_boxes,
                 "prefilter_rejected": None if r.prefilter_rejected is None else round(r.prefilter_rejected, 4),
+                "lost": [t.to_json() for t in r.lost],
             }
         )
         for k, v in r.timings_ms.items():

@@ -185,6 +185,14 @@ def test_run_cli_on_image_folder_writes_stats(tmp_path):
         assert f["deadline_met"] == (f["latency_ms"] <= 1000)
         assert f["prefilter_boxes"] is None and f["prefilter_rejected"] is None  # no prefilter trained
         assert [d["name"] for d in f["detections"]] == ["cover"]
+        assert f["detections"][0]["state"] == "detected"  # each frame an unrelated scene: found anew
+        assert "raw_corners" in f["detections"][0]  # objrec run smooths by default and records both
+    # The cover jumps elsewhere in every frame: its track's points are not found again, the track is listed
+    # as lost in the next frame, and the detection there starts a new track.
+    assert doc["per_frame"][0]["lost"] == []
+    for before, f in zip(doc["per_frame"][:-1], doc["per_frame"][1:], strict=True):
+        assert [(t["name"], t["track_id"]) for t in f["lost"]] == [("cover", before["detections"][0]["track_id"])]
+        assert f["detections"][0]["track_id"] != before["detections"][0]["track_id"]
     assert doc["memory"]["peak_rss_mb"] is None or doc["memory"]["peak_rss_mb"] > 10
     cap = cv2.VideoCapture(str(tmp_path / "out.mp4"))
     assert cap.isOpened() and int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 4
