@@ -44,6 +44,10 @@ from objrec.types import Detection, Features, FrameResult, Regions, Rejection, S
 
 __all__ = ["Recognizer"]
 
+#: A confirmation searches its box at full resolution up to this many pixels, and larger boxes scaled down
+#: to it: an object that large keeps a few hundred pixels of detail, and the search's time stays bounded.
+CONFIRM_PIXELS = 40_000
+
 
 class Recognizer:
     """Recognise enrolled objects in frames, within an optional per-frame latency budget.
@@ -375,9 +379,11 @@ class Recognizer:
         if box is None:
             return
         index = self._object_index(t.name)
+        px = (box[2] - box[0]) * (box[3] - box[1])
+        scale = min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
         out = sched.run(
-            "confirm", self._search_box, state.image, box, index,
-            size=(box[2] - box[0]) * (box[3] - box[1]), subject=t.name,
+            "confirm", self._search_box, state.image, box, index, scale,
+            size=px * scale * scale, subject=t.name,
         )  # fmt: skip
         if isinstance(out, SkipRecord):
             return
@@ -390,9 +396,11 @@ class Recognizer:
             state.lost.append(self.tracker.drop(t, "unconfirmed", self.frames))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
-    def _search_box(self, image: Any, box: tuple[int, int, int, int], index: int) -> tuple[Features, list]:
-        """The primary features of one box at full quality and their candidates against one object."""
-        feats = self.features.extract_box(image, self.primary, box)
+    def _search_box(
+        self, image: Any, box: tuple[int, int, int, int], index: int, scale: float
+    ) -> tuple[Features, list]:
+        """The primary features of one box at the models' sampling and their candidates against one object."""
+        feats = self.features.extract_box(image, self.primary, box, scale)
         return feats, self.matchers[self.primary].candidates(feats, [index])
 
     def _object_index(self, name: str) -> int:

@@ -118,11 +118,11 @@ class FeatureStage:
         parts = [p for p in parts if len(p)]
         return Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
 
-    def extract_box(self, image: FrameImage, kind: str, box: tuple[int, int, int, int]) -> Features:
-        """Features of ``kind`` in one box of ``image``, from its crop at full resolution and the models' own
+    def extract_box(self, image: FrameImage, kind: str, box: tuple[int, int, int, int], scale: float = 1.0) -> Features:
+        """Features of ``kind`` in one box of ``image``, from its crop (resized by ``scale``) at the models' own
         sampling: a small search whose cost follows the box, not the frame (a detector restricted to
         regions still builds its integral image over the whole frame)."""
-        return self._extract_crop(self.detector(kind, 1), image.array(), list(box), 1.0, {})
+        return self._extract_crop(self.detector(kind, 1), image.array(), list(box), scale, {})
 
     @staticmethod
     def _extract_frame(det: Any, img: Any, regions: Regions | None, scale: float, kw: dict) -> Features:
