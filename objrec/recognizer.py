@@ -44,8 +44,9 @@ from objrec.types import Detection, Features, FrameResult, Regions, Rejection, S
 
 __all__ = ["Recognizer"]
 
-#: A confirmation searches its box at full resolution up to this many pixels, and larger boxes scaled down
-#: to it: an object that large keeps a few hundred pixels of detail, and the search's time stays bounded.
+#: Under a budget, a confirmation searches its box at full resolution up to this many pixels, and larger
+#: boxes scaled down to it: an object that large keeps a few hundred pixels of detail, and the search's time
+#: stays bounded. Only a search at full resolution that does not find a roughly anchored track ends it.
 CONFIRM_PIXELS = 40_000
 
 
@@ -380,7 +381,7 @@ class Recognizer:
             return
         index = self._object_index(t.name)
         px = (box[2] - box[0]) * (box[3] - box[1])
-        scale = min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
+        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
         out = sched.run(
             "confirm", self._search_box, state.image, box, index, scale,
             size=px * scale * scale, subject=t.name,
@@ -392,7 +393,7 @@ class Recognizer:
             if isinstance(v, Detection):
                 state.detections = self.tracker.reanchor(t, v, state.detections, state.image.host, self.frames)
                 return
-        if t.rough:  # its anchor came from a degraded search, and a full one does not find it there
+        if t.rough and scale == 1.0:  # its anchor came from a degraded search, and a full one does not find it
             state.lost.append(self.tracker.drop(t, "unconfirmed", self.frames))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
