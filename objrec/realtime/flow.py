@@ -92,7 +92,9 @@ class PointFlow:
         guess = pts if guess is None else np.asarray(guess, np.float32).reshape(-1, 2)
         p = self.params
         h, w = gray.shape[:2]
-        reach = p.win_size * (2 ** (p.max_level + 1))  # the motion beyond the guess that still converges
+        # A window at the top level reaches (win_size / 2) * 2**max_level frame pixels, plus the motion beyond
+        # the guess that converges there; the crop needs no more around the points.
+        reach = (p.win_size // 2 + 1) * 2**p.max_level + p.win_size
         both = np.concatenate([pts, guess])
         x0, y0 = np.maximum(np.floor(both.min(axis=0)) - reach, 0).astype(int)
         x1, y1 = np.minimum(np.ceil(both.max(axis=0)) + reach + 1, [w, h]).astype(int)
