@@ -8,6 +8,7 @@ image points of known points on that plane, and OpenCV's IPPE solver returns the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from objrec.fileio import FileFormatError, atomic_write_bytes
-from objrec.types import Pose
+from objrec.types import Detection, Pose
 
-__all__ = ["Camera", "object_pose", "DIST_LENGTHS", "ASPECT_TOLERANCE", "GRID_POINTS"]
+__all__ = ["Camera", "object_pose", "with_pose", "DIST_LENGTHS", "ASPECT_TOLERANCE", "GRID_POINTS"]
 
 #: Lengths of distortion vectors OpenCV takes: none, (k1, k2, p1, p2), then k3; k4-k6; s1-s4; tau_x, tau_y.
 DIST_LENGTHS = (0, 4, 5, 8, 12, 14)
@@ -327,3 +328,12 @@ def object_pose(
         if t[2] > 0 and normal @ t > 0 and (best is None or err < best[2]):
             best = (r, t, err)
     return None if best is None else Pose(best[0], best[1])
+
+
+def with_pose(d: Detection, info: Any, camera: Camera, frame_size: tuple[int, int]) -> Detection:
+    """Detection ``d`` with its metric pose (:func:`object_pose`) when its object's ``info``
+    (:class:`~objrec.modeldb.ObjectInfo`) has a physical width and a pose is found; ``d`` as it is otherwise."""
+    if getattr(info, "width_m", None) is None:
+        return d
+    pose = object_pose(d.homography, (info.width, info.height), info.width_m, camera, frame_size)
+    return d if pose is None else dataclasses.replace(d, pose=pose)

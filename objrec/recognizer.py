@@ -18,7 +18,6 @@ fit. This class wires the stages together and owns no algorithm and no policy of
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -32,22 +31,18 @@ from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, mak
 from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
-from objrec.pose import Camera, object_pose
+from objrec.pose import Camera, with_pose
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
 from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
+from objrec.realtime.searches import SecondLooks
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
-from objrec.realtime.tracker import Tracker, TrackParams
-from objrec.types import Detection, Features, FrameResult, Regions, Rejection, SkipRecord
+from objrec.realtime.tracker import Tracker, TrackParams, unexplained
+from objrec.types import Features, FrameResult, Regions, Rejection
 
 __all__ = ["Recognizer"]
-
-#: Under a budget, a confirmation searches its box at full resolution up to this many pixels, and larger
-#: boxes scaled down to it: an object that large keeps a few hundred pixels of detail, and the search's time
-#: stays bounded. Only a search at full resolution that does not find a roughly anchored track ends it.
-CONFIRM_PIXELS = 40_000
 
 
 class Recognizer:
@@ -180,17 +175,10 @@ class Recognizer:
         )
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
         self.guided = GuidedStage(self.verifier)
-        from objrec.prefilter.estimator import resolve_prefilter  # scikit-learn, only once a recognizer is made
-
-        self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
-        self.adapter = None
-        if adapt_prefilter:
-            from objrec.prefilter.online import adaptive_prefilter
-
-            self.prefilter, self.prefilter_status = adaptive_prefilter(
-                self.db, self.prefilter, self.prefilter_status, adapt_params
-            )
-            self.adapter = self.prefilter
+        self.looks = SecondLooks(
+            self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.names
+        )
+        self._set_prefilter(prefilter, adapt_prefilter, adapt_params)
         self.clock = clock or PerfClock()
         # A confirmation's cost is learned from its first runs (its search is of one box, unlike any other).
         self.scheduler = FrameScheduler(budget_ms, CostModel(prior_ms={"confirm": 0.0}), self.clock, safety_ms=2.0)
@@ -203,9 +191,22 @@ class Recognizer:
         if camera is not None and not isinstance(camera, Camera):
             raise ValueError(f"camera: expected an objrec.pose.Camera or None, got {type(camera).__name__}")
         self.camera = camera
-        self._indexes: dict[str, int] | None = None
         self.last_rejections: list[Rejection] = []
         self.frames = 0
+
+    def _set_prefilter(self, prefilter: Any, adapt: bool, adapt_params: Any) -> None:
+        """The prefilter stage (and the adapting prefilter's policy, ``adapter``, when ``adapt``)."""
+        from objrec.prefilter.estimator import resolve_prefilter  # scikit-learn, only once a recognizer is made
+
+        self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
+        self.adapter = None
+        if adapt:
+            from objrec.prefilter.online import adaptive_prefilter
+
+            self.prefilter, self.prefilter_status = adaptive_prefilter(
+                self.db, self.prefilter, self.prefilter_status, adapt_params
+            )
+            self.adapter = self.prefilter
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
         """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts."""
@@ -252,13 +253,13 @@ class Recognizer:
         if not turn:
             self._detect(state, sched)
         if self.adapter is not None and self.adapter.safety_due():
-            self._safety_search(state, sched)
+            self.looks.safety(state, sched, self.adapter)
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
-        self._escalate(state, sched)
+        self.looks.escalate(state, sched)
         found = state.verdicts.detections()
         state.detections, lost = tracker.absorb(found, state.tracked, state.image.host, self.frames, self._model_size)
         state.lost += lost
-        self._confirm(state, sched)
+        self.looks.confirm(state, sched, tracker, self.frames)
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
         """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a
@@ -280,7 +281,7 @@ class Recognizer:
         )  # fmt: skip
         self.planner.observe(plan, len(feats))
         self.planner.advance(plan)
-        feats = tracker.unexplained(feats)
+        feats = unexplained(feats, tracker.outlines())
         state.features[self.primary] = feats
         state.candidates = tracker.prioritise(self._match(feats, sched))
         state.mandatory_ms = sched.elapsed()
@@ -294,7 +295,7 @@ class Recognizer:
         found = state.detections
         shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
         if self.camera is not None:
-            shown = [self._posed(d, state.shape) for d in shown]
+            shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
         latency = sched.elapsed()
         met = state.budget_ms is None or latency <= state.budget_ms
         result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=state.lost)
@@ -328,94 +329,6 @@ class Recognizer:
             return Regions.full(w, h)
         state.proposals = sched.run("prefilter", self.prefilter.propose, state.frame, mandatory=True)
         return state.proposals
-
-    def _search(self, image: Any, kind: str, plan: Any, among: list[int] | None = None) -> tuple[Features, list]:
-        """Features of ``kind`` where ``plan`` says and their candidates (against the objects ``among`` only,
-        when given): a unit of the safety search, of the escalation and of a track's confirmation."""
-        feats = self.features.extract(image, kind, plan)
-        return feats, self.matchers[kind].candidates(feats, among)
-
-    def _safety_search(self, state: FrameState, sched: FrameScheduler) -> None:
-        """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
-        (a detection all the same)."""
-        plan = self.planner.safety_plan(state.shape, state.plan, sched)
-        kind = self.primary
-        out = sched.run(
-            "safety", self._search, state.image, kind, plan,
-            size=plan_work(plan), stage=f"features_{kind}", timing="safety",
-        )  # fmt: skip
-        if isinstance(out, SkipRecord):
-            return
-        verdicts = state.verdicts
-        known = set(verdicts.found)
-        self.verifier.run([c for c in out[1] if c.name not in known], verdicts, sched, first_mandatory=False)
-        new = [verdicts.found[n].corners for n in verdicts.found if n not in known]
-        self.adapter.found_in_safety_search(state.proposals, new, state.shape)
-
-    def _escalate(self, state: FrameState, sched: FrameScheduler) -> None:
-        """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
-        found), while they fit; their candidates with too little evidence get guided matching against the
-        box's features, as the primary detector's do."""
-        verdicts = state.verdicts
-        for kind in self.kinds[1:]:
-            for i, box in enumerate(verdicts.open_unsure()):
-                plan = self.planner.escalation_plan(box)
-                out = sched.run(
-                    "escalate", self._search, state.image, kind, plan,
-                    size=plan_work(plan), stage=f"escalate_{kind}", subject=f"{kind}:{i}",
-                )  # fmt: skip
-                if isinstance(out, SkipRecord):
-                    continue
-                self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
-                self.guided.run(verdicts, self.matchers[kind], out[0], sched)
-
-    def _confirm(self, state: FrameState, sched: FrameScheduler) -> None:
-        """The track due for confirmation searched for at full quality in its box, as an optional unit; what is
-        found confirms or re-anchors it (:meth:`~objrec.realtime.tracker.Tracker.reanchor`). A track anchored
-        on a degraded search that the full search does not find ends (``"unconfirmed"``): its detection was
-        wrong, and a track would repeat it frame after frame."""
-        t = self.tracker.confirmation(self.frames)
-        h, w = state.shape
-        box = None if t is None else outline_box(t.corners, 0.1, w, h)
-        if box is None:
-            return
-        index = self._object_index(t.name)
-        px = (box[2] - box[0]) * (box[3] - box[1])
-        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
-        out = sched.run(
-            "confirm", self._search_box, state.image, box, index, scale,
-            size=px * scale * scale, subject=t.name,
-        )  # fmt: skip
-        if isinstance(out, SkipRecord):
-            return
-        for c in out[1]:
-            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
-            if isinstance(v, Detection):
-                state.detections = self.tracker.reanchor(t, v, state.detections, state.image.host, self.frames)
-                return
-        if t.rough and scale == 1.0:  # its anchor came from a degraded search, and a full one does not find it
-            state.lost.append(self.tracker.drop(t, "unconfirmed", self.frames))
-            state.detections = [d for d in state.detections if d.track_id != t.track_id]
-
-    def _search_box(
-        self, image: Any, box: tuple[int, int, int, int], index: int, scale: float
-    ) -> tuple[Features, list]:
-        """The primary features of one box at the models' sampling and their candidates against one object."""
-        feats = self.features.extract_box(image, self.primary, box, scale)
-        return feats, self.matchers[self.primary].candidates(feats, [index])
-
-    def _object_index(self, name: str) -> int:
-        if self._indexes is None:
-            self._indexes = {n: i for i, n in enumerate(self.db.names)}
-        return self._indexes[name]
-
-    def _posed(self, d: Detection, shape: tuple[int, int]) -> Detection:
-        """``d`` with its metric pose, when its object's physical width is known."""
-        info = self.db.info(d.name)
-        if info.width_m is None:
-            return d
-        pose = object_pose(d.homography, (info.width, info.height), info.width_m, self.camera, shape[::-1])
-        return d if pose is None else dataclasses.replace(d, pose=pose)
 
     def _model_size(self, name: str) -> tuple[int, int]:
         """The (width, height) of ``name``'s model image."""

@@ -32,7 +32,7 @@ from objrec.matching.verify import visible_part
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.types import Candidate, Detection, Features, LostTrack, Regions
 
-__all__ = ["TrackParams", "Track", "Tracker"]
+__all__ = ["TrackParams", "Track", "Tracker", "unexplained", "fit_homography"]
 
 #: Shares of confirmed model edges closer than this do not tell two outlines of one object apart.
 APPEARANCE_MARGIN = 0.05
@@ -144,6 +144,41 @@ class Track:
     def support(self) -> float:
         return len(self.pts) / max(self.seeded, 1)
 
+    def follow(self, moved: np.ndarray, good: np.ndarray, shape: tuple[int, int], p: TrackParams) -> str | None:
+        """Refit the homography to the followed points (``moved``, those ``good``) in a frame of ``shape``;
+        the reason the track ends, or None."""
+        t = self
+        need = max(p.min_points, int(np.ceil(p.min_support * t.seeded)))
+        if int(good.sum()) < need:
+            return "support"
+        src, dst = t.model_pts[good], moved[good]
+        H = fit_homography(src, dst)  # most frames: every point agrees, and RANSAC is not needed
+        inl = None if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
+        if inl is None or not inl.all():
+            H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
+            if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+                return "support"
+            inl = mask.ravel().astype(bool)
+            if int(inl.sum()) < need:
+                return "support"
+            H = fit_homography(src[inl], dst[inl])
+            if H is None:
+                return "support"
+        corners = map_points(H, model_corners(*t.model_size))
+        if not _convex(corners):
+            return "support"
+        h, w = shape
+        inside = corners.min() >= 0 and corners[:, 0].max() <= w and corners[:, 1].max() <= h
+        visible = 1.0 if inside else visible_part(H, corners, *t.model_size, (h, w))[2]
+        if visible < p.min_visible:
+            return "visibility"
+        t.previous, t.homography = t.homography, H
+        # The points continue from where the refit puts them: each point's own flow error does not carry
+        # over to the next frame, only the homography's (averaged over all the points).
+        t.model_pts, t.visible = src[inl], visible
+        t.pts = map_points(H, t.model_pts).astype(np.float32)
+        return None
+
     def detection(self, state: str) -> Detection:
         return Detection(
             self.name, self.score, len(self.pts), self.homography, self.corners, self.visible,
@@ -192,7 +227,7 @@ class Tracker:
         start = 0
         for t in self.tracks:
             k = len(t.pts)
-            why = self._follow(t, moved[start : start + k], good[start : start + k], gray, frame)
+            why = t.follow(moved[start : start + k], good[start : start + k], gray.shape[:2], self.params)
             start += k
             if why is None:
                 kept.append(t)
@@ -206,40 +241,6 @@ class Tracker:
         self.tracks = [t for t in self.tracks if t.track_id not in {x.track_id for x in lost}]
         out = [t.detection("tracked") for t in self.tracks]
         return out, lost
-
-    def _follow(self, t: Track, moved: np.ndarray, good: np.ndarray, gray: np.ndarray, frame: int) -> str | None:
-        """Refit ``t``'s homography to its followed points; the reason it ends, or None."""
-        p = self.params
-        need = max(p.min_points, int(np.ceil(p.min_support * t.seeded)))
-        if int(good.sum()) < need:
-            return "support"
-        src, dst = t.model_pts[good], moved[good]
-        H = fit_homography(src, dst)  # most frames: every point agrees, and RANSAC is not needed
-        inl = None if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
-        if inl is None or not inl.all():
-            H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
-            if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
-                return "support"
-            inl = mask.ravel().astype(bool)
-            if int(inl.sum()) < need:
-                return "support"
-            H = fit_homography(src[inl], dst[inl])
-            if H is None:
-                return "support"
-        corners = map_points(H, model_corners(*t.model_size))
-        if not _convex(corners):
-            return "support"
-        h, w = gray.shape[:2]
-        inside = corners.min() >= 0 and corners[:, 0].max() <= w and corners[:, 1].max() <= h
-        visible = 1.0 if inside else visible_part(H, corners, *t.model_size, (h, w))[2]
-        if visible < p.min_visible:
-            return "visibility"
-        t.previous, t.homography = t.homography, H
-        # The points continue from where the refit puts them: each point's own flow error does not carry
-        # over to the next frame, only the homography's (averaged over all the points).
-        t.model_pts, t.visible = src[inl], visible
-        t.pts = map_points(H, t.model_pts).astype(np.float32)
-        return None
 
     def _check(self, t: Track, gray: np.ndarray, frame: int) -> str | None:
         """The appearance check when due; a track that passes it gets new points."""
@@ -444,26 +445,6 @@ class Tracker:
         """The tracked objects' outlines (4, 2) in the current frame: the detector need not search them."""
         return [t.corners for t in self.tracks]
 
-    def unexplained(self, feats: Features) -> Features:
-        """``feats`` less those inside a tracked outline: what the tracks do not already explain, for retrieval
-        and matching to look for other objects in (a second copy among them)."""
-        outlines = self.outlines()
-        if not outlines or not len(feats):
-            return feats
-        xy = to_numpy(feats.xy).astype(np.float32)
-        inside = np.zeros(len(xy), bool)
-        for q in outlines:
-            path = np.float32(q)
-            # Same-side test against each edge of the convex outline (corners in either winding order).
-            e = np.roll(path, -1, axis=0) - path
-            d = xy[:, None, :] - path[None, :, :]
-            cross = e[None, :, 0] * d[:, :, 1] - e[None, :, 1] * d[:, :, 0]
-            inside |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
-        if not inside.any():
-            return feats
-        keep = np.flatnonzero(~inside)
-        return feats.subset(feats.xp.asarray(keep))
-
     def windows(self, width: int, height: int, grow: float = 0.25) -> Regions:
         """Search windows for the detector: the last outlines of tracks lost recently, most recent first."""
         if not self.enabled:
@@ -485,6 +466,26 @@ class Tracker:
         self.recent.clear()
         self.flow.forget()
         self._frame = -1
+
+
+def unexplained(feats: Features, outlines: list[np.ndarray]) -> Features:
+    """``feats`` less those inside any of the ``outlines`` ((4, 2) convex quadrilaterals): what the tracked
+    objects do not already explain, for retrieval and matching to look for other objects in (a second copy of
+    a tracked object among them)."""
+    if not outlines or not len(feats):
+        return feats
+    xy = to_numpy(feats.xy).astype(np.float32)
+    inside = np.zeros(len(xy), bool)
+    for q in outlines:
+        path = np.float32(q)
+        # Same-side test against each edge of the convex outline (corners in either winding order).
+        e = np.roll(path, -1, axis=0) - path
+        d = xy[:, None, :] - path[None, :, :]
+        cross = e[None, :, 0] * d[:, :, 1] - e[None, :, 1] * d[:, :, 0]
+        inside |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
+    if not inside.any():
+        return feats
+    return feats.subset(feats.xp.asarray(np.flatnonzero(~inside)))
 
 
 def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:

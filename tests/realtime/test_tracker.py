@@ -9,7 +9,7 @@ import pytest
 from objrec.boxes import map_points, model_corners, regions_to_mask, subtract_boxes
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.flow import FlowParams, PointFlow
-from objrec.realtime.tracker import Tracker, TrackParams, fit_homography
+from objrec.realtime.tracker import Tracker, TrackParams, fit_homography, unexplained
 from objrec.types import Candidate, Detection, Features
 
 W, H = 640, 480
@@ -159,7 +159,7 @@ def test_features_inside_tracked_outlines_are_explained(model, background):
     xy = rng.uniform(0, [W, H], (400, 2)).astype(np.float32)
     n = len(xy)
     feats = Features(xy, np.ones(n), np.zeros(n), np.ones(n), np.zeros(n), np.ones(n), np.zeros((n, 64)), "surf")
-    kept = t.unexplained(feats)
+    kept = unexplained(feats, t.outlines())
     q = np.float32(t.outlines()[0]).reshape(-1, 1, 2)
     outside = np.array([cv2.pointPolygonTest(q, (float(x), float(y)), False) < 0 for x, y in xy])
     assert sorted(map(tuple, kept.xy.tolist())) == sorted(map(tuple, xy[outside].tolist()))

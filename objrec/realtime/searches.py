@@ -1,0 +1,137 @@
+"""The searches of a frame beyond the primary one, each an optional unit of the frame's scheduler.
+
+* the **safety search** of an adapting prefilter: the whole frame, so the prefilter learns what it missed;
+* the **escalation**: the secondary detectors (SIFT after SURF) on the boxes where candidates had too little
+  evidence, with guided matching of their own candidates;
+* the **confirmation** of one track: its box searched again at full quality, which confirms the track,
+  re-anchors it, or (for a track anchored on a search degraded by the budget) ends it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from objrec.boxes import outline_box
+from objrec.realtime.frame import FrameState
+from objrec.realtime.planner import plan_work
+from objrec.types import Detection, Features, SkipRecord
+
+__all__ = ["SecondLooks", "CONFIRM_PIXELS"]
+
+#: Under a budget, a confirmation searches its box at full resolution up to this many pixels, and larger
+#: boxes scaled down to it: an object that large keeps a few hundred pixels of detail, and the search's time
+#: stays bounded. Only a search at full resolution that does not find a roughly anchored track ends it.
+CONFIRM_PIXELS = 40_000
+
+
+class SecondLooks:
+    """The recognizer's searches beyond the primary one (see the module notes).
+
+    Parameters
+    ----------
+    features : FeatureStage
+    matchers : dict of str -> matcher
+        Per detector kind, ``candidates(features, among=None) -> [Candidate]``.
+    verifier : CandidateVerifier
+    guided : GuidedStage
+    planner : SearchPlanner
+    kinds : list of str
+        The detector kinds, the primary first.
+    names : list of str
+        The database's object names, in its order (a candidate's ``object_index``).
+    """
+
+    def __init__(
+        self, features: Any, matchers: dict, verifier: Any, guided: Any, planner: Any, kinds: list[str], names: list
+    ) -> None:
+        self.features = features
+        self.matchers = matchers
+        self.verifier = verifier
+        self.guided = guided
+        self.planner = planner
+        self.kinds = list(kinds)
+        self.primary = self.kinds[0]
+        self._names = names
+        self._indexes: dict[str, int] | None = None
+
+    def search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
+        """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
+        the escalation."""
+        feats = self.features.extract(image, kind, plan)
+        return feats, self.matchers[kind].candidates(feats)
+
+    def safety(self, state: FrameState, sched: Any, adapter: Any) -> None:
+        """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
+        (a detection all the same)."""
+        plan = self.planner.safety_plan(state.shape, state.plan, sched)
+        kind = self.primary
+        out = sched.run(
+            "safety", self.search, state.image, kind, plan,
+            size=plan_work(plan), stage=f"features_{kind}", timing="safety",
+        )  # fmt: skip
+        if isinstance(out, SkipRecord):
+            return
+        verdicts = state.verdicts
+        known = set(verdicts.found)
+        self.verifier.run([c for c in out[1] if c.name not in known], verdicts, sched, first_mandatory=False)
+        new = [verdicts.found[n].corners for n in verdicts.found if n not in known]
+        adapter.found_in_safety_search(state.proposals, new, state.shape)
+
+    def escalate(self, state: FrameState, sched: Any) -> None:
+        """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
+        found or tracked), while they fit; their candidates with too little evidence get guided matching
+        against the box's features, as the primary detector's do."""
+        verdicts = state.verdicts
+        for kind in self.kinds[1:]:
+            for i, box in enumerate(verdicts.open_unsure()):
+                plan = self.planner.escalation_plan(box)
+                out = sched.run(
+                    "escalate", self.search, state.image, kind, plan,
+                    size=plan_work(plan), stage=f"escalate_{kind}", subject=f"{kind}:{i}",
+                )  # fmt: skip
+                if isinstance(out, SkipRecord):
+                    continue
+                self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
+                self.guided.run(verdicts, self.matchers[kind], out[0], sched)
+
+    def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+        """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
+        in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it
+        (:meth:`~objrec.realtime.tracker.Tracker.reanchor`). A track anchored on a degraded search that a
+        full-resolution search does not find ends (``"unconfirmed"``): its detection was wrong, and a track
+        would repeat it frame after frame."""
+        t = tracker.confirmation(frame)
+        h, w = state.shape
+        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+        if box is None:
+            return
+        px = (box[2] - box[0]) * (box[3] - box[1])
+        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
+        out = sched.run(
+            "confirm", self._search_box, state.image, box, self._index(t.name), scale,
+            size=px * scale * scale, subject=t.name,
+        )  # fmt: skip
+        if isinstance(out, SkipRecord):
+            return
+        for c in out[1]:
+            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
+            if isinstance(v, Detection):
+                state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
+                return
+        if t.rough and scale == 1.0:
+            state.lost.append(tracker.drop(t, "unconfirmed", frame))
+            state.detections = [d for d in state.detections if d.track_id != t.track_id]
+
+    def _search_box(
+        self, image: Any, box: tuple[int, int, int, int], index: int, scale: float
+    ) -> tuple[Features, list]:
+        """The primary features of one box at the models' sampling and their candidates against one object."""
+        feats = self.features.extract_box(image, self.primary, box, scale)
+        return feats, self.matchers[self.primary].candidates(feats, [index])
+
+    def _index(self, name: str) -> int:
+        if self._indexes is None:
+            self._indexes = {n: i for i, n in enumerate(self._names)}
+        return self._indexes[name]
