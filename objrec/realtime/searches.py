@@ -23,7 +23,7 @@ __all__ = ["SecondLooks", "CONFIRM_PIXELS"]
 #: Under a budget, a confirmation searches its box at full resolution up to this many pixels, and larger
 #: boxes scaled down to it: an object that large keeps a few hundred pixels of detail, and the search's time
 #: stays bounded. Only a search at full resolution that does not find a roughly anchored track ends it.
-CONFIRM_PIXELS = 40_000
+CONFIRM_PIXELS = 25_000
 
 
 class SecondLooks:

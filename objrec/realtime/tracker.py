@@ -322,14 +322,6 @@ class Tracker:
         self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < self.params.lost_window_frames}
         return tracked + out, lost
 
-    def _judged(self, d: Detection, size: tuple[int, int], gray: np.ndarray) -> bool:
-        """Whether the appearance check, away from the tracked objects, confirms ``d`` (a track follows an
-        outline for many frames: one the check could not judge, for lack of anything in view, is reported
-        as a detection but not followed)."""
-        hidden = [t.corners for t in self.tracks if t.name != d.name or self._owner(d) is not t]
-        share = self.appearance(gray, d.name, d.homography, size, hidden)
-        return bool(share >= self.params.min_edge_agreement)
-
     def _owner(self, d: Detection) -> Track | None:
         """The track of ``d``'s object whose outline holds ``d``'s centre (None: a new object)."""
         c = np.asarray(d.corners, np.float64).mean(axis=0)
@@ -373,8 +365,6 @@ class Tracker:
         """A track for ``d`` (keeping ``old``'s id when it re-anchors one), or None when too few points can be
         followed on it."""
         if d.visible_fraction < self.params.min_anchor_visible:
-            return None
-        if self.appearance is not None and not self._judged(d, size, gray):
             return None
         pts = seed_points(gray, d.corners, self.params.points)
         if len(pts) < self.params.min_points:
