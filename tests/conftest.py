@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+# Numba's CUDA simulator runs each CUDA thread of a block as a Python thread. Spread over several cores, those
+# threads hand the GIL to one another so slowly that the simulator run takes many times as long as on one core;
+# so a simulator run keeps to one of the cores it may use.
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
 
 def _find_shared_data() -> Path | None:
     env = os.environ.get("OBJREC_SHARED_DATA")
