@@ -3,17 +3,20 @@
 A frame travels as one record (:class:`~objrec.realtime.frame.FrameState`) through the stages of the
 pipeline, each a unit of its own package:
 
-    prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
+    tracking of the objects already found (``objrec.realtime.tracker``)
+    ->  prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
     ->  features (``objrec.features.extract``)  ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
     ->  matching (``objrec.matching.database``)  ->  verification (``objrec.matching.verifier``)
     ->  guided matching (``objrec.matching.second_chance``)
-    ->  safety search of an adapting prefilter  ->  escalation where unsure  ->  tracking
-    ->  corner smoothing, when asked for (``objrec.realtime.smoothing``)
+    ->  safety search of an adapting prefilter  ->  escalation where unsure  (``objrec.realtime.searches``)
+    ->  detections met with the tracks  ->  a track's confirmation (``objrec.realtime.searches``)
+    ->  corner smoothing, when asked for (``objrec.realtime.smoothing``)  ->  metric pose (``objrec.pose``)
 
-Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): the prefilter, the primary
-extraction, retrieval, matching and the best candidate's verification are mandatory; the other candidates,
-guided matching and the escalation to the secondary detector run only while the cost model predicts they
-fit. This class wires the stages together and owns no algorithm and no policy of its own.
+Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): tracking, the prefilter, the
+primary extraction, retrieval, matching and the best candidate's verification are mandatory; the other
+candidates, guided matching, the escalation to the secondary detector and a track's confirmation run only
+while the cost model predicts they fit. This class wires the stages together and owns no algorithm and no
+policy of its own.
 """
 
 from __future__ import annotations
