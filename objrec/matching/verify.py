@@ -157,6 +157,9 @@ def visible_part(
     shows (measured back in model pixels, so foreshortening does not bias it).
     """
     fh, fw = frame_shape[:2]
+    c = np.asarray(corners, np.float64)
+    if c.min() >= 0 and c[:, 0].max() <= fw and c[:, 1].max() <= fh:  # wholly in view: nothing to clip
+        return c, _polygon_area(c), 1.0
     frame = np.float32([[0, 0], [fw, 0], [fw, fh], [0, fh]])
     area, poly = cv2.intersectConvexConvex(np.float32(corners), frame)
     if poly is None or area <= 0:

@@ -69,10 +69,6 @@ class PointFlow:
     def forget(self) -> None:
         self._prev = None
 
-    @property
-    def ready(self) -> bool:
-        return self._prev is not None
-
     def track(
         self, gray: np.ndarray, pts: np.ndarray, guess: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -167,9 +167,7 @@ class Track:
         corners = map_points(H, model_corners(*t.model_size))
         if not _convex(corners):
             return "support"
-        h, w = shape
-        inside = corners.min() >= 0 and corners[:, 0].max() <= w and corners[:, 1].max() <= h
-        visible = 1.0 if inside else visible_part(H, corners, *t.model_size, (h, w))[2]
+        visible = visible_part(H, corners, *t.model_size, shape)[2]
         if visible < p.min_visible:
             return "visibility"
         t.previous, t.homography = t.homography, H
@@ -238,7 +236,8 @@ class Tracker:
             why = self._check(t, gray, frame)
             if why is not None:
                 lost.append(self._end(t, why, frame))
-        self.tracks = [t for t in self.tracks if t.track_id not in {x.track_id for x in lost}]
+        ended = {x.track_id for x in lost}
+        self.tracks = [t for t in self.tracks if t.track_id not in ended]
         out = [t.detection("tracked") for t in self.tracks]
         return out, lost
 
@@ -347,19 +346,21 @@ class Tracker:
             return False
         if err <= p.reanchor_px:
             return True
-        if self.appearance is None:
+        if self.appearance is None:  # nothing to arbitrate with: the rule alone, beyond the tolerance
             return False
+        preferred = self._prefers_track(t, d, gray)
+        return d.inliers <= t.anchor_inliers if preferred is None else preferred
+
+    def _prefers_track(self, t: Track, d: Detection, gray: np.ndarray) -> bool | None:
+        """True when the frame confirms ``t``'s outline clearly better than ``d``'s, False when the other way
+        round, None when the appearance check tells them apart by no more than :data:`APPEARANCE_MARGIN`
+        (or cannot judge either, or there is no check)."""
+        if self.appearance is None:
+            return None
         mine, theirs = self._appearance(t, t.homography, gray), self._appearance(t, d.homography, gray)
         if np.isfinite(mine) and np.isfinite(theirs) and abs(mine - theirs) > APPEARANCE_MARGIN:
             return bool(mine > theirs)
-        return d.inliers <= t.anchor_inliers  # no clear difference: the better-supported detection
-
-    def _clearly_better(self, t: Track, d: Detection, gray: np.ndarray) -> bool:
-        """Whether the frame confirms ``t``'s outline clearly better than ``d``'s."""
-        if self.appearance is None:
-            return False
-        mine, theirs = self._appearance(t, t.homography, gray), self._appearance(t, d.homography, gray)
-        return bool(np.isfinite(mine) and np.isfinite(theirs) and mine > theirs + APPEARANCE_MARGIN)
+        return None
 
     def _start(self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | None):
         """A track for ``d`` (keeping ``old``'s id when it re-anchors one), or None when too few points can be
@@ -421,7 +422,7 @@ class Tracker:
         confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
         t.rough = False
         err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
-        if err <= self.params.reanchor_px or t not in self.tracks or self._clearly_better(t, d, gray):
+        if err <= self.params.reanchor_px or t not in self.tracks or self._prefers_track(t, d, gray):
             t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
