@@ -280,7 +280,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out_video=args.out,
         warmup_shape=shape,
         camera=camera,
-        widths_m={i.name: i.width_m for i in db.infos() if i.width_m},
+        widths_m={i.object_name: i.width_m for i in db.infos() if i.width_m},
     )
     print(stats.summary())
     if rec.adapter is not None:

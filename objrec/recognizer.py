@@ -21,6 +21,7 @@ policy of its own.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, mak
 from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
+from objrec.modeldb.records import split_key
 from objrec.pose import Camera, with_pose
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.frame import FrameState
@@ -43,7 +45,7 @@ from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.searches import SecondLooks
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
 from objrec.realtime.tracker import Tracker, TrackParams, unexplained
-from objrec.types import Features, FrameResult, Regions, Rejection
+from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection
 
 __all__ = ["Recognizer"]
 
@@ -179,7 +181,7 @@ class Recognizer:
         self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
         self.guided = GuidedStage(self.verifier)
         self.looks = SecondLooks(
-            self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.names
+            self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.records
         )
         self._set_prefilter(prefilter, adapt_prefilter, adapt_params)
         self.clock = clock or PerfClock()
@@ -301,7 +303,8 @@ class Recognizer:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
         latency = sched.elapsed()
         met = state.budget_ms is None or latency <= state.budget_ms
-        result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=state.lost)
+        shown, lost = by_object(shown, state.lost)
+        result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=lost)
         h, w = state.shape
         if state.proposals is not None:
             result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
@@ -343,3 +346,13 @@ class Recognizer:
         self.tracker.reset()
         if self.smoother is not None:
             self.smoother.reset()
+
+
+def by_object(detections: list[Detection], lost: list[LostTrack]) -> tuple[list[Detection], list[LostTrack]]:
+    """A frame's detections and lost tracks named by object, with the view that matched: the stages work on
+    enrolled views (record keys, :func:`~objrec.modeldb.records.view_key`), a result names objects."""
+    out = []
+    for d in detections:
+        name, view = split_key(d.name)
+        out.append(d if view == 0 and name == d.name else dataclasses.replace(d, name=name, view=view))
+    return out, [dataclasses.replace(t, name=split_key(t.name)[0]) for t in lost]

@@ -405,6 +405,9 @@ class Detection:
         object in view are two tracks.
     pose : Pose or None
         The object's metric pose, when the recognizer knows the camera and the object's physical width.
+    view : int
+        The enrolled view of the object that matched (0 for an object enrolled from one image): ``homography``
+        and ``corners`` refer to that view's image.
     """
 
     name: str
@@ -418,6 +421,7 @@ class Detection:
     state: str = "detected"
     track_id: int | None = None
     pose: Pose | None = None
+    view: int = 0
 
     def __post_init__(self) -> None:
         if self.state not in TRACK_STATES:
@@ -428,6 +432,8 @@ class Detection:
             raise ValueError(f"pose: expected a Pose or None, got {type(self.pose).__name__}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name: expected a non-empty str, got {self.name!r}")
+        if isinstance(self.view, bool) or not isinstance(self.view, int | np.integer) or self.view < 0:
+            raise ValueError(f"view: expected an int >= 0, got {self.view!r}")
         score = float(self.score)
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"score: expected a value in [0, 1], got {score}")
@@ -462,6 +468,7 @@ class Detection:
             "state": self.state,
             "track_id": None if self.track_id is None else int(self.track_id),
             "pose": None if self.pose is None else self.pose.to_json(),
+            "view": int(self.view),
         }
         if self.raw_corners is not None:
             out["raw_corners"] = [[float(v) for v in row] for row in self.raw_corners]

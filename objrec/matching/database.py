@@ -10,6 +10,7 @@ import numpy as np
 from objrec.backend import to_numpy
 from objrec.matching.guided import guided_matches
 from objrec.matching.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
+from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Features
 
 __all__ = ["DatabaseMatcher", "SPILL_MIN_TRAIN"]
@@ -40,8 +41,11 @@ class DatabaseMatcher:
         halves it exactly.
     fginn : bool, optional
         Ratio test against the first geometrically inconsistent neighbour (:class:`~objrec.matching.knn.Fginn`)
-        instead of the second one. By default on when an object was enrolled with synthesised views (their
-        near-duplicate descriptors would fail Lowe's test against each other), off otherwise.
+        instead of the second one. By default on when an object was enrolled with synthesised views or with
+        several photos (their near-duplicate descriptors would fail Lowe's test against each other), off
+        otherwise. The objects are the matcher's entries grouped by object name: entries are enrolled views
+        (record keys, :func:`~objrec.modeldb.records.view_key`), and a neighbour in another view of the same
+        object never stands as the competitor.
     """
 
     def __init__(
@@ -77,9 +81,13 @@ class DatabaseMatcher:
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
         self.xp = xp
+        group_of = {n: i for i, n in enumerate(dict.fromkeys(split_key(n)[0] for n in self.names))}
+        groups = np.array([group_of[split_key(n)[0]] for n in self.names], np.int32)
+        multi_view = len(group_of) < len(self.names)
         if fginn is None:
-            fginn = any(getattr(o, "views", None) for o in objects)
-        self.fginn = Fginn(xp.asarray(self.xy), xp.asarray(self.owner)) if fginn else None
+            fginn = multi_view or any(getattr(o, "views", None) for o in objects)
+        group = xp.asarray(groups[self.owner]) if multi_view else None
+        self.fginn = Fginn(xp.asarray(self.xy), xp.asarray(self.owner), group=group) if fginn else None
         # Prepared once, reused every frame.
         if exact or self.use_laplacian or len(self.descriptors) < SPILL_MIN_TRAIN:
             self.index: BruteForceIndex | SpillIndex = BruteForceIndex(self.descriptors, self.laplacian)
@@ -121,7 +129,9 @@ class DatabaseMatcher:
             sub = BruteForceIndex(self.descriptors[dev_rows], lap)
             fginn = None
             if self.fginn is not None:  # the same test on the shortlist's rows
-                fginn = dataclasses.replace(self.fginn, xy=self.fginn.xy[dev_rows], owner=self.fginn.owner[dev_rows])
+                f = self.fginn
+                group = None if f.group is None else f.group[dev_rows]
+                fginn = dataclasses.replace(f, xy=f.xy[dev_rows], owner=f.owner[dev_rows], group=group)
             m = ratio_match(q, sub, self.ratio, self.mutual, ql, fginn=fginn)
         if len(m) == 0:
             return []

@@ -377,12 +377,17 @@ class Fginn:
         Model pixels within which a neighbour of the same object is the same point.
     k : int
         Neighbours searched per query (at least 2).
+    group : (M,) int, optional
+        The object of each train row when objects have several enrolled views (``owner`` then numbers the
+        views): a neighbour in another view of the first one's object may be the same physical point seen
+        from elsewhere, whose position cannot be compared, so it is taken as consistent (never a competitor).
     """
 
     xy: Any
     owner: Any
     radius: float = FGINN_RADIUS
     k: int = FGINN_K
+    group: Any = None
 
     def __post_init__(self) -> None:
         if int(self.k) < 2:
@@ -398,7 +403,11 @@ class Fginn:
         first = xp.maximum(index[:, :1], 0)
         rest = xp.maximum(index[:, 1:], 0)
         near = ((self.xy[rest] - self.xy[first]) ** 2).sum(axis=2) <= self.radius * self.radius
-        consistent = near & (self.owner[rest] == self.owner[first]) & (index[:, 1:] >= 0)
+        same_view = self.owner[rest] == self.owner[first]
+        consistent = near & same_view
+        if self.group is not None:
+            consistent |= (self.group[rest] == self.group[first]) & ~same_view
+        consistent &= index[:, 1:] >= 0
         comp = fginn_competitor(dist2[:, 1:], consistent)
         return xp.where(xp.isinf(comp), dist2[:, -1], comp)
 

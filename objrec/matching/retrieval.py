@@ -337,7 +337,7 @@ class RetrievalIndex:
     def from_database(cls, db: ModelDB, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
         """An index over every descriptor of ``kind`` enrolled in ``db`` (not saved; see :meth:`for_database`)."""
         desc, owner = db.descriptor_table(kind)
-        names = db.names
+        names = db.records
         objects = _Objects({n: (i, db.info(n).sha256) for i, n in enumerate(names)}, next_label=len(names))
         out = cls.build(desc, owner, kind, params)
         out.objects, out.database_id = objects, db.database_id
@@ -353,7 +353,7 @@ class RetrievalIndex:
             raise ValueError("sync: this index was built from arrays, not from a ModelDB")
         if self.database_id == db.database_id:
             return False
-        current = {n: db.info(n).sha256 for n in db.names}
+        current = {n: db.info(n).sha256 for n in db.records}
         table = self.objects.table
         gone = [n for n, (_, sha) in table.items() if current.get(n) != sha]
         self.remove([table.pop(n)[0] for n in gone])

@@ -24,6 +24,7 @@ from objrec.backend import to_numpy
 from objrec.matching.database import DatabaseMatcher
 from objrec.matching.retrieval import IVF_MIN_DESCRIPTORS, RetrievalIndex, RetrievalIndexError, RetrievalParams
 from objrec.matching.stored import StoredMatcher
+from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Features
 
 __all__ = [
@@ -108,6 +109,9 @@ class ShortlistMatcher:
             self._object_of[label] = position[name]
         if len(index.objects.table) != len(position):
             raise ValueError("ShortlistMatcher: the index and the matcher hold different objects")
+        # An object enrolled from several photos has one matcher entry per view; votes are pooled per object.
+        group_of = {n: i for i, n in enumerate(dict.fromkeys(split_key(n)[0] for n in matcher.names))}
+        self._group = np.array([group_of[split_key(n)[0]] for n in matcher.names], np.int64)
         counts = np.asarray(matcher.object_counts(), np.float64)
         # The chance that an object is among a descriptor's k neighbours whatever it shows: an object with
         # many descriptors collects votes from every frame, so shortlists rank votes above this chance.
@@ -125,11 +129,12 @@ class ShortlistMatcher:
         return self.matcher.object_counts()
 
     def shortlist(self, scene: Features, queries: int | None = None) -> np.ndarray:
-        """The matcher's object indices the frame's descriptors vote for most beyond chance, best first (at
-        most ``top``): an object's score is the share of voting descriptors with it among their neighbours,
-        less the share expected from its number of descriptors alone, so a small model filling the frame
-        is not outvoted by large models that are merely everywhere. At most ``queries`` (default: the
-        matcher's ``queries``) of the strongest descriptors vote."""
+        """The matcher's entries the frame's descriptors vote for most beyond chance, best first: an entry's
+        score is the share of voting descriptors with it among their neighbours, less the share expected from
+        its number of descriptors alone, so a small model filling the frame is not outvoted by large models that
+        are merely everywhere. Entries are enrolled views; an object's score is the sum of its views' scores,
+        and the ``top`` objects come with all their views (each object's views best first). At most
+        ``queries`` (default: the matcher's ``queries``) of the strongest descriptors vote."""
         if len(scene) == 0:
             return np.zeros(0, np.int64)
         desc = scene.descriptors
@@ -141,7 +146,16 @@ class ShortlistMatcher:
         objs = self._object_of[labels]
         keep = objs >= 0
         objs, excess = objs[keep], share[keep] - self._chance[objs[keep]]
-        return objs[np.argsort(-excess, kind="stable")[: self.top]]
+        order = np.argsort(-excess, kind="stable")
+        objs, excess = objs[order], excess[order]
+        groups = self._group[objs]
+        pooled = np.zeros(int(self._group.max()) + 1 if len(self._group) else 0)
+        np.add.at(pooled, groups, excess)
+        best = list(dict.fromkeys(groups[np.argsort(-pooled[groups], kind="stable")].tolist()))[: self.top]
+        rank = {g: r for r, g in enumerate(best)}
+        chosen = [i for i, g in enumerate(groups.tolist()) if g in rank]
+        chosen.sort(key=lambda i: rank[int(groups[i])])  # stable: each object's views keep their order
+        return objs[np.asarray(chosen, np.int64)] if chosen else np.zeros(0, np.int64)
 
     def candidates(self, scene: Features, shortlist: Any = None) -> list[Candidate]:
         """Ratio-test matches against the shortlisted objects (retrieved here when not given), in its order."""

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from objrec.matching.database import DatabaseMatcher
+from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Features
 
 __all__ = ["StoredMatcher"]
@@ -43,13 +44,13 @@ class StoredMatcher:
     ratio, mutual, xp
         As for :class:`~objrec.matching.database.DatabaseMatcher`.
     fginn : bool, optional
-        FGINN ratio test; by default on when any object of the database was enrolled with views (as the
-        in-memory matcher decides over all its objects).
+        FGINN ratio test; by default on when any object of the database was enrolled with synthesised views
+        or several photos (as the in-memory matcher decides over all its objects).
 
     Notes
     -----
-    Objects are indexed in the database's order (:attr:`ModelDB.names` when the matcher was made), like a
-    :class:`DatabaseMatcher` made from ``db.objects()``.
+    Entries are the database's enrolled views, in its order (:attr:`ModelDB.records` when the matcher was
+    made), like a :class:`DatabaseMatcher` made from ``db.objects()``.
     """
 
     def __init__(
@@ -67,7 +68,8 @@ class StoredMatcher:
         self.sizes = [(i.width, i.height) for i in infos]
         self.view_tables = [i.view_table for i in infos]
         self.counts = np.array([i.n_features.get(kind, 0) for i in infos], np.int64)
-        self.fginn = any(t for t in self.view_tables) if fginn is None else bool(fginn)
+        multi_view = len({split_key(n)[0] for n in self.names}) < len(self.names)
+        self.fginn = (multi_view or any(t for t in self.view_tables)) if fginn is None else bool(fginn)
         # Kept for the next frames: a video's shortlist seldom changes from one frame to the next, a matcher
         # costs its descriptors' copy and norms to make, and an object its read and float32 conversion.
         self._matcher_of = functools.lru_cache(RECENT_MATCHERS)(self._make_matcher)

@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 
 from objrec.boxes import box_area, covered_share, points_box
+from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Detection, Rejection
 
 __all__ = ["FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS", "shared_support"]
@@ -36,6 +37,16 @@ def shared_support(weak: Detection, strong: Detection) -> float:
         return 0.0
     d2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
     return float((d2.min(axis=1) <= SAME_POINT_PX**2).mean())
+
+
+def same_object_in_place(a: Detection, b: Detection) -> bool:
+    """Whether ``a`` and ``b`` are two views of one object (record keys of one name) where most of ``a``'s
+    outline box lies inside ``b``'s: one physical object seen once, matched through two of its photos."""
+    if a.name == b.name or split_key(a.name)[0] != split_key(b.name)[0]:
+        return False
+    lo_a, hi_a = a.corners.min(axis=0), a.corners.max(axis=0)
+    lo_b, hi_b = b.corners.min(axis=0), b.corners.max(axis=0)
+    return covered_share((*lo_a, *hi_a), (*lo_b, *hi_b)) >= EXPLAINED_SHARE
 
 
 #: An unsure box with this share of its area inside a larger unsure box is searched as part of that one.
@@ -93,15 +104,18 @@ class FrameVerdicts:
                 self.unsure.append(box)
 
     def _explain_away(self, candidate: Candidate, new: Detection) -> Detection | Rejection:
-        """Two detections resting on the same scene keypoints (two covers sharing a logo or a banner): the
-        one with fewer inliers is rejected as ``explained``, whichever was verified first. Objects that only
-        overlap (one in front of the other) keep their own keypoints and are both kept."""
+        """Two detections resting on the same scene keypoints (two covers sharing a logo or a banner), or two
+        views of one object in one place: the one with fewer inliers is rejected as ``explained``, whichever
+        was verified first. Objects that only overlap (one in front of the other) keep their own keypoints and
+        are both kept."""
         for name, old in list(self.found.items()):
             weak, strong = (new, old) if new.inliers <= old.inliers else (old, new)
             share = shared_support(weak, strong)
-            if share < EXPLAINED_SHARE:
+            if share < EXPLAINED_SHARE and not same_object_in_place(weak, strong):
                 continue
             detail = f"{share:.0%} of its {weak.inliers} inliers are inliers of {strong.name} ({strong.inliers})"
+            if share < EXPLAINED_SHARE:
+                detail = f"another view of the object, {strong.name} ({strong.inliers} inliers), is found in its place"
             rejection = Rejection(weak.name, "explained", weak.inliers, detail)
             if weak is new:
                 return rejection

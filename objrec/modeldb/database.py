@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from objrec.imageio import InputError
 from objrec.modeldb import maintenance
 from objrec.modeldb.enrolment import run_enrolment
 from objrec.modeldb.preparation import PreparedObject, prepare_object
@@ -23,7 +24,10 @@ from objrec.modeldb.records import (
     ModelObject,
     ObjectInfo,
     check_name,
+    check_shape,
     check_width_m,
+    split_key,
+    view_key,
 )
 from objrec.modeldb.store import ShardStore
 from objrec.modeldb.upgrade import upgrade_schema1
@@ -121,21 +125,40 @@ class ModelDB:
     @property
     def names(self) -> list[str]:
         """Names of the enrolled objects, in the order they were enrolled."""
+        return list(self.store.views)
+
+    @property
+    def records(self) -> list[str]:
+        """Keys of every enrolled view (an object's view 0 under its name, view ``k`` under ``NAME#k``; see
+        :func:`~objrec.modeldb.records.view_key`), in the order they were enrolled: what matchers and indexes
+        hold, one entry per view."""
         return list(self.store.live)
 
+    def view_keys(self, name: str) -> list[str]:
+        """The record keys of object ``name``'s views, in view order (KeyError naming the known objects)."""
+        if name not in self.store.views:
+            self.store.locate(name)  # raises the KeyError naming the enrolled objects
+            raise KeyError(f"{name!r} is a view's key in {self.path}, not an object name")
+        return list(self.store.views[name])
+
     def __len__(self) -> int:
-        return len(self.store.live)
+        return len(self.store.views)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.store.live
+        """True for an enrolled object's name and for the key of an enrolled view."""
+        try:
+            return name in self.store.views or name in self.store.live
+        except TypeError:
+            return False
 
     def info(self, name: str) -> ObjectInfo:
-        """What the object table records about ``name`` (no array is read)."""
+        """What the object table records about a view (no array is read): ``name`` is a record key, or an
+        object's name for its first view."""
         sh, row = self.store.locate(name)
         return ObjectInfo.from_entry(sh.objects[row])
 
     def infos(self) -> list[ObjectInfo]:
-        """:meth:`info` of every enrolled object, in the order of :attr:`names` (no array is read)."""
+        """:meth:`info` of every enrolled view, in the order of :attr:`records` (no array is read)."""
         return self.store.infos()
 
     def thumbnail(self, name: str) -> np.ndarray:
@@ -144,7 +167,8 @@ class ModelDB:
         return self.store.thumbnail(*self.store.locate(name))
 
     def get(self, name: str, with_image: bool = False) -> ModelObject:
-        """The enrolled object ``name`` (KeyError naming the known objects if absent)."""
+        """An enrolled view: ``name`` is a record key, or an object's name for its first view (KeyError naming the
+        known objects if absent)."""
         return self.store.cached_object(name, with_image)
 
     def get_kind(self, name: str, kind: str) -> ModelObject:
@@ -158,8 +182,8 @@ class ModelDB:
             raise ValueError(f"kind: {kind!r} is not enrolled in {self.path} (has {list(self.detectors)})")
 
     def objects(self, with_image: bool = False) -> list[ModelObject]:
-        """:meth:`get` of every enrolled object, in the order of :attr:`names`."""
-        return [self.get(n, with_image) for n in self.names]
+        """:meth:`get` of every enrolled view, in the order of :attr:`records`."""
+        return [self.get(n, with_image) for n in self.records]
 
     def image(self, name: str) -> np.ndarray:
         """The stored model image (BGR or gray uint8) of ``name``."""
@@ -173,7 +197,7 @@ class ModelDB:
         descriptors : (N, D) ndarray
             uint8 for SIFT, float16 for SURF (see :data:`DESCRIPTOR_STORAGE`); a copy out of the maps.
         owner : (N,) int64
-            Index into :attr:`names` of the object each row belongs to.
+            Index into :attr:`records` of the view each row belongs to.
         """
         self._check_kind(kind)
         return self.store.descriptor_table(kind)
@@ -189,44 +213,84 @@ class ModelDB:
     def enroll(
         self,
         name: str,
-        image: str | os.PathLike | np.ndarray,
+        image: str | os.PathLike | np.ndarray | Sequence[str | os.PathLike | np.ndarray],
         replace: bool = False,
         views: str | None = None,
         width_m: float | None = None,
+        shape: str = "flat",
     ) -> ModelObject:
-        """Add an object from an image file or array (gray or BGR uint8). Saved atomically at once.
+        """Add an object from an image file or array (gray or BGR uint8), or from a list of them: several
+        views of one object (photos from different sides), which retrieval and matching treat as one object;
+        a detection names the object and the view that matched. Saved atomically at once; returns view 0.
 
-        ``views="affine"`` also enrols the features of affine-warped views of the image (ASIFT's tilts and
+        ``views="affine"`` also enrols the features of affine-warped copies of each image (ASIFT's tilts and
         rotations, :mod:`objrec.modeldb.views`), for recognition under strong viewpoint change; None (or "none")
-        enrols the image's own features only. ``width_m`` is the object's physical width in metres (along the
+        enrols the images' own features only. ``width_m`` is the object's physical width in metres (along the
         model image's x axis; a positive, finite number), which a metric pose needs; None when unknown.
+        ``shape="solid"`` marks an object with depth, verified without assuming a plane
+        (:mod:`objrec.matching.solid`); "flat" (the default) is verified by a homography. ``replace`` replaces
+        every view of an enrolled object of that name.
         """
+        images = list(image) if isinstance(image, list | tuple) else [image]
         check_name(name)
         check_views(views)
         check_width_m(width_m)
-        if name in self and not replace:
+        check_shape(shape)
+        if not images:
+            raise InputError(f"image for {name!r}: expected an image or a non-empty list of views")
+        if name in self.store.views and not replace:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
-        refused = self.commit_batch([prepare_object(name, image, self.detectors, views, width_m)], replace)
-        if refused:
+        prepared = [
+            prepare_object(view_key(name, k), img, self.detectors, views, width_m, shape) for k, img in enumerate(images)
+        ]
+        if self.commit_batch(prepared, replace):
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         return self.get(name)
 
+    def add_view(self, name: str, image: str | os.PathLike | np.ndarray) -> int:
+        """Add a view (another photo of the object) to the enrolled object ``name``, with the object's views
+        setting, width and shape; returns its view number (one more than the highest). Saved atomically."""
+        first = self.info(self.view_keys(name)[0])
+        with self.store.writing():
+            keys = self.view_keys(name)
+            view = split_key(keys[-1])[1] + 1
+            p = prepare_object(view_key(name, view), image, self.detectors, first.views, first.width_m, first.shape)
+            self.store.commit([p], set())
+            maintenance.maintain(self.store)
+        return view
+
+    def remove_view(self, name: str, view: int) -> None:
+        """Remove view ``view`` of object ``name`` (KeyError naming its views if it has no such view;
+        ModelDBError for its only view: remove the object instead). The other views keep their numbers."""
+        with self.store.writing():
+            keys = self.view_keys(name)
+            key = view_key(name, view)
+            if key not in keys:
+                have = ", ".join(str(split_key(k)[1]) for k in keys)
+                raise KeyError(f"object {name!r} in {self.path} has no view {view} (views: {have})")
+            if len(keys) == 1:
+                raise ModelDBError(f"{self.path / MANIFEST}: view {view} is the only view of {name!r}; remove the object")
+            self.store.commit([], {key})
+            maintenance.maintain(self.store)
+
     def enroll_many(
         self,
-        items: Iterable[tuple[str, str | os.PathLike | np.ndarray]],
+        items: Iterable[tuple[str, Any]],
         replace: bool = False,
         workers: int | None = None,
         batch_size: int = ENROLL_BATCH,
         progress: bool = True,
         views: str | None = None,
         width_m: float | None = None,
+        shape: str = "flat",
     ) -> EnrollReport:
         """Enrol many objects: features extracted in parallel threads, committed in batches, resumable.
 
         Parameters
         ----------
         items : iterable of (name, image)
-            Object names with an image file path or array; read lazily, so a generator over a large
+            Object names with an image file path or array, or a list of them (the object's views, as for
+            :meth:`enroll`); read lazily, so a generator over a large
             folder is fine.
         replace : bool
             Re-enrol names already enrolled from different content (otherwise they are failures).
@@ -245,6 +309,8 @@ class ModelDB:
             The physical width in metres of every object of this call (as for :meth:`enroll`). A rerun with a
             width skips a name only when it was enrolled with that width (otherwise it needs ``replace``, or
             :meth:`set_width` without re-extraction); a rerun without one keeps the enrolled widths.
+        shape : {"flat", "solid"}
+            What verification assumes of every object of this call (as for :meth:`enroll`).
 
         Returns
         -------
@@ -252,48 +318,51 @@ class ModelDB:
             Enrolled and skipped names and the failures (unreadable image, no features, bad or repeated
             name, already enrolled from other content) with their reasons; the others are enrolled.
         """
-        return run_enrolment(self, items, replace, workers, batch_size, progress, views, width_m)
+        return run_enrolment(self, items, replace, workers, batch_size, progress, views, width_m, shape)
 
     def commit_batch(self, batch: list[PreparedObject], replace: bool) -> list[PreparedObject]:
-        """Commit objects from :func:`~objrec.modeldb.preparation.prepare_object` as one shard (replacing
-        objects of the same names with ``replace``), then compact; returns those refused as already enrolled."""
+        """Commit the views of objects from :func:`~objrec.modeldb.preparation.prepare_object` as one shard,
+        then compact; returns those refused because their object is already enrolled. With ``replace``, an
+        enrolled object of the same name loses every view the batch does not bring again."""
         with self.store.writing():
-            refused = [p for p in batch if p.entry["name"] in self.store.live and not replace]
+            objects = {split_key(p.entry["name"])[0] for p in batch}
+            taken = {n for n in objects if n in self.store.views}
+            refused = [] if replace else [p for p in batch if split_key(p.entry["name"])[0] in taken]
             keep = [p for p in batch if p not in refused]
             if keep:
-                self.store.commit(keep, set())
+                new = {p.entry["name"] for p in keep}
+                stale = {k for n in taken for k in self.store.views[n] if k not in new} if replace else set()
+                self.store.commit(keep, stale)
                 maintenance.maintain(self.store)
         return refused
 
     def remove(self, name: str | Iterable[str]) -> None:
-        """Remove an enrolled object, or several in one commit (KeyError naming the first unknown one,
-        and nothing removed). The database id changes; its prefilter stays valid."""
+        """Remove an enrolled object with all its views, or several in one commit (KeyError naming the first
+        unknown one, and nothing removed). The database id changes; its prefilter stays valid."""
         names = [name] if isinstance(name, str) else list(name)
         with self.store.writing():
-            for n in names:
-                self.store.locate(n)
-            self.store.commit([], set(names))
+            keys = {k for n in names for k in self.view_keys(n)}
+            self.store.commit([], keys)
             maintenance.maintain(self.store)
 
     def rename(self, old: str, new: str) -> None:
-        """Rename an enrolled object in one commit (KeyError if ``old`` is unknown, ModelDBError if ``new``
-        is taken). Nothing is re-extracted; the database id changes and its prefilter stays valid."""
+        """Rename an enrolled object (all its views) in one commit (KeyError if ``old`` is unknown, ModelDBError
+        if ``new`` is taken). Nothing is re-extracted; the database id changes and its prefilter stays valid."""
         check_name(new)
         with self.store.writing():
-            self.store.locate(old)  # raises the KeyError naming the enrolled objects
-            if new in self.store.live:
+            keys = self.view_keys(old)  # raises the KeyError naming the enrolled objects
+            if new in self.store.views:
                 raise ModelDBError(f"{self.path / MANIFEST}: object {new!r} is already enrolled")
-            self.store.rename(old, new)
+            self.store.rename([(k, view_key(new, split_key(k)[1])) for k in keys])
 
     def set_width(self, name: str, width_m: float | None) -> None:
-        """Record the physical width of an enrolled object in metres (None: unknown) in one commit (KeyError
-        if ``name`` is unknown, ValueError naming ``width_m`` unless it is a positive, finite number). Nothing
-        is re-extracted, and the database id stays the same: the width is not part of the content a prefilter
-        or index is built from."""
+        """Record the physical width of an enrolled object (every view) in metres (None: unknown) in one commit
+        (KeyError if ``name`` is unknown, ValueError naming ``width_m`` unless it is a positive, finite number).
+        Nothing is re-extracted, and the database id stays the same: the width is not part of the content a
+        prefilter or index is built from."""
         width_m = check_width_m(width_m)
         with self.store.writing():
-            self.store.locate(name)  # raises the KeyError naming the enrolled objects
-            self.store.set_width(name, width_m)
+            self.store.set_width(self.view_keys(name), width_m)
 
     def compact(self) -> int:
         """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored

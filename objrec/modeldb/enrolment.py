@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
 from objrec.modeldb.preparation import PreparedObject, prepare_object, source_sha256
-from objrec.modeldb.records import ENROLL_BATCH, EnrollFailure, EnrollReport, check_name, check_width_m
+from objrec.modeldb.records import (
+    ENROLL_BATCH,
+    EnrollFailure,
+    EnrollReport,
+    check_name,
+    check_shape,
+    check_width_m,
+    split_key,
+    view_key,
+)
 from objrec.modeldb.views import check_views
 
 if TYPE_CHECKING:
@@ -39,29 +48,48 @@ class _AlreadyEnrolled(InputError):
 
 
 def _label(image: Any) -> str:
+    if isinstance(image, list | tuple):
+        return ", ".join(_label(i) for i in image)
     return "<array>" if hasattr(image, "shape") else str(image)
 
 
 def _work(
     name: str,
-    image: Any,
+    images: list[Any],
     detectors: dict,
-    known: dict | None,
+    known: list[dict] | None,
     replace: bool,
     views: str | None = None,
     width_m: float | None = None,
-) -> PreparedObject | str:
-    """In a worker thread: skip what is enrolled from the same content and views (and width, when one is
-    given), else prepare the object."""
+    shape: str = "flat",
+) -> list[PreparedObject] | str:
+    """In a worker thread: skip an object enrolled from the same content of the same views (and views
+    setting, shape and width, when one is given), else prepare its views."""
     if known is not None:
-        same = known.get("sha256") == source_sha256(image) and known.get("views") == views
-        if same and width_m in (None, known.get("width_m")):
+        same = len(known) == len(images) and all(
+            k.get("sha256") == source_sha256(img) and k.get("views") == views and k.get("shape") == shape
+            for k, img in zip(known, images, strict=True)
+        )
+        if same and width_m in (None, known[0].get("width_m")):
             return _SKIP
         if not replace:
             raise _AlreadyEnrolled(
-                f"object {name!r} is already enrolled from other content, views or width (use replace)"
+                f"object {name!r} is already enrolled from other content, views, shape or width (use replace)"
             )
-    return prepare_object(name, image, detectors, views, width_m)
+    return [
+        prepare_object(view_key(name, k), img, detectors, views, width_m, shape) for k, img in enumerate(images)
+    ]
+
+
+def _known(db: ModelDB, name: str) -> list[dict] | None:
+    """What the enrolled views of object ``name`` were made from, for the skip test of :func:`_work`; None for
+    an object not enrolled (or enrolled without a source record)."""
+    if name not in db.names:
+        return None
+    infos = [db.info(k) for k in db.view_keys(name)]
+    if any(i.source is None for i in infos):
+        return None
+    return [{**i.source, "views": i.views, "width_m": i.width_m, "shape": i.shape} for i in infos]
 
 
 def _reason(exc: BaseException) -> str:
@@ -104,7 +132,7 @@ class _Run:
         if isinstance(out, str):
             self.report.skipped.append(name)
         else:
-            self.batch.append(out)
+            self.batch += out
             if len(self.batch) >= self.batch_size:
                 self.flush()
         self.bar.update(1)
@@ -124,10 +152,12 @@ class _Run:
         batch, self.batch = self.batch, []
         refused = self.db.commit_batch(batch, self.replace)
         gone = {id(p) for p in refused}
-        self.report.enrolled += [p.entry["name"] for p in batch if id(p) not in gone]
+        self.report.enrolled += list(dict.fromkeys(split_key(p.entry["name"])[0] for p in batch if id(p) not in gone))
         for p in refused:
-            src = (p.entry.get("source") or {}).get("path") or "<array>"
-            self.report.failed.append(EnrollFailure(p.entry["name"], src, "already enrolled (use replace)"))
+            name, view = split_key(p.entry["name"])
+            if view == 0:
+                src = (p.entry.get("source") or {}).get("path") or "<array>"
+                self.report.failed.append(EnrollFailure(name, src, "already enrolled (use replace)"))
 
 
 def run_enrolment(
@@ -139,6 +169,7 @@ def run_enrolment(
     progress: bool = True,
     views: str | None = None,
     width_m: float | None = None,
+    shape: str = "flat",
 ) -> EnrollReport:
     """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
     from tqdm import tqdm
@@ -147,6 +178,7 @@ def run_enrolment(
 
     views = check_views(views)
     width_m = check_width_m(width_m)
+    shape = check_shape(shape)
     workers = max(1, int(workers or usable_cores()))
     total = len(items) if hasattr(items, "__len__") else None
     bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
@@ -160,9 +192,11 @@ def run_enrolment(
             if reason is not None:
                 run.fail(str(name), _label(image), reason)
                 continue
-            info = db.info(name) if name in db else None
-            known = {**info.source, "views": info.views, "width_m": info.width_m} if info and info.source else None
-            job = pool.submit(_work, name, image, detectors, known, replace, views, width_m)
+            images = list(image) if isinstance(image, list | tuple) else [image]
+            if not images:
+                run.fail(name, "", "no images given for its views")
+                continue
+            job = pool.submit(_work, name, images, detectors, _known(db, name), replace, views, width_m, shape)
             pending.append((name, _label(image), job))
             while len(pending) >= 2 * workers:
                 run.collect(*pending.popleft())

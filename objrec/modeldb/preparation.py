@@ -17,7 +17,15 @@ import numpy as np
 from objrec.fileio import sha256_bytes
 from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
 from objrec.modeldb.extraction import extract_model_features
-from objrec.modeldb.records import DESCRIPTOR_STORAGE, KEYPOINT_DTYPE, ModelDBError, check_name, check_width_m
+from objrec.modeldb.records import (
+    DESCRIPTOR_STORAGE,
+    KEYPOINT_DTYPE,
+    ModelDBError,
+    check_name,
+    check_shape,
+    check_width_m,
+    split_key,
+)
 from objrec.modeldb.views import add_view_features, check_views
 from objrec.types import Features
 
@@ -141,7 +149,12 @@ def source_sha256(image: Any) -> str:
 
 
 def prepare_object(
-    name: str, image: Any, detectors: dict[str, dict[str, Any]], views: str | None = None, width_m: float | None = None
+    name: str,
+    image: Any,
+    detectors: dict[str, dict[str, Any]],
+    views: str | None = None,
+    width_m: float | None = None,
+    shape: str = "flat",
 ) -> PreparedObject:
     """Read or check an image, extract its features and put everything in stored form (thread-safe).
 
@@ -151,7 +164,8 @@ def prepare_object(
     Parameters
     ----------
     name : str
-        The object's name (:func:`~objrec.modeldb.records.check_name`).
+        The record key: the object's name (:func:`~objrec.modeldb.records.check_name`), or ``NAME#k`` for its
+        view ``k`` (:func:`~objrec.modeldb.records.view_key`).
     image : path or ndarray
         An image file or a gray or BGR uint8 array.
     detectors : dict of kind -> parameters
@@ -161,6 +175,9 @@ def prepare_object(
     width_m : float, optional
         The object's physical width in metres (:func:`~objrec.modeldb.records.check_width_m`), recorded in its
         entry when given.
+    shape : {"flat", "solid"}
+        What verification assumes of the object (:data:`~objrec.modeldb.records.SHAPES`), recorded in its entry
+        when solid.
 
     Returns
     -------
@@ -171,9 +188,10 @@ def prepare_object(
     InputError
         For a bad name, an unreadable image or one without features; the message says which and why.
     """
-    check_name(name)
+    check_name(split_key(name)[0])
     views = check_views(views)
     width_m = check_width_m(width_m)
+    shape = check_shape(shape)
     img, encoded, source = _load_source(name, image)
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
@@ -186,6 +204,8 @@ def prepare_object(
         p.entry.update(views=views, view_table=table)
     if width_m is not None:
         p.entry["width_m"] = width_m
+    if shape != "flat":
+        p.entry["shape"] = shape
     return p
 
 

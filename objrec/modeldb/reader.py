@@ -15,7 +15,16 @@ import numpy as np
 from objrec.fileio import FileFormatError, file_sha256, read_json
 from objrec.imageio import decode_image, to_bgr
 from objrec.modeldb.preparation import content_sha256, thumb_sha256, thumbnail
-from objrec.modeldb.records import KEYPOINT_DTYPE, MANIFEST, SHARDS, THUMBS, ModelDBError, ModelObject, ObjectInfo
+from objrec.modeldb.records import (
+    KEYPOINT_DTYPE,
+    MANIFEST,
+    SHARDS,
+    THUMBS,
+    ModelDBError,
+    ModelObject,
+    ObjectInfo,
+    split_key,
+)
 from objrec.modeldb.shards import Shard, check_manifest, read_table, stat_signature
 from objrec.types import Features
 
@@ -41,7 +50,10 @@ class ShardReader:
         The current manifest (read only: a commit publishes a new one).
     shards : list of Shard
     live : dict of str -> (int, int)
-        Each live object's shard index and row, in enrolment order.
+        Each live record's shard index and row, in enrolment order, by record key (an object's view 0 under
+        its name, view ``k`` under ``NAME#k``: :func:`~objrec.modeldb.records.view_key`).
+    views : dict of str -> list of str
+        Each object's live record keys, views in ascending order; objects in enrolment order.
     mapped : dict
         ``(shard id, file name) -> array`` of the files mapped so far.
     hashed : set
@@ -96,6 +108,10 @@ class ShardReader:
         self.manifest = manifest
         self.shards = shards
         self.live = index
+        views: dict[str, list[str]] = {}
+        for key in index:
+            views.setdefault(split_key(key)[0], []).append(key)
+        self.views = {n: sorted(keys, key=lambda k: split_key(k)[1]) for n, keys in views.items()}
         ids = {s.id for s in shards}
         self.mapped = {k: v for k, v in self.mapped.items() if k[0] in ids}
         self._thumbs.clear()
@@ -112,11 +128,12 @@ class ShardReader:
         return True
 
     def locate(self, name: str) -> tuple[Shard, int]:
-        """The shard and row of the live object ``name`` (KeyError naming the enrolled objects if absent)."""
+        """The shard and row of the live record ``name`` (a record key, or an object's name for its first view;
+        KeyError naming the enrolled objects if absent)."""
         try:
-            si, row = self.live[name]
+            si, row = self.live[name] if name in self.live else self.live[self.views[name][0]]
         except (KeyError, TypeError):
-            names = list(self.live)
+            names = list(self.views)
             shown = names[:20]
             known = ", ".join(shown) + (f", ... ({len(names)} in all)" if len(names) > len(shown) else "")
             raise KeyError(f"unknown object {name!r} in {self.path} (enrolled: {known or 'none'})") from None
@@ -224,7 +241,9 @@ class ShardReader:
         feats = {kind: self.features(sh, row, kind) for kind in kinds}
         image = self.image(sh, row) if with_image else None
         w, h = int(o["width"]), int(o["height"])
-        return ModelObject(o["name"], w, h, feats, image, o.get("views"), o.get("view_table"), o.get("width_m"))
+        return ModelObject(
+            o["name"], w, h, feats, image, o.get("views"), o.get("view_table"), o.get("width_m"), o.get("shape", "flat")
+        )
 
     def image(self, shard: Shard, row: int) -> np.ndarray:
         """The decoded model image (BGR or gray uint8) of the object at ``row`` of ``shard``."""

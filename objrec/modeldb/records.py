@@ -33,6 +33,11 @@ __all__ = [
     "SHARD_ID_RE",
     "check_name",
     "check_width_m",
+    "check_shape",
+    "VIEW_SEP",
+    "SHAPES",
+    "view_key",
+    "split_key",
 ]
 
 SCHEMA_VERSION = 2
@@ -65,6 +70,12 @@ KEYPOINT_DTYPE = np.dtype(
 )
 #: Valid object names: 1-128 characters from letters, digits, '_', '.', '-', starting with a letter or digit.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+#: Separates an object's name from its view number in the key of the view's record: view 0 of object ``NAME`` is
+#: stored as ``NAME``, view 2 as ``NAME#2``. Names cannot hold '#', so a key never collides with a name.
+VIEW_SEP = "#"
+#: What verification assumes of an object: ``"flat"`` (a homography maps the model image to the frame) or
+#: ``"solid"`` (an object with depth, verified by consistency that holds without a plane).
+SHAPES = ("flat", "solid")
 #: Shard folder names: a sequence number and a random part.
 SHARD_ID_RE = re.compile(r"^s[0-9]{6}-[0-9a-f]{8}$")
 
@@ -73,13 +84,42 @@ class ModelDBError(FileFormatError):
     """A model database problem; the message names the file or object."""
 
 
+def view_key(name: str, view: int) -> str:
+    """The record key of view ``view`` of object ``name`` (see :data:`VIEW_SEP`)."""
+    return name if int(view) == 0 else f"{name}{VIEW_SEP}{int(view)}"
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """(object name, view number) of a record key (see :data:`VIEW_SEP`)."""
+    name, sep, view = key.partition(VIEW_SEP)
+    return (name, int(view)) if sep else (name, 0)
+
+
+class _Keyed:
+    """The object name and view number of a record whose ``name`` is its key."""
+
+    name: str
+
+    @property
+    def object_name(self) -> str:
+        """The object this record is a view of."""
+        return split_key(self.name)[0]
+
+    @property
+    def view(self) -> int:
+        """The record's view number within its object (0 for the first view)."""
+        return split_key(self.name)[1]
+
+
 @dataclass(frozen=True)
-class ModelObject:
-    """One enrolled object: its name, model image size and features per detector kind.
+class ModelObject(_Keyed):
+    """One enrolled view of an object: its record key, model image size and features per detector kind.
 
     Attributes
     ----------
     name : str
+        The record key: the object's name for its view 0, ``NAME#k`` for view ``k`` (see :data:`VIEW_SEP`;
+        :attr:`object_name` and :attr:`view` split it).
     width, height : int
         Model image size in pixels.
     features : dict of kind -> Features
@@ -90,6 +130,8 @@ class ModelObject:
         :mod:`objrec.modeldb.views`); None without views.
     width_m : float or None
         The object's physical width (along the model image's x axis) in metres; None when unknown.
+    shape : {"flat", "solid"}
+        What verification assumes of the object (:data:`SHAPES`).
     """
 
     name: str
@@ -100,6 +142,7 @@ class ModelObject:
     views: str | None = None
     view_table: dict[str, Any] | None = None
     width_m: float | None = None
+    shape: str = "flat"
 
     @property
     def corners(self) -> np.ndarray:
@@ -109,13 +152,14 @@ class ModelObject:
 
 
 @dataclass(frozen=True)
-class ObjectInfo:
-    """What the object table records about an enrolled object (no arrays are read for it).
+class ObjectInfo(_Keyed):
+    """What the object table records about one enrolled view of an object (no arrays are read for it).
 
     Attributes
     ----------
     name, width, height
-        The object's name and model image size in pixels.
+        The record key (the object's name for its view 0, ``NAME#k`` for view ``k``; :attr:`object_name` and
+        :attr:`view` split it) and the view's image size in pixels.
     sha256 : str
         Hash of the stored content (image bytes, keypoints and descriptors): changes when it is replaced.
     source : dict or None
@@ -131,6 +175,8 @@ class ObjectInfo:
     width_m : float or None
         The object's physical width (along the model image's x axis) in metres, given at enrolment or by
         :meth:`ModelDB.set_width`; None when unknown (the key is optional in the object table).
+    shape : {"flat", "solid"}
+        What verification assumes of the object (:data:`SHAPES`; the key is optional, absent for flat).
     """
 
     name: str
@@ -142,6 +188,7 @@ class ObjectInfo:
     views: str | None = None
     view_table: dict[str, Any] | None = None
     width_m: float | None = None
+    shape: str = "flat"
 
     @classmethod
     def from_entry(cls, o: dict[str, Any]) -> ObjectInfo:
@@ -156,6 +203,7 @@ class ObjectInfo:
             o.get("views"),
             o.get("view_table"),
             o.get("width_m"),
+            o.get("shape", "flat"),
         )
 
 
@@ -199,3 +247,10 @@ def check_width_m(width_m: Any) -> float | None:
     if not ok or not (math.isfinite(width_m) and width_m > 0):
         raise ValueError(f"width_m: expected a positive, finite width in metres or None, got {width_m!r}")
     return float(width_m)
+
+
+def check_shape(shape: Any) -> str:
+    """``shape`` if it is one of :data:`SHAPES`, else a ValueError naming ``shape``."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape: expected one of {', '.join(SHAPES)}, got {shape!r}")
+    return str(shape)

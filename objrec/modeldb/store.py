@@ -97,24 +97,25 @@ class ShardStore(ShardReader):
             manifest["next_seq"] += len(add)
         self.publish(manifest, [s for s in shards if len(s.dead) < len(s.objects)], keeps_dependents=not add)
 
-    def rename(self, old: str, new: str) -> None:
-        """Record the rename of the live object ``old`` to the free name ``new`` in one commit (write lock
-        held; the shard's files stay as they are)."""
-        self.override(old, "renamed", new)
+    def rename(self, pairs: list[tuple[str, str]]) -> None:
+        """Record the renames of live records ``old`` to free keys ``new`` (``(old, new)`` pairs) in one commit
+        (write lock held; the shard's files stay as they are)."""
+        self.override([(old, "renamed", new) for old, new in pairs])
 
-    def set_width(self, name: str, width_m: float | None) -> None:
-        """Record the physical width of the live object ``name`` (None: unknown) in one commit (write lock
+    def set_width(self, names: list[str], width_m: float | None) -> None:
+        """Record the physical width of the live records ``names`` (None: unknown) in one commit (write lock
         held; the shard's files stay as they are, and the database id with them)."""
-        self.override(name, "width_m", width_m)
+        self.override([(n, "width_m", width_m) for n in names])
 
-    def override(self, name: str, key: str, value: Any) -> None:
-        """Change a field of the live object ``name`` through its shard's manifest entry (``key`` of
-        :data:`~objrec.modeldb.shards.OVERRIDES`), in one commit (write lock held)."""
-        si, row = self.live[name]
+    def override(self, changes: list[tuple[str, str, Any]]) -> None:
+        """Change fields of live records through their shards' manifest entries, in one commit (write lock
+        held): ``(record key, field, value)`` triples, each field a key of :data:`~objrec.modeldb.shards.OVERRIDES`."""
         shards = list(self.shards)
-        sh = shards[si]
-        entry = dict(sh.entry, **{key: {**sh.entry.get(key, {}), str(row): value}})
-        shards[si] = Shard(entry, with_overrides(sh.objects, {key: {str(row): value}}), sh.offsets)
+        for name, key, value in changes:
+            si, row = self.live[name]
+            sh = shards[si]
+            entry = dict(sh.entry, **{key: {**sh.entry.get(key, {}), str(row): value}})
+            shards[si] = Shard(entry, with_overrides(sh.objects, {key: {str(row): value}}), sh.offsets)
         self.publish(dict(self.manifest), shards, keeps_dependents=True)
 
     def new_shard(self, manifest: dict[str, Any], kinds: list[str], objects: list[PreparedObject]) -> Shard:

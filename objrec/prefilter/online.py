@@ -471,7 +471,7 @@ def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams
         prefilter, status = RegionPrefilter().train(db, None, progress=True), "trained"
     if not isinstance(prefilter, RegionPrefilter):
         raise ValueError(f"adapt_prefilter: needs a RegionPrefilter to adapt, got {type(prefilter).__name__}")
-    names = list(db.names)
+    names = list(db.records)  # every view of every object
     step = max(1, len(names) // 32)  # at most 32 objects' images are kept for composited positives
     objects = {n: db.image(n) for n in names[::step][:32]}
     return OnlinePrefilter(prefilter, objects, params), f"{status}, adapting"

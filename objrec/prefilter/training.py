@@ -228,7 +228,7 @@ def fit_to_database(
     pf.validate_params()
     if not isinstance(n_scenes, (int, np.integer)) or n_scenes < 4:
         raise ValueError(f"n_scenes: expected an integer >= 4, got {n_scenes!r}")
-    names = list(db.names)
+    names = list(db.records)  # every view of every object
     if not names:
         raise ValueError(f"{db.path}: the database has no enrolled objects; enroll some before training")
     objects = {n: db.image(n) for n in names}

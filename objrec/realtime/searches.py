@@ -40,7 +40,7 @@ class SecondLooks:
     kinds : list of str
         The detector kinds, the primary first.
     names : list of str
-        The database's object names, in its order (a candidate's ``object_index``).
+        The database's record keys (one per enrolled view), in its order (a candidate's ``object_index``).
     """
 
     def __init__(
