@@ -64,13 +64,19 @@ def _detectors_arg(text: str | None) -> list[str] | None:
 
 # --- enroll ---------------------------------------------------------------------------------------
 def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argparse.Namespace) -> None:
-    for name, _ in pairs:
+    """Enrol NAME=IMAGE pairs; a name given more than once is one object with those images as its views."""
+    objects: dict[str, list[Any]] = {}
+    for name, img in pairs:
+        objects.setdefault(name, []).append(img)
+    for name in objects:
         if name in db and not args.replace:
             raise CLIError(f"object {name!r} is already enrolled in {path} (use --replace)")
-    for name, img in pairs:
-        obj = db.enroll(name, img, replace=args.replace, views=args.views, width_m=args.width_m)
+    for name, imgs in objects.items():
+        obj = db.enroll(name, imgs, replace=args.replace, views=args.views, width_m=args.width_m, shape=args.shape)
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
-        shown = f"; views {obj.views}" if obj.views else ""
+        shown = f"; {len(imgs)} views" if len(imgs) > 1 else ""
+        shown += f"; synthesised views {obj.views}" if obj.views else ""
+        shown += f"; {obj.shape}" if obj.shape != "flat" else ""
         shown += f"; width {obj.width_m:g} m" if obj.width_m else ""
         print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
 
@@ -90,6 +96,7 @@ def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
         progress=not args.no_progress,
         views=args.views,
         width_m=args.width_m,
+        shape=args.shape,
     )
     for f in report.failed:
         print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
@@ -370,9 +377,17 @@ def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
         "--from",
         dest="source",
         metavar="DIR|LIST.csv",
-        help="enroll every image of a folder (names from file stems) or of a name,path CSV: in parallel, "
+        help="enroll every image of a folder (names from file stems; a sub-folder DIR/NAME/ is one object whose "
+        "images are its views) or of a name,path CSV (a repeated name adds a view): in parallel, "
         "committed in batches, resumable (a rerun skips names already enrolled from the same file); "
         "unreadable or featureless images are listed with their reason and the exit code is 2",
+    )
+    e.add_argument(
+        "--shape",
+        choices=("flat", "solid"),
+        default="flat",
+        help="what verification assumes of the objects: flat (default; a homography maps the image to the "
+        "frame) or solid (an object with depth: verified without a plane, found by its outline and box)",
     )
     e.add_argument(
         "--views",
@@ -390,7 +405,9 @@ def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--workers", type=int, help="extraction threads for --from (default: the usable cores)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")
-    e.add_argument("objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file")
+    e.add_argument(
+        "objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file (a name repeated: its views)"
+    )
     e.set_defaults(func=cmd_enroll)
 
 

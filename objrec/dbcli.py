@@ -1,7 +1,8 @@
 """``objrec db``: see and change a model database from the command line.
 
-``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects and
-``set-width`` of one (each one atomic commit), ``compact`` its shards (removed rows dropped, small shards
+``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects,
+``set-width`` of one, ``add-view`` and ``remove-view`` (another photo of an enrolled object; each one atomic
+commit), ``compact`` its shards (removed rows dropped, small shards
 merged, thumbnails added to shards that lack them), ``verify`` every file. Every action takes ``--json`` for
 one JSON document on stdout. ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer)
 and a stale prefilter or retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under
@@ -29,20 +30,28 @@ def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _object_doc(db: Any, name: str) -> dict[str, Any]:
-    i = db.info(name)
+def _view_doc(i: Any) -> dict[str, Any]:
     src = i.source or {}
     return {
-        "name": i.name,
+        "view": i.view,
         "width": i.width,
         "height": i.height,
         "n_features": i.n_features,
         "sha256": i.sha256,
         "source": src.get("path"),
         "source_sha256": src.get("sha256"),
-        "views": i.views,
-        "width_m": i.width_m,
     }
+
+
+def _object_doc(db: Any, name: str) -> dict[str, Any]:
+    """An object's entry: its first view's fields at the top (an object of one view is described whole by
+    them), every view under ``"photos"``."""
+    infos = [db.info(k) for k in db.view_keys(name)]
+    first = infos[0]
+    doc = {"name": name, **_view_doc(first)}
+    del doc["view"]
+    extra = {"views": first.views, "width_m": first.width_m, "shape": first.shape}
+    return {**doc, **extra, "photos": [_view_doc(i) for i in infos]}
 
 
 def prefilter_status(db: Any) -> dict[str, Any]:
@@ -106,6 +115,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         f"{r['name']:32s} {r['width']:5d}x{r['height']:<5d} "
         + ", ".join(f"{k} {v}" for k, v in r["n_features"].items())
         + (f"  width {r['width_m']:g} m" if r["width_m"] else "")
+        + (f"  {len(r['photos'])} views" if len(r["photos"]) > 1 else "")
+        + (f"  {r['shape']}" if r["shape"] != "flat" else "")
         + (f"  ({r['source']})" if r["source"] else "")
         for r in rows
     ]
@@ -123,6 +134,14 @@ def cmd_info(args: argparse.Namespace) -> int:
         lines += [f"enrolled from {doc['source']}"] if doc["source"] else []
         lines += [f"synthesised views: {doc['views']}"] if doc["views"] else []
         lines += [f"physical width: {doc['width_m']:g} m"] if doc["width_m"] else []
+        lines += [f"shape: {doc['shape']}"]
+        if len(doc["photos"]) > 1:
+            lines += [
+                f"view {v['view']}: {v['width']}x{v['height']}, "
+                + ", ".join(f"{k} {n}" for k, n in v["n_features"].items())
+                + (f" ({v['source']})" if v["source"] else "")
+                for v in doc["photos"]
+            ]
         _print(args, doc, lines)
         return EXIT_OK
     m = db.manifest
@@ -177,6 +196,22 @@ def cmd_set_width(args: argparse.Namespace) -> int:
     db.set_width(args.name, width_m)
     doc = {"name": args.name, "width_m": width_m, "database_id": db.database_id}
     _print(args, doc, [f"{args.name}: physical width {width_m:g} m"])
+    return EXIT_OK
+
+
+def cmd_add_view(args: argparse.Namespace) -> int:
+    db = _open(args)
+    view = db.add_view(args.name, args.image)
+    doc = {"name": args.name, "view": view, "views": len(db.view_keys(args.name)), "database_id": db.database_id}
+    _print(args, doc, [f"{args.name}: view {view} added from {args.image}; {doc['views']} view(s)"])
+    return EXIT_OK
+
+
+def cmd_remove_view(args: argparse.Namespace) -> int:
+    db = _open(args)
+    db.remove_view(args.name, args.view)
+    doc = {"name": args.name, "removed_view": args.view, "views": len(db.view_keys(args.name))}
+    _print(args, doc, [f"{args.name}: view {args.view} removed; {doc['views']} view(s) left"])
     return EXIT_OK
 
 
@@ -249,6 +284,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     w.add_argument("name", metavar="NAME")
     w.add_argument("width_m", type=float, metavar="WIDTH_M", help="the width of the model image's x axis, in metres")
+    a = action("add-view", "add another photo of an enrolled object as a view (one atomic commit)", cmd_add_view)
+    a.add_argument("name", metavar="NAME")
+    a.add_argument("image", metavar="IMAGE", help="an image file of the object from another side")
+    rv = action("remove-view", "remove one view of an object (the others keep their numbers)", cmd_remove_view)
+    rv.add_argument("name", metavar="NAME")
+    rv.add_argument("view", type=int, metavar="VIEW", help="the view's number (objrec db info --db DB NAME lists them)")
     action(
         "compact",
         "rewrite shards with removed rows or without thumbnails and merge small ones (one atomic commit)",

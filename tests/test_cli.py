@@ -71,8 +71,9 @@ def test_enroll_then_detect_json(files, tmp_path):
         "state",
         "track_id",
         "pose",
+        "view",
     }
-    assert det["name"] == "cover" and 0 <= det["score"] <= 1 and det["inliers"] >= 10
+    assert det["name"] == "cover" and det["view"] == 0 and 0 <= det["score"] <= 1 and det["inliers"] >= 10
     assert det["state"] == "detected" and det["pose"] is None  # no camera given
     H = np.array(det["homography"])
     assert H.shape == (3, 3) and H[2, 2] == 1.0

@@ -128,3 +128,35 @@ def test_identical_views_do_not_defeat_the_ratio_test(tmp_path):
     result = Recognizer(d, track=False, prefilter=None).process(scene.image)
     assert [det.name for det in result.detections] == ["cover"]
     assert result.detections[0].inliers >= 30
+
+
+def test_cli_enrols_sub_folders_as_views_and_edits_views(tmp_path, covers, capsys):
+    import cv2
+
+    from objrec.cli import main
+
+    src = tmp_path / "src"
+    (src / "box").mkdir(parents=True)
+    for i, c in enumerate(covers[:2]):
+        cv2.imwrite(str(src / "box" / f"side{i}.png"), c)
+    cv2.imwrite(str(src / "flat.png"), covers[2])
+    (src / "notes").mkdir()  # a sub-folder without images is no object
+    (src / "notes" / "readme.txt").write_text("not an image")
+    dbp = tmp_path / "cli.db"
+    assert main(["enroll", "--db", str(dbp), "--from", str(src), "--shape", "solid", "--no-progress"]) == 0
+    d = ModelDB.open(dbp)
+    assert d.names == ["box", "flat"] and d.records == ["box", "box#1", "flat"]
+    assert {d.info(k).shape for k in d.records} == {"solid"}
+    extra = tmp_path / "extra.png"
+    cv2.imwrite(str(extra), synthetic_cover(21, (200, 240)))
+    capsys.readouterr()
+    assert main(["db", "add-view", "--db", str(dbp), "--json", "flat", str(extra)]) == 0
+    assert json.loads(capsys.readouterr().out)["view"] == 1
+    assert main(["db", "remove-view", "--db", str(dbp), "box", "0"]) == 0
+    assert main(["db", "list", "--db", str(dbp), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["db", "info", "--db", str(dbp), "--json", "box"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["view"] for p in doc["photos"]] == [1] and doc["shape"] == "solid"
+    assert main(["db", "remove-view", "--db", str(dbp), "box", "1"]) == 2  # its only view: an error, nothing lost
+    assert ModelDB.open(dbp).records == ["box#1", "flat", "flat#1"]

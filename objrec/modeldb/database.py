@@ -241,7 +241,8 @@ class ModelDB:
         if name in self.store.views and not replace:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         prepared = [
-            prepare_object(view_key(name, k), img, self.detectors, views, width_m, shape) for k, img in enumerate(images)
+            prepare_object(view_key(name, k), img, self.detectors, views, width_m, shape)
+            for k, img in enumerate(images)
         ]
         if self.commit_batch(prepared, replace):
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
@@ -269,7 +270,8 @@ class ModelDB:
                 have = ", ".join(str(split_key(k)[1]) for k in keys)
                 raise KeyError(f"object {name!r} in {self.path} has no view {view} (views: {have})")
             if len(keys) == 1:
-                raise ModelDBError(f"{self.path / MANIFEST}: view {view} is the only view of {name!r}; remove the object")
+                only = f"view {view} is the only view of {name!r}; remove the object"
+                raise ModelDBError(f"{self.path / MANIFEST}: {only}")
             self.store.commit([], {key})
             maintenance.maintain(self.store)
 

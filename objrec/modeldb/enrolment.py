@@ -76,9 +76,7 @@ def _work(
             raise _AlreadyEnrolled(
                 f"object {name!r} is already enrolled from other content, views, shape or width (use replace)"
             )
-    return [
-        prepare_object(view_key(name, k), img, detectors, views, width_m, shape) for k, img in enumerate(images)
-    ]
+    return [prepare_object(view_key(name, k), img, detectors, views, width_m, shape) for k, img in enumerate(images)]
 
 
 def _known(db: ModelDB, name: str) -> list[dict] | None:
@@ -212,17 +210,27 @@ def run_enrolment(
     return run.report
 
 
-def items_from_dir(folder: str | os.PathLike) -> list[tuple[str, Path]]:
-    """(file stem, path) for every image file directly in ``folder`` (by suffix), sorted by file name."""
+def items_from_dir(folder: str | os.PathLike) -> list[tuple[str, Path | list[Path]]]:
+    """The objects of a folder, sorted by name: ``(file stem, path)`` for every image file directly in
+    ``folder`` (by suffix), and ``(sub-folder name, [paths])`` for every sub-folder holding image files: one
+    object whose views are its images, in file-name order."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    return [(p.stem, p) for p in files]
+    out: list[tuple[str, Path | list[Path]]] = []
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES:
+            out.append((p.stem, p))
+        elif p.is_dir():
+            views = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
+            if views:
+                out.append((p.name, views))
+    return sorted(out, key=lambda item: item[0])
 
 
-def items_from_csv(path: str | os.PathLike) -> list[tuple[str, Path]]:
-    """(name, path) rows of a ``name,path`` CSV file; relative paths are taken from the file's folder.
+def items_from_csv(path: str | os.PathLike) -> list[tuple[str, Path | list[Path]]]:
+    """(name, path) rows of a ``name,path`` CSV file; relative paths are taken from the file's folder. Rows
+    that repeat a name are further views of that object (``(name, [paths])`` in row order).
 
     Blank lines, lines starting with ``#`` and a first row ``name,path`` (a header) are skipped; any other
     row without exactly two non-empty fields is an :class:`InputError` naming the line.
@@ -232,7 +240,7 @@ def items_from_csv(path: str | os.PathLike) -> list[tuple[str, Path]]:
         raise InputError(f"{path}: no such file")
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    out = []
+    views: dict[str, list[Path]] = {}
     for lineno, row in enumerate(rows, start=1):
         cells = [c.strip() for c in row]
         if not any(cells) or cells[0].startswith("#"):
@@ -242,5 +250,5 @@ def items_from_csv(path: str | os.PathLike) -> list[tuple[str, Path]]:
         if len(cells) != 2 or not all(cells):
             raise InputError(f"{path}:{lineno}: expected 'name,path', got {','.join(row)!r}")
         p = Path(cells[1])
-        out.append((cells[0], p if p.is_absolute() else path.parent / p))
-    return out
+        views.setdefault(cells[0], []).append(p if p.is_absolute() else path.parent / p)
+    return [(name, ps[0] if len(ps) == 1 else ps) for name, ps in views.items()]
