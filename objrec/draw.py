@@ -104,7 +104,9 @@ def draw_detections(
                     cv2.LINE_AA,
                 )
     for d in detections:
-        pts = np.round(d.corners).astype(np.int32).reshape(-1, 1, 2)
+        # An object verified without a plane is drawn by the hull of its inliers, not a mapped rectangle.
+        shape = d.corners if d.outline is None else d.outline
+        pts = np.round(shape).astype(np.int32).reshape(-1, 1, 2)
         cv2.polylines(out, [pts], True, color_for(d.name), thick + 1, cv2.LINE_AA)
         width_m = (widths_m or {}).get(d.name)
         if camera is not None and d.pose is not None and width_m:

@@ -383,12 +383,15 @@ class Detection:
     score : float
         Confidence in [0, 1].
     inliers : int
-        Geometric inliers supporting the homography.
-    homography : (3, 3) float64
-        Maps model-image pixels to scene pixels, normalised so ``H[2, 2] == 1``.
+        Geometric inliers supporting the homography (or, for an object verified without a plane, its
+        consistency test).
+    homography : (3, 3) float64 or None
+        Maps model-image pixels to scene pixels, normalised so ``H[2, 2] == 1``; None for an object verified
+        without a plane (enrolled as ``shape="solid"``), which ``outline`` describes instead.
     corners : (4, 2) float64
         The model's ``(0,0), (w,0), (w,h), (0,h)`` mapped into the scene, as (x, y); corners of an object
-        partly outside the frame lie outside the image.
+        partly outside the frame lie outside the image. Without a homography: the corners of the box around
+        ``outline``, in the same order.
     visible_fraction : float
         Share of the model's area that lies inside the frame, in [0, 1].
     inlier_xy : (n, 2) float ndarray or None
@@ -408,12 +411,14 @@ class Detection:
     view : int
         The enrolled view of the object that matched (0 for an object enrolled from one image): ``homography``
         and ``corners`` refer to that view's image.
+    outline : (n, 2) float64 or None
+        For an object verified without a plane: the convex hull of its inliers in the frame (None otherwise).
     """
 
     name: str
     score: float
     inliers: int
-    homography: np.ndarray
+    homography: np.ndarray | None
     corners: np.ndarray
     visible_fraction: float = 1.0
     inlier_xy: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -422,6 +427,7 @@ class Detection:
     track_id: int | None = None
     pose: Pose | None = None
     view: int = 0
+    outline: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.state not in TRACK_STATES:
@@ -437,9 +443,20 @@ class Detection:
         score = float(self.score)
         if not 0.0 <= score <= 1.0:
             raise ValueError(f"score: expected a value in [0, 1], got {score}")
-        H = np.asarray(self.homography, np.float64)
-        if H.shape != (3, 3) or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
-            raise ValueError(f"homography: expected a finite 3x3 matrix with H[2,2] != 0, got shape {H.shape}")
+        if self.homography is None:
+            outline = np.asarray(self.outline if self.outline is not None else np.zeros((0, 2)), np.float64)
+            if outline.ndim != 2 or outline.shape[0] < 3 or outline.shape[1] != 2 or not np.all(np.isfinite(outline)):
+                raise ValueError(
+                    f"outline: a detection without a homography needs (n >= 3, 2) points, got {outline.shape}"
+                )
+            object.__setattr__(self, "outline", outline)
+        else:
+            H = np.asarray(self.homography, np.float64)
+            if H.shape != (3, 3) or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+                raise ValueError(f"homography: expected a finite 3x3 matrix with H[2,2] != 0, got shape {H.shape}")
+            object.__setattr__(self, "homography", H / H[2, 2])
+            if self.outline is not None:
+                object.__setattr__(self, "outline", np.asarray(self.outline, np.float64))
         corners = np.asarray(self.corners, np.float64)
         if corners.shape != (4, 2):
             raise ValueError(f"corners: expected shape (4, 2), got {corners.shape}")
@@ -449,7 +466,6 @@ class Detection:
         object.__setattr__(self, "visible_fraction", visible)
         object.__setattr__(self, "score", score)
         object.__setattr__(self, "inliers", int(self.inliers))
-        object.__setattr__(self, "homography", H / H[2, 2])
         object.__setattr__(self, "corners", corners)
         if self.raw_corners is not None:
             raw = np.asarray(self.raw_corners, np.float64)
@@ -462,7 +478,7 @@ class Detection:
             "name": self.name,
             "score": round(self.score, 6),
             "inliers": self.inliers,
-            "homography": [[float(v) for v in row] for row in self.homography],
+            "homography": None if self.homography is None else [[float(v) for v in row] for row in self.homography],
             "corners": [[float(v) for v in row] for row in self.corners],
             "visible_fraction": round(self.visible_fraction, 4),
             "state": self.state,
@@ -472,6 +488,8 @@ class Detection:
         }
         if self.raw_corners is not None:
             out["raw_corners"] = [[float(v) for v in row] for row in self.raw_corners]
+        if self.outline is not None:
+            out["outline"] = [[float(v) for v in row] for row in self.outline]
         return out
 
 

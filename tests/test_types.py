@@ -67,3 +67,17 @@ def test_frame_result_and_failure():
         FrameResult(detections=["x"])
     f = Failure("too_few_matches", "3 < 8")
     assert not f and f.reason == "too_few_matches"
+
+
+def test_detection_without_a_plane_has_an_outline_and_no_homography():
+    hull = np.array([[10, 10], [60, 12], [55, 70], [12, 64]], np.float64)
+    box = np.array([[10, 10], [60, 10], [60, 70], [10, 70]], np.float64)
+    d = Detection("toy", 0.8, 25, None, box, outline=hull, view=1)
+    doc = d.to_json()
+    assert doc["homography"] is None and doc["outline"] == hull.tolist() and doc["view"] == 1
+    with pytest.raises(ValueError, match="outline"):
+        Detection("toy", 0.8, 25, None, box)  # neither a homography nor an outline
+    with pytest.raises(ValueError, match="outline"):
+        Detection("toy", 0.8, 25, None, box, outline=hull[:2])
+    with pytest.raises(ValueError, match="view"):
+        Detection("toy", 0.8, 25, np.eye(3), box, view=-1)

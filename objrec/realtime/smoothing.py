@@ -206,6 +206,8 @@ class CornerSmoother:
         return [self._smoothed(d, t_ms) for d in detections]
 
     def _smoothed(self, d: Detection, t_ms: float) -> Detection:
+        if d.homography is None:  # an object verified without a plane: its outline is its own
+            return d
         f = self.filters.setdefault(_key(d), OneEuroFilter(self.params))
         corners = f(d.corners, t_ms)
         if not is_convex(corners):

@@ -290,12 +290,16 @@ class Tracker:
 
         Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
         the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
-        ``max_tracked``). Without tracking, the detections as they are.
+        ``max_tracked``). Without tracking, the detections as they are; detections without a homography
+        (objects verified without a plane) are passed on as they are, untracked.
         """
         if not self.enabled:
             return list(found), []
         out, lost = [], []
         for d in found:
+            if d.homography is None:  # an object verified without a plane: found again in every frame
+                out.append(d)
+                continue
             t = self._owner(d)
             if t is not None and self._keeps(t, d, gray):
                 t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
