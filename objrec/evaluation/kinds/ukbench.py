@@ -245,8 +245,11 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
             tasks += _recognition_tasks(cfg, groups, setting, recognizers)
             status[setting] = {"available": True, "note": f"views {SETTINGS[setting]['enrolled']} enrolled"}
         except (TypeError, ValueError) as exc:
-            if setting == "1-view" or isinstance(exc, DatasetError):
+            if isinstance(exc, DatasetError):
                 raise
+            if setting == "1-view":
+                what = f"--shape {cfg.shape}: enrolment refused it" if cfg.shape else "enrolment failed"
+                raise ValueError(f"ukbench 1-view: {what} ({type(exc).__name__}: {exc})") from None
             reason = f"multi-view enrolment not available ({type(exc).__name__}: {exc})"
             status[setting] = {"available": False, "note": reason}
     wanted = [n.partition("-")[2] for n in names if n.startswith("retrieval-")]
