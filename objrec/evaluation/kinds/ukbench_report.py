@@ -87,6 +87,13 @@ def ukbench_section(records: list[dict[str, Any]], detectors: list[str], budget_
 
 def render_ukbench(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None) -> None:
     """Add the ukbench tables to ``doc``: retrieval scores per detector kind, recognition per setting."""
+    if c["retrieval"]:
+        _render_retrieval(doc, c["retrieval"])
+    if c["recognition"]:
+        _render_recognition(doc, c["recognition"], budget_ms)
+
+
+def _render_retrieval(doc: ReportDoc, retrieval: dict[str, Any]) -> None:
     doc.h(2, "UKBench retrieval (Nistér-Stewénius score, 4.0 perfect)")
     doc.table(
         [
@@ -102,9 +109,12 @@ def render_ukbench(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None) -
         [
             [k, e["n_images"], e["voters_mean"], e["index"]["ns_score"], e["exact"]["ns_score"], e["index_minus_exact"]]
             + [e["index"]["ms_per_query_p50"], e["exact"]["ms_per_query_p50"]]
-            for k, e in c["retrieval"].items()
+            for k, e in retrieval.items()
         ],
     )
+
+
+def _render_recognition(doc: ReportDoc, recognition: dict[str, Any], budget_ms: float | None) -> None:
     late = ["late"] if budget_ms else []
     doc.h(2, "UKBench recognition")
     doc.table(
@@ -113,11 +123,11 @@ def render_ukbench(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None) -
             [setting, d, s["n_queries"], s["found_fraction"], s["wrong_top1_fraction"], s["wrong"]]
             + [s["latency_ms"]["p50"], s["latency_ms"]["p99"]]
             + ([s["late_fraction"]] if budget_ms else [])
-            for setting, per in c["recognition"].items()
+            for setting, per in recognition.items()
             for d, s in per.items()
         ],
     )
-    if c["recognition"] and "2-view" not in c["recognition"]:
+    if "2-view" not in recognition:
         doc.p("2-view recognition was not run: multi-view enrolment is not available (see the notes).")
 
 
