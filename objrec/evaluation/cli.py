@@ -23,7 +23,9 @@ _KINDS_HELP = (
     "[flag]', and extremeview/ with lines 'x_A y_A x_B y_B ... flag'; A enrolled, B recognised, median error "
     "on the flag-1 points, solved within 5 px), "
     "catalogue:DIR (reference images + labelled query photos: SMVS reference/ + queries/CAM_NAME.jpg, or "
-    "references/NAME.ext + queries/LABEL/*.ext or queries.csv)"
+    "references/NAME.ext + queries/LABEL/*.ext or queries.csv), "
+    "ukbench:DIR (UKBench ukbenchNNNNN.jpg, images 4k..4k+3 = object k: Nister-Stewenius retrieval score of the "
+    "index and of exact voting; recognition with 1 and 2 enrolled views against the find_obj anchor)"
 )
 
 
@@ -53,6 +55,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
     views = getattr(args, "views", None)
     if views is not None and kind != "pairs":
         raise ValueError(f"--views: enrolment views apply to pairs:ROOT only, not {kind}")
+    shape = getattr(args, "shape", None)
+    if shape is not None and kind != "ukbench":
+        raise ValueError(f"--shape: the shape to enrol with applies to ukbench:DIR only, not {kind}")
     if args.budget_ms is not None and not args.budget_ms > 0:
         raise ValueError(f"--budget-ms: expected a positive number, got {args.budget_ms}")
     return EvalConfig(
@@ -79,6 +84,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         distractors=args.distractors,
         query_side=args.query_side,
         without_query_objects=args.without_query_objects,
+        shape=shape,
     )
 
 
@@ -118,7 +124,12 @@ def _catalogue_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=640,
         metavar="PX",
-        help="catalogue: resize query photos to PX on the long side (0: as stored; default 640)",
+        help="catalogue, ukbench: resize query photos to PX on the long side (0: as stored; default 640)",
+    )
+    p.add_argument(
+        "--shape",
+        choices=("flat", "solid"),
+        help="ukbench: enrol every object with ModelDB.enroll(..., shape=SHAPE) (default: the database's default)",
     )
     p.add_argument(
         "--without-query-objects",
@@ -155,7 +166,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="comma-separated detector names (default: surf,sift,opencv-sift,orb,akaze,opencv-surf-ref on "
         "oxford; surf,sift,orb,akaze for recognition; objrec, the Recognizer with the database defaults, for pairs, "
         "which also take surf, sift and their GPU/Numba twins; objrec,findobj for catalogue, which also "
-        "has objrec-coarse and objrec-exact). " + DETECTOR_HELP,
+        "has objrec-coarse and objrec-exact; objrec,findobj for ukbench). " + DETECTOR_HELP,
     )
     p.add_argument(
         "--budget-ms",
@@ -186,7 +197,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="DIR",
         help="OpenCV SURF reference .npz folder (default: <oxford root>/../reference/opencv_surf)",
     )
-    p.add_argument("--objects", metavar="LIST", help="coil: only these object ids")
+    p.add_argument(
+        "--objects", metavar="LIST", help="coil: only these object ids; ukbench: one number N, the first N objects"
+    )
     p.add_argument("--coil-scale", type=float, default=2.0, help="coil: scale of the views in the scene (default 2)")
     p.add_argument("--sweeps", metavar="LIST", help="synthetic: only these sweeps (" + ",".join(SWEEPS) + ")")
     p.add_argument("--repeats", type=int, default=2, help="synthetic: scenes per object and level (default 2)")

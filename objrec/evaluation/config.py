@@ -47,6 +47,7 @@ class EvalConfig:
     distractors: list[str] | None = None
     query_side: int = 640
     without_query_objects: bool = False
+    shape: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

@@ -9,14 +9,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from objrec.evaluation.kinds import catalogue, coil, hpatches, objects, oxford, pairs, synthetic
+from objrec.evaluation.kinds import catalogue, coil, hpatches, objects, oxford, pairs, synthetic, ukbench
 from objrec.evaluation.kinds.base import EvalKind
 
 __all__ = ["EvalKind", "KINDS", "SECTIONS", "kind_named", "task_runner"]
 
 #: Kind name -> plug-in, in the order the command line lists them.
 KINDS: dict[str, EvalKind] = {
-    k.name: k for k in (oxford.KIND, hpatches.KIND, coil.KIND, objects.KIND, synthetic.KIND, pairs.KIND, catalogue.KIND)
+    k.name: k
+    for k in (
+        oxford.KIND,
+        hpatches.KIND,
+        coil.KIND,
+        objects.KIND,
+        synthetic.KIND,
+        pairs.KIND,
+        catalogue.KIND,
+        ukbench.KIND,
+    )
 }
 #: The report sections, in ``report.json`` order (kinds of one family share a section).
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(k.section for k in KINDS.values()))
