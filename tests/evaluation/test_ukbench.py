@@ -121,9 +121,7 @@ def test_small_run_on_real_ukbench(shared_data, tmp_path):
         assert s["n_queries"] == 12
         assert set(s) >= {"found_fraction", "wrong_top1_fraction", "latency_ms"}
     assert len([q for q in u["queries"] if q["setting"] == "1-view"]) == 24
-    two = rep["detectors"]["2-view"]
-    if two["available"]:
-        assert set(u["recognition"]["2-view"]) == {"objrec", "findobj"}
-    else:
-        assert "multi-view enrolment not available" in two["note"] and "2-view" not in u["recognition"]
+    assert rep["detectors"]["2-view"]["available"]
+    two = u["recognition"]["2-view"]
+    assert set(two) == {"objrec", "findobj"} and all(s["n_queries"] == 8 for s in two.values())
     assert (tmp_path / "out" / "plots" / "ukbench.png").is_file()

@@ -126,22 +126,18 @@ def _object_name(k: int) -> str:
 
 
 def _enrol_kwargs(shape: str | None) -> dict[str, Any]:
-    return {} if shape is None else {"shape": shape}
+    return {} if shape is None else {"shape": shape}  # None: enrol's own default
 
 
 def _database(out: Path, tag: str, items: list[tuple[str, Any]], shape: str | None, progress: bool) -> Any:
     """The model database of ``items`` in ``out`` (named by a digest of them, so a rerun reuses it) with its
-    retrieval indexes saved. Raises ``TypeError``/``ValueError`` from ``enroll`` when it refuses the items."""
+    retrieval indexes saved; a :class:`DatasetError` names the first image that could not be enrolled."""
     from objrec.matching.shortlist import prepare_indexes
     from objrec.modeldb import ModelDB
 
     key = json.dumps([tag, shape, [(n, [str(p) for p in v] if isinstance(v, list) else str(v)) for n, v in items]])
     db = ModelDB.create(out / f"db-{tag}-{hashlib.sha1(key.encode()).hexdigest()[:12]}", exist_ok=True)
     missing = [(n, v) for n, v in items if n not in db]
-    if missing and len(db) == 0:
-        # One enrolment first, so that an API that refuses the form (a list of views, a shape) fails here at once.
-        db.enroll(*missing[0], **_enrol_kwargs(shape))
-        missing = missing[1:]
     if missing:
         report = db.enroll_many(missing, progress=progress, **_enrol_kwargs(shape))
         if report.failed:
@@ -241,17 +237,8 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     status = {n: {"available": True, "note": _NOTES[n]} for n in names}
     tasks: list[dict[str, Any]] = []
     for setting in SETTINGS if recognizers else ():
-        try:
-            tasks += _recognition_tasks(cfg, groups, setting, recognizers)
-            status[setting] = {"available": True, "note": f"views {SETTINGS[setting]['enrolled']} enrolled"}
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, DatasetError):
-                raise
-            if setting == "1-view":
-                what = f"--shape {cfg.shape}: enrolment refused it" if cfg.shape else "enrolment failed"
-                raise ValueError(f"ukbench 1-view: {what} ({type(exc).__name__}: {exc})") from None
-            reason = f"multi-view enrolment not available ({type(exc).__name__}: {exc})"
-            status[setting] = {"available": False, "note": reason}
+        tasks += _recognition_tasks(cfg, groups, setting, recognizers)
+        status[setting] = {"available": True, "note": f"views {SETTINGS[setting]['enrolled']} enrolled"}
     wanted = [n.partition("-")[2] for n in names if n.startswith("retrieval-")]
     retrieval, kinds = _retrieval_tasks(cfg, groups, wanted)
     tasks += retrieval
