@@ -200,7 +200,7 @@ def local_consistency(
     nbr = nbr[:, 1:]  # (M, k), the match itself dropped (duplicates of a point are each other's neighbours)
     log_s, rot = _similarity_terms(model_frames, scene_frames)
     scale_ok = np.abs(log_s[:, None] - log_s[nbr]) <= np.log(p.max_scale_change)
-    turn = np.angle(np.exp(1j * (rot[:, None] - rot[nbr])))
+    turn = (rot[:, None] - rot[nbr] + np.pi) % (2 * np.pi) - np.pi
     angle_ok = np.abs(turn) <= np.radians(p.max_angle_change)
     d_model = model_xy[nbr] - model_xy[:, None, :]  # (M, k, 2)
     c, s = np.cos(rot)[:, None], np.sin(rot)[:, None]
@@ -241,6 +241,23 @@ def _robust_mask(kind: str, x1: np.ndarray, x2: np.ndarray, p: SolidParams) -> t
     return M, mask.ravel().astype(bool)
 
 
+def _geometric_support(x1: np.ndarray, x2: np.ndarray, consistent: np.ndarray, p: SolidParams) -> tuple | Failure:
+    """The matches among ``consistent`` that fit one fundamental matrix (on the right side of the oriented
+    epipolar constraint), or one homography when that explains nearly as many (``planar_share``): ``(support
+    mask, F or None, H or None, planar, epipolar inliers, homography inliers)``."""
+    idx = np.flatnonzero(consistent)
+    F, fmask = _robust_mask("F", x1[idx], x2[idx], p)
+    if F is not None:
+        fmask &= _oriented(F, x1[idx], x2[idx])
+    H, hmask = _robust_mask("H", x1[idx], x2[idx], p)
+    if F is None and H is None:
+        return Failure("estimation_failed", "no fundamental matrix or homography")
+    planar = H is not None and hmask.sum() >= p.planar_share * fmask.sum()
+    support = np.zeros(len(x1), bool)
+    support[idx[hmask if planar else fmask]] = True
+    return support, None if planar else F, H if planar else None, bool(planar), int(fmask.sum()), int(hmask.sum())
+
+
 def _support_checks(
     model_xy: np.ndarray, scene_xy: np.ndarray, size: tuple[int, int], p: SolidParams
 ) -> Failure | None:
@@ -254,6 +271,14 @@ def _support_checks(
     if coverage < p.min_model_coverage:
         return Failure("inliers_clustered", f"support covers {coverage:.3f} of the model image")
     return None
+
+
+def _outline(scene_xy: np.ndarray, scene_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The convex hull of the supporting scene points and its bounding box ``(x0, y0, x1, y1)`` in the frame."""
+    outline = cv2.convexHull(np.float32(scene_xy)).reshape(-1, 2).astype(np.float64)
+    rows, cols = scene_shape[:2]
+    lo, hi = np.floor(outline.min(axis=0)), np.ceil(outline.max(axis=0))
+    return outline, np.array([max(0, lo[0]), max(0, lo[1]), min(cols, hi[0]), min(rows, hi[1])], np.int64)
 
 
 def _score(n: int, consistent: int, min_inliers: int) -> float:
@@ -337,28 +362,19 @@ def verify_solid(
     nc = int(consistent.sum())
     if nc < p.min_inliers:
         return Failure("inconsistent", f"{nc} locally consistent matches < {p.min_inliers}")
-    idx = np.flatnonzero(consistent)
-    F, fmask = _robust_mask("F", x1[idx], x2[idx], p)
-    if F is not None:
-        fmask &= _oriented(F, x1[idx], x2[idx])
-    H, hmask = _robust_mask("H", x1[idx], x2[idx], p)
-    if F is None and H is None:
-        return Failure("estimation_failed", "no fundamental matrix or homography")
-    planar = H is not None and hmask.sum() >= p.planar_share * fmask.sum()
-    support = np.zeros(n, bool)
-    support[idx[hmask if planar else fmask]] = True
+    fit = _geometric_support(x1, x2, consistent, p)
+    if isinstance(fit, Failure):
+        return fit
+    support, F, H, planar, n_epipolar, n_planar = fit
     k = int(support.sum())
     if k < p.min_inliers:
         return Failure("too_few_inliers", f"{k} supporting matches < {p.min_inliers}")
     fail = _support_checks(x1[support], x2[support], model_size, p)
     if fail is not None:
         return fail
-    outline = cv2.convexHull(np.float32(x2[support])).reshape(-1, 2).astype(np.float64)
-    rows, cols = scene_shape[:2]
-    lo, hi = np.floor(outline.min(axis=0)), np.ceil(outline.max(axis=0))
-    box = np.array([max(0, lo[0]), max(0, lo[1]), min(cols, hi[0]), min(rows, hi[1])], np.int64)
+    outline, box = _outline(x2[support], scene_shape)
     coverage = cv2.contourArea(cv2.convexHull(np.float32(x1[support]))) / float(model_size[0] * model_size[1])
-    info = {"matches": n, "consistent": nc, "epipolar": int(fmask.sum()), "planar": int(hmask.sum()),
+    info = {"matches": n, "consistent": nc, "epipolar": n_epipolar, "planar": n_planar,
             "model_coverage": float(coverage)}  # fmt: skip
     return SolidVerified(
         support,
@@ -366,8 +382,8 @@ def verify_solid(
         outline,
         box,
         _score(k, nc, p.min_inliers),
-        None if planar else F,
-        H if planar else None,
+        F,
+        H,
         "planar" if planar else "epipolar",
         info,
     )
