@@ -215,3 +215,37 @@ def test_bad_inputs_name_the_argument():
         verify_solid(xy, xy, (10, 10), SCENE, model_frames=np.ones((20, 2)), scene_frames=np.ones((19, 2)))
     v = verify_solid(xy[:5], xy[:5], (10, 10), SCENE)
     assert isinstance(v, Failure) and v.reason == "too_few_matches" and not v
+
+
+#: UKBench objects with depth (a shoe, toys, a plant...) whose second photo OpenCV SIFT matches to the first.
+UKBENCH_SOLID = (6, 11, 21, 24, 26)
+
+
+def _sift_pair(shared_data, a: int, b: int):
+    sift, out = cv2.SIFT_create(), []
+    for i in (a, b):
+        img = cv2.imread(str(shared_data / "ukbench" / f"ukbench{i:05d}.jpg"), cv2.IMREAD_GRAYSCALE)
+        if img is None:
+            pytest.skip(f"ukbench{i:05d}.jpg not in the shared data folder")
+        kp, desc = sift.detectAndCompute(img, None)
+        out.append((np.array([k.pt for k in kp]), np.array([(k.size, k.angle) for k in kp]), desc))
+    (xa, fa, da), (xb, fb, db) = out
+    m = [p for p, q in cv2.BFMatcher().knnMatch(da, db, k=2) if p.distance < 0.8 * q.distance]
+    qi, ti = np.array([p.queryIdx for p in m], int), np.array([p.trainIdx for p in m], int)
+    return xa[qi], xb[ti], fa[qi], fb[ti]
+
+
+@pytest.mark.parametrize("k", UKBENCH_SOLID)
+def test_ukbench_objects_with_depth(shared_data, k):
+    """The object's first two photos verify (more support than one homography's inliers: the view is not a
+    plane's); the first photo against other objects' photos does not."""
+    x1, x2, f1, f2 = _sift_pair(shared_data, 4 * k, 4 * k + 1)
+    v = verify_solid(x1, x2, (640, 480), SCENE, model_frames=f1, scene_frames=f2)
+    assert v, v
+    cv2.setRNGSeed(0)
+    _, mask = cv2.findHomography(x1, x2, cv2.USAC_MAGSAC, 2.0)
+    assert v.mode == "epipolar" and v.n_inliers > mask.sum()
+    for other in ((k + 1) % 120, (k + 7) % 120):
+        x1, x2, f1, f2 = _sift_pair(shared_data, 4 * k, 4 * other + 1)
+        w = verify_solid(x1, x2, (640, 480), SCENE, model_frames=f1, scene_frames=f2)
+        assert not w, (other, w.info)
