@@ -116,7 +116,15 @@ def report(out: Path, params: SolidParams) -> None:
     flat = np.array([p.verdict == "ok" for p in pairs])
     negative = np.array([p.frame.startswith(("small_", "vtest_")) for p in pairs])
     wrong_tune = n[tune & ~right]
-    threshold = int(max(params.min_inliers, wrong_tune.max() + 1))
+    # The fewest supporting matches with no wrong pair accepted on the tuning split; never below the 8 points
+    # that determine a fundamental matrix.
+    threshold = int(max(8, wrong_tune.max() + 1))
+    print("| min_inliers | right accepted (tune / hold-out) | wrong accepted (tune / hold-out) |")
+    print("| --- | --- | --- |")
+    for t in (8, 10, 12, 14, 16, 20, 25, 30):
+        a = n >= t
+        print(f"| {t} | {(a & right & tune).sum()} / {(a & right & ~tune).sum()} | "
+              f"{(a & ~right & tune).sum()} / {(a & ~right & ~tune).sum()} |")  # fmt: skip
     print(f"pairs: {len(uk)} UKBench ({right.sum()} right), {len(neg)} from negative frames")
     print(f"min_inliers tuned: {threshold} (largest wrong support on the tuning split {wrong_tune.max()})")
     final = dataclasses.replace(params, min_inliers=threshold)

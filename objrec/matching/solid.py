@@ -76,7 +76,8 @@ class SolidParams:
     min_matches : int
         Fewer putative matches are rejected at once.
     min_inliers : int
-        The least support: matches that are locally consistent and inliers of the epipolar (or planar) model.
+        The least support: matches that are locally consistent and inliers of the epipolar (or planar) model,
+        counted on distinct model and scene points.
     neighbours : int
         Each match is compared with this many nearest matches in the model image.
     min_agreeing : int
@@ -136,6 +137,7 @@ class SolidVerified:
     inliers : (M,) bool
         The supporting matches (locally consistent and epipolar, or planar, inliers).
     n_inliers : int
+        The support's size, each model and scene point counted once (the smaller of the two distinct counts).
     outline : (K, 2) float64
         Convex hull of the supporting scene points, frame pixels, counter-clockwise as ``cv2.convexHull`` gives it.
     box : (4,) int
@@ -228,14 +230,17 @@ def _robust_mask(kind: str, x1: np.ndarray, x2: np.ndarray, p: SolidParams) -> t
     if len(x1) < need:
         return None, none
     cv2.setRNGSeed(0)
-    if kind == "F":
-        M, mask = cv2.findFundamentalMat(x1, x2, cv2.USAC_MAGSAC, p.epipolar_px, p.confidence, p.max_iters)
-        if M is not None and M.shape != (3, 3):  # several solutions stacked: keep the first
-            M = M[:3]
-    else:
-        M, mask = cv2.findHomography(
-            x1, x2, cv2.USAC_MAGSAC, p.epipolar_px, maxIters=p.max_iters, confidence=p.confidence
-        )
+    try:
+        if kind == "F":
+            M, mask = cv2.findFundamentalMat(x1, x2, cv2.USAC_MAGSAC, p.epipolar_px, p.confidence, p.max_iters)
+            if M is not None and M.shape != (3, 3):  # several solutions stacked: keep the first
+                M = M[:3]
+        else:
+            M, mask = cv2.findHomography(
+                x1, x2, cv2.USAC_MAGSAC, p.epipolar_px, maxIters=p.max_iters, confidence=p.confidence
+            )
+    except cv2.error:  # USAC asserts on some degenerate samples (e.g. every model it tries is rejected)
+        return None, none
     if M is None or mask is None or not np.all(np.isfinite(M)):
         return None, none
     return M, mask.ravel().astype(bool)
@@ -366,9 +371,10 @@ def verify_solid(
     if isinstance(fit, Failure):
         return fit
     support, F, H, planar, n_epipolar, n_planar = fit
-    k = int(support.sum())
+    # Many matches onto one scene point (repeated texture) or from one model point count once.
+    k = min(len(np.unique(np.round(x1[support]), axis=0)), len(np.unique(np.round(x2[support]), axis=0)))
     if k < p.min_inliers:
-        return Failure("too_few_inliers", f"{k} supporting matches < {p.min_inliers}")
+        return Failure("too_few_inliers", f"{k} distinct supporting matches < {p.min_inliers}")
     fail = _support_checks(x1[support], x2[support], model_size, p)
     if fail is not None:
         return fail
