@@ -155,6 +155,11 @@ def report(out: Path, params: SolidParams, sift: bool = False) -> None:
     sizes = [len(p.model_xy) for p in pairs]
     print(f"verify_solid ms per candidate: median {np.median(ms):.2f}, p90 {np.percentile(ms, 90):.2f}, ", end="")
     print(f"max {ms.max():.1f} (matches per candidate: median {np.median(sizes):.0f}, max {max(sizes)})")
+    big = np.array(sizes) >= params.min_matches
+    print(
+        f"  candidates with >= {params.min_matches} matches ({big.sum()}): median {np.median(ms[big]):.2f} ms, ", end=""
+    )
+    print(f"p90 {np.percentile(ms[big], 90):.2f} ms (cv2 threads: {cv2.getNumThreads()})")
 
 
 def sift_pairs(out: Path) -> list:
