@@ -58,7 +58,6 @@ __all__ = ["SolidParams", "SolidVerified", "verify_solid", "local_consistency", 
 SOLID_REASONS = {
     "too_few_matches": "fewer putative matches than min_matches",
     "too_few_distinct": "the matches cluster on too few distinct model or scene points",
-    "no_frames": "the keypoints' (size, angle) frames are missing or undefined, and are required",
     "inconsistent": "fewer matches than min_inliers agree with their neighbours' local similarity",
     "estimation_failed": "USAC returned neither a fundamental matrix nor a homography",
     "too_few_inliers": "fewer matches than min_inliers are both locally consistent and epipolar (or planar) inliers",
@@ -193,7 +192,8 @@ def local_consistency(
     model point, within ``position_tolerance`` of the predicted offset's length plus ``position_px``.
 
     ``model_frames`` and ``scene_frames`` are (M, 2) arrays of (size, angle in degrees) in OpenCV's ``KeyPoint``
-    convention.
+    convention. Upright keypoints (angle -1 on both sides, as upright SURF gives) then count as unrotated, which
+    is what an upright detector assumes of its views.
     """
     p = params or SolidParams()
     m = len(model_xy)
