@@ -178,7 +178,9 @@ class Recognizer:
             sample_step=sample_step if self.primary == "surf" else 1,
             sweep=track,
         )
-        self.verifier = CandidateVerifier(verify, aspect_limits(self.db.infos()), self.db.thumbnail)
+        infos = self.db.infos()
+        solid = [i.name for i in infos if i.shape == "solid"]
+        self.verifier = CandidateVerifier(verify, aspect_limits(infos), self.db.thumbnail, solid)
         self.guided = GuidedStage(self.verifier)
         self.looks = SecondLooks(
             self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.records

@@ -302,6 +302,10 @@ class Candidate:
         The object's name.
     model_size : (int, int)
         The model image's (width, height), whose corners the verified homography maps.
+    model_frames, scene_frames : (M, 2) float32 or None
+        (size, angle in degrees) of each match's model and scene keypoint (OpenCV's ``KeyPoint`` convention):
+        the local similarity each match predicts, which verification without a plane checks
+        (:func:`~objrec.matching.solid.verify_solid`); None where the matcher did not record them.
     """
 
     object_index: int
@@ -310,6 +314,8 @@ class Candidate:
     ratio: np.ndarray
     name: str = ""
     model_size: tuple[int, int] = (0, 0)
+    model_frames: np.ndarray | None = None
+    scene_frames: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(len(self.model_xy))

@@ -13,7 +13,7 @@ from objrec.matching.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
 from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Features
 
-__all__ = ["DatabaseMatcher", "SPILL_MIN_TRAIN"]
+__all__ = ["DatabaseMatcher", "SPILL_MIN_TRAIN", "keypoint_frames"]
 
 #: Databases with at least this many descriptors of a kind without Laplacian signs (SIFT) are searched
 #: through a :class:`~objrec.matching.knn.SpillIndex` unless ``exact=True``; smaller ones exactly.
@@ -71,6 +71,8 @@ class DatabaseMatcher:
             np.concatenate([f.descriptors for f in feats]) if nonempty else np.zeros((0, dim), np.float32)
         )
         self.xy = np.concatenate([f.xy for f in feats]) if nonempty else np.zeros((0, 2), np.float32)
+        # (size, angle) of every row's keypoint: each match's local similarity, for verification without a plane.
+        self.frames = keypoint_frames(feats)
         self.owner = (
             np.concatenate([np.full(len(f), i, np.int32) for i, f in enumerate(feats)])
             if feats
@@ -136,10 +138,21 @@ class DatabaseMatcher:
         if len(m) == 0:
             return []
         train = m.train_idx if rows is None else rows[m.train_idx]
-        scene_xy = to_numpy(scene.xy[scene.xp.asarray(m.query_idx)])
+        qi = scene.xp.asarray(m.query_idx)
+        scene_xy = to_numpy(scene.xy[qi])
+        scene_frames = np.c_[to_numpy(scene.size[qi]), to_numpy(scene.angle[qi])].astype(np.float32)
         owner = self.owner[train]
         out = [
-            Candidate(int(oi), self.xy[train[sel]], scene_xy[sel], m.ratio[sel], self.names[oi], self.sizes[oi])
+            Candidate(
+                int(oi),
+                self.xy[train[sel]],
+                scene_xy[sel],
+                m.ratio[sel],
+                self.names[oi],
+                self.sizes[oi],
+                self.frames[train[sel]],
+                scene_frames[sel],
+            )
             for oi in np.unique(owner)
             for sel in [owner == oi]
         ]
@@ -184,7 +197,9 @@ class DatabaseMatcher:
             model_sign=sign,
             scene_sign=scene.laplacian if self.use_laplacian else None,
         )
-        scene_xy = to_numpy(scene.xy[scene.xp.asarray(si)])
+        qi = scene.xp.asarray(si)
+        scene_xy = to_numpy(scene.xy[qi])
+        scene_frames = np.c_[to_numpy(scene.size[qi]), to_numpy(scene.angle[qi])].astype(np.float32)
         return Candidate(
             candidate.object_index,
             self.xy[rows][mi],
@@ -192,4 +207,12 @@ class DatabaseMatcher:
             np.full(len(mi), np.nan, np.float32),
             candidate.name,
             candidate.model_size,
+            self.frames[rows][mi],
+            scene_frames,
         )
+
+
+def keypoint_frames(feats: list[Features]) -> np.ndarray:
+    """(size, angle) of every keypoint of ``feats``, concatenated: (N, 2) float32."""
+    parts = [np.c_[to_numpy(f.size), to_numpy(f.angle)] for f in feats if len(f)]
+    return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 2), np.float32)

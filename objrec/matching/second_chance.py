@@ -95,7 +95,7 @@ class GuidedStage:
         if H is None:
             return None
         g = matcher.guided(c, scene, H, radius=GUIDED_RADIUS[0] * verifier.params.reproj_threshold)
-        v = verifier.verify(g, verdicts.shape, verdicts)
+        v = verifier.verify_flat(g, verdicts.shape, verdicts)
         if not isinstance(v, Detection):
             return g, v
         return self.narrowed(c, g, v, matcher, scene, verdicts.shape, rounds=1)
@@ -117,7 +117,7 @@ class GuidedStage:
         radius = GUIDED_RADIUS[1] * self.verifier.params.reproj_threshold
         for _ in range(rounds):
             g2 = matcher.guided(c, scene, v.homography, radius=radius)
-            v2 = self.verifier.verify(g2, shape)
+            v2 = self.verifier.verify_flat(g2, shape)
             if not isinstance(v2, Detection) or v2.inliers < v.inliers:
                 break
             grew = v2.inliers > v.inliers

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from objrec.matching.solid import SolidParams, verify_solid
 from objrec.matching.verdicts import FrameVerdicts
 from objrec.matching.verify import VerifyParams, edge_agreement, verify_homography
 from objrec.modeldb.views import covered_tilt
@@ -45,6 +46,13 @@ class CandidateVerifier:
         Object name to its gray thumbnail (:meth:`objrec.modeldb.ModelDB.thumbnail`), for the appearance check
         (:func:`~objrec.matching.verify.edge_agreement`) of candidates verified with their frame; without it
         only the geometry is checked.
+    solid : collection of str, optional
+        Names of the objects enrolled as ``shape="solid"`` (objects with depth). Such a candidate is verified
+        as a flat one first (a face of the object seen through a homography gives a full detection); when that
+        fails it is verified without a plane (:func:`~objrec.matching.solid.verify_solid`: keypoint frames that
+        agree with their neighbours' and epipolar geometry, no appearance check), and its detection has no
+        homography but the outline of its inliers.
+    solid_params : SolidParams, optional
     """
 
     def __init__(
@@ -52,10 +60,14 @@ class CandidateVerifier:
         params: VerifyParams | None = None,
         aspect_limits: dict[str, float] | None = None,
         thumbnails: Callable[[str], np.ndarray] | None = None,
+        solid: Iterable[str] = (),
+        solid_params: SolidParams | None = None,
     ) -> None:
         self.params = params or VerifyParams()
         self.aspect_limits = dict(aspect_limits or {})
         self.thumbnails = thumbnails
+        self.solid = frozenset(solid)
+        self.solid_params = solid_params or SolidParams()
 
     def params_for(self, candidate: Candidate) -> VerifyParams:
         """The verification parameters of the candidate's object: ``params``, with the limits of an object
@@ -87,6 +99,34 @@ class CandidateVerifier:
         With ``verdicts`` holding the frame (``gray``) and ``thumbnails`` given, a geometrically sound view
         must also pass the appearance check, away from the objects already found in front of it.
         """
+        flat = self.verify_flat(candidate, frame_shape, verdicts)
+        if isinstance(flat, Detection) or candidate.name not in self.solid or flat.reason == "too_few_matches":
+            return flat
+        return self.verify_solid(candidate, frame_shape, flat)
+
+    def verify_solid(
+        self, candidate: Candidate, frame_shape: tuple[int, int], flat: Rejection
+    ) -> Detection | Rejection:
+        """The candidate verified without a plane (:func:`~objrec.matching.solid.verify_solid`), after the flat
+        verification rejected it for ``flat``: a detection with the outline of its inliers and no homography, or
+        the rejection of both tests."""
+        c = candidate
+        v = verify_solid(
+            c.model_xy, c.scene_xy, c.model_size, frame_shape, self.solid_params, c.model_frames, c.scene_frames
+        )
+        if isinstance(v, Failure):
+            detail = f"without a plane: {v.detail}; as flat: {flat.reason} ({flat.detail})"
+            return Rejection(c.name, v.reason, len(c), detail)
+        x0, y0, x1, y1 = (float(b) for b in v.box)
+        box = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
+        inlier_xy = np.asarray(c.scene_xy, np.float64)[v.inliers]
+        return Detection(c.name, v.score, v.n_inliers, None, box, outline=v.outline, inlier_xy=inlier_xy)
+
+    def verify_flat(
+        self, candidate: Candidate, frame_shape: tuple[int, int], verdicts: FrameVerdicts | None = None
+    ) -> Detection | Rejection:
+        """Homography verification and the appearance check (see :meth:`verify`), for every object: what guided
+        matching (matches sought around a homography) is verified with."""
         w, h = candidate.model_size
         p = self.params_for(candidate)
         v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, p)

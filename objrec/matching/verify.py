@@ -55,6 +55,8 @@ REASONS = {
     "aspect": "aspect ratio change beyond max_aspect_change",
     "perspective": "perspective terms too strong (extreme foreshortening)",
     "explained": "most of its inliers are inliers of a stronger detection (artwork the two objects share)",
+    "inconsistent": "too few matches agree with their neighbours' local similarity (an object verified without a "
+    "plane, objrec.matching.solid)",
     "appearance": "the frame confirms too few of the visible model's edges (min_edge_agreement): the matches lie on "
     "artwork this object shares with what is in view",
 }
