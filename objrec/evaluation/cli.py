@@ -129,7 +129,7 @@ def _catalogue_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shape",
         choices=("flat", "solid"),
-        help="ukbench: enrol every object with ModelDB.enroll(..., shape=SHAPE) (default: the database's default)",
+        help="ukbench: enrol every object with ModelDB.enroll(..., shape=SHAPE) (default: solid)",
     )
     p.add_argument(
         "--without-query-objects",

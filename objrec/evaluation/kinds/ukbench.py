@@ -21,8 +21,9 @@ Two parts, in one run:
   :class:`~objrec.recognizer.Recognizer` of :mod:`~objrec.evaluation.kinds.catalogue`, no prefilter or tracking,
   ``--budget-ms`` as given) and for ``findobj``, the catalogue's find_obj anchor on the same enrolled views
   (each view a model of its own, named ``<object>@<view>``, a detection of a view counting for its object).
-  ``--shape flat|solid`` is passed to the enrolment (UKBench mixes flat objects, CD covers and books, with
-  shoes, toys and plants); without it the database's default applies. Metrics: found (the query's object
+  ``--shape flat|solid`` is passed to the enrolment; the default is ``solid`` (:data:`DEFAULT_SHAPE`), since
+  UKBench mixes flat objects (CD covers, books) with shoes, toys and plants, and a solid object is verified as a
+  flat one first (see :class:`~objrec.matching.verifier.CandidateVerifier`). Metrics: found (the query's object
   among the detections), wrong top-1 (the best detection names another object), latency p50/p99 and, with a
   budget, the late share.
 
@@ -125,8 +126,12 @@ def _object_name(k: int) -> str:
     return f"ukb{k:05d}"
 
 
+#: What the objects are enrolled as without ``--shape``: most UKBench objects have depth.
+DEFAULT_SHAPE = "solid"
+
+
 def _enrol_kwargs(shape: str | None) -> dict[str, Any]:
-    return {} if shape is None else {"shape": shape}  # None: enrol's own default
+    return {"shape": shape or DEFAULT_SHAPE}
 
 
 def _database(out: Path, tag: str, items: list[tuple[str, Any]], shape: str | None, progress: bool) -> Any:
@@ -246,7 +251,7 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
         status[f"retrieval-{kind}"] = {"available": False, "note": f"the database's detectors have no {kind}"}
     cfg.notes.append(
         f"ukbench: {len(groups)} objects, {4 * len(groups)} images; retrieval scored for {', '.join(kinds) or 'none'}"
-        + (f"; enrolled as shape={cfg.shape}" if getattr(cfg, "shape", None) else "")
+        + f"; enrolled as shape={getattr(cfg, 'shape', None) or DEFAULT_SHAPE}"
     )
     return tasks, status
 
