@@ -48,10 +48,11 @@ class CandidateVerifier:
         only the geometry is checked.
     solid : collection of str, optional
         Names of the objects enrolled as ``shape="solid"`` (objects with depth). Such a candidate is verified
-        as a flat one first (a face of the object seen through a homography gives a full detection); when that
-        fails it is verified without a plane (:func:`~objrec.matching.solid.verify_solid`: keypoint frames that
-        agree with their neighbours' and epipolar geometry, no appearance check), and its detection has no
-        homography but the outline of its inliers.
+        without a plane (:func:`~objrec.matching.solid.verify_solid`: keypoint frames that agree with their
+        neighbours' and epipolar geometry, no appearance check), and its detection has no homography but the
+        outline of its inliers. When one homography explains its support (a flat view, such as one face seen
+        alone) or the test without a plane fails, it is verified as a flat object too, and a detection that
+        passes that way keeps its homography.
     solid_params : SolidParams, optional
     """
 
@@ -99,24 +100,22 @@ class CandidateVerifier:
         With ``verdicts`` holding the frame (``gray``) and ``thumbnails`` given, a geometrically sound view
         must also pass the appearance check, away from the objects already found in front of it.
         """
-        flat = self.verify_flat(candidate, frame_shape, verdicts)
-        if isinstance(flat, Detection) or candidate.name not in self.solid or flat.reason == "too_few_matches":
-            return flat
-        return self.verify_solid(candidate, frame_shape, flat)
-
-    def verify_solid(
-        self, candidate: Candidate, frame_shape: tuple[int, int], flat: Rejection
-    ) -> Detection | Rejection:
-        """The candidate verified without a plane (:func:`~objrec.matching.solid.verify_solid`), after the flat
-        verification rejected it for ``flat``: a detection with the outline of its inliers and no homography, or
-        the rejection of both tests."""
+        if candidate.name not in self.solid:
+            return self.verify_flat(candidate, frame_shape, verdicts)
         c = candidate
         v = verify_solid(
             c.model_xy, c.scene_xy, c.model_size, frame_shape, self.solid_params, c.model_frames, c.scene_frames
         )
-        if isinstance(v, Failure):
-            detail = f"without a plane: {v.detail}; as flat: {flat.reason} ({flat.detail})"
-            return Rejection(c.name, v.reason, len(c), detail)
+        if not v or v.mode == "planar":  # a flat view, or no consistency without a plane: a homography decides
+            flat = self.verify_flat(c, frame_shape, verdicts)
+            if isinstance(flat, Detection) or v:
+                return flat if isinstance(flat, Detection) else self._solid_detection(c, v)
+            return Rejection(c.name, v.reason, len(c), f"without a plane: {v.detail}; as flat: {flat.reason}")
+        return self._solid_detection(c, v)
+
+    @staticmethod
+    def _solid_detection(c: Candidate, v: Any) -> Detection:
+        """The detection of a candidate verified without a plane: its inliers' outline, the box around it."""
         x0, y0, x1, y1 = (float(b) for b in v.box)
         box = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
         inlier_xy = np.asarray(c.scene_xy, np.float64)[v.inliers]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import cv2
 import numpy as np
 import pytest
@@ -249,3 +251,62 @@ def test_ukbench_objects_with_depth(shared_data, k):
         x1, x2, f1, f2 = _sift_pair(shared_data, 4 * k, 4 * other + 1)
         w = verify_solid(x1, x2, (640, 480), SCENE, model_frames=f1, scene_frames=f2)
         assert not w, (other, w.info)
+
+
+def _candidate(name: str, seed: int):
+    from objrec.types import Candidate
+
+    rng = np.random.default_rng(seed)
+    X, t = _box_corner(120, rng)
+    x1, x2, f1, f2 = _views(X, t, rng)
+    c = Candidate(0, x1.astype(np.float32), x2.astype(np.float32), np.full(len(x1), 0.5, np.float32), name,
+                  _model_size(x1), f1.astype(np.float32), f2.astype(np.float32))  # fmt: skip
+    return c, x2
+
+
+def test_the_verifier_verifies_a_solid_object_without_a_plane():
+    from objrec.matching.verifier import CandidateVerifier
+    from objrec.types import Detection
+
+    c, x2 = _candidate("toy", 0)
+    flat = CandidateVerifier().verify(c, SCENE)
+    # A homography holds for one face of the box corner at most: as a flat object, most matches are lost.
+    assert not isinstance(flat, Detection) or flat.inliers < 0.6 * len(c)
+    d = CandidateVerifier(solid={"toy"}).verify(c, SCENE)
+    assert isinstance(d, Detection), d
+    assert d.homography is None and d.to_json()["homography"] is None
+    hull = cv2.convexHull(x2.astype(np.float32)).reshape(-1, 2)
+    # The outline is the hull of the inliers: inside the hull of all the true matches, and most of its area.
+    assert cv2.contourArea(d.outline.astype(np.float32)) >= 0.8 * cv2.contourArea(hull)
+    assert d.corners.min(axis=0) == pytest.approx(d.outline.min(axis=0), abs=1.0)
+    assert d.corners.max(axis=0) == pytest.approx(d.outline.max(axis=0), abs=1.0)
+
+
+def test_the_verifier_rejects_shuffled_matches_of_a_solid_object():
+    from objrec.matching.verifier import CandidateVerifier
+
+    c, _ = _candidate("toy", 1)
+    rng = np.random.default_rng(5)
+    perm = rng.permutation(len(c))
+    wrong = dataclasses.replace(c, scene_xy=c.scene_xy[perm], scene_frames=c.scene_frames[perm])
+    r = CandidateVerifier(solid={"toy"}).verify(wrong, SCENE)
+    assert r.reason in {"inconsistent", "too_few_inliers"} and "as flat" in r.detail
+
+
+def test_a_flat_view_of_a_solid_object_keeps_its_homography():
+    from objrec.matching.verifier import CandidateVerifier
+    from objrec.types import Candidate, Detection
+
+    rng = np.random.default_rng(3)
+    x1 = rng.uniform(0, 300, (80, 2))
+    H = np.array([[0.9, 0.1, 40], [-0.1, 0.9, 30], [2e-4, 1e-4, 1]])
+    x2 = cv2.perspectiveTransform(x1.reshape(-1, 1, 2), H).reshape(-1, 2) + rng.normal(0, 0.3, x1.shape)
+    frames1 = np.c_[np.full(80, 12.0), np.full(80, 30.0)]
+    frames2 = np.c_[np.full(80, 12.0 * 0.9), np.full(80, 30.0 - 6.3)]  # the similarity's scale and rotation
+    c = Candidate(0, x1.astype(np.float32), x2.astype(np.float32), np.full(80, 0.5, np.float32), "box", (300, 300),
+                  frames1.astype(np.float32), frames2.astype(np.float32))  # fmt: skip
+    d = CandidateVerifier(solid={"box"}).verify(c, SCENE)
+    assert isinstance(d, Detection) and d.homography is not None
+    corners = np.array([[0, 0], [300, 0], [300, 300], [0, 300]], np.float64).reshape(-1, 1, 2)
+    truth = cv2.perspectiveTransform(corners, H).reshape(-1, 2)
+    assert np.abs(d.corners - truth).max() < 2.0
