@@ -303,9 +303,8 @@ class Candidate:
     model_size : (int, int)
         The model image's (width, height), whose corners the verified homography maps.
     model_frames, scene_frames : (M, 2) float32 or None
-        (size, angle in degrees) of each match's model and scene keypoint (OpenCV's ``KeyPoint`` convention):
-        the local similarity each match predicts, which verification without a plane checks
-        (:func:`~objrec.matching.solid.verify_solid`); None where the matcher did not record them.
+        (size, angle in degrees) of each match's keypoints (OpenCV's convention), which verification without a
+        plane checks (:func:`~objrec.matching.solid.verify_solid`); None where the matcher did not record them.
     """
 
     object_index: int
@@ -389,15 +388,13 @@ class Detection:
     score : float
         Confidence in [0, 1].
     inliers : int
-        Geometric inliers supporting the homography (or, for an object verified without a plane, its
-        consistency test).
+        Geometric inliers supporting the homography (or the test of an object verified without a plane).
     homography : (3, 3) float64 or None
         Maps model-image pixels to scene pixels, normalised so ``H[2, 2] == 1``; None for an object verified
         without a plane (enrolled as ``shape="solid"``), which ``outline`` describes instead.
     corners : (4, 2) float64
         The model's ``(0,0), (w,0), (w,h), (0,h)`` mapped into the scene, as (x, y); corners of an object
-        partly outside the frame lie outside the image. Without a homography: the corners of the box around
-        ``outline``, in the same order.
+        partly outside the frame lie outside the image. Without a homography: the box around ``outline``.
     visible_fraction : float
         Share of the model's area that lies inside the frame, in [0, 1].
     inlier_xy : (n, 2) float ndarray or None
@@ -415,10 +412,9 @@ class Detection:
     pose : Pose or None
         The object's metric pose, when the recognizer knows the camera and the object's physical width.
     view : int
-        The enrolled view of the object that matched (0 for an object enrolled from one image): ``homography``
-        and ``corners`` refer to that view's image.
+        The enrolled view that matched (0 for one image): ``homography`` and ``corners`` refer to its image.
     outline : (n, 2) float64 or None
-        For an object verified without a plane: the convex hull of its inliers in the frame (None otherwise).
+        The convex hull of the inliers of an object verified without a plane (None otherwise).
     """
 
     name: str

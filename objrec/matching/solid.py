@@ -328,15 +328,12 @@ def verify_solid(
     ----------
     model_xy, scene_xy : (M, 2) array
         The putative matches (ratio-test survivors) in model-image and frame pixels.
-    model_size : (int, int)
-        The model image's (width, height).
-    scene_shape : (int, int)
-        The frame's (rows, cols).
+    model_size, scene_shape : (int, int)
+        The model image's (width, height) and the frame's (rows, cols).
     params : SolidParams, optional
     model_frames, scene_frames : (M, 2) array, optional
-        (size, angle in degrees) of each match's keypoints, OpenCV's ``KeyPoint`` convention. Without them every
-        match counts as locally consistent, which leaves only the epipolar test: far weaker (see the module notes),
-        so callers should pass them.
+        (size, angle in degrees) of each match's keypoints, OpenCV's ``KeyPoint`` convention. Without them only
+        the epipolar test is left, which is far weaker (see the module notes).
 
     Returns
     -------

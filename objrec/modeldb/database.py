@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 
 from objrec.imageio import InputError
 from objrec.modeldb import maintenance
+from objrec.modeldb.access import DatabaseReads
 from objrec.modeldb.enrolment import run_enrolment
 from objrec.modeldb.preparation import PreparedObject, prepare_object
 from objrec.modeldb.records import (
@@ -22,7 +22,6 @@ from objrec.modeldb.records import (
     EnrollReport,
     ModelDBError,
     ModelObject,
-    ObjectInfo,
     check_name,
     check_shape,
     check_width_m,
@@ -36,7 +35,7 @@ from objrec.modeldb.views import check_views
 __all__ = ["ModelDB"]
 
 
-class ModelDB:
+class ModelDB(DatabaseReads):
     """A directory of enrolled objects. Use :meth:`create` or :meth:`open`; every change is saved at once.
 
     Reading is cheap at any size: opening reads the manifest and the shards' object tables, and an
@@ -67,10 +66,6 @@ class ModelDB:
     ['noise']
     """
 
-    def __init__(self, store: ShardStore) -> None:
-        self.store = store
-        self.path = store.path
-
     # -- construction -------------------------------------------------------------------------------
     @classmethod
     def create(
@@ -99,108 +94,6 @@ class ModelDB:
         """
         upgrade_schema1(path)
         return cls.open(path)
-
-    # -- read access --------------------------------------------------------------------------------
-    @property
-    def database_id(self) -> str:
-        """A hash of the content (detectors, object names and content hashes)."""
-        return self.store.manifest["database_id"]
-
-    @property
-    def compatible_ids(self) -> list[str]:
-        """Earlier ids of this database whose prefilter is still valid: the content changed since only by
-        removals and renames (an enrolment or replacement empties the list)."""
-        return list(self.store.manifest.get("compatible_ids", []))
-
-    @property
-    def detectors(self) -> dict[str, dict[str, Any]]:
-        """The enrolled detector kinds and their parameters."""
-        return {k: dict(v) for k, v in self.store.manifest["detectors"].items()}
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """A copy of the manifest this database's state comes from."""
-        return copy.deepcopy(self.store.manifest)
-
-    @property
-    def names(self) -> list[str]:
-        """Names of the enrolled objects, in the order they were enrolled."""
-        return list(self.store.views)
-
-    @property
-    def records(self) -> list[str]:
-        """Keys of every enrolled view (an object's view 0 under its name, view ``k`` under ``NAME#k``; see
-        :func:`~objrec.modeldb.records.view_key`), in the order they were enrolled: what matchers and indexes
-        hold, one entry per view."""
-        return list(self.store.live)
-
-    def view_keys(self, name: str) -> list[str]:
-        """The record keys of object ``name``'s views, in view order (KeyError naming the known objects)."""
-        if name not in self.store.views:
-            self.store.locate(name)  # raises the KeyError naming the enrolled objects
-            raise KeyError(f"{name!r} is a view's key in {self.path}, not an object name")
-        return list(self.store.views[name])
-
-    def __len__(self) -> int:
-        return len(self.store.views)
-
-    def __contains__(self, name: object) -> bool:
-        """True for an enrolled object's name and for the key of an enrolled view."""
-        try:
-            return name in self.store.views or name in self.store.live
-        except TypeError:
-            return False
-
-    def info(self, name: str) -> ObjectInfo:
-        """What the object table records about a view (no array is read): ``name`` is a record key, or an
-        object's name for its first view."""
-        sh, row = self.store.locate(name)
-        return ObjectInfo.from_entry(sh.objects[row])
-
-    def infos(self) -> list[ObjectInfo]:
-        """:meth:`info` of every enrolled view, in the order of :attr:`records` (no array is read)."""
-        return self.store.infos()
-
-    def thumbnail(self, name: str) -> np.ndarray:
-        """The stored gray ``THUMB_SIZE`` x ``THUMB_SIZE`` thumbnail of ``name``'s model image (made from the
-        image when its shard was written without thumbnails)."""
-        return self.store.thumbnail(*self.store.locate(name))
-
-    def get(self, name: str, with_image: bool = False) -> ModelObject:
-        """An enrolled view: ``name`` is a record key, or an object's name for its first view (KeyError naming the
-        known objects if absent)."""
-        return self.store.cached_object(name, with_image)
-
-    def get_kind(self, name: str, kind: str) -> ModelObject:
-        """``name`` with the features of one detector kind only (no image), read from the shards each call:
-        for a matcher that keeps its own cache of the objects it matches."""
-        self._check_kind(kind)
-        return self.store.model_object(name, [kind], False)
-
-    def _check_kind(self, kind: str) -> None:
-        if kind not in self.store.manifest["detectors"]:
-            raise ValueError(f"kind: {kind!r} is not enrolled in {self.path} (has {list(self.detectors)})")
-
-    def objects(self, with_image: bool = False) -> list[ModelObject]:
-        """:meth:`get` of every enrolled view, in the order of :attr:`records`."""
-        return [self.get(n, with_image) for n in self.records]
-
-    def image(self, name: str) -> np.ndarray:
-        """The stored model image (BGR or gray uint8) of ``name``."""
-        return self.store.image(*self.store.locate(name))
-
-    def descriptor_table(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every enrolled descriptor of ``kind`` in its stored dtype, and the object of each row.
-
-        Returns
-        -------
-        descriptors : (N, D) ndarray
-            uint8 for SIFT, float16 for SURF (see :data:`DESCRIPTOR_STORAGE`); a copy out of the maps.
-        owner : (N,) int64
-            Index into :attr:`records` of the view each row belongs to.
-        """
-        self._check_kind(kind)
-        return self.store.descriptor_table(kind)
 
     # -- writes -------------------------------------------------------------------------------------
     @contextlib.contextmanager
