@@ -17,7 +17,7 @@ from objrec.boxes import clip_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import DegradeController, fit_scale
 from objrec.types import Regions, SearchPlan, SkipRecord
 
-__all__ = ["SearchPlanner", "plan_work", "COARSE_SAMPLING_COST"]
+__all__ = ["SearchPlanner", "plan_work", "COARSE_SAMPLING_COST", "ESCALATION_PIXELS"]
 
 #: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
 #: drop to a quarter, while the integral image, the description and per-call costs do not shrink
@@ -49,6 +49,11 @@ def _grid_tiles(w: int, h: int, cols: int, rows: int) -> list[tuple[int, int, in
             out.append((max(0, int(x0)), max(0, int(y0)), min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1)))))
     return out
 
+
+#: Under a budget, an escalation searches its box at a resolution that keeps at least this many pixels
+#: (about 160 a side, twice that in SIFT's first octave, which doubles its input): the bound a track's
+#: confirmation keeps too (``objrec.realtime.searches.CONFIRM_PIXELS``).
+ESCALATION_PIXELS = 25_000
 
 #: The matches the first verification is sized at before the frame's candidates exist.
 FIRST_VERIFY_MATCHES = 100
@@ -237,9 +242,24 @@ class SearchPlanner:
         return SearchPlan(None, pixels=h * w, max_features=self.frame_cap(sched), sample_step=step)
 
     @staticmethod
-    def escalation_plan(box: tuple[int, int, int, int]) -> SearchPlan:
-        """One unsure box searched by a secondary detector, at full resolution."""
-        return SearchPlan(Regions.from_boxes([box]), pixels=(box[2] - box[0]) * (box[3] - box[1]))
+    def escalation_plan(box: tuple[int, int, int, int], sched: Any = None, stage: str = "") -> SearchPlan:
+        """One unsure box searched by a secondary detector whose extraction is the cost model's ``stage``.
+
+        Without a budget (or ``sched``), at full resolution. Under one, at the largest resolution whose
+        predicted cost fits the time left, but never below :data:`ESCALATION_PIXELS` (a smaller box keeps
+        full resolution): a large object keeps its detail at a lower resolution, and a box that does not
+        fit even there is left to the scheduler to skip. A lower resolution is recorded in the plan's
+        ``skipped``.
+        """
+        px = (box[2] - box[0]) * (box[3] - box[1])
+        scale = 1.0
+        if sched is not None and sched.budget_ms is not None and px > 0:
+            floor = min(1.0, float(np.sqrt(ESCALATION_PIXELS / px)))
+            fit = float(np.sqrt(sched.cost.largest_size(stage, sched.remaining()) / px))
+            # Two decimals: crops of nearly the same size from frame to frame resize to the same shapes.
+            scale = max(floor, np.floor(min(1.0, fit) * 100.0) / 100.0)
+        skipped = () if scale >= 1.0 else (SkipRecord("full_resolution", "budget", f"{scale:.2f}"),)
+        return SearchPlan(Regions.from_boxes([box]), scale=float(scale), pixels=px, skipped=skipped)
 
     def observe(self, plan: SearchPlan, n_features: int) -> None:
         """Learn the keypoints a frame gives per pixel extracted at the plan's sampling step: the time of the

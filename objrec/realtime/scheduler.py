@@ -162,6 +162,19 @@ class CostModel:
         s = self._fitted(stage)
         return 0.0 if s is None else s.margin
 
+    def largest_size(self, stage: str, ms: float) -> float:
+        """The largest size whose predicted time (:meth:`predict`, the high quantile) is at most ``ms``: 0 when
+        not even size 0 fits, infinite when the prediction does not grow with size and fits. A stage not yet
+        learned is predicted by its prior or :attr:`default_ms` at any size."""
+        s = self._fitted(stage)
+        if s is None:
+            return float("inf") if self.predict(stage) <= ms else 0.0
+        a, b = s.coef
+        room = ms - a - s.margin
+        if room < 0.0:
+            return 0.0
+        return float("inf") if b <= 0.0 else room / b
+
     def expected(self, stage: str, size: float = 1.0) -> float:
         """Typical milliseconds for ``stage`` at ``size``: the line without the quantile margin (a plan of
         several units adds their margins in quadrature, see ``SearchPlanner``). 0 until learned."""

@@ -81,18 +81,22 @@ class SecondLooks:
 
     def escalate(self, state: FrameState, sched: Any) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
-        found or tracked), while they fit; their candidates with too little evidence get guided matching
-        against the box's features, as the primary detector's do."""
+        found or tracked), each box an optional unit at the resolution the planner gives it
+        (:meth:`~objrec.realtime.planner.SearchPlanner.escalation_plan`: lower under a budget, down to what a
+        large object needs) and run only if its predicted cost fits; their candidates with too little
+        evidence get guided matching against the box's features, as the primary detector's do."""
         verdicts = state.verdicts
         for kind in self.kinds[1:]:
             for i, box in enumerate(verdicts.open_unsure()):
-                plan = self.planner.escalation_plan(box)
+                stage = f"escalate_{kind}"
+                plan = self.planner.escalation_plan(box, sched, stage)
                 out = sched.run(
                     "escalate", self.search, state.image, kind, plan,
-                    size=plan_work(plan), stage=f"escalate_{kind}", subject=f"{kind}:{i}",
+                    size=plan_work(plan), stage=stage, subject=f"{kind}:{i}",
                 )  # fmt: skip
                 if isinstance(out, SkipRecord):
                     continue
+                sched.record(plan.skipped)
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
 

@@ -6,14 +6,25 @@ from typing import Any
 
 import numpy as np
 
+from objrec.imageio import to_gray
 from objrec.realtime.guard import collect_in_slack
+from objrec.realtime.planner import SearchPlanner, plan_work
 
-__all__ = ["warm_up"]
+__all__ = ["warm_up", "ESCALATION_SHARES"]
+
+#: The escalation is taught at boxes of these shares of the frame's area (centred): from about the smallest
+#: box a budget searches it at (``ESCALATION_PIXELS`` of a 640x480 frame) to a large object's, so that its
+#: cost line is learned across the sizes it is asked to predict.
+ESCALATION_SHARES = (0.08, 0.2, 0.4)
 
 
 def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
     """Run ``recognizer`` without a budget on generated frames of ``frame_shape`` (rows, cols): scenes of up
     to two of its enrolled objects over a generated cover, and the cover alone.
+
+    Each pass also runs the escalation (the secondary detectors, see ``objrec.realtime.searches``) on
+    centred boxes of :data:`ESCALATION_SHARES` of the frame: a unit that under a budget runs only when its
+    predicted cost fits would otherwise never be learned, the frames' own escalations being few.
 
     A first pass, at both SURF sampling steps when the planner may choose the coarse one, compiles kernels,
     imports what the units import on first use and allocates buffers; the cost model then forgets it (a
@@ -40,9 +51,26 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
             scene = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image
             recognizer.process_with(scene, None, None, s)
             recognizer.process_with(bg, None, None, s)
+            _escalate_boxes(recognizer, scene)
     finally:
         recognizer.tracker.reset()
         recognizer.degrade.reset()
         if getattr(recognizer, "adapter", None) is not None:
             recognizer.adapter.reset()  # the generated frames are not the camera's scene
     collect_in_slack(float("inf"))
+
+
+def _escalate_boxes(recognizer: Any, scene: np.ndarray) -> None:
+    """The escalation of each secondary detector kind on centred boxes of :data:`ESCALATION_SHARES` of
+    ``scene``, each a scheduler unit of a frame without a budget (the cost model learns it)."""
+    looks, sched = recognizer.looks, recognizer.scheduler
+    image = recognizer.features.frame_image(to_gray(scene))
+    h, w = scene.shape[:2]
+    for kind in looks.kinds[1:]:
+        for share in ESCALATION_SHARES:
+            bw, bh = int(w * np.sqrt(share)), int(h * np.sqrt(share))
+            x0, y0 = (w - bw) // 2, (h - bh) // 2
+            plan = SearchPlanner.escalation_plan((x0, y0, x0 + bw, y0 + bh))
+            sched.start(None, None)
+            stage = f"escalate_{kind}"
+            sched.run("escalate", looks.search, image, kind, plan, size=plan_work(plan), stage=stage)

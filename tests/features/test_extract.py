@@ -84,3 +84,18 @@ def test_empty_plan_gives_empty_features(gray):
     image = stage.frame_image(gray)
     f = stage.extract(image, "surf", SearchPlan(Regions.empty()))
     assert len(f) == 0 and f.descriptors.shape == (0, 64) and f.kind == "surf"
+
+
+def test_sift_box_at_a_lower_resolution_equals_opencv_on_the_resized_crop_mapped_back(gray):
+    """An escalation's plan (one box, scale < 1): OpenCV's SIFT on the crop resized with INTER_AREA, its
+    keypoints scaled back by the crop's own size ratio and shifted by the box's corner."""
+    stage = FeatureStage({"sift": {}}, backend="cpu")
+    box = [40, 30, 280, 210]
+    got = stage.extract(stage.frame_image(gray), "sift", SearchPlan(Regions.from_boxes([box]), scale=0.5))
+    crop = cv2.resize(gray[30:210, 40:280], (120, 90), interpolation=cv2.INTER_AREA)
+    kps, desc = cv2.SIFT_create().detectAndCompute(crop, None)
+    ref = np.float32([k.pt for k in kps]) * np.float32([240 / 120, 180 / 90]) + np.float32([40, 30])
+    assert len(got) == len(kps) > 10
+    order = np.lexsort((ref[:, 1], ref[:, 0]))
+    np.testing.assert_allclose(_sorted_xy(got), ref[order], rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(np.sort(got.size), np.sort(np.float32([k.size for k in kps]) * 2.0), rtol=1e-5)

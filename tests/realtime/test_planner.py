@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from objrec.realtime.degrade import DegradeController
-from objrec.realtime.planner import COARSE_SAMPLING_COST, SearchPlanner, plan_work
+from objrec.realtime.planner import COARSE_SAMPLING_COST, ESCALATION_PIXELS, SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
 from objrec.types import Regions
 
@@ -125,3 +125,37 @@ def test_tracked_boxes_are_cut_out_of_the_proposals():
     for x0, y0, x1, y1 in plan.regions.boxes.tolist():
         mask[y0:y1, x0:x1] = True
     assert not mask[100:400, 100:500].any() and mask.sum() == 640 * 480 - 400 * 300
+
+
+def _escalation_sched(budget, used_ms):
+    """A scheduler ``used_ms`` into a frame of ``budget`` whose escalation costs 0.5 ms + 0.1 ms per 1000 pixels."""
+    clock = FakeClock()
+    s = FrameScheduler(budget, CostModel(min_samples=3), clock, safety_ms=0.0)
+    for px in (10_000, 50_000, 100_000, 200_000):
+        s.cost.observe("escalate_sift", px, 0.5 + 1e-4 * px)
+    s.start()
+    clock.advance(used_ms)
+    return s
+
+
+def test_escalation_is_searched_at_the_largest_resolution_that_fits_down_to_its_floor():
+    box = (100, 50, 500, 350)  # 120,000 pixels
+    px = 400 * 300
+    full = SearchPlanner.escalation_plan(box)
+    assert full.scale == 1.0 and full.pixels == px and full.regions.boxes.tolist() == [list(box)]
+    assert SearchPlanner.escalation_plan(box, _escalation_sched(None, 30.0), "escalate_sift").scale == 1.0
+    # Room for 13 ms, the whole box costs 12.5 ms: full resolution.
+    assert SearchPlanner.escalation_plan(box, _escalation_sched(33.0, 20.0), "escalate_sift").scale == 1.0
+    # Room for 5 ms: brute force over scales in steps of 0.01 gives the largest that fits.
+    sched = _escalation_sched(33.0, 28.0)
+    plan = SearchPlanner.escalation_plan(box, sched, "escalate_sift")
+    fitting = [s for s in np.arange(1, 101) / 100 if sched.cost.predict("escalate_sift", px * s * s) <= 5.0]
+    assert plan.scale == pytest.approx(max(fitting)) and plan.scale < 1.0
+    assert plan_work(plan) == pytest.approx(px * plan.scale**2)
+    assert [(r.unit, r.reason) for r in plan.skipped] == [("full_resolution", "budget")]
+    # Room for 1 ms: not below the floor's pixels (the scheduler then skips the unit).
+    tight = SearchPlanner.escalation_plan(box, _escalation_sched(33.0, 32.0), "escalate_sift")
+    assert px * tight.scale**2 == pytest.approx(ESCALATION_PIXELS, rel=1e-6)
+    # A box smaller than the floor keeps full resolution.
+    small = (0, 0, 100, 100)
+    assert SearchPlanner.escalation_plan(small, _escalation_sched(33.0, 32.0), "escalate_sift").scale == 1.0

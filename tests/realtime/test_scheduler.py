@@ -149,3 +149,26 @@ def test_frame_start_time_counts_queueing():
     sched = FrameScheduler(budget_ms=33.0, clock=clock, safety_ms=0.0)
     sched.start(t0=90.0)  # the frame waited 10 ms before processing began
     assert sched.elapsed() == 10.0 and sched.remaining() == 23.0
+
+
+@pytest.mark.parametrize("slope", [0.3, 0.0])
+def test_largest_size_is_the_largest_predicted_to_fit(slope):
+    """``largest_size`` against a brute-force search over sizes of ``predict``: the sizes up to it fit, a
+    size 1% above it does not (a flat line fits at any size or none)."""
+    cm = CostModel(min_samples=3)
+    rng = np.random.default_rng(2)
+    for x in rng.uniform(10, 200, 40):
+        cm.observe("s", x, 1.0 + slope * x + rng.gamma(2.0, 0.3))
+    sizes = np.linspace(0.0, 1000.0, 20001)
+    for ms in (0.5, 5.0, 20.0, 80.0):
+        fits = np.array([cm.predict("s", x) <= ms + 1e-9 for x in sizes])
+        got = cm.largest_size("s", ms)
+        if not fits[0]:
+            assert got == 0.0
+        elif fits.all():
+            assert got >= sizes[-1]
+        else:
+            assert fits[sizes <= got].all() and not fits[sizes > got * 1.01].any()
+    cm2 = CostModel(min_samples=3, prior_ms={"p": 4.0})
+    assert cm2.largest_size("p", 5.0) == float("inf") and cm2.largest_size("p", 3.0) == 0.0
+    assert cm2.largest_size("unknown", 1e6) == 0.0  # default_ms: never admitted blindly

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from objrec import Recognizer
 from objrec.realtime.scheduler import FakeClock
 
@@ -29,3 +31,22 @@ def test_a_slow_first_call_is_forgotten_and_the_rest_is_learned(sample_db, monke
     assert cost.predict("features_surf", max(stage.xs)) < 300.0
     assert cost.samples("features_surf") >= cost.min_samples and cost.samples("matching") >= cost.min_samples
     assert rec.degrade.level == 0 and rec.scheduler.default_budget_ms == rec.budget_ms == 33
+
+
+def test_the_escalation_is_learned_at_the_sizes_a_budget_asks_for(sample_db):
+    """After the warm-up, the secondary detector's escalation has a learned cost line whose sizes span the
+    boxes of ``ESCALATION_SHARES`` of the frame (the smallest near ``ESCALATION_PIXELS``), so a budgeted frame
+    can admit it."""
+    from objrec.realtime.planner import ESCALATION_PIXELS
+    from objrec.realtime.warmup import ESCALATION_SHARES
+
+    rec = Recognizer(sample_db, budget_ms=33, prefilter=None, track=False)
+    assert rec.kinds[1:] == ["sift"]
+    rec.warmup((480, 640), repeats=3)
+    cost = rec.scheduler.cost
+    assert cost.samples("escalate_sift") >= cost.min_samples
+    sizes = sorted(set(cost._stages["escalate_sift"].xs))
+    want = [int(640 * np.sqrt(s)) * int(480 * np.sqrt(s)) for s in ESCALATION_SHARES]
+    assert all(w in sizes for w in want)
+    assert abs(min(want) - ESCALATION_PIXELS) < 0.05 * ESCALATION_PIXELS
+    assert np.isfinite(cost.predict("escalate_sift", ESCALATION_PIXELS))

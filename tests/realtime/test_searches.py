@@ -1,0 +1,109 @@
+"""The escalation: the secondary detector searches the unsure region only, at a resolution that fits the time
+left, as a unit whose cost the scheduler predicts and that is skipped, with a record, when it does not fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from objrec.features.extract import FrameImage
+from objrec.realtime.frame import FrameState
+from objrec.realtime.planner import ESCALATION_PIXELS, SearchPlanner, plan_work
+from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
+from objrec.realtime.searches import SecondLooks
+from objrec.types import Candidate, Features, Rejection, SkipRecord
+
+
+class _Stage:
+    """A feature stage that records the plans it is given and finds nothing."""
+
+    def __init__(self):
+        self.plans = []
+
+    def extract(self, image, kind, plan):
+        self.plans.append((kind, plan))
+        return Features.empty(128, kind)
+
+
+class _Nothing:
+    def candidates(self, feats, among=None):
+        return []
+
+    def run(self, *args, **kwargs):
+        return None
+
+
+def _frame_with_unsure_candidate(rng):
+    """A 640x480 frame whose one candidate was rejected for too few inliers, its matches around (300, 200)."""
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 33.0)
+    xy = (rng.normal(0, 1, (40, 2)) * [60, 40] + [300, 200]).astype(np.float32)
+    c = Candidate(3, xy.copy(), xy, np.full(40, 0.5, np.float32), "cover", (300, 400))
+    state.verdicts.add(c, Rejection("cover", "too_few_inliers", 40))
+    return state, xy
+
+
+def _looks(stage):
+    nothing = _Nothing()
+    planner = SearchPlanner("surf")
+    return SecondLooks(stage, {"surf": nothing, "sift": nothing}, nothing, nothing, planner, ["surf", "sift"], [])
+
+
+def _sched(room_ms):
+    """A scheduler with ``room_ms`` left of a 33 ms frame; the escalation costs 1 ms + 0.2 ms per 1000 pixels."""
+    clock = FakeClock()
+    s = FrameScheduler(33.0, CostModel(min_samples=3), clock, safety_ms=0.0)
+    for px in (20_000, 60_000, 120_000):
+        s.cost.observe("escalate_sift", px, 1.0 + 2e-4 * px)
+    s.start()
+    clock.advance(33.0 - room_ms)
+    return s
+
+
+def _expected_box(xy, w=640, h=480):
+    """The middle 90% of the matches grown by half its size per side (at least 32 px), clipped: computed here
+    with NumPy as the reference for the unsure region."""
+    lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)
+    g = np.maximum((hi - lo) * 0.5, 32.0)
+    x0, y0 = np.floor(np.maximum(lo - g, 0)).astype(int)
+    x1, y1 = np.ceil(np.minimum(hi + g, [w, h])).astype(int)
+    return [int(x0), int(y0), int(x1), int(y1)]
+
+
+def test_escalation_searches_the_unsure_region_at_a_predicted_cost_that_fits():
+    state, xy = _frame_with_unsure_candidate(np.random.default_rng(0))
+    stage = _Stage()
+    sched = _sched(room_ms=10.0)
+    _looks(stage).escalate(state, sched)
+    [(kind, plan)] = stage.plans
+    box = plan.regions.boxes[0].tolist()
+    assert kind == "sift" and np.abs(np.array(box) - _expected_box(xy)).max() <= 1
+    px = (box[2] - box[0]) * (box[3] - box[1])
+    assert px > 45_000  # too large for 10 ms at full resolution (1 + 0.2 * 45 = 10 ms)...
+    assert plan.scale < 1.0 and px * plan.scale**2 >= ESCALATION_PIXELS  # ...so at a lower one, above the floor
+    [unit] = [u for u in sched.records if u.unit == "escalate"]
+    assert unit.admitted and unit.subject == "sift:0"
+    assert unit.predicted_ms == pytest.approx(1.0 + 2e-4 * plan_work(plan), rel=1e-5)  # the line it learned
+    assert unit.predicted_ms <= 10.0
+    assert any(r.unit == "full_resolution" and r.reason == "budget" for r in sched.skipped)
+
+
+def test_escalation_that_does_not_fit_is_skipped_with_a_record():
+    state, _ = _frame_with_unsure_candidate(np.random.default_rng(0))
+    stage = _Stage()
+    sched = _sched(room_ms=4.0)  # the floor's 25,000 pixels cost 6 ms
+    _looks(stage).escalate(state, sched)
+    assert stage.plans == []
+    [skip] = [r for r in sched.skipped if r.unit == "escalate"]
+    assert isinstance(skip, SkipRecord) and skip.reason == "budget" and skip.subject == "sift:0"
+    assert skip.predicted_ms == pytest.approx(1.0 + 2e-4 * ESCALATION_PIXELS, rel=1e-3) and skip.predicted_ms > 4.0
+
+
+def test_escalation_without_a_budget_searches_the_box_at_full_resolution():
+    state, xy = _frame_with_unsure_candidate(np.random.default_rng(1))
+    state.budget_ms = None
+    stage = _Stage()
+    sched = FrameScheduler(None, CostModel(), FakeClock())
+    sched.start()
+    _looks(stage).escalate(state, sched)
+    [(_, plan)] = stage.plans
+    assert plan.scale == 1.0 and np.abs(plan.regions.boxes[0] - _expected_box(xy)).max() <= 1
