@@ -351,30 +351,17 @@ class Tracker:
         if isinstance(t, SolidTrack):
             t.replenish(gray, self.params.points)
 
-    def _agrees(self, t: Track | SolidTrack, d: Detection) -> bool:
-        """Whether ``t`` and ``d`` place the object alike: every corner within ``reanchor_px`` for two
-        homographies; with either verified without a plane, ``d``'s outline within ``t``'s grown by
-        ``reanchor_px`` (an outline is the hull of the points that happened to match, so one inside the other
-        agrees)."""
-        if isinstance(t, SolidTrack):
-            return t.explains(d, self.params.reanchor_px)
-        if d.homography is None:
-            q = np.float32(t.corners).reshape(-1, 1, 2)
-            r = self.params.reanchor_px
-            return all(cv2.pointPolygonTest(q, (float(x), float(y)), True) >= -r for x, y in d.outline)
-        err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
-        return err <= self.params.reanchor_px
-
     def _keeps(self, t: Track, d: Detection, gray: np.ndarray) -> bool:
         """Whether track ``t`` stays as it is when the detector finds its object as ``d``: they agree within
         ``reanchor_px`` and the track's support holds; or, when they disagree, the frame confirms the track's
         outline clearly better than the detection's (the appearance check as the arbiter: a detection under
         a tight budget, or of an object partly out of view, can be the worse of the two), or, without a
-        clear difference, the detection has no more inliers than the one the track was anchored on."""
+        clear difference, the detection has no more inliers than the one the track was anchored on. With
+        either verified without a plane there is no arbiter: agreement (:func:`_agree`) alone keeps it."""
         p = self.params
         if t.support < p.recheck_support:
             return False
-        if self._agrees(t, d):
+        if _agree(t, d, self.params.reanchor_px):
             return True
         if self.appearance is None or t.homography is None or d.homography is None:
             return False  # nothing to arbitrate with: the rule alone, beyond the tolerance
@@ -458,7 +445,7 @@ class Tracker:
         ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the frame
         confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
         t.rough = False
-        if self._agrees(t, d) or t not in self.tracks or self._prefers_track(t, d, gray):
+        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or self._prefers_track(t, d, gray):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -547,6 +534,19 @@ def _normalised(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     d = x - c
     k = np.sqrt(2.0) / max(float(np.sqrt((d * d).sum(axis=1)).mean()), 1e-12)
     return d * k, c, k
+
+
+def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:
+    """Whether track ``t`` and detection ``d`` place the object alike: every corner within ``tolerance_px`` for
+    two homographies; with either verified without a plane, ``d``'s outline within ``t``'s grown by
+    ``tolerance_px`` (an outline is the hull of the points that happened to match, so one inside the other
+    agrees)."""
+    if isinstance(t, SolidTrack):
+        return t.explains(d, tolerance_px)
+    if d.homography is None:
+        q = np.float32(t.corners).reshape(-1, 1, 2)
+        return all(cv2.pointPolygonTest(q, (float(x), float(y)), True) >= -tolerance_px for x, y in d.outline)
+    return float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max()) <= tolerance_px
 
 
 def _convex(q: np.ndarray) -> bool:
