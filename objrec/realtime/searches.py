@@ -120,7 +120,7 @@ class SecondLooks:
         if isinstance(out, SkipRecord):
             return
         for c in out[1]:
-            v = self.verifier.verify_flat(c, state.shape, state.verdicts) if c.name == t.name else None
+            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
             if isinstance(v, Detection):
                 state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
                 return

@@ -16,6 +16,12 @@ detection's outline better than the track's (the appearance check), or when the 
 re-anchoring never brings the detector's own jitter back; otherwise the detection confirms the track.
 A detection that no track explains starts a new track (two copies of one object in view are two tracks). The
 outlines of the tracks are where the detector need not look (:meth:`Tracker.outlines`).
+
+An object verified without a plane (a detection with ``homography=None``) is followed by its points in the same
+flow call and its outline moved by a robust similarity (:class:`~objrec.realtime.solid_track.SolidTrack`). It
+has no appearance check (there is no homography to compare the thumbnail through): a detection of it re-anchors
+its track when the detection's outline reaches beyond the track's by more than ``reanchor_px``, or when the
+track's support is low, and otherwise confirms it and gives it new points.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from objrec.backend import to_numpy
 from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
+from objrec.realtime.solid_track import SolidTrack
 from objrec.types import Candidate, Detection, Features, LostTrack, Regions
 
 __all__ = ["TrackParams", "Track", "Tracker", "unexplained", "fit_homography"]
@@ -203,7 +210,7 @@ class Tracker:
         self.params = params or TrackParams()
         self.appearance = appearance
         self.flow = PointFlow(self.params.flow)
-        self.tracks: list[Track] = []
+        self.tracks: list[Track | SolidTrack] = []
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
         self._next_id = 1
         self._frame = -1  # the frame the flow last saw
@@ -247,6 +254,10 @@ class Tracker:
         due = frame - t.checked >= p.appearance_every or t.support < p.recheck_support
         if not due:
             return None
+        if isinstance(t, SolidTrack):  # no appearance check: new points come only with a re-detection
+            t.checked = frame
+            t.rebase()
+            return None
         if self.appearance is not None:
             share = self._appearance(t, t.homography, gray)
             if share < p.min_edge_agreement:
@@ -257,7 +268,7 @@ class Tracker:
         self._replenish(t, gray)
         return None
 
-    def _replenish(self, t: Track, gray: np.ndarray) -> None:
+    def _replenish(self, t: Track, gray: np.ndarray) -> None:  # planar tracks only
         """Top ``t`` up with new corners inside its outline (mapped back onto the model)."""
         want = self.params.points - len(t.pts)
         if want >= max(4, self.params.points // 4):
@@ -290,19 +301,15 @@ class Tracker:
 
         Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
         the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
-        ``max_tracked``). Without tracking, the detections as they are; detections without a homography
-        (objects verified without a plane) are passed on as they are, untracked.
+        ``max_tracked``). Without tracking, the detections as they are.
         """
         if not self.enabled:
             return list(found), []
         out, lost = [], []
         for d in found:
-            if d.homography is None:  # an object verified without a plane: found again in every frame
-                out.append(d)
-                continue
             t = self._owner(d)
             if t is not None and self._keeps(t, d, gray):
-                t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
+                self._confirmed(t, d, gray, frame)
                 continue
             if t is not None:
                 self.tracks.remove(t)
@@ -338,20 +345,26 @@ class Tracker:
         hidden = [o.corners for o in self.tracks if o is not t]
         return self.appearance(gray, t.name, H, t.model_size, hidden)
 
+    def _confirmed(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray, frame: int) -> None:
+        """Track ``t`` confirmed by the detection ``d``; a track without a plane gets new points with it."""
+        t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
+        if isinstance(t, SolidTrack):
+            t.replenish(gray, self.params.points)
+
     def _keeps(self, t: Track, d: Detection, gray: np.ndarray) -> bool:
         """Whether track ``t`` stays as it is when the detector finds its object as ``d``: they agree within
         ``reanchor_px`` and the track's support holds; or, when they disagree, the frame confirms the track's
         outline clearly better than the detection's (the appearance check as the arbiter: a detection under
         a tight budget, or of an object partly out of view, can be the worse of the two), or, without a
-        clear difference, the detection has no more inliers than the one the track was anchored on."""
+        clear difference, the detection has no more inliers than the one the track was anchored on. With
+        either verified without a plane there is no arbiter: agreement (:func:`_agree`) alone keeps it."""
         p = self.params
-        err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
         if t.support < p.recheck_support:
             return False
-        if err <= p.reanchor_px:
+        if _agree(t, d, self.params.reanchor_px):
             return True
-        if self.appearance is None:  # nothing to arbitrate with: the rule alone, beyond the tolerance
-            return False
+        if self.appearance is None or t.homography is None or d.homography is None:
+            return False  # nothing to arbitrate with: the rule alone, beyond the tolerance
         preferred = self._prefers_track(t, d, gray)
         return d.inliers <= t.anchor_inliers if preferred is None else preferred
 
@@ -359,7 +372,7 @@ class Tracker:
         """True when the frame confirms ``t``'s outline clearly better than ``d``'s, False when the other way
         round, None when the appearance check tells them apart by no more than :data:`APPEARANCE_MARGIN`
         (or cannot judge either, or there is no check)."""
-        if self.appearance is None:
+        if self.appearance is None or t.homography is None or d.homography is None:
             return None
         mine, theirs = self._appearance(t, t.homography, gray), self._appearance(t, d.homography, gray)
         if np.isfinite(mine) and np.isfinite(theirs) and abs(mine - theirs) > APPEARANCE_MARGIN:
@@ -371,6 +384,13 @@ class Tracker:
         followed on it."""
         if d.visible_fraction < self.params.min_anchor_visible:
             return None
+        if d.homography is None:
+            tid = old.track_id if old is not None else self._take_id()
+            p = self.params
+            new = SolidTrack.anchor(d, gray, tid, frame, size, p.points, p.min_points)
+            if new is not None and old is not None:
+                new.asked = old.asked
+            return new
         pts = seed_points(gray, d.corners, self.params.points)
         if len(pts) < self.params.min_points:
             return None
@@ -425,9 +445,8 @@ class Tracker:
         ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the frame
         confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
         t.rough = False
-        err = float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max())
-        if err <= self.params.reanchor_px or t not in self.tracks or self._prefers_track(t, d, gray):
-            t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
+        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or self._prefers_track(t, d, gray):
+            self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
         if new is None:
@@ -515,6 +534,19 @@ def _normalised(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     d = x - c
     k = np.sqrt(2.0) / max(float(np.sqrt((d * d).sum(axis=1)).mean()), 1e-12)
     return d * k, c, k
+
+
+def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:
+    """Whether track ``t`` and detection ``d`` place the object alike: every corner within ``tolerance_px`` for
+    two homographies; with either verified without a plane, ``d``'s outline within ``t``'s grown by
+    ``tolerance_px`` (an outline is the hull of the points that happened to match, so one inside the other
+    agrees)."""
+    if isinstance(t, SolidTrack):
+        return t.explains(d, tolerance_px)
+    if d.homography is None:
+        q = np.float32(t.corners).reshape(-1, 1, 2)
+        return all(cv2.pointPolygonTest(q, (float(x), float(y)), True) >= -tolerance_px for x, y in d.outline)
+    return float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max()) <= tolerance_px
 
 
 def _convex(q: np.ndarray) -> bool:
