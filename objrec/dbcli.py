@@ -3,7 +3,8 @@
 ``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects,
 ``set-width`` of one, ``add-view`` and ``remove-view`` (another photo of an enrolled object; each one atomic
 commit), ``compact`` its shards (removed rows dropped, small shards
-merged, thumbnails added to shards that lack them), ``verify`` every file. Every action takes ``--json`` for
+merged, thumbnails added to shards that lack them), ``reindex`` (build or update the retrieval indexes, with a
+progress bar; an interrupted run resumes), ``verify`` every file. Every action takes ``--json`` for
 one JSON document on stdout. ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer)
 and a stale prefilter or retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under
 the write lock.
@@ -93,7 +94,7 @@ def index_status(db: Any) -> dict[str, dict[str, Any]]:
             out[folder.name] = {**doc, "status": "damaged", "detail": " ".join(str(exc).split())}
             continue
         if index.database_id != db.database_id:
-            detail = f"built for database {index.database_id}; brought up to date when next used"
+            detail = f"built for database {index.database_id}; `objrec db reindex --db {db.path}` updates it"
             out[folder.name] = {**doc, "status": "stale", "detail": detail}
         else:
             out[folder.name] = {**doc, "status": "current", "detail": ""}
@@ -223,6 +224,18 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from objrec.matching.shortlist import prepare_indexes
+
+    db = _open(args)
+    kinds = prepare_indexes(db, progress=not args.json)
+    doc = {"database_id": db.database_id, "indexes": index_status(db), "kinds": kinds}
+    lines = [f"index {k}: {v['status']}" for k, v in doc["indexes"].items() if k in kinds]
+    lines.append(f"{args.db}: {len(kinds)} retrieval index(es) current; {len(db)} object(s), id {db.database_id}")
+    _print(args, doc, lines)
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     db = _open(args)
     problems = db.verify()
@@ -294,6 +307,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compact",
         "rewrite shards with removed rows or without thumbnails and merge small ones (one atomic commit)",
         cmd_compact,
+    )
+    action(
+        "reindex",
+        "build or update the retrieval index of each kind that needs one, in bounded memory (resumable)",
+        cmd_reindex,
     )
     v = action(
         "verify",

@@ -69,7 +69,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from objrec.fileio import FileFormatError, atomic_write_json, atomic_write_via, file_sha256_once, read_json
+from objrec.fileio import FileFormatError, atomic_write_json, atomic_write_via, read_json
+from objrec.matching.index_files import (
+    RetrievalIndexError,
+    StaleIndexError,
+    checked_index_file,
+    faiss_module,
+    read_faiss_index,
+)
 
 if TYPE_CHECKING:
     from objrec.modeldb import ModelDB
@@ -79,7 +86,6 @@ __all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleInd
 FORMAT = "objrec-retrieval-index"
 SCHEMA_VERSION = 2
 MANIFEST = "index.json"
-ARRAY = "index.npy"
 #: Below this many descriptors the index is exact (a flat scan); an inverted file would not pay off.
 IVF_MIN_DESCRIPTORS = 20_000
 #: Training points per inverted list (FAISS's k-means warns below 39) and k-means iterations: the cells
@@ -88,14 +94,11 @@ TRAIN_PER_LIST = 50
 TRAIN_ITERATIONS = 10
 #: Rebuild (retrain the cells) once the index holds this many times the descriptors it was trained for.
 REBUILD_GROWTH = 4.0
-
-
-class RetrievalIndexError(FileFormatError):
-    """A retrieval index file is missing, damaged or of another format; the message names the file."""
-
-
-class StaleIndexError(RetrievalIndexError):
-    """The index was built for other database content (its database id differs)."""
+#: Descriptors read from the shards and added to the index at a time (64 MB as float32 SIFT).
+CHUNK_ROWS = 131_072
+#: Seconds between saves of a part-way index while :meth:`RetrievalIndex.for_database` builds or updates it:
+#: each save writes the whole index, so saving after every chunk would cost quadratic writes.
+CHECKPOINT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -129,14 +132,6 @@ class RetrievalParams:
 
     def to_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
-
-
-def _faiss() -> Any:
-    try:
-        import faiss
-    except ImportError as exc:  # pragma: no cover - a dependency of objrec
-        raise ImportError("objrec's retrieval index needs faiss-cpu (pip install faiss-cpu)") from exc
-    return faiss
 
 
 def _as_f32(x: Any, dim: int | None, name: str) -> np.ndarray:
@@ -183,17 +178,26 @@ def _integral_u8(x: np.ndarray) -> bool:
     return bool(len(x)) and float(x.min()) >= 0 and float(x.max()) <= 255 and np.array_equal(np.rint(x), x)
 
 
-def _new_index(train: np.ndarray, kind: str, params: RetrievalParams) -> tuple[Any, str]:
-    """An empty FAISS index for descriptors like ``train`` (trained on it when it is an inverted file)."""
-    faiss = _faiss()
-    n, d = train.shape
+def _n_lists(n: int, params: RetrievalParams) -> int:
+    """Inverted lists for ``n`` descriptors (0: an exact index)."""
+    if n < params.exact_below:
+        return 0
+    n_lists = params.n_lists or int(params.lists_per_sqrt * np.sqrt(n))
+    return int(max(1, min(n_lists, n // TRAIN_PER_LIST)))
+
+
+def _new_index(train: np.ndarray, kind: str, params: RetrievalParams, n: int | None = None) -> tuple[Any, str]:
+    """An empty FAISS index for ``n`` descriptors (default: ``len(train)``) like ``train``, trained on (a sample
+    of) ``train`` when it is an inverted file."""
+    faiss = faiss_module()
+    n = len(train) if n is None else int(n)
+    d = train.shape[1]
     direct = kind == "sift" and _integral_u8(train[:100_000])
     qt = faiss.ScalarQuantizer.QT_8bit_direct if direct else faiss.ScalarQuantizer.QT_fp16
     codes = "8bit_direct" if direct else "fp16"
-    if n < params.exact_below:
+    n_lists = _n_lists(n, params)
+    if not n_lists:
         return faiss.IndexIDMap(faiss.IndexScalarQuantizer(d, qt, faiss.METRIC_L2)), codes
-    n_lists = params.n_lists or int(params.lists_per_sqrt * np.sqrt(n))
-    n_lists = int(max(1, min(n_lists, n // TRAIN_PER_LIST)))
     index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(d), d, n_lists, qt, faiss.METRIC_L2)
     # Codes hold the descriptors themselves, not their offsets from the cell centre: 8-bit direct codes
     # are exact only for integers 0-255, which offsets are not.
@@ -201,8 +205,9 @@ def _new_index(train: np.ndarray, kind: str, params: RetrievalParams) -> tuple[A
     index.cp.seed = int(params.seed)
     index.cp.niter = TRAIN_ITERATIONS
     rng = np.random.default_rng(params.seed)
-    sample = train if n <= n_lists * TRAIN_PER_LIST else train[rng.choice(n, n_lists * TRAIN_PER_LIST, replace=False)]
-    index.train(np.ascontiguousarray(sample))
+    m = len(train)
+    sample = train if m <= n_lists * TRAIN_PER_LIST else train[rng.choice(m, n_lists * TRAIN_PER_LIST, replace=False)]
+    index.train(np.ascontiguousarray(sample, dtype=np.float32))
     index.nprobe = int(params.n_probe)
     return index, codes
 
@@ -247,7 +252,7 @@ class RetrievalIndex:
         """Read a mapped index into memory before it is changed (its mapping is read-only)."""
         if self.mapped and self.source is not None:
             nprobe = self.index_.nprobe
-            self.index_, self.mapped = _faiss().read_index(str(self.source)), False
+            self.index_, self.mapped = faiss_module().read_index(str(self.source)), False
             self.index_.nprobe = nprobe
 
     def map_saved(self) -> None:
@@ -255,7 +260,7 @@ class RetrievalIndex:
         file only; no effect otherwise)."""
         if not self.mapped and not self.exact and self.source is not None and self.source.suffix == ".faiss":
             nprobe = self.index_.nprobe
-            self.index_, self.mapped = _read_faiss(self.source, mmap=True)
+            self.index_, self.mapped = read_faiss_index(self.source, mmap=True)
             self.index_.nprobe = nprobe
 
     @classmethod
@@ -302,7 +307,7 @@ class RetrievalIndex:
         if not len(ids):
             return 0
         self._writable()
-        return int(self.index_.remove_ids(_faiss().IDSelectorBatch(ids)))
+        return int(self.index_.remove_ids(faiss_module().IDSelectorBatch(ids)))
 
     def candidates(self, query: Any, top: int = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``top`` objects with most votes from ``query`` descriptors (N, D), best first.
@@ -321,7 +326,7 @@ class RetrievalIndex:
         if n_probe is None or self.exact:
             _, labels = self.index_.search(q, int(self.params.k))
         else:
-            probe = _faiss().SearchParametersIVF(nprobe=int(n_probe))
+            probe = faiss_module().SearchParametersIVF(nprobe=int(n_probe))
             _, labels = self.index_.search(q, int(self.params.k), params=probe)
         return vote(labels, top)
 
@@ -334,67 +339,116 @@ class RetrievalIndex:
 
     # -- a database's index -------------------------------------------------------------------------
     @classmethod
-    def from_database(cls, db: ModelDB, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
-        """An index over every descriptor of ``kind`` enrolled in ``db`` (not saved; see :meth:`for_database`)."""
-        desc, owner = db.descriptor_table(kind)
-        names = db.records
-        objects = _Objects({n: (i, db.info(n).sha256) for i, n in enumerate(names)}, next_label=len(names))
-        out = cls.build(desc, owner, kind, params)
-        out.objects, out.database_id = objects, db.database_id
+    def from_database(
+        cls, db: ModelDB, kind: str, params: RetrievalParams | None = None, progress: Any = None, checkpoint: Any = None
+    ) -> RetrievalIndex:
+        """An index over every descriptor of ``kind`` enrolled in ``db`` (not saved; see :meth:`for_database`),
+        built in bounded memory.
+
+        The cells are trained on a uniform sample of the descriptors (:data:`TRAIN_PER_LIST` per list, read
+        from the memory-mapped shards), then the descriptors are added in chunks of :data:`CHUNK_ROWS` (see
+        :meth:`sync`): memory holds the sample, one chunk and the index's codes, never the descriptor table.
+        ``progress`` and ``checkpoint`` are passed to :meth:`sync`.
+        """
+        params = params or RetrievalParams()
+        n = sum(i.n_features.get(kind, 0) for i in db.infos())
+        n_lists = _n_lists(n, params)
+        sample = db.sample_descriptors(kind, n_lists * TRAIN_PER_LIST if n_lists else 100_000, seed=params.seed)
+        if not len(sample):
+            sample = np.zeros((0, 128 if kind == "sift" else 64), np.float32)
+        index, codes = _new_index(sample, kind, params, n)
+        del sample
+        out = cls(index, kind, params, codes, n, _Objects())
+        out.sync(db, progress, checkpoint)
         return out
 
-    def sync(self, db: ModelDB) -> bool:
+    def sync(self, db: ModelDB, progress: Any = None, checkpoint: Any = None) -> bool:
         """Apply the objects added, replaced or removed in ``db`` since the index was made; True if any.
 
-        Changes are applied in place; when the index has outgrown the cells it was trained for (or an
-        exact index has grown past ``exact_below``), it is rebuilt instead.
+        Changes are applied in place, reading only the new objects' descriptors, :data:`CHUNK_ROWS` rows at a
+        time; when the index has outgrown the cells it was trained for (or an exact index has grown past
+        ``exact_below``), it is rebuilt instead. Objects are added in the database's order and each keeps its
+        label, so an interrupted update resumes with the objects not yet added. Until it completes
+        :attr:`database_id` is None.
+
+        Parameters
+        ----------
+        db : ModelDB
+        progress : callable, optional
+            Called with the number of descriptors added after each chunk.
+        checkpoint : callable, optional
+            Called with this index after each chunk (to save it part-way).
         """
         if self.objects is None:
             raise ValueError("sync: this index was built from arrays, not from a ModelDB")
         if self.database_id == db.database_id:
             return False
+        target = db.database_id
+        self.database_id = None
         current = {n: db.info(n).sha256 for n in db.records}
         table = self.objects.table
         gone = [n for n, (_, sha) in table.items() if current.get(n) != sha]
         self.remove([table.pop(n)[0] for n in gone])
         new = [n for n in current if n not in table]
-        parts, owners = [], []
-        for n in new:
-            f = db.get(n).features[self.kind]
-            label = self.objects.next_label
-            self.objects.next_label += 1
-            table[n] = (label, current[n])
-            parts.append(f.descriptors)
-            owners.append(np.full(len(f), label, np.int64))
-        if parts:
-            self.add(np.concatenate(parts), np.concatenate(owners))
-        self.database_id = db.database_id
+        for desc, keys, counts in db.iter_descriptor_chunks(self.kind, CHUNK_ROWS, new):
+            labels = np.arange(self.objects.next_label, self.objects.next_label + len(keys), dtype=np.int64)
+            self.add(desc, np.repeat(labels, counts))
+            self.objects.next_label += len(keys)
+            table.update({k: (int(lab), current[k]) for k, lab in zip(keys, labels, strict=True)})
+            if progress is not None:
+                progress(len(desc))
+            if checkpoint is not None:
+                checkpoint(self)
+        self.database_id = target
         grown = len(self) > REBUILD_GROWTH * max(1, self.trained_for)
         if grown or (self.exact and len(self) >= self.params.exact_below):
-            rebuilt = RetrievalIndex.from_database(db, self.kind, self.params)
+            rebuilt = RetrievalIndex.from_database(db, self.kind, self.params, progress)
             self.__dict__.update(rebuilt.__dict__)
         return True
 
     @classmethod
     def for_database(
-        cls, db: ModelDB, kind: str, params: RetrievalParams | None = None, save: bool = True
+        cls,
+        db: ModelDB,
+        kind: str,
+        params: RetrievalParams | None = None,
+        save: bool = True,
+        progress: bool = False,
+        fresh: bool = False,
+        checkpoint_s: float = CHECKPOINT_S,
     ) -> RetrievalIndex:
         """The index saved with ``db`` (``DB/index/<kind>/``), brought up to date with its content.
 
-        Built when absent or when ``params`` differ from the saved ones; updated incrementally when the
-        database changed since it was saved; saved again (atomically) whenever it changed.
+        Built when absent, when ``fresh`` or when ``params`` differ from the saved ones; updated incrementally
+        when the database changed since it was saved (a part-way index continues where it stopped); saved
+        again (atomically) whenever it changed. While it is built or updated, the part done is saved every
+        ``checkpoint_s`` seconds (with no database id: stale to every reader until it completes), so an
+        interrupted run resumes. ``progress`` shows a tqdm bar of the descriptors added on stderr.
         """
         folder = Path(db.path) / "index" / kind
-        index = cls.load(folder) if (folder / MANIFEST).exists() else None
+        index = cls.load(folder) if (folder / MANIFEST).exists() and not fresh else None
         if index is not None and (index.kind != kind or index.objects is None):
             raise RetrievalIndexError(f"{folder / MANIFEST}: not a {kind!r} index of a model database")
-        if index is None or (params is not None and params != index.params):
-            index, changed = cls.from_database(db, kind, params), True
-        else:
-            changed = index.sync(db) or index.source is None or index.source.suffix != ".faiss"
+        bar, tick, save_part = _progress(db, kind, index, progress, checkpoint_s if save else None)
+        try:
+            if index is None or (params is not None and params != index.params):
+                index, changed = cls.from_database(db, kind, params, tick, save_part), True
+            else:
+                changed = index.sync(db, tick, save_part) or index.source is None or index.source.suffix != ".faiss"
+        finally:
+            bar.close()
         if changed and save and index.save_with(db) is not None:
             index.map_saved()
         return index
+
+    def save_part(self, db: ModelDB, target: str) -> bool:
+        """Save a part-way index of ``db`` (its database id None) while ``db`` is still at ``target``; True if
+        saved."""
+        with db.lock():
+            if db.database_id != target:
+                return False
+            self.save(Path(db.path) / "index" / self.kind)
+            return True
 
     def save_with(self, db: ModelDB) -> Path | None:
         """Save this index of ``db`` into ``DB/index/<kind>/`` holding the database's write lock, so two
@@ -416,7 +470,7 @@ class RetrievalIndex:
         deleted after. Returns the manifest path.
         """
         folder = Path(folder)
-        faiss = _faiss()
+        faiss = faiss_module()
         # FAISS writes mapped lists as a reference to the file they are mapped from, which a later save deletes:
         # a mapped index is read into memory first, so that every saved file holds its lists.
         self._writable()
@@ -477,8 +531,8 @@ class RetrievalIndex:
                 f"{mpath}: built for database {m.get('database_id')}, not {database_id}; "
                 "RetrievalIndex.for_database(db, kind) brings it up to date"
             )
-        path = _checked_file(folder, m)
-        index, mapped = _read_faiss(path, mmap)
+        path = checked_index_file(folder, m)
+        index, mapped = read_faiss_index(path, mmap)
         params = RetrievalParams(**m["params"])
         if getattr(index, "nprobe", None) is not None:
             index.nprobe = int(params.n_probe)
@@ -491,35 +545,21 @@ class RetrievalIndex:
         return out
 
 
-def _checked_file(folder: Path, m: dict[str, Any]) -> Path:
-    """The index file the manifest names, its sha256 checked."""
-    entry = m.get("array") or {}
-    path = folder / str(entry.get("file", ARRAY))
-    if not path.exists():
-        raise RetrievalIndexError(f"{path}: index file not found")
-    if file_sha256_once(path) != entry.get("sha256"):
-        raise RetrievalIndexError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
-    return path
+def _progress(db: ModelDB, kind: str, index: RetrievalIndex | None, show: bool, every: float | None) -> tuple:
+    """A tqdm bar of the descriptors still to add, its per-chunk update, and a checkpoint that saves the index
+    part-way every ``every`` seconds (None: never)."""
+    import time
 
+    from tqdm import tqdm
 
-def _read_faiss(path: Path, mmap: bool) -> tuple[Any, bool]:
-    """A FAISS index from ``path`` (a FAISS file, or a ``.npy`` uint8 array of one); True when it is mapped."""
-    faiss = _faiss()
-    try:
-        if path.suffix == ".npy":  # an index saved as a serialised byte array
-            arr = np.load(path, allow_pickle=False)
-            if arr.dtype != np.uint8 or arr.ndim != 1:
-                raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
-            return faiss.deserialize_index(arr), False
-        if mmap:
-            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-            if hasattr(index, "invlists"):
-                # FAISS's on-disk lists start threads to page in the probed lists before each search; the
-                # mapped file is in the page cache once touched, and the threads would compete with the frame.
-                faiss.downcast_InvertedLists(index.invlists).prefetch_nthread = 0
-            return index, hasattr(index, "nprobe")
-        return faiss.read_index(str(path)), False
-    except (ValueError, OSError, EOFError) as exc:
-        raise RetrievalIndexError(f"{path}: not a readable index file ({exc})") from None
-    except RuntimeError as exc:
-        raise RetrievalIndexError(f"{path}: FAISS could not read the index ({' '.join(str(exc).split())})") from None
+    total = sum(i.n_features.get(kind, 0) for i in db.infos())
+    done = len(index) if index is not None and index.database_id != db.database_id else total
+    bar = tqdm(total=max(0, total - done), unit="desc", unit_scale=True, desc=f"index {kind}", disable=not show)
+    target, last = db.database_id, [time.monotonic()]
+
+    def save_part(part: RetrievalIndex) -> None:
+        if every is not None and time.monotonic() - last[0] >= every:
+            part.save_part(db, target)
+            last[0] = time.monotonic()
+
+    return bar, bar.update, save_part

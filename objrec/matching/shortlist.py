@@ -22,7 +22,14 @@ import numpy as np
 
 from objrec.backend import to_numpy
 from objrec.matching.database import DatabaseMatcher
-from objrec.matching.retrieval import IVF_MIN_DESCRIPTORS, RetrievalIndex, RetrievalIndexError, RetrievalParams
+from objrec.matching.retrieval import (
+    IVF_MIN_DESCRIPTORS,
+    MANIFEST,
+    RetrievalIndex,
+    RetrievalIndexError,
+    RetrievalParams,
+    StaleIndexError,
+)
 from objrec.matching.stored import StoredMatcher
 from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Features
@@ -34,6 +41,7 @@ __all__ = [
     "uses_retrieval",
     "check_saved_indexes",
     "prepare_indexes",
+    "update_saved_indexes",
     "RETRIEVAL_MIN_DESCRIPTORS",
     "SHORTLIST_SIZE",
     "RETRIEVAL_QUERIES",
@@ -169,24 +177,56 @@ class ShortlistMatcher:
 
 
 def _index_for(db: Any, kind: str, params: RetrievalParams | None) -> RetrievalIndex:
-    """The database's saved index, brought up to date; built in memory only when it cannot be saved.
+    """The database's saved index of ``kind``, as enrolment left it.
 
-    A saved index whose files are damaged is rebuilt (and saved again).
+    Enrolment keeps the saved index current (:func:`update_saved_indexes`), so loading it is all a recognizer
+    does. An index that is absent, damaged, stale (an interrupted enrolment or update, a database changed by an
+    older objrec) or saved with other ``params`` is built or updated here only while the kind has fewer than
+    :data:`RETRIEVAL_MIN_DESCRIPTORS` descriptors (a flat index, built in a second; in memory when it cannot be
+    saved); beyond that it raises :class:`StaleIndexError` naming ``objrec db reindex``, rather than a silent
+    build that would take minutes, or exact matching with every descriptor in memory.
     """
-    try:
-        return RetrievalIndex.for_database(db, kind, params)
-    except RetrievalIndexError as exc:
-        log.warning("%s; rebuilding the retrieval index", exc)
-        index = RetrievalIndex.from_database(db, kind, params)
+    folder = Path(db.path) / "index" / kind
+    problem = f"{folder}: no retrieval index of {kind!r}"
+    fresh = True
+    if (folder / MANIFEST).exists():
         try:
-            index.save_with(db)
-        except OSError:
-            pass
-        return index
+            index = RetrievalIndex.load(folder)
+            if index.database_id == db.database_id and params in (None, index.params) and index.objects is not None:
+                return index
+            fresh = False
+            problem = f"{folder / MANIFEST}: built for other content or parameters than database {db.database_id}"
+        except RetrievalIndexError as exc:
+            problem = str(exc)
+    if descriptor_count(db, kind) >= RETRIEVAL_MIN_DESCRIPTORS:
+        raise StaleIndexError(f"{problem}; run `objrec db reindex --db {db.path}` to build or update it")
+    try:
+        return RetrievalIndex.for_database(db, kind, params, fresh=fresh)
     except OSError as exc:
         log.warning("%s: the retrieval index cannot be saved with the database (%s); built in memory", db.path, exc)
-        index = RetrievalIndex.from_database(db, kind, params)
-        return index
+        return RetrievalIndex.from_database(db, kind, params)
+
+
+def update_saved_indexes(db: Any) -> list[str]:
+    """Bring the saved retrieval index of each of ``db``'s kinds up to date after a commit, reading only the
+    changed objects; an index is first built when the kind reaches :data:`RETRIEVAL_MIN_DESCRIPTORS`
+    descriptors. Returns the kinds updated.
+
+    Run by :class:`~objrec.modeldb.ModelDB` after every commit (:mod:`objrec.modeldb.hooks`). The commit has
+    already succeeded, so an index that cannot be updated (damaged, unwritable) is left for ``objrec db
+    reindex`` with a warning saying so, not an exception.
+    """
+    kinds = []
+    for kind in db.detectors:
+        folder = Path(db.path) / "index" / kind
+        if not (folder / MANIFEST).exists() and descriptor_count(db, kind) < RETRIEVAL_MIN_DESCRIPTORS:
+            continue
+        try:
+            RetrievalIndex.for_database(db, kind)
+            kinds.append(kind)
+        except (RetrievalIndexError, OSError) as exc:
+            log.warning("%s; the retrieval index is stale: run `objrec db reindex --db %s`", exc, db.path)
+    return kinds
 
 
 def descriptor_count(db: Any, kind: str) -> int:
@@ -205,7 +245,6 @@ def check_saved_indexes(db: Any, kinds: list[str]) -> None:
     are loaded one after the other (each load then finds its file checked; see
     :func:`objrec.fileio.file_sha256_once`). Absent or unreadable manifests are left to the loads to handle."""
     from objrec.fileio import FileFormatError, read_json, sha256_files_once
-    from objrec.matching.retrieval import MANIFEST
 
     paths = []
     for kind in kinds:
@@ -253,16 +292,20 @@ def make_matcher(
     return ShortlistMatcher(StoredMatcher(db, kind, **stored_args), _index_for(db, kind, params), top)
 
 
-def prepare_indexes(db: Any, params: RetrievalParams | None = None) -> list[str]:
-    """Build, bring up to date and save the retrieval index of each of ``db``'s detector kinds that
-    :func:`make_matcher` would search through one; returns those kinds.
+def prepare_indexes(db: Any, params: RetrievalParams | None = None, progress: bool = False) -> list[str]:
+    """Build or bring up to date, and save, the retrieval index of each of ``db``'s detector kinds that
+    :func:`make_matcher` would search through one; returns those kinds. What ``objrec db reindex`` runs.
 
-    For a process that opens many recognizers on one database (an evaluation's workers): done once
-    beforehand, each recognizer only loads the saved index.
+    Each index is built in bounded memory and saved part-way as it goes, so an interrupted run resumes
+    (:meth:`RetrievalIndex.for_database`); a damaged one is built afresh.
     """
     kinds = []
     for kind in db.detectors:
         if descriptor_count(db, kind) >= RETRIEVAL_MIN_DESCRIPTORS:
-            _index_for(db, kind, params)
+            try:
+                RetrievalIndex.for_database(db, kind, params, progress=progress)
+            except RetrievalIndexError as exc:
+                log.warning("%s; building it afresh", exc)
+                RetrievalIndex.for_database(db, kind, params, progress=progress, fresh=True)
             kinds.append(kind)
     return kinds

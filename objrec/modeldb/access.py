@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -127,3 +128,19 @@ class DatabaseReads:
         """
         self._check_kind(kind)
         return self.store.descriptor_table(kind)
+
+    def iter_descriptor_chunks(
+        self, kind: str, max_rows: int, names: list[str] | None = None
+    ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+        """The descriptors of ``kind`` of the records ``names`` (default: all, in the order of :attr:`records`)
+        in chunks of whole records of at most ``max_rows`` rows, each a copy out of the maps: ``(descriptors,
+        record keys, rows per record)`` (see :meth:`~objrec.modeldb.reader.ShardReader.iter_descriptor_chunks`).
+        Memory holds one chunk, whatever the size of the database."""
+        self._check_kind(kind)
+        return self.store.iter_descriptor_chunks(kind, max_rows, names)
+
+    def sample_descriptors(self, kind: str, n: int, seed: int = 0) -> np.ndarray:
+        """``n`` enrolled descriptors of ``kind`` drawn uniformly without replacement (all when fewer), in their
+        stored dtype; only the drawn rows are read."""
+        self._check_kind(kind)
+        return self.store.sample_descriptors(kind, n, seed)

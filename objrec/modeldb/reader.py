@@ -7,6 +7,7 @@ Layout of a database directory in :mod:`objrec.modeldb`; writes in :mod:`objrec.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +292,78 @@ class ShardReader:
         dtypes = {p.dtype for p in parts}
         dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
         return np.concatenate([p.astype(dtype, copy=False) for p in parts]), np.concatenate(owners)
+
+    def _descriptor_rows(self, kind: str, names: list[str] | None) -> Iterator[tuple[str, Shard, int, int]]:
+        """``(record key, shard, first row, end row)`` of each live record's ``kind`` descriptors, in :attr:`live`
+        order (or the order of ``names``)."""
+        for name in self.live if names is None else names:
+            si, r = self.live[name]
+            sh = self.shards[si]
+            off = sh.offsets[kind]
+            yield name, sh, int(off[r]), int(off[r + 1])
+
+    def iter_descriptor_chunks(
+        self, kind: str, max_rows: int, names: list[str] | None = None
+    ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+        """The live descriptors of ``kind`` in chunks of whole records, at most ``max_rows`` rows each (a record
+        with more rows comes alone), copied out of the memory maps one chunk at a time.
+
+        Parameters
+        ----------
+        kind : str
+        max_rows : int
+        names : list of str, optional
+            Record keys to read, in this order (default: every live record, in :attr:`live` order).
+
+        Yields
+        ------
+        descriptors : (N, D) ndarray
+            In the stored dtype (uint8 for SIFT, float16 for SURF).
+        keys : list of str
+            The records of the chunk, in row order (records without ``kind`` descriptors included).
+        counts : (len(keys),) int64
+            Rows of each record.
+        """
+        max_rows = max(1, int(max_rows))
+        parts: list[np.ndarray] = []
+        keys: list[str] = []
+        counts: list[int] = []
+        rows = 0
+        for name, sh, lo, hi in self._descriptor_rows(kind, names):
+            if keys and rows + hi - lo > max_rows:
+                yield self._chunk(kind, parts), keys, np.asarray(counts, np.int64)
+                parts, keys, counts, rows = [], [], [], 0
+            parts.append(self.array(sh, f"{kind}.descriptors.npy")[lo:hi])
+            keys.append(name)
+            counts.append(hi - lo)
+            rows += hi - lo
+        if keys:
+            yield self._chunk(kind, parts), keys, np.asarray(counts, np.int64)
+
+    def _chunk(self, kind: str, parts: list[np.ndarray]) -> np.ndarray:
+        if not parts:
+            return np.zeros((0, 128 if kind == "sift" else 64), np.float32)
+        dtypes = {p.dtype for p in parts}
+        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
+        return np.concatenate([p.astype(dtype, copy=False) for p in parts])
+
+    def sample_descriptors(self, kind: str, n: int, seed: int = 0) -> np.ndarray:
+        """``n`` live descriptors of ``kind`` drawn uniformly without replacement (all of them when there are
+        fewer), in the stored dtype; only the drawn rows are read from the maps."""
+        spans = list(self._descriptor_rows(kind, None))
+        sizes = np.asarray([hi - lo for _, _, lo, hi in spans], np.int64)
+        total = int(sizes.sum())
+        if total <= n:
+            return self._chunk(kind, [self.array(sh, f"{kind}.descriptors.npy")[lo:hi] for _, sh, lo, hi in spans])
+        picked = np.sort(np.random.default_rng(seed).choice(total, int(n), replace=False))
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        record = np.searchsorted(starts, picked, side="right") - 1
+        parts = []
+        for i in np.unique(record):
+            _, sh, lo, _ = spans[i]
+            rows = picked[record == i] - starts[i] + lo
+            parts.append(self.array(sh, f"{kind}.descriptors.npy")[rows])
+        return self._chunk(kind, parts)
 
     def verify(self) -> list[str]:
         """Check every file of every shard (sha256, array headers, row counts against the object tables);

@@ -1,0 +1,65 @@
+"""The files of a retrieval index: FAISS loaded on demand, the index file checked against its sha256 and read
+(memory-mapped where it can be), and the errors that name the file at fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from objrec.fileio import FileFormatError, file_sha256_once
+
+__all__ = ["RetrievalIndexError", "StaleIndexError", "faiss_module", "checked_index_file", "read_faiss_index"]
+
+ARRAY = "index.npy"
+
+
+class RetrievalIndexError(FileFormatError):
+    """A retrieval index file is missing, damaged or of another format; the message names the file."""
+
+
+class StaleIndexError(RetrievalIndexError):
+    """The index was built for other database content (its database id differs)."""
+
+
+def faiss_module() -> Any:
+    try:
+        import faiss
+    except ImportError as exc:  # pragma: no cover - a dependency of objrec
+        raise ImportError("objrec's retrieval index needs faiss-cpu (pip install faiss-cpu)") from exc
+    return faiss
+
+
+def checked_index_file(folder: Path, m: dict[str, Any]) -> Path:
+    """The index file the manifest names, its sha256 checked."""
+    entry = m.get("array") or {}
+    path = folder / str(entry.get("file", ARRAY))
+    if not path.exists():
+        raise RetrievalIndexError(f"{path}: index file not found")
+    if file_sha256_once(path) != entry.get("sha256"):
+        raise RetrievalIndexError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+    return path
+
+
+def read_faiss_index(path: Path, mmap: bool) -> tuple[Any, bool]:
+    """A FAISS index from ``path`` (a FAISS file, or a ``.npy`` uint8 array of one); True when it is mapped."""
+    faiss = faiss_module()
+    try:
+        if path.suffix == ".npy":  # an index saved as a serialised byte array
+            arr = np.load(path, allow_pickle=False)
+            if arr.dtype != np.uint8 or arr.ndim != 1:
+                raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
+            return faiss.deserialize_index(arr), False
+        if mmap:
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            if hasattr(index, "invlists"):
+                # FAISS's on-disk lists start threads to page in the probed lists before each search; the
+                # mapped file is in the page cache once touched, and the threads would compete with the frame.
+                faiss.downcast_InvertedLists(index.invlists).prefetch_nthread = 0
+            return index, hasattr(index, "nprobe")
+        return faiss.read_index(str(path)), False
+    except (ValueError, OSError, EOFError) as exc:
+        raise RetrievalIndexError(f"{path}: not a readable index file ({exc})") from None
+    except RuntimeError as exc:
+        raise RetrievalIndexError(f"{path}: FAISS could not read the index ({' '.join(str(exc).split())})") from None
