@@ -16,7 +16,6 @@ from objrec.matching.retrieval import (
     RetrievalIndex,
     RetrievalIndexError,
     RetrievalParams,
-    StaleIndexError,
     vote,
 )
 from objrec.metrics.retrieval import ns_score
