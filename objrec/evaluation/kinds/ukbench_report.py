@@ -159,7 +159,8 @@ def plot_ukbench(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str,
     if kinds:
         axes[2].legend(fontsize=8)
     else:
-        axes[2].text(0.5, 0.5, "retrieval not scored in this run", ha="center", va="center", transform=axes[2].transAxes)
+        ax = axes[2]
+        ax.text(0.5, 0.5, "retrieval not scored in this run", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(out / "plots/ukbench.png", dpi=90)
     plt.close(fig)
