@@ -47,6 +47,8 @@ __all__ = ["run_enrolment", "items_from_dir", "items_from_csv", "IMAGE_SUFFIXES"
 #: File name suffixes taken as images when enrolling a folder (others, such as notes, are ignored).
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".jp2"})
 _SKIP = "skip"
+#: The errors of one item (its image or name), reported as its failure; any other error ends the enrolment.
+_ITEM_ERRORS = (InputError, FileFormatError, OSError, ValueError)
 
 
 class _AlreadyEnrolled(InputError):
@@ -83,6 +85,15 @@ def _work(
                 f"object {name!r} is already enrolled from other content, views, shape or width (use replace)"
             )
     return [prepare_object(view_key(name, k), img, detectors, views, width_m, shape) for k, img in enumerate(images)]
+
+
+def _attempt(*args: Any) -> list[PreparedObject] | str | Exception:
+    """:func:`_work`, with the failures that mean a bad item (unreadable image, no features, ...) returned
+    rather than raised: they are reported with the item, so a Dask worker does not log them as crashes."""
+    try:
+        return _work(*args)
+    except _ITEM_ERRORS as exc:
+        return exc
 
 
 def _known(db: ModelDB, name: str) -> list[dict] | None:
@@ -128,10 +139,9 @@ class _Run:
         return None
 
     def collect(self, name: str, source: str, fut: Any) -> None:
-        try:
-            out = fut.result()
-        except (InputError, FileFormatError, OSError, ValueError) as exc:
-            self.fail(name, source, _reason(exc))
+        out = fut.result()
+        if isinstance(out, Exception):
+            self.fail(name, source, _reason(out))
             return
         if isinstance(out, str):
             self.report.skipped.append(name)
@@ -220,10 +230,10 @@ def _feed(
                 continue
             try:
                 images = _as_bytes(images) if send_bytes else images
-            except (InputError, OSError) as exc:
+            except _ITEM_ERRORS as exc:
                 run.fail(name, _label(image), _reason(exc))
                 continue
-            job = submit(_work, name, images, run.db.detectors, _known(run.db, name), run.replace, *settings)
+            job = submit(_attempt, name, images, run.db.detectors, _known(run.db, name), run.replace, *settings)
             pending.append((name, _label(image), job))
             while len(pending) >= in_flight:
                 run.collect(*pending.popleft())
