@@ -31,15 +31,15 @@ def _connect(dd: Any, scheduler: str, timeout: str) -> Any:
         raise ValueError(f"--scheduler: cannot connect to {scheduler} ({reason})") from None
 
 
-def _close_quietly(cluster: Any) -> None:
-    # Workers' last heartbeats race the scheduler's shutdown and log closed-connection errors that mean nothing
-    # once every result is in.
+@contextmanager
+def _quiet(level: int) -> Iterator[None]:
+    """Dask's and Tornado's loggers at ``level`` at least for the block (restored after)."""
     quiet = [logging.getLogger(n) for n in ("distributed", "tornado")]
     levels = [q.level for q in quiet]
     for q in quiet:
-        q.setLevel(logging.CRITICAL)
+        q.setLevel(max(level, q.getEffectiveLevel()))
     try:
-        cluster.close()
+        yield
     finally:
         for q, lv in zip(quiet, levels, strict=True):
             q.setLevel(lv)
@@ -88,14 +88,21 @@ def dask_client(workers: int | None = None, scheduler: Any = None, timeout: str 
         with _connect(dd, scheduler, timeout) as client:
             yield client, f"dask scheduler {scheduler}"
         return
-    cluster = dd.LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
-    )
-    try:
-        with dd.Client(cluster) as client:
+    # A scheduler and workers in this process log connections at INFO level and, at shutdown, the
+    # closed-connection races of the workers' last heartbeats: none of it means anything to the caller.
+    with _quiet(logging.ERROR):
+        cluster = dd.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+        )
+        client = None
+        try:
+            client = dd.Client(cluster)
             yield client, "dask local cluster"
-    finally:
-        _close_quietly(cluster)
+        finally:
+            with _quiet(logging.CRITICAL):
+                if client is not None:
+                    client.close()
+                cluster.close()
 
 
 def cluster_threads(client: Any) -> int:
