@@ -2,7 +2,7 @@
 features extracted in threads, on a local Dask cluster (``--cluster local``) or on a running one
 (``--scheduler ADDRESS``).
 
-Bad input is an :class:`~objrec.imageio.InputError` or ``ValueError``: ``objrec`` prints it as one line and
+Bad input is a ``ValueError``: ``objrec`` prints it as one line and
 exits with 2; so does an enrolment with failed images (each listed with its reason).
 """
 
@@ -15,8 +15,6 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from objrec.imageio import InputError
-
 __all__ = ["register", "cmd_enroll", "detectors_arg"]
 
 
@@ -25,12 +23,12 @@ def _parse_pairs(pairs: Sequence[str]) -> list[tuple[str, str]]:
     for p in pairs:
         name, sep, path = p.partition("=")
         if not sep or not name or not path:
-            raise InputError(f"expected NAME=IMAGE, got {p!r}")
+            raise ValueError(f"expected NAME=IMAGE, got {p!r}")
         out.append((name, path))
     names = [n for n, _ in out]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise InputError(f"object name(s) given twice: {', '.join(sorted(dup))}")
+        raise ValueError(f"object name(s) given twice: {', '.join(sorted(dup))}")
     return out
 
 
@@ -41,7 +39,7 @@ def detectors_arg(text: str | None) -> list[str] | None:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     for k in kinds:
         if k not in ("sift", "surf"):
-            raise InputError(f"--detectors: unknown detector {k!r} (choose from sift, surf)")
+            raise ValueError(f"--detectors: unknown detector {k!r} (choose from sift, surf)")
     return kinds
 
 
@@ -52,7 +50,7 @@ def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argpar
         objects.setdefault(name, []).append(img)
     for name in objects:
         if name in db and not args.replace:
-            raise InputError(f"object {name!r} is already enrolled in {path} (use --replace)")
+            raise ValueError(f"object {name!r} is already enrolled in {path} (use --replace)")
     for name, imgs in objects.items():
         obj = db.enroll(name, imgs, replace=args.replace, views=args.views, width_m=args.width_m, shape=args.shape)
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
@@ -68,11 +66,11 @@ def _extraction(args: argparse.Namespace) -> AbstractContextManager[tuple[Any, s
     connected before anything is written, so a bad address fails with the database untouched."""
     cluster = args.cluster is not None or args.scheduler is not None
     if (cluster or args.send_bytes) and not args.source:
-        raise InputError("--cluster, --scheduler and --send-bytes apply to --from DIR|LIST.csv")
+        raise ValueError("--cluster, --scheduler and --send-bytes apply to --from DIR|LIST.csv")
     if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers: expected a positive integer, got {args.workers}")
+        raise ValueError(f"--workers: expected a positive integer, got {args.workers}")
     if args.scheduler is not None and args.workers is not None:
-        raise InputError("--workers: a cluster at --scheduler has its own workers (start them with dask worker)")
+        raise ValueError("--workers: a cluster at --scheduler has its own workers (start them with dask worker)")
     if not cluster:
         return nullcontext((None, "threads"))
     from objrec._threads import usable_cores
@@ -87,7 +85,7 @@ def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool
 
     src = Path(source)
     if not src.exists():
-        raise InputError(f"--from {source}: no such folder or file")
+        raise ValueError(f"--from {source}: no such folder or file")
     items = items_from_dir(src) if src.is_dir() else items_from_csv(src)
     report = db.enroll_many(
         items,
@@ -116,15 +114,15 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     from objrec.modeldb.views import check_views
 
     if not args.objects and not args.source:
-        raise InputError("nothing to enroll: give NAME=IMAGE pairs or --from DIR|LIST.csv")
+        raise ValueError("nothing to enroll: give NAME=IMAGE pairs or --from DIR|LIST.csv")
     try:
         args.views = check_views(args.views)
     except ValueError as exc:
-        raise InputError(f"--views: {exc}".replace("views: ", "", 1)) from None
+        raise ValueError(f"--views: {exc}".replace("views: ", "", 1)) from None
     try:
         args.width_m = check_width_m(args.width_m)
     except ValueError as exc:
-        raise InputError(f"--width-m: {exc}".replace("width_m: ", "", 1)) from None
+        raise ValueError(f"--width-m: {exc}".replace("width_m: ", "", 1)) from None
     pairs = _parse_pairs(args.objects)
     images = [(name, read_image(path)) for name, path in pairs]  # all readable before anything is written
     kinds = detectors_arg(args.detectors)
@@ -132,7 +130,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
     with _extraction(args) as (client, _):
         db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
         if kinds and set(kinds) != set(db.detectors):
-            raise InputError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
+            raise ValueError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
         _enroll_pairs(db, images, args.db, args)
         ok = _enroll_from(db, args.source, args, client) if args.source else True
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
