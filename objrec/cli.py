@@ -38,114 +38,6 @@ def _err_text(exc: BaseException) -> str:
     return " ".join(str(msg).split())
 
 
-def _parse_pairs(pairs: Sequence[str]) -> list[tuple[str, str]]:
-    out = []
-    for p in pairs:
-        name, sep, path = p.partition("=")
-        if not sep or not name or not path:
-            raise CLIError(f"expected NAME=IMAGE, got {p!r}")
-        out.append((name, path))
-    names = [n for n, _ in out]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise CLIError(f"object name(s) given twice: {', '.join(sorted(dup))}")
-    return out
-
-
-def _detectors_arg(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    kinds = [k.strip() for k in text.split(",") if k.strip()]
-    for k in kinds:
-        if k not in ("sift", "surf"):
-            raise CLIError(f"--detectors: unknown detector {k!r} (choose from sift, surf)")
-    return kinds
-
-
-# --- enroll ---------------------------------------------------------------------------------------
-def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argparse.Namespace) -> None:
-    """Enrol NAME=IMAGE pairs; a name given more than once is one object with those images as its views."""
-    objects: dict[str, list[Any]] = {}
-    for name, img in pairs:
-        objects.setdefault(name, []).append(img)
-    for name in objects:
-        if name in db and not args.replace:
-            raise CLIError(f"object {name!r} is already enrolled in {path} (use --replace)")
-    for name, imgs in objects.items():
-        obj = db.enroll(name, imgs, replace=args.replace, views=args.views, width_m=args.width_m, shape=args.shape)
-        counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
-        shown = f"; {len(imgs)} views" if len(imgs) > 1 else ""
-        shown += f"; synthesised views {obj.views}" if obj.views else ""
-        shown += f"; {obj.shape}" if obj.shape != "flat" else ""
-        shown += f"; width {obj.width_m:g} m" if obj.width_m else ""
-        print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
-
-
-def _enroll_from(db, source: str, args: argparse.Namespace) -> bool:
-    """Bulk enrolment from a folder or a name,path CSV; prints each failure to stderr. True if none failed."""
-    from objrec.modeldb.enrolment import items_from_csv, items_from_dir
-
-    src = Path(source)
-    if not src.exists():
-        raise CLIError(f"--from {source}: no such folder or file")
-    items = items_from_dir(src) if src.is_dir() else items_from_csv(src)
-    report = db.enroll_many(
-        items,
-        replace=args.replace,
-        workers=args.workers,
-        progress=not args.no_progress,
-        views=args.views,
-        width_m=args.width_m,
-        shape=args.shape,
-    )
-    for f in report.failed:
-        print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
-    print(
-        f"from {source}: enrolled {len(report.enrolled)}, skipped {len(report.skipped)} "
-        f"(already enrolled from the same content), failed {len(report.failed)}"
-    )
-    return not report.failed
-
-
-def cmd_enroll(args: argparse.Namespace) -> int:
-    from objrec.imageio import read_image
-    from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
-    from objrec.modeldb.records import check_width_m
-    from objrec.modeldb.views import check_views
-
-    if not args.objects and not args.source:
-        raise CLIError("nothing to enroll: give NAME=IMAGE pairs or --from DIR|LIST.csv")
-    try:
-        args.views = check_views(args.views)
-    except ValueError as exc:
-        raise CLIError(f"--views: {exc}".replace("views: ", "", 1)) from None
-    try:
-        args.width_m = check_width_m(args.width_m)
-    except ValueError as exc:
-        raise CLIError(f"--width-m: {exc}".replace("width_m: ", "", 1)) from None
-    pairs = _parse_pairs(args.objects)
-    images = [(name, read_image(path)) for name, path in pairs]  # all readable before anything is written
-    kinds = _detectors_arg(args.detectors)
-    dets = {k: DEFAULT_DETECTORS.get(k, {}) for k in kinds} if kinds else None
-    db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
-    if kinds and set(kinds) != set(db.detectors):
-        raise CLIError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
-    _enroll_pairs(db, images, args.db, args)
-    ok = _enroll_from(db, args.source, args) if args.source else True
-    print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
-    if args.train_prefilter:
-        from objrec.prefilter.estimator import RegionPrefilter
-
-        pf = RegionPrefilter().train(db, None, progress=True)
-        from objrec.prefilter.storage import save_for
-
-        jpath, _ = save_for(pf, db)
-        print(f"trained the prefilter for this content (embedded backgrounds): {jpath}")
-    elif (Path(args.db) / "prefilter.json").exists():
-        print("note: the database changed, so its prefilter is stale; retrain with objrec train-prefilter")
-    return EXIT_OK if ok else EXIT_BAD_INPUT
-
-
 SAMPLE_STEP_HELP = (
     "SURF's sampling step in frames: 1 as the enrolled models (OpenCV's), 2 about half the detector's time for a "
     "few of the smallest keypoints (default: 1, and 2 when a budget needs it)"
@@ -155,6 +47,7 @@ SAMPLE_STEP_HELP = (
 # --- detect ---------------------------------------------------------------------------------------
 def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.draw import draw_detections
+    from objrec.enrolcli import detectors_arg
     from objrec.imageio import read_image
     from objrec.modeldb import ModelDB
     from objrec.recognizer import Recognizer
@@ -163,7 +56,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     rec = Recognizer(
         db,
         backend=args.backend,
-        detectors=_detectors_arg(args.detectors),
+        detectors=detectors_arg(args.detectors),
         ratio=args.ratio,
         prefilter=None if args.no_prefilter else "auto",
         exact_matching=args.exact_matching,
@@ -356,61 +249,6 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
 
 
 # --- parser ---------------------------------------------------------------------------------------
-def _add_enroll_parser(sub: argparse._SubParsersAction) -> None:
-    e = sub.add_parser(
-        "enroll",
-        help="add objects to a model database (created if missing)",
-        description="Add objects to a model database, created if missing. Every write is atomic.",
-        epilog="A LIST.csv has one 'name,path' row per object (an optional header row 'name,path'; relative "
-        "paths are taken from the CSV's folder).",
-    )
-    e.add_argument("--db", required=True, help="model database directory")
-    e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: surf,sift)")
-    e.add_argument("--replace", action="store_true", help="replace objects that are already enrolled")
-    e.add_argument(
-        "--train-prefilter",
-        action="store_true",
-        help="retrain the database's prefilter afterwards on embedded backgrounds (off by default; "
-        "objrec train-prefilter --backgrounds uses your own)",
-    )
-    e.add_argument(
-        "--from",
-        dest="source",
-        metavar="DIR|LIST.csv",
-        help="enroll every image of a folder (names from file stems; a sub-folder DIR/NAME/ is one object whose "
-        "images are its views) or of a name,path CSV (a repeated name adds a view): in parallel, "
-        "committed in batches, resumable (a rerun skips names already enrolled from the same file); "
-        "unreadable or featureless images are listed with their reason and the exit code is 2",
-    )
-    e.add_argument(
-        "--shape",
-        choices=("flat", "solid"),
-        default="flat",
-        help="what verification assumes of the objects: flat (default; a homography maps the image to the "
-        "frame) or solid (an object with depth: verified without a plane, found by its outline and box)",
-    )
-    e.add_argument(
-        "--views",
-        metavar="none|affine",
-        help="also enroll features of synthesised views of each image: 'affine' adds ASIFT-style tilted and "
-        "rotated copies (recognition under strong viewpoint change, at a few times the database size and "
-        "matching time); default none",
-    )
-    e.add_argument(
-        "--width-m",
-        type=float,
-        metavar="METRES",
-        help="the physical width of the objects enrolled by this command, in metres (their model image's x "
-        "axis), for a metric pose with objrec run --camera; objrec db set-width sets it later",
-    )
-    e.add_argument("--workers", type=int, help="extraction threads for --from (default: the usable cores)")
-    e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")
-    e.add_argument(
-        "objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file (a name repeated: its views)"
-    )
-    e.set_defaults(func=cmd_enroll)
-
-
 def _recognizer_command(sub: Any, name: str, summary: str, description: str, no_prefilter_help: str) -> Any:
     """A subcommand that recognises objects, with the options all of them take: the database, the backend,
     the prefilter switch."""
@@ -518,7 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    _add_enroll_parser(sub)
+    from objrec.enrolcli import register as register_enroll
+
+    register_enroll(sub)
 
     _add_detect_parser(sub)
     _add_run_parser(sub)

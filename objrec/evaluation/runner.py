@@ -166,53 +166,20 @@ def _execute_dask(
     bar: Any,
     fn: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> dict[str, Any]:
-    try:
-        from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError as exc:
-        raise ValueError(
-            f"--workers/--scheduler need Dask: pip install 'objrec[dask]' (dask[distributed]) ({exc})"
-        ) from None
-    cluster = None
-    try:
-        if scheduler is not None:
-            try:
-                client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError) as exc:
-                raise ValueError(f"--scheduler: cannot connect to {scheduler} ({exc})") from None
-            mode = f"dask scheduler {scheduler}"
-        else:
-            cluster = LocalCluster(
-                n_workers=workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
-            client = Client(cluster)
-            mode = "dask local cluster"
-        with client:
-            n_workers = len(client.scheduler_info().get("workers", {}))
-            futures = [client.submit(fn, spec, key=f"objrec-eval-{spec['id']}", pure=False) for spec in tasks]
-            try:
-                for fut in as_completed(futures):
-                    on_record(fut.result())
-                    bar.update(1)
-            except BaseException:
-                client.cancel(futures)
-                raise
-    finally:
-        if cluster is not None:
-            # Workers' last heartbeats race the scheduler's shutdown and log closed-connection errors that
-            # mean nothing once every result is in.
-            quiet = [logging.getLogger(n) for n in ("distributed", "tornado")]
-            levels = [q.level for q in quiet]
-            for q in quiet:
-                q.setLevel(logging.CRITICAL)
-            try:
-                cluster.close()
-            finally:
-                for q, lv in zip(quiet, levels, strict=True):
-                    q.setLevel(lv)
+    from objrec.cluster import dask_client
+
+    with dask_client(workers, scheduler) as (client, mode):
+        from dask.distributed import as_completed
+
+        n_workers = len(client.nthreads())
+        futures = [client.submit(fn, spec, key=f"objrec-eval-{spec['id']}", pure=False) for spec in tasks]
+        try:
+            for fut in as_completed(futures):
+                on_record(fut.result())
+                bar.update(1)
+        except BaseException:
+            client.cancel(futures)
+            raise
     return {"mode": mode, "workers": n_workers}
 
 

@@ -180,8 +180,11 @@ class ModelDB(DatabaseReads):
         views: str | None = None,
         width_m: float | None = None,
         shape: str = "flat",
+        scheduler: Any = None,
+        send_bytes: bool = False,
     ) -> EnrollReport:
-        """Enrol many objects: features extracted in parallel threads, committed in batches, resumable.
+        """Enrol many objects: features extracted in parallel threads or on a Dask cluster, committed in batches
+        from this process, resumable.
 
         Parameters
         ----------
@@ -193,7 +196,8 @@ class ModelDB(DatabaseReads):
             Re-enrol names already enrolled from different content (otherwise they are failures).
         workers : int, optional
             Extraction threads (default: the usable cores). OpenCV's SIFT releases the GIL; SURF, which is
-            parallel inside, runs one image at a time.
+            parallel inside, runs one image at a time. With ``scheduler="local"``: the local cluster's worker
+            processes.
         batch_size : int
             Objects per commit (one shard each). A rerun after an interruption skips every name already
             enrolled from the same content (file hash), so at most one batch is redone.
@@ -208,6 +212,13 @@ class ModelDB(DatabaseReads):
             :meth:`set_width` without re-extraction); a rerun without one keeps the enrolled widths.
         shape : {"flat", "solid"}
             What verification assumes of every object of this call (as for :meth:`enroll`).
+        scheduler : str or dask.distributed.Client, optional
+            Extract on Dask workers (``pip install "objrec[dask]"``): the address of a running scheduler, a
+            ``Client`` or cluster object, or ``"local"`` for a local cluster of ``workers`` processes. The same
+            extraction runs there, and the database, batches and report are those of the threads.
+        send_bytes : bool
+            Read every image file here and send its bytes to the extraction (for Dask workers that cannot see
+            the files); the objects are the same as from the paths.
 
         Returns
         -------
@@ -215,7 +226,9 @@ class ModelDB(DatabaseReads):
             Enrolled and skipped names and the failures (unreadable image, no features, bad or repeated
             name, already enrolled from other content) with their reasons; the others are enrolled.
         """
-        return run_enrolment(self, items, replace, workers, batch_size, progress, views, width_m, shape)
+        return run_enrolment(
+            self, items, replace, workers, batch_size, progress, views, width_m, shape, scheduler, send_bytes
+        )
 
     def commit_batch(self, batch: list[PreparedObject], replace: bool) -> list[PreparedObject]:
         """Commit the views of objects from :func:`~objrec.modeldb.preparation.prepare_object` as one shard,

@@ -1,8 +1,11 @@
 """Bulk enrolment into a :class:`~objrec.modeldb.database.ModelDB`: parallel extraction, batched commits, resumption.
 
-Items are read lazily and handed to a pool of threads, at most two per worker in flight, so memory stays
-bounded for any number of images. Results are taken in input order and committed every ``batch_size``
-objects as one shard (one manifest write each, so the total work grows linearly with the images). An
+Items are read lazily and handed to a pool of threads, or to the workers of a Dask cluster
+(:func:`objrec.cluster.dask_client`), at most two per extraction thread in flight, so memory stays bounded for
+any number of images. Both run the same :func:`~objrec.modeldb.preparation.prepare_object`; Dask workers read
+the image files themselves, or get their bytes from this process (``send_bytes``) where they cannot see them.
+Results are taken in input order and committed every ``batch_size`` objects as one shard (one manifest write
+each, so the total work grows linearly with the images), so the database is the same whichever runs them. An
 object records the sha256 of the file it came from: a rerun over the same items skips names already
 enrolled from identical content, which makes an interrupted enrolment resumable from its last commit.
 """
@@ -13,14 +16,17 @@ import csv
 import os
 import sys
 from collections import deque
-from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
-from objrec.modeldb.preparation import PreparedObject, prepare_object, source_sha256
+from objrec.modeldb.preparation import FileBytes, PreparedObject, prepare_object, source_sha256
 from objrec.modeldb.records import (
     ENROLL_BATCH,
     EnrollFailure,
@@ -36,11 +42,13 @@ from objrec.modeldb.views import check_views
 if TYPE_CHECKING:
     from objrec.modeldb.database import ModelDB
 
-__all__ = ["run_enrolment", "items_from_dir", "items_from_csv", "IMAGE_SUFFIXES"]
+__all__ = ["run_enrolment", "items_from_dir", "items_from_csv", "IMAGE_SUFFIXES", "LOCAL_CLUSTER"]
 
 #: File name suffixes taken as images when enrolling a folder (others, such as notes, are ignored).
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".jp2"})
 _SKIP = "skip"
+#: The errors of one item (its image or name), reported as its failure; any other error ends the enrolment.
+_ITEM_ERRORS = (InputError, FileFormatError, OSError, ValueError)
 
 
 class _AlreadyEnrolled(InputError):
@@ -77,6 +85,15 @@ def _work(
                 f"object {name!r} is already enrolled from other content, views, shape or width (use replace)"
             )
     return [prepare_object(view_key(name, k), img, detectors, views, width_m, shape) for k, img in enumerate(images)]
+
+
+def _attempt(*args: Any) -> list[PreparedObject] | str | Exception:
+    """:func:`_work`, with the failures that mean a bad item (unreadable image, no features, ...) returned
+    rather than raised: they are reported with the item, so a Dask worker does not log them as crashes."""
+    try:
+        return _work(*args)
+    except _ITEM_ERRORS as exc:
+        return exc
 
 
 def _known(db: ModelDB, name: str) -> list[dict] | None:
@@ -121,11 +138,10 @@ class _Run:
         self.seen.add(name)
         return None
 
-    def collect(self, name: str, source: str, fut: Future) -> None:
-        try:
-            out = fut.result()
-        except (InputError, FileFormatError, OSError, ValueError) as exc:
-            self.fail(name, source, _reason(exc))
+    def collect(self, name: str, source: str, fut: Any) -> None:
+        out = fut.result()
+        if isinstance(out, Exception):
+            self.fail(name, source, _reason(out))
             return
         if isinstance(out, str):
             self.report.skipped.append(name)
@@ -135,7 +151,7 @@ class _Run:
                 self.flush()
         self.bar.update(1)
 
-    def salvage(self, pending: deque[tuple[str, str, Future]]) -> None:
+    def salvage(self, pending: deque[tuple[str, str, Any]]) -> None:
         """After an interruption: finish and commit the images in flight (at most two per worker), so
         everything taken from ``items`` before it is kept and a rerun resumes after it."""
         try:
@@ -158,32 +174,50 @@ class _Run:
                 self.report.failed.append(EnrollFailure(name, src, "already enrolled (use replace)"))
 
 
-def run_enrolment(
-    db: ModelDB,
-    items: Iterable[tuple[str, Any]],
-    replace: bool = False,
-    workers: int | None = None,
-    batch_size: int = ENROLL_BATCH,
-    progress: bool = True,
-    views: str | None = None,
-    width_m: float | None = None,
-    shape: str = "flat",
-) -> EnrollReport:
-    """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
-    from tqdm import tqdm
+#: The ``scheduler`` of :func:`run_enrolment` that starts a local Dask cluster for the call.
+LOCAL_CLUSTER = "local"
 
+
+@contextmanager
+def _executor(workers: int | None, scheduler: Any) -> Iterator[tuple[Callable[..., Any], int]]:
+    """``(submit, in_flight)``: a function submitting ``fn(*args)`` and returning its future, and how many
+    futures may be pending: two per extraction thread, so memory stays bounded as results wait to be taken in
+    input order."""
     from objrec._threads import usable_cores
 
-    views = check_views(views)
-    width_m = check_width_m(width_m)
-    shape = check_shape(shape)
-    workers = max(1, int(workers or usable_cores()))
-    total = len(items) if hasattr(items, "__len__") else None
-    bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    run = _Run(db, replace, batch_size, bar)
-    pending: deque[tuple[str, str, Future]] = deque()
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="objrec-enrol")
-    detectors = db.detectors
+    if scheduler is None:
+        n = max(1, int(workers or usable_cores()))
+        pool = ThreadPoolExecutor(n, thread_name_prefix="objrec-enrol")
+        try:
+            yield pool.submit, 2 * n
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return
+    from objrec.cluster import cluster_threads, dask_client
+
+    local = scheduler == LOCAL_CLUSTER
+    n_local = max(1, int(workers or usable_cores())) if local else None
+    with dask_client(n_local, None if local else scheduler) as (client, _):
+
+        def submit(fn: Callable[..., Any], *args: Any) -> Any:
+            return client.submit(fn, *args, pure=False)
+
+        yield submit, 2 * cluster_threads(client)
+
+
+def _as_bytes(images: list[Any]) -> list[Any]:
+    """The views with every file path replaced by the file's bytes (:class:`FileBytes`), read here."""
+    return [img if isinstance(img, np.ndarray | FileBytes) else FileBytes.read(img) for img in images]
+
+
+def _feed(
+    run: _Run, items: Iterable[tuple[str, Any]], submit: Callable[..., Any], in_flight: int, send_bytes: bool, **opts
+) -> None:
+    """Submit every item's extraction and collect the results in input order, at most ``in_flight`` pending;
+    after an interruption, what was submitted is still committed (:meth:`_Run.salvage`). ``opts`` are the
+    ``views``, ``width_m`` and ``shape`` of every object."""
+    settings = (opts["views"], opts["width_m"], opts["shape"])
+    pending: deque[tuple[str, str, Any]] = deque()
     try:
         for name, image in items:
             reason = run.precheck(name, image)
@@ -194,9 +228,14 @@ def run_enrolment(
             if not images:
                 run.fail(name, "", "no images given for its views")
                 continue
-            job = pool.submit(_work, name, images, detectors, _known(db, name), replace, views, width_m, shape)
+            try:
+                images = _as_bytes(images) if send_bytes else images
+            except _ITEM_ERRORS as exc:
+                run.fail(name, _label(image), _reason(exc))
+                continue
+            job = submit(_attempt, name, images, run.db.detectors, _known(run.db, name), run.replace, *settings)
             pending.append((name, _label(image), job))
-            while len(pending) >= 2 * workers:
+            while len(pending) >= in_flight:
                 run.collect(*pending.popleft())
         while pending:
             run.collect(*pending.popleft())
@@ -204,8 +243,32 @@ def run_enrolment(
     except BaseException:
         run.salvage(pending)
         raise
+
+
+def run_enrolment(
+    db: ModelDB,
+    items: Iterable[tuple[str, Any]],
+    replace: bool = False,
+    workers: int | None = None,
+    batch_size: int = ENROLL_BATCH,
+    progress: bool = True,
+    views: str | None = None,
+    width_m: float | None = None,
+    shape: str = "flat",
+    scheduler: Any = None,
+    send_bytes: bool = False,
+) -> EnrollReport:
+    """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
+    from tqdm import tqdm
+
+    opts = {"views": check_views(views), "width_m": check_width_m(width_m), "shape": check_shape(shape)}
+    total = len(items) if hasattr(items, "__len__") else None
+    bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    run = _Run(db, replace, batch_size, bar)
+    try:
+        with _executor(workers, scheduler) as (submit, in_flight):
+            _feed(run, items, submit, in_flight, send_bytes, **opts)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
     return run.report
 

@@ -31,6 +31,7 @@ from objrec.types import Features
 
 __all__ = [
     "THUMB_SIZE",
+    "FileBytes",
     "PreparedObject",
     "prepare_object",
     "prepared_from_arrays",
@@ -69,6 +70,38 @@ class PreparedObject:
     keypoints: dict[str, np.ndarray]
     descriptors: dict[str, np.ndarray]
     thumb: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class FileBytes:
+    """An image file's path and bytes, read in one process for extraction in another that cannot see the file
+    (a Dask worker on another machine); :func:`prepare_object` takes it exactly as the file at ``path``.
+
+    Attributes
+    ----------
+    path : str
+        The file's path where it was read (recorded as the object's source).
+    data : bytes
+        The file's bytes.
+    """
+
+    path: str
+    data: bytes
+
+    @classmethod
+    def read(cls, path: str | Path) -> FileBytes:
+        """Read the file at ``path``; a missing file or a folder is an :class:`~objrec.imageio.InputError`."""
+        p = _image_file(path)
+        return cls(str(p), p.read_bytes())
+
+
+def _image_file(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory, expected an image file")
+    return p
 
 
 def stored_descriptors(kind: str, descriptors: np.ndarray) -> np.ndarray:
@@ -129,12 +162,11 @@ def _load_source(name: str, image: Any) -> tuple[np.ndarray, np.ndarray, dict[st
         if not ok:  # pragma: no cover - PNG takes every 8-bit gray or BGR image
             raise InputError(f"image for {name!r}: could not be encoded as PNG")
         return img, png.reshape(-1), {"path": None, "sha256": _array_sha256(img)}
-    path = Path(image)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected an image file")
-    data = np.fromfile(str(path), dtype=np.uint8)
+    if isinstance(image, FileBytes):
+        path, data = image.path, np.frombuffer(image.data, np.uint8)
+    else:
+        path = _image_file(image)
+        data = np.fromfile(str(path), dtype=np.uint8)
     img = decode_image(data, str(path))
     # The file's own bytes are stored: they decode to exactly these pixels, usually in far fewer bytes.
     return (to_bgr(img) if img.ndim == 3 else img), data, {"path": str(path), "sha256": sha256_bytes(data.data)}
@@ -145,6 +177,8 @@ def source_sha256(image: Any) -> str:
     (for resuming)."""
     if isinstance(image, np.ndarray):
         return _array_sha256(to_bgr(image) if image.ndim == 3 else image)
+    if isinstance(image, FileBytes):
+        return sha256_bytes(image.data)
     return sha256_bytes(Path(image).read_bytes())
 
 
@@ -166,8 +200,8 @@ def prepare_object(
     name : str
         The record key: the object's name (:func:`~objrec.modeldb.records.check_name`), or ``NAME#k`` for its
         view ``k`` (:func:`~objrec.modeldb.records.view_key`).
-    image : path or ndarray
-        An image file or a gray or BGR uint8 array.
+    image : path or FileBytes or ndarray
+        An image file (or its bytes, read elsewhere) or a gray or BGR uint8 array.
     detectors : dict of kind -> parameters
         The database's detectors.
     views : str, optional

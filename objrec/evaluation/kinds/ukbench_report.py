@@ -156,7 +156,11 @@ def plot_ukbench(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str,
         axes[2].bar(x + (i - 0.5) * 0.4, [c["retrieval"][k][method]["ns_score"] for k in kinds], 0.4, label=method)
     axes[2].set_xticks(x, kinds)
     axes[2].set(ylim=(0, 4), ylabel="N-S score", title="retrieval: Nistér-Stewénius score")
-    axes[2].legend(fontsize=8)
+    if kinds:
+        axes[2].legend(fontsize=8)
+    else:
+        ax = axes[2]
+        ax.text(0.5, 0.5, "retrieval not scored in this run", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(out / "plots/ukbench.png", dpi=90)
     plt.close(fig)
