@@ -94,7 +94,8 @@ def index_status(db: Any) -> dict[str, dict[str, Any]]:
             out[folder.name] = {**doc, "status": "damaged", "detail": " ".join(str(exc).split())}
             continue
         if index.database_id != db.database_id:
-            detail = f"built for database {index.database_id}; `objrec db reindex --db {db.path}` updates it"
+            when = "brought up to date when next used or by `objrec db reindex`"
+            detail = f"built for database {index.database_id}; {when}"
             out[folder.name] = {**doc, "status": "stale", "detail": detail}
         else:
             out[folder.name] = {**doc, "status": "current", "detail": ""}

