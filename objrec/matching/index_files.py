@@ -8,10 +8,20 @@ from typing import Any
 
 import numpy as np
 
-from objrec.fileio import FileFormatError, file_sha256_once
+from objrec.fileio import FileFormatError, file_sha256_once, read_json
 
-__all__ = ["RetrievalIndexError", "StaleIndexError", "faiss_module", "checked_index_file", "read_faiss_index"]
+__all__ = [
+    "MANIFEST",
+    "RetrievalIndexError",
+    "StaleIndexError",
+    "faiss_module",
+    "read_manifest",
+    "checked_index_file",
+    "read_faiss_index",
+]
 
+#: The manifest of an index folder (written last; names the index file and its sha256).
+MANIFEST = "index.json"
 ARRAY = "index.npy"
 
 
@@ -24,11 +34,43 @@ class StaleIndexError(RetrievalIndexError):
 
 
 def faiss_module() -> Any:
+    """The ``faiss`` module, imported on first use (an ImportError naming the package when it is missing)."""
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - a dependency of objrec
         raise ImportError("objrec's retrieval index needs faiss-cpu (pip install faiss-cpu)") from exc
     return faiss
+
+
+def read_manifest(folder: Path, fmt: str, schema_version: int, database_id: str | None = None) -> dict[str, Any]:
+    """The manifest of the index in ``folder``, checked to be of format ``fmt`` and a schema up to
+    ``schema_version``, and (when ``database_id`` is given) built for that database content.
+
+    Raises
+    ------
+    RetrievalIndexError
+        Naming the manifest that is missing, unreadable, of another format or of a newer schema.
+    StaleIndexError
+        When ``database_id`` is given and the index was built for other content.
+    """
+    mpath = folder / MANIFEST
+    try:
+        m = read_json(mpath, "retrieval index manifest")
+    except FileFormatError as exc:
+        raise RetrievalIndexError(str(exc)) from None
+    if m.get("format") != fmt:
+        raise RetrievalIndexError(f"{mpath}: not an objrec retrieval index (format={m.get('format')!r})")
+    if not isinstance(m.get("schema_version"), int) or m["schema_version"] > schema_version:
+        raise RetrievalIndexError(
+            f"{mpath}: schema version {m.get('schema_version')!r} is not one this objrec reads "
+            f"(up to {schema_version}); upgrade objrec or rebuild the index"
+        )
+    if database_id is not None and m.get("database_id") != database_id:
+        raise StaleIndexError(
+            f"{mpath}: built for database {m.get('database_id')}, not {database_id}; "
+            "RetrievalIndex.for_database(db, kind) brings it up to date"
+        )
+    return m
 
 
 def checked_index_file(folder: Path, m: dict[str, Any]) -> Path:

@@ -69,13 +69,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from objrec.fileio import FileFormatError, atomic_write_json, atomic_write_via, read_json
+from objrec.fileio import atomic_write_json, atomic_write_via
 from objrec.matching.index_files import (
+    MANIFEST,
     RetrievalIndexError,
     StaleIndexError,
     checked_index_file,
     faiss_module,
     read_faiss_index,
+    read_manifest,
 )
 
 if TYPE_CHECKING:
@@ -85,7 +87,6 @@ __all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleInd
 
 FORMAT = "objrec-retrieval-index"
 SCHEMA_VERSION = 2
-MANIFEST = "index.json"
 #: Below this many descriptors the index is exact (a flat scan); an inverted file would not pay off.
 IVF_MIN_DESCRIPTORS = 20_000
 #: Training points per inverted list (FAISS's k-means warns below 39) and k-means iterations: the cells
@@ -352,12 +353,7 @@ class RetrievalIndex:
         """
         params = params or RetrievalParams()
         n = sum(i.n_features.get(kind, 0) for i in db.infos())
-        n_lists = _n_lists(n, params)
-        sample = db.sample_descriptors(kind, n_lists * TRAIN_PER_LIST if n_lists else 100_000, seed=params.seed)
-        if not len(sample):
-            sample = np.zeros((0, 128 if kind == "sift" else 64), np.float32)
-        index, codes = _new_index(sample, kind, params, n)
-        del sample
+        index, codes = _sample_trained_index(db, kind, params, n)
         out = cls(index, kind, params, codes, n, _Objects())
         out.sync(db, progress, checkpoint)
         return out
@@ -390,15 +386,7 @@ class RetrievalIndex:
         gone = [n for n, (_, sha) in table.items() if current.get(n) != sha]
         self.remove([table.pop(n)[0] for n in gone])
         new = [n for n in current if n not in table]
-        for desc, keys, counts in db.iter_descriptor_chunks(self.kind, CHUNK_ROWS, new):
-            labels = np.arange(self.objects.next_label, self.objects.next_label + len(keys), dtype=np.int64)
-            self.add(desc, np.repeat(labels, counts))
-            self.objects.next_label += len(keys)
-            table.update({k: (int(lab), current[k]) for k, lab in zip(keys, labels, strict=True)})
-            if progress is not None:
-                progress(len(desc))
-            if checkpoint is not None:
-                checkpoint(self)
+        _add_objects(self, db, new, current, progress, checkpoint)
         self.database_id = target
         grown = len(self) > REBUILD_GROWTH * max(1, self.trained_for)
         if grown or (self.exact and len(self) >= self.params.exact_below):
@@ -440,15 +428,6 @@ class RetrievalIndex:
         if changed and save and index.save_with(db) is not None:
             index.map_saved()
         return index
-
-    def save_part(self, db: ModelDB, target: str) -> bool:
-        """Save a part-way index of ``db`` (its database id None) while ``db`` is still at ``target``; True if
-        saved."""
-        with db.lock():
-            if db.database_id != target:
-                return False
-            self.save(Path(db.path) / "index" / self.kind)
-            return True
 
     def save_with(self, db: ModelDB) -> Path | None:
         """Save this index of ``db`` into ``DB/index/<kind>/`` holding the database's write lock, so two
@@ -514,23 +493,7 @@ class RetrievalIndex:
             When ``database_id`` is given and the index was built for other content.
         """
         folder = Path(folder)
-        mpath = folder / MANIFEST
-        try:
-            m = read_json(mpath, "retrieval index manifest")
-        except FileFormatError as exc:
-            raise RetrievalIndexError(str(exc)) from None
-        if m.get("format") != FORMAT:
-            raise RetrievalIndexError(f"{mpath}: not an objrec retrieval index (format={m.get('format')!r})")
-        if not isinstance(m.get("schema_version"), int) or m["schema_version"] > SCHEMA_VERSION:
-            raise RetrievalIndexError(
-                f"{mpath}: schema version {m.get('schema_version')!r} is not one this objrec reads "
-                f"(up to {SCHEMA_VERSION}); upgrade objrec or rebuild the index"
-            )
-        if database_id is not None and m.get("database_id") != database_id:
-            raise StaleIndexError(
-                f"{mpath}: built for database {m.get('database_id')}, not {database_id}; "
-                "RetrievalIndex.for_database(db, kind) brings it up to date"
-            )
+        m = read_manifest(folder, FORMAT, SCHEMA_VERSION, database_id)
         path = checked_index_file(folder, m)
         index, mapped = read_faiss_index(path, mmap)
         params = RetrievalParams(**m["params"])
@@ -543,6 +506,34 @@ class RetrievalIndex:
         out = cls(index, m["kind"], params, m["codes"], m["trained_for"], objects, m.get("database_id"))
         out.source, out.mapped = path, mapped
         return out
+
+
+def _sample_trained_index(db: ModelDB, kind: str, params: RetrievalParams, n: int) -> tuple[Any, str]:
+    """An empty FAISS index for the ``n`` descriptors of ``kind`` in ``db``, trained on a uniform sample of them
+    read from the memory-mapped shards (:data:`TRAIN_PER_LIST` per list), and its codes."""
+    n_lists = _n_lists(n, params)
+    sample = db.sample_descriptors(kind, n_lists * TRAIN_PER_LIST if n_lists else 100_000, seed=params.seed)
+    if not len(sample):
+        sample = np.zeros((0, 128 if kind == "sift" else 64), np.float32)
+    return _new_index(sample, kind, params, n)
+
+
+def _add_objects(
+    index: RetrievalIndex, db: ModelDB, names: list[str], shas: dict[str, str], progress: Any, checkpoint: Any
+) -> None:
+    """Add the descriptors of the records ``names`` of ``db`` to ``index``, :data:`CHUNK_ROWS` rows at a time,
+    each record under the next free label (recorded with its sha256 from ``shas``); ``progress`` gets the rows
+    of each chunk and ``checkpoint`` the index after it."""
+    objects = index.objects
+    for desc, keys, counts in db.iter_descriptor_chunks(index.kind, CHUNK_ROWS, names):
+        labels = np.arange(objects.next_label, objects.next_label + len(keys), dtype=np.int64)
+        index.add(desc, np.repeat(labels, counts))
+        objects.next_label += len(keys)
+        objects.table.update({k: (int(lab), shas[k]) for k, lab in zip(keys, labels, strict=True)})
+        if progress is not None:
+            progress(len(desc))
+        if checkpoint is not None:
+            checkpoint(index)
 
 
 def _progress(db: ModelDB, kind: str, index: RetrievalIndex | None, show: bool, every: float | None) -> tuple:
@@ -559,7 +550,9 @@ def _progress(db: ModelDB, kind: str, index: RetrievalIndex | None, show: bool, 
 
     def save_part(part: RetrievalIndex) -> None:
         if every is not None and time.monotonic() - last[0] >= every:
-            part.save_part(db, target)
+            with db.lock():  # saved only while the database holds the content the part is of
+                if db.database_id == target:
+                    part.save(Path(db.path) / "index" / kind)
             last[0] = time.monotonic()
 
     return bar, bar.update, save_part

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from objrec.modeldb.reader import iter_descriptor_chunks, sample_descriptors
 from objrec.modeldb.records import ModelObject, ObjectInfo
 from objrec.modeldb.store import ShardStore
 
@@ -134,13 +135,13 @@ class DatabaseReads:
     ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
         """The descriptors of ``kind`` of the records ``names`` (default: all, in the order of :attr:`records`)
         in chunks of whole records of at most ``max_rows`` rows, each a copy out of the maps: ``(descriptors,
-        record keys, rows per record)`` (see :meth:`~objrec.modeldb.reader.ShardReader.iter_descriptor_chunks`).
+        record keys, rows per record)`` (see :func:`~objrec.modeldb.reader.iter_descriptor_chunks`).
         Memory holds one chunk, whatever the size of the database."""
         self._check_kind(kind)
-        return self.store.iter_descriptor_chunks(kind, max_rows, names)
+        return iter_descriptor_chunks(self.store, kind, max_rows, names)
 
     def sample_descriptors(self, kind: str, n: int, seed: int = 0) -> np.ndarray:
         """``n`` enrolled descriptors of ``kind`` drawn uniformly without replacement (all when fewer), in their
         stored dtype; only the drawn rows are read."""
         self._check_kind(kind)
-        return self.store.sample_descriptors(kind, n, seed)
+        return sample_descriptors(self.store, kind, n, seed)

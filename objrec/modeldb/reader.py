@@ -29,7 +29,7 @@ from objrec.modeldb.records import (
 from objrec.modeldb.shards import Shard, check_manifest, read_table, stat_signature
 from objrec.types import Features
 
-__all__ = ["ShardReader"]
+__all__ = ["ShardReader", "stack_descriptors", "descriptor_spans", "iter_descriptor_chunks", "sample_descriptors"]
 
 
 class ShardReader:
@@ -288,82 +288,8 @@ class ShardReader:
             parts += [desc[off[r] : off[r + 1]] for r in rows]
             owners += [np.full(off[r + 1] - off[r], order[sh.objects[r]["name"]], np.int64) for r in rows]
         if not parts:
-            return np.zeros((0, 128 if kind == "sift" else 64), np.float32), np.zeros(0, np.int64)
-        dtypes = {p.dtype for p in parts}
-        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
-        return np.concatenate([p.astype(dtype, copy=False) for p in parts]), np.concatenate(owners)
-
-    def _descriptor_rows(self, kind: str, names: list[str] | None) -> Iterator[tuple[str, Shard, int, int]]:
-        """``(record key, shard, first row, end row)`` of each live record's ``kind`` descriptors, in :attr:`live`
-        order (or the order of ``names``)."""
-        for name in self.live if names is None else names:
-            si, r = self.live[name]
-            sh = self.shards[si]
-            off = sh.offsets[kind]
-            yield name, sh, int(off[r]), int(off[r + 1])
-
-    def iter_descriptor_chunks(
-        self, kind: str, max_rows: int, names: list[str] | None = None
-    ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
-        """The live descriptors of ``kind`` in chunks of whole records, at most ``max_rows`` rows each (a record
-        with more rows comes alone), copied out of the memory maps one chunk at a time.
-
-        Parameters
-        ----------
-        kind : str
-        max_rows : int
-        names : list of str, optional
-            Record keys to read, in this order (default: every live record, in :attr:`live` order).
-
-        Yields
-        ------
-        descriptors : (N, D) ndarray
-            In the stored dtype (uint8 for SIFT, float16 for SURF).
-        keys : list of str
-            The records of the chunk, in row order (records without ``kind`` descriptors included).
-        counts : (len(keys),) int64
-            Rows of each record.
-        """
-        max_rows = max(1, int(max_rows))
-        parts: list[np.ndarray] = []
-        keys: list[str] = []
-        counts: list[int] = []
-        rows = 0
-        for name, sh, lo, hi in self._descriptor_rows(kind, names):
-            if keys and rows + hi - lo > max_rows:
-                yield self._chunk(kind, parts), keys, np.asarray(counts, np.int64)
-                parts, keys, counts, rows = [], [], [], 0
-            parts.append(self.array(sh, f"{kind}.descriptors.npy")[lo:hi])
-            keys.append(name)
-            counts.append(hi - lo)
-            rows += hi - lo
-        if keys:
-            yield self._chunk(kind, parts), keys, np.asarray(counts, np.int64)
-
-    def _chunk(self, kind: str, parts: list[np.ndarray]) -> np.ndarray:
-        if not parts:
-            return np.zeros((0, 128 if kind == "sift" else 64), np.float32)
-        dtypes = {p.dtype for p in parts}
-        dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
-        return np.concatenate([p.astype(dtype, copy=False) for p in parts])
-
-    def sample_descriptors(self, kind: str, n: int, seed: int = 0) -> np.ndarray:
-        """``n`` live descriptors of ``kind`` drawn uniformly without replacement (all of them when there are
-        fewer), in the stored dtype; only the drawn rows are read from the maps."""
-        spans = list(self._descriptor_rows(kind, None))
-        sizes = np.asarray([hi - lo for _, _, lo, hi in spans], np.int64)
-        total = int(sizes.sum())
-        if total <= n:
-            return self._chunk(kind, [self.array(sh, f"{kind}.descriptors.npy")[lo:hi] for _, sh, lo, hi in spans])
-        picked = np.sort(np.random.default_rng(seed).choice(total, int(n), replace=False))
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        record = np.searchsorted(starts, picked, side="right") - 1
-        parts = []
-        for i in np.unique(record):
-            _, sh, lo, _ = spans[i]
-            rows = picked[record == i] - starts[i] + lo
-            parts.append(self.array(sh, f"{kind}.descriptors.npy")[rows])
-        return self._chunk(kind, parts)
+            return stack_descriptors(kind, parts), np.zeros(0, np.int64)
+        return stack_descriptors(kind, parts), np.concatenate(owners)
 
     def verify(self) -> list[str]:
         """Check every file of every shard (sha256, array headers, row counts against the object tables);
@@ -385,3 +311,84 @@ class ShardReader:
                 except ModelDBError as exc:
                     problems.append(str(exc))
         return problems
+
+
+def stack_descriptors(kind: str, parts: list[np.ndarray]) -> np.ndarray:
+    """``parts`` (rows of ``kind`` descriptors) as one array: their stored dtype when they share one, else
+    float32; an empty float32 array of the kind's width when there are none."""
+    if not parts:
+        return np.zeros((0, 128 if kind == "sift" else 64), np.float32)
+    dtypes = {p.dtype for p in parts}
+    dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
+    return np.concatenate([p.astype(dtype, copy=False) for p in parts])
+
+
+def descriptor_spans(
+    reader: ShardReader, kind: str, names: list[str] | None = None
+) -> Iterator[tuple[str, Shard, int, int]]:
+    """``(record key, shard, first row, end row)`` of each live record's ``kind`` descriptors in ``reader``, in
+    :attr:`ShardReader.live` order (or the order of ``names``)."""
+    for name in reader.live if names is None else names:
+        si, r = reader.live[name]
+        sh = reader.shards[si]
+        off = sh.offsets[kind]
+        yield name, sh, int(off[r]), int(off[r + 1])
+
+
+def iter_descriptor_chunks(
+    reader: ShardReader, kind: str, max_rows: int, names: list[str] | None = None
+) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+    """The live descriptors of ``kind`` in chunks of whole records, at most ``max_rows`` rows each (a record
+    with more rows comes alone), copied out of the memory maps one chunk at a time.
+
+    Parameters
+    ----------
+    reader : ShardReader
+    kind : str
+    max_rows : int
+    names : list of str, optional
+        Record keys to read, in this order (default: every live record, in :attr:`ShardReader.live` order).
+
+    Yields
+    ------
+    descriptors : (N, D) ndarray
+        In the stored dtype (uint8 for SIFT, float16 for SURF).
+    keys : list of str
+        The records of the chunk, in row order (records without ``kind`` descriptors included).
+    counts : (len(keys),) int64
+        Rows of each record.
+    """
+    max_rows = max(1, int(max_rows))
+    parts: list[np.ndarray] = []
+    keys: list[str] = []
+    counts: list[int] = []
+    rows = 0
+    for name, sh, lo, hi in descriptor_spans(reader, kind, names):
+        if keys and rows + hi - lo > max_rows:
+            yield stack_descriptors(kind, parts), keys, np.asarray(counts, np.int64)
+            parts, keys, counts, rows = [], [], [], 0
+        parts.append(reader.array(sh, f"{kind}.descriptors.npy")[lo:hi])
+        keys.append(name)
+        counts.append(hi - lo)
+        rows += hi - lo
+    if keys:
+        yield stack_descriptors(kind, parts), keys, np.asarray(counts, np.int64)
+
+
+def sample_descriptors(reader: ShardReader, kind: str, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` live descriptors of ``kind`` drawn uniformly without replacement (all of them when there are
+    fewer), in the stored dtype; only the drawn rows are read from the maps."""
+    spans = list(descriptor_spans(reader, kind))
+    sizes = np.asarray([hi - lo for _, _, lo, hi in spans], np.int64)
+    total = int(sizes.sum())
+    if total <= n:
+        return stack_descriptors(kind, [reader.array(sh, f"{kind}.descriptors.npy")[lo:hi] for _, sh, lo, hi in spans])
+    picked = np.sort(np.random.default_rng(seed).choice(total, int(n), replace=False))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    record = np.searchsorted(starts, picked, side="right") - 1
+    parts = []
+    for i in np.unique(record):
+        _, sh, lo, _ = spans[i]
+        rows = picked[record == i] - starts[i] + lo
+        parts.append(reader.array(sh, f"{kind}.descriptors.npy")[rows])
+    return stack_descriptors(kind, parts)
