@@ -160,3 +160,11 @@ def test_cli_enrols_sub_folders_as_views_and_edits_views(tmp_path, covers, capsy
     assert [p["view"] for p in doc["photos"]] == [1] and doc["shape"] == "solid"
     assert main(["db", "remove-view", "--db", str(dbp), "box", "1"]) == 2  # its only view: an error, nothing lost
     assert ModelDB.open(dbp).records == ["box#1", "flat", "flat#1"]
+
+
+def test_a_csv_repeating_a_name_lists_its_views(tmp_path):
+    from objrec.modeldb.enrolment import items_from_csv
+
+    (tmp_path / "list.csv").write_text("name,path\nmug,front.jpg\nbox,box.jpg\nmug,side.jpg\n")
+    items = items_from_csv(tmp_path / "list.csv")
+    assert items == [("mug", [tmp_path / "front.jpg", tmp_path / "side.jpg"]), ("box", tmp_path / "box.jpg")]
