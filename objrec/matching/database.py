@@ -10,7 +10,7 @@ import numpy as np
 from objrec.backend import to_numpy
 from objrec.matching.guided import guided_matches
 from objrec.matching.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
-from objrec.modeldb.records import split_key
+from objrec.modeldb.records import object_groups
 from objrec.types import Candidate, Features
 
 __all__ = ["DatabaseMatcher", "SPILL_MIN_TRAIN", "keypoint_frames"]
@@ -83,12 +83,11 @@ class DatabaseMatcher:
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
         self.xp = xp
-        group_of = {n: i for i, n in enumerate(dict.fromkeys(split_key(n)[0] for n in self.names))}
-        groups = np.array([group_of[split_key(n)[0]] for n in self.names], np.int32)
-        multi_view = len(group_of) < len(self.names)
+        groups = object_groups(self.names)
+        multi_view = len(set(groups.tolist())) < len(self.names)
         if fginn is None:
             fginn = multi_view or any(getattr(o, "views", None) for o in objects)
-        group = xp.asarray(groups[self.owner]) if multi_view else None
+        group = xp.asarray(groups[self.owner].astype(np.int32)) if multi_view else None
         self.fginn = Fginn(xp.asarray(self.xy), xp.asarray(self.owner), group=group) if fginn else None
         # Prepared once, reused every frame.
         if exact or self.use_laplacian or len(self.descriptors) < SPILL_MIN_TRAIN:

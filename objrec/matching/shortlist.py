@@ -30,7 +30,7 @@ from objrec.matching.retrieval import (
     RetrievalParams,
 )
 from objrec.matching.stored import StoredMatcher
-from objrec.modeldb.records import split_key
+from objrec.modeldb.records import object_groups
 from objrec.types import Candidate, Features
 
 __all__ = [
@@ -116,8 +116,7 @@ class ShortlistMatcher:
         if len(index.objects.table) != len(position):
             raise ValueError("ShortlistMatcher: the index and the matcher hold different objects")
         # An object enrolled from several photos has one matcher entry per view; votes are pooled per object.
-        group_of = {n: i for i, n in enumerate(dict.fromkeys(split_key(n)[0] for n in matcher.names))}
-        self._group = np.array([group_of[split_key(n)[0]] for n in matcher.names], np.int64)
+        self._group = object_groups(matcher.names)
         counts = np.asarray(matcher.object_counts(), np.float64)
         # The chance that an object is among a descriptor's k neighbours whatever it shows: an object with
         # many descriptors collects votes from every frame, so shortlists rank votes above this chance.

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from objrec.matching.database import DatabaseMatcher
-from objrec.modeldb.records import split_key
+from objrec.modeldb.records import object_groups
 from objrec.types import Candidate, Features
 
 __all__ = ["StoredMatcher"]
@@ -68,7 +68,7 @@ class StoredMatcher:
         self.sizes = [(i.width, i.height) for i in infos]
         self.view_tables = [i.view_table for i in infos]
         self.counts = np.array([i.n_features.get(kind, 0) for i in infos], np.int64)
-        multi_view = len({split_key(n)[0] for n in self.names}) < len(self.names)
+        multi_view = len(set(object_groups(self.names).tolist())) < len(self.names)
         self.fginn = (multi_view or any(t for t in self.view_tables)) if fginn is None else bool(fginn)
         # Kept for the next frames: a video's shortlist seldom changes from one frame to the next, a matcher
         # costs its descriptors' copy and norms to make, and an object its read and float32 conversion.

@@ -38,6 +38,7 @@ __all__ = [
     "SHAPES",
     "view_key",
     "split_key",
+    "object_groups",
 ]
 
 SCHEMA_VERSION = 2
@@ -93,6 +94,13 @@ def split_key(key: str) -> tuple[str, int]:
     """(object name, view number) of a record key (see :data:`VIEW_SEP`)."""
     name, sep, view = key.partition(VIEW_SEP)
     return (name, int(view)) if sep else (name, 0)
+
+
+def object_groups(keys: list[str]) -> np.ndarray:
+    """The object of each record key, numbered in order of first appearance: (n,) int64. Records of one
+    object (its views) share a number; fewer numbers than keys means some object has several views."""
+    number: dict[str, int] = {}
+    return np.array([number.setdefault(split_key(k)[0], len(number)) for k in keys], np.int64)
 
 
 class _Keyed:
