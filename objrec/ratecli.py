@@ -1,0 +1,1 @@
+"""The ``objrec rate`` command."""

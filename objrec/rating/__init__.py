@@ -1,0 +1,1 @@
+"""Rating reference images: how well an image will be recognised, and why not."""
