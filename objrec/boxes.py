@@ -94,8 +94,26 @@ def regions_to_mask(regions: Any, shape: tuple[int, int], dtype: type = bool) ->
 
 
 def union_area(regions: Any, shape: tuple[int, int]) -> int:
-    """Pixels of a frame of ``shape`` covered by the union of the boxes."""
-    return int(regions_to_mask(regions, shape).sum(dtype=np.int64))
+    """Pixels of a frame of ``shape`` covered by the union of the boxes.
+
+    Exact, on the grid the boxes' own edges make (coordinate compression): a cell of that grid is either
+    inside some box or outside all of them, so the area is the sum of the covered cells' areas. Its cost
+    grows with the number of boxes, not with the frame's pixels.
+    """
+    h, w = shape[:2]
+    b = _boxes_of(regions).astype(np.int64).reshape(-1, 4)
+    if not len(b):
+        return 0
+    b = np.stack([np.clip(b[:, 0], 0, w), np.clip(b[:, 1], 0, h), np.clip(b[:, 2], 0, w), np.clip(b[:, 3], 0, h)], 1)
+    b = b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
+    if not len(b):
+        return 0
+    xs = np.unique(b[:, [0, 2]])
+    ys = np.unique(b[:, [1, 3]])
+    cx = (xs[:-1, None] >= b[None, :, 0]) & (xs[:-1, None] < b[None, :, 2])  # (cells in x, boxes)
+    cy = (ys[:-1, None] >= b[None, :, 1]) & (ys[:-1, None] < b[None, :, 3])
+    covered = (cy[:, None, :] & cx[None, :, :]).any(axis=2)  # (cells in y, cells in x)
+    return int(np.diff(ys) @ covered @ np.diff(xs))
 
 
 def outside_share(box: tuple[int, int, int, int], regions: Any, shape: tuple[int, int]) -> float:

@@ -13,7 +13,8 @@ pipeline, each a unit of its own package:
     ->  corner smoothing, when asked for (``objrec.realtime.smoothing``)  ->  metric pose (``objrec.pose``)
 
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): tracking, the prefilter, the
-primary extraction, retrieval, matching and the best candidate's verification are mandatory; the other
+primary extraction (sized by the planner to the time left; skipped only when tracking took the whole frame),
+retrieval, matching and the best candidate's verification are mandatory; the other
 candidates, guided matching, the escalation to the secondary detector and a track's confirmation run only
 while the cost model predicts they fit. This class wires the stages together and owns no algorithm and no
 policy of its own.
@@ -45,7 +46,7 @@ from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.searches import SecondLooks
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
 from objrec.realtime.tracker import Tracker, TrackParams, unexplained
-from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection
+from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection, SkipRecord
 
 __all__ = ["Recognizer"]
 
@@ -264,7 +265,10 @@ class Recognizer:
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
         self.looks.escalate(state, sched)
         found = state.verdicts.detections()
-        state.detections, lost = tracker.absorb(found, state.tracked, state.image.host, self.frames, self._model_size)
+        state.detections, lost = sched.run(
+            "absorb", tracker.absorb, found, state.tracked, state.image.host, self.frames, self._model_size,
+            size=len(found), mandatory=True,
+        )  # fmt: skip
         state.lost += lost
         self.looks.confirm(state, sched, tracker, self.frames)
 
@@ -274,10 +278,17 @@ class Recognizer:
         and guided matching."""
         h, w = state.shape
         tracker = self.tracker
+        if tracker.tracks and sched.remaining() <= 0.0:
+            # The tracks took the frame: they hold its known objects, and the sweep for new ones picks up
+            # where it left off in the next frame with time for it.
+            sched.record([SkipRecord("features", "budget", "tracking took the frame")])
+            return
         proposals = self._propose(state, sched)
-        state.plan = self.planner.plan(
-            state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step, tracker.outlines()
-        )
+        state.plan = sched.run(
+            "plan", self.planner.plan,
+            state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step, tracker.outlines(),
+            mandatory=True,
+        )  # fmt: skip
         sched.record(state.plan.skipped)
         if state.plan.empty:
             return
@@ -288,7 +299,7 @@ class Recognizer:
         )  # fmt: skip
         self.planner.observe(plan, len(feats))
         self.planner.advance(plan)
-        feats = unexplained(feats, tracker.outlines())
+        feats = sched.run("explained", unexplained, feats, tracker.outlines(), size=len(feats), mandatory=True)
         state.features[self.primary] = feats
         state.candidates = tracker.prioritise(self._match(feats, sched))
         state.mandatory_ms = sched.elapsed()
@@ -303,7 +314,7 @@ class Recognizer:
         shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
         if self.camera is not None:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
-        latency = sched.elapsed()
+        latency = sched.finish()
         met = state.budget_ms is None or latency <= state.budget_ms
         shown, lost = by_object(shown, state.lost)
         result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=lost)

@@ -259,3 +259,38 @@ def test_warm_up_and_reset_leave_no_smoothed_corners(db, scene):
     assert {name for name, _ in rec.smoother.filters} == set(db.names)
     rec.reset()
     assert not rec.smoother.filters
+
+
+def test_two_copies_of_one_object_become_two_tracks_as_the_first_is_masked(db):
+    """Two prints of one cover side by side: the first frame finds one copy (one detection per object and
+    frame); its outline is cut out of the next frames' search, which finds the other copy. Each track sits on
+    its own copy's ground-truth outline."""
+    import cv2
+
+    from objrec.boxes import map_points, model_corners
+
+    cover = sample_objects()["cover"]
+    h, w = cover.shape[:2]
+    frame = sample_background((640, 480), seed=5).copy()
+    truths = []
+    for cx in (170, 470):
+        s = 0.42 * 480 / h
+        A = cv2.getRotationMatrix2D((w / 2, h / 2), 0.0, s)
+        A[:, 2] += (cx - w / 2, 240 - h / 2)
+        Hm = np.vstack([A, [0, 0, 1]])
+        warped = cv2.warpPerspective(cover, Hm, (640, 480))
+        inside = cv2.warpPerspective(np.full((h, w), 255, np.uint8), Hm, (640, 480)) > 0
+        frame[inside] = warped[inside]
+        truths.append(map_points(Hm, model_corners(w, h)))
+    rec = Recognizer(db, budget_ms=None)
+    seen = {}
+    for _ in range(4):
+        for d in rec.process(frame).detections:
+            if d.name == "cover":
+                seen[d.track_id] = d.corners
+    assert len(seen) == 2, f"tracks of the cover: {sorted(seen)}"
+    for q in seen.values():
+        assert min(float(np.abs(q - t).max()) for t in truths) < 3.0
+    a, b = seen.values()
+    assert float(np.abs(a - b).max()) > 100.0  # two places, not one copy twice
+    assert len([t for t in rec.tracker.tracks if t.name == "cover"]) == 2

@@ -297,15 +297,15 @@ class SearchPlanner:
         return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
     def _after(self, sched: Any, n_features: float, voters: float) -> tuple[float, float]:
-        """Typical time of the mandatory units after extraction (retrieval for a catalogue, matching, the
-        first verification) and the sum of their squared margins.
+        """Typical time of the mandatory units after extraction (the features tracked objects explain, retrieval
+        for a catalogue, matching, the first verification) and the sum of their squared margins.
 
         Each stage's margin is its own high quantile over its typical time. The stages' deviations are
         close to independent, so the frame's tail is their root sum of squares: the plain sum of the
         margins would hold back time that frames almost never need.
         """
         cost = sched.cost
-        units = [("matching", n_features), ("verify", FIRST_VERIFY_MATCHES)]
+        units = [("explained", n_features), ("matching", n_features), ("verify", FIRST_VERIFY_MATCHES)]
         if self.retrieval_voters:
             units.append(("retrieval", voters))
         after = sum(cost.expected(stage, size) for stage, size in units)

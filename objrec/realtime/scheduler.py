@@ -18,7 +18,7 @@ import numpy as np
 
 from objrec.types import SkipRecord
 
-__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler", "UnitRecord"]
+__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler", "UnitRecord", "OVERHEAD"]
 
 
 class PerfClock:
@@ -27,6 +27,9 @@ class PerfClock:
     def now(self) -> float:
         return time.perf_counter() * 1e3
 
+
+#: The cost-model stage of a frame's work outside its units (see :class:`FrameScheduler`).
+OVERHEAD = "frame_overhead"
 
 #: ``FrameScheduler.start``'s default budget: the one the scheduler was made with (None means no budget).
 _CONFIGURED: Any = object()
@@ -211,7 +214,11 @@ class FrameScheduler:
     cost : CostModel
     clock : object with ``now() -> ms``
     safety_ms : float
-        Kept in reserve for the work after the last unit (assembling the result, returning it).
+        Kept in reserve for the work after the last unit (assembling the result, returning it) at the least.
+        The frame's work outside its units (preparing the frame, planning, bookkeeping between units,
+        assembling the result) is learned as the cost-model stage :data:`OVERHEAD` once frames end through
+        :meth:`finish`: what a frame is predicted to need of it beyond what it has spent so far is kept in
+        reserve instead, when that is more.
     """
 
     def __init__(
@@ -226,6 +233,8 @@ class FrameScheduler:
         self.records: list[UnitRecord] = []
         self.skipped: list[SkipRecord] = []
         self.timings: dict[str, float] = {}
+        self.unit_ms = 0.0  # the time this frame's units took
+        self.lag_ms = 0.0
 
     def start(self, t0: float | None = None, budget_ms: Any = _CONFIGURED) -> None:
         """Start a frame; ``t0`` is when the frame was handed over (default: now). ``budget_ms`` is the frame's
@@ -235,6 +244,8 @@ class FrameScheduler:
         self.records = []
         self.skipped = []
         self.timings = {}
+        self.unit_ms = 0.0
+        self.lag_ms = max(0.0, self.elapsed())  # handed over late: time spent before the frame's work began
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -242,7 +253,25 @@ class FrameScheduler:
     def remaining(self) -> float:
         if self.budget_ms is None:
             return float("inf")
-        return self.budget_ms - self.elapsed() - self.safety_ms
+        elapsed = self.elapsed()
+        return self.budget_ms - elapsed - self.reserve(elapsed)
+
+    def reserve(self, elapsed: float | None = None) -> float:
+        """The time kept back from the units: the frame's predicted work outside its units (:data:`OVERHEAD`,
+        a high quantile) less what it has spent on such work so far, and never less than ``safety_ms``."""
+        if self.cost.samples(OVERHEAD) < self.cost.min_samples:
+            return self.safety_ms
+        spent = (self.elapsed() if elapsed is None else elapsed) - self.lag_ms - self.unit_ms
+        return max(self.safety_ms, self.cost.predict(OVERHEAD) - spent)
+
+    def finish(self) -> float:
+        """End the frame: the cost model learns the frame's time outside its units (from when :meth:`start`
+        was called, not from the hand-over time), from frames with a budget only. Returns the frame's
+        elapsed time."""
+        elapsed = self.elapsed()
+        if self.budget_ms is not None:  # without a budget a frame does work a budget never admits
+            self.cost.observe(OVERHEAD, 1.0, max(0.0, elapsed - self.lag_ms - self.unit_ms))
+        return elapsed
 
     def fits(self, stage: str, size: float = 1.0) -> bool:
         return self.budget_ms is None or self.cost.predict(stage, size) <= self.remaining()
@@ -275,6 +304,7 @@ class FrameScheduler:
         t = self.clock.now()
         result = fn(*args)
         actual = self.clock.now() - t
+        self.unit_ms += actual
         self.cost.observe(stage, size, actual)  # an overrun teaches the model too
         key = timing or stage
         self.timings[key] = self.timings.get(key, 0.0) + actual

@@ -492,11 +492,15 @@ def unexplained(feats: Features, outlines: list[np.ndarray]) -> Features:
     inside = np.zeros(len(xy), bool)
     for q in outlines:
         path = np.float32(q)
+        lo, hi = path.min(axis=0), path.max(axis=0)
+        near = np.flatnonzero(np.all((xy >= lo) & (xy <= hi), axis=1))  # only these can lie inside
+        if not len(near):
+            continue
         # Same-side test against each edge of the convex outline (corners in either winding order).
         e = np.roll(path, -1, axis=0) - path
-        d = xy[:, None, :] - path[None, :, :]
+        d = xy[near, None, :] - path[None, :, :]
         cross = e[None, :, 0] * d[:, :, 1] - e[None, :, 1] * d[:, :, 0]
-        inside |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
+        inside[near] |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
     if not inside.any():
         return feats
     return feats.subset(feats.xp.asarray(np.flatnonzero(~inside)))

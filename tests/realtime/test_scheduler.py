@@ -172,3 +172,36 @@ def test_largest_size_is_the_largest_predicted_to_fit(slope):
     cm2 = CostModel(min_samples=3, prior_ms={"p": 4.0})
     assert cm2.largest_size("p", 5.0) == float("inf") and cm2.largest_size("p", 3.0) == 0.0
     assert cm2.largest_size("unknown", 1e6) == 0.0  # default_ms: never admitted blindly
+
+
+def test_the_frames_work_outside_its_units_is_learned_and_kept_in_reserve():
+    """Frames that spend 6 ms outside their units (planning, bookkeeping): once learned, a unit that would
+    fit the budget only by ignoring those 6 ms is left out, and one that fits with them is admitted; time
+    spent before the frame's work began (a late hand-over) is not counted as such work."""
+    clock = FakeClock()
+    sched = FrameScheduler(30.0, CostModel(min_samples=3), clock, safety_ms=1.0)
+    log: list[str] = []
+    for i in range(5):
+        sched.start(clock.now() - 4.0 * i)  # handed over 0-16 ms late
+        sched.run("work", _unit(clock, 10.0, log, "work"), mandatory=True)
+        clock.advance(6.0)  # outside any unit
+        assert sched.finish() == pytest.approx(4.0 * i + 16.0)
+    assert sched.cost.predict("frame_overhead") == pytest.approx(6.0)
+    sched.start()
+    assert sched.reserve() == pytest.approx(6.0)
+    clock.advance(2.0)  # 2 of the 6 ms spent: 4 still to come
+    assert sched.reserve() == pytest.approx(4.0)
+    assert sched.remaining() == pytest.approx(30.0 - 2.0 - 4.0)
+    for _ in range(3):
+        sched.cost.observe("late", 1.0, 25.0)
+        sched.cost.observe("fits", 1.0, 23.0)
+    assert isinstance(sched.run("late", _unit(clock, 25.0, log, "late")), SkipRecord)  # 2 + 25 + 4 > 30
+    assert sched.run("fits", _unit(clock, 23.0, log, "fits")) == "fits"  # 2 + 23 + 4 <= 30
+
+
+def test_without_learned_overhead_the_safety_margin_is_kept():
+    clock = FakeClock()
+    sched = FrameScheduler(30.0, CostModel(), clock, safety_ms=2.5)
+    sched.start()
+    clock.advance(1.0)
+    assert sched.reserve() == 2.5 and sched.remaining() == pytest.approx(26.5)

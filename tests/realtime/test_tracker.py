@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import map_points, model_corners, regions_to_mask, subtract_boxes
+from objrec.boxes import map_points, model_corners, regions_to_mask, subtract_boxes, union_area
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.flow import FlowParams, PointFlow
 from objrec.realtime.tracker import Tracker, TrackParams, fit_homography, unexplained
@@ -216,6 +216,14 @@ def test_subtracted_boxes_cover_exactly_the_box_less_the_holes():
         want = regions_to_mask(boxes, (310, 310)) & ~regions_to_mask(np.array(holes), (310, 310))
         assert (regions_to_mask(pieces, (310, 310)) == want).all()
         assert len(parent) == len(pieces) and all(0 <= i < len(boxes) for i in parent)
+
+
+def test_union_area_counts_the_pixels_a_mask_of_the_boxes_covers():
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        h, w = (int(v) for v in rng.integers(1, 120, 2))
+        boxes = rng.integers(-20, 140, (int(rng.integers(0, 9)), 4))  # some empty, inverted or outside
+        assert union_area(boxes, (h, w)) == int(regions_to_mask(boxes, (h, w)).sum())
 
 
 def test_roughly_anchored_tracks_are_confirmed_first_and_re_anchored_on_a_full_search(model, background):
