@@ -182,6 +182,9 @@ class ObjectInfo(_Keyed):
         :meth:`ModelDB.set_width`; None when unknown (the key is optional in the object table).
     shape : {"flat", "solid"}
         What verification assumes of the object (:data:`SHAPES`; the key is optional, absent for flat).
+    rating, rating_version, rating_reasons
+        The view's rating 0-100 at enrolment (:func:`objrec.rating.rate`), the version of the rating that made
+        it and its reasons' texts; None and () for views enrolled without a rating.
     """
 
     name: str
@@ -194,6 +197,9 @@ class ObjectInfo(_Keyed):
     view_table: dict[str, Any] | None = None
     width_m: float | None = None
     shape: str = "flat"
+    rating: int | None = None
+    rating_version: str | None = None
+    rating_reasons: tuple[str, ...] = ()
 
     @classmethod
     def from_entry(cls, o: dict[str, Any]) -> ObjectInfo:
@@ -209,6 +215,9 @@ class ObjectInfo(_Keyed):
             o.get("view_table"),
             o.get("width_m"),
             o.get("shape", "flat"),
+            o.get("rating"),
+            o.get("rating_version"),
+            tuple(o.get("rating_reasons", ())),
         )
 
 
