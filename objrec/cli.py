@@ -360,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_enroll(sub)
 
+    from objrec.ratecli import register as register_rate
+
+    register_rate(sub)
+
     _add_detect_parser(sub)
     _add_run_parser(sub)
 

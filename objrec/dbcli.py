@@ -41,6 +41,8 @@ def _view_doc(i: Any) -> dict[str, Any]:
         "sha256": i.sha256,
         "source": src.get("path"),
         "source_sha256": src.get("sha256"),
+        "rating": i.rating,
+        "rating_version": i.rating_version,
     }
 
 
@@ -116,6 +118,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     lines = [
         f"{r['name']:32s} {r['width']:5d}x{r['height']:<5d} "
         + ", ".join(f"{k} {v}" for k, v in r["n_features"].items())
+        + (f"  rating {r['rating']}" if r.get("rating") is not None else "")
         + (f"  width {r['width_m']:g} m" if r["width_m"] else "")
         + (f"  {len(r['photos'])} views" if len(r["photos"]) > 1 else "")
         + (f"  {r['shape']}" if r["shape"] != "flat" else "")

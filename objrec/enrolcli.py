@@ -15,7 +15,27 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register", "cmd_enroll", "detectors_arg"]
+__all__ = ["register", "cmd_enroll", "detectors_arg", "RATING_WARN_BELOW", "WEAKEST_SHOWN"]
+
+#: Views rated below this are enrolled with a warning (``--min-rating`` refuses them instead).
+RATING_WARN_BELOW = 40
+#: ``--from`` lists this many of the lowest-rated images at the end.
+WEAKEST_SHOWN = 5
+
+
+def _rating_lines(db: Any, name: str) -> list[str]:
+    """One line per view of ``name``: its rating and reasons, a warning below :data:`RATING_WARN_BELOW`."""
+    lines = []
+    keys = db.view_keys(name)
+    for key in keys:
+        i = db.info(key)
+        if i.rating is None:
+            continue
+        label = f"view {i.view}" if len(keys) > 1 else "rating"
+        why = f" ({'; '.join(i.rating_reasons)})" if i.rating_reasons else ""
+        warn = "warning: " if i.rating < RATING_WARN_BELOW else ""
+        lines.append(f"  {warn}{label} {i.rating}/100{why}")
+    return lines
 
 
 def _parse_pairs(pairs: Sequence[str]) -> list[tuple[str, str]]:
@@ -52,13 +72,23 @@ def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argpar
         if name in db and not args.replace:
             raise ValueError(f"object {name!r} is already enrolled in {path} (use --replace)")
     for name, imgs in objects.items():
-        obj = db.enroll(name, imgs, replace=args.replace, views=args.views, width_m=args.width_m, shape=args.shape)
+        obj = db.enroll(
+            name,
+            imgs,
+            replace=args.replace,
+            views=args.views,
+            width_m=args.width_m,
+            shape=args.shape,
+            min_rating=args.min_rating,
+        )
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
         shown = f"; {len(imgs)} views" if len(imgs) > 1 else ""
         shown += f"; synthesised views {obj.views}" if obj.views else ""
         shown += f"; {obj.shape}" if obj.shape != "flat" else ""
         shown += f"; width {obj.width_m:g} m" if obj.width_m else ""
         print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
+        for line in _rating_lines(db, name):
+            print(line)
 
 
 def _extraction(args: argparse.Namespace) -> AbstractContextManager[tuple[Any, str]]:
@@ -97,14 +127,44 @@ def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool
         shape=args.shape,
         scheduler=client,
         send_bytes=args.send_bytes,
+        min_rating=args.min_rating,
     )
     for f in report.failed:
         print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
+    _print_weakest(db, report.enrolled)
     print(
         f"from {source}: enrolled {len(report.enrolled)}, skipped {len(report.skipped)} "
         f"(already enrolled from the same content), failed {len(report.failed)}"
     )
     return not report.failed
+
+
+def _print_weakest(db: Any, names: Sequence[str]) -> None:
+    """The :data:`WEAKEST_SHOWN` lowest-rated views of the objects ``names``, with their reasons."""
+    infos = [i for n in names for i in (db.info(k) for k in db.view_keys(n)) if i.rating is not None]
+    if not infos:
+        return
+    print(f"weakest images (of {len(infos)} rated):")
+    for i in sorted(infos, key=lambda i: (i.rating, i.name))[:WEAKEST_SHOWN]:
+        src = (i.source or {}).get("path") or i.name
+        why = f" ({'; '.join(i.rating_reasons)})" if i.rating_reasons else ""
+        warn = "warning: " if i.rating < RATING_WARN_BELOW else ""
+        print(f"  {warn}{i.rating}/100 {i.name} {src}{why}")
+
+
+def _check_min_rating(images: list[tuple[str, Any]], detectors: dict, min_rating: int | None) -> None:
+    """Refuse, before anything is written, when an image of a NAME=IMAGE pair rates below ``--min-rating``."""
+    if min_rating is None:
+        return
+    if not 0 <= min_rating <= 100:
+        raise ValueError(f"--min-rating: expected an integer 0-100, got {min_rating}")
+    from objrec.rating import rate
+
+    for name, img in images:
+        r = rate(img, detectors=detectors)
+        if r.score < min_rating:
+            why = "; ".join(x.text for x in r.reasons) or "no reason above the report threshold"
+            raise ValueError(f"{name}: rating {r.score} is below --min-rating {min_rating} ({why}); nothing enrolled")
 
 
 def cmd_enroll(args: argparse.Namespace) -> int:
@@ -131,6 +191,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
         if kinds and set(kinds) != set(db.detectors):
             raise ValueError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
+        _check_min_rating(images, db.detectors, args.min_rating)
         _enroll_pairs(db, images, args.db, args)
         ok = _enroll_from(db, args.source, args, client) if args.source else True
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
@@ -159,6 +220,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--db", required=True, help="model database directory")
     e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: surf,sift)")
     e.add_argument("--replace", action="store_true", help="replace objects that are already enrolled")
+    e.add_argument(
+        "--min-rating",
+        type=int,
+        metavar="N",
+        help="refuse images rated below N (0-100, see objrec rate), naming the reasons: NAME=IMAGE pairs are all "
+        "checked before anything is written; with --from such images are failures (exit code 2)",
+    )
     e.add_argument(
         "--train-prefilter",
         action="store_true",

@@ -111,6 +111,7 @@ class ModelDB(DatabaseReads):
         views: str | None = None,
         width_m: float | None = None,
         shape: str = "flat",
+        min_rating: int | None = None,
     ) -> ModelObject:
         """Add an object from an image file or array (gray or BGR uint8), or from a list of them: several
         views of one object (photos from different sides), which retrieval and matching treat as one object;
@@ -122,7 +123,8 @@ class ModelDB(DatabaseReads):
         model image's x axis; a positive, finite number), which a metric pose needs; None when unknown.
         ``shape="solid"`` marks an object with depth, verified without assuming a plane
         (:mod:`objrec.matching.solid`); "flat" (the default) is verified by a homography. ``replace`` replaces
-        every view of an enrolled object of that name.
+        every view of an enrolled object of that name. ``min_rating`` refuses (an
+        :class:`~objrec.imageio.InputError` naming the reasons, nothing written) when a view rates below it.
         """
         images = list(image) if isinstance(image, list | tuple) else [image]
         check_name(name)
@@ -134,7 +136,7 @@ class ModelDB(DatabaseReads):
         if name in self.store.views and not replace:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         prepared = [
-            prepare_object(view_key(name, k), img, self.detectors, views, width_m, shape)
+            prepare_object(view_key(name, k), img, self.detectors, views, width_m, shape, min_rating)
             for k, img in enumerate(images)
         ]
         if self.commit_batch(prepared, replace):
@@ -180,6 +182,7 @@ class ModelDB(DatabaseReads):
         shape: str = "flat",
         scheduler: Any = None,
         send_bytes: bool = False,
+        min_rating: int | None = None,
     ) -> EnrollReport:
         """Enrol many objects: features extracted in parallel threads or on a Dask cluster, committed in batches
         from this process, resumable.
@@ -217,6 +220,8 @@ class ModelDB(DatabaseReads):
         send_bytes : bool
             Read every image file here and send its bytes to the extraction (for Dask workers that cannot see
             the files); the objects are the same as from the paths.
+        min_rating : int, optional
+            An object with a view rated below this is a failure (its reason names the rating's reasons).
 
         Returns
         -------
@@ -225,7 +230,18 @@ class ModelDB(DatabaseReads):
             name, already enrolled from other content) with their reasons; the others are enrolled.
         """
         return run_enrolment(
-            self, items, replace, workers, batch_size, progress, views, width_m, shape, scheduler, send_bytes
+            self,
+            items,
+            replace,
+            workers,
+            batch_size,
+            progress,
+            views,
+            width_m,
+            shape,
+            scheduler,
+            send_bytes,
+            min_rating,
         )
 
     def commit_batch(self, batch: list[PreparedObject], replace: bool) -> list[PreparedObject]:

@@ -70,6 +70,7 @@ def _work(
     views: str | None = None,
     width_m: float | None = None,
     shape: str = "flat",
+    min_rating: int | None = None,
 ) -> list[PreparedObject] | str:
     """In a worker thread: skip an object enrolled from the same content of the same views (and views
     setting, shape and width, when one is given), else prepare its views."""
@@ -84,7 +85,10 @@ def _work(
             raise _AlreadyEnrolled(
                 f"object {name!r} is already enrolled from other content, views, shape or width (use replace)"
             )
-    return [prepare_object(view_key(name, k), img, detectors, views, width_m, shape) for k, img in enumerate(images)]
+    return [
+        prepare_object(view_key(name, k), img, detectors, views, width_m, shape, min_rating)
+        for k, img in enumerate(images)
+    ]
 
 
 def _attempt(*args: Any) -> list[PreparedObject] | str | Exception:
@@ -215,8 +219,8 @@ def _feed(
 ) -> None:
     """Submit every item's extraction and collect the results in input order, at most ``in_flight`` pending;
     after an interruption, what was submitted is still committed (:meth:`_Run.salvage`). ``opts`` are the
-    ``views``, ``width_m`` and ``shape`` of every object."""
-    settings = (opts["views"], opts["width_m"], opts["shape"])
+    ``views``, ``width_m``, ``shape`` and ``min_rating`` of every object."""
+    settings = (opts["views"], opts["width_m"], opts["shape"], opts["min_rating"])
     pending: deque[tuple[str, str, Any]] = deque()
     try:
         for name, image in items:
@@ -257,11 +261,13 @@ def run_enrolment(
     shape: str = "flat",
     scheduler: Any = None,
     send_bytes: bool = False,
+    min_rating: int | None = None,
 ) -> EnrollReport:
     """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
     from tqdm import tqdm
 
     opts = {"views": check_views(views), "width_m": check_width_m(width_m), "shape": check_shape(shape)}
+    opts["min_rating"] = min_rating
     total = len(items) if hasattr(items, "__len__") else None
     bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     run = _Run(db, replace, batch_size, bar)

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from objrec.features.model import extract_model_features
 from objrec.fileio import sha256_bytes
 from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
-from objrec.modeldb.extraction import extract_model_features
 from objrec.modeldb.records import (
     DESCRIPTOR_STORAGE,
     KEYPOINT_DTYPE,
@@ -27,6 +27,7 @@ from objrec.modeldb.records import (
     split_key,
 )
 from objrec.modeldb.views import add_view_features, check_views
+from objrec.rating import rate
 from objrec.types import Features
 
 __all__ = [
@@ -189,6 +190,7 @@ def prepare_object(
     views: str | None = None,
     width_m: float | None = None,
     shape: str = "flat",
+    min_rating: int | None = None,
 ) -> PreparedObject:
     """Read or check an image, extract its features and put everything in stored form (thread-safe).
 
@@ -212,6 +214,9 @@ def prepare_object(
     shape : {"flat", "solid"}
         What verification assumes of the object (:data:`~objrec.modeldb.records.SHAPES`), recorded in its entry
         when solid.
+    min_rating : int, optional
+        Refuse an image whose rating (:func:`objrec.rating.rate`, computed from the features extracted here and
+        recorded in the entry as ``rating``, ``rating_version`` and ``rating_reasons``) is below this.
 
     Returns
     -------
@@ -220,7 +225,8 @@ def prepare_object(
     Raises
     ------
     InputError
-        For a bad name, an unreadable image or one without features; the message says which and why.
+        For a bad name, an unreadable image, one without features or one rated below ``min_rating``; the
+        message says which and why.
     """
     check_name(split_key(name)[0])
     views = check_views(views)
@@ -230,6 +236,10 @@ def prepare_object(
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
         raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
+    rating = rate(img, features=feats)
+    if min_rating is not None and rating.score < min_rating:
+        why = "; ".join(r.text for r in rating.reasons) or "no reason above the report threshold"
+        raise InputError(f"image for {name!r}: rating {rating.score} is below the minimum {min_rating} ({why})")
     table = None
     if views is not None:
         feats, table = add_view_features(img, feats, detectors, views)
@@ -240,6 +250,7 @@ def prepare_object(
         p.entry["width_m"] = width_m
     if shape != "flat":
         p.entry["shape"] = shape
+    p.entry.update(rating=rating.score, rating_version=rating.version, rating_reasons=[r.text for r in rating.reasons])
     return p
 
 

@@ -1,0 +1,92 @@
+"""Enrolment rates each view from the features it extracted, stores the rating, prints it, refuses below
+--min-rating and lists the weakest images of a bulk enrolment."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from objrec.cli import main
+from objrec.data import sample_objects, sample_photos
+from objrec.rating import RATING_VERSION, rate
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """A good cover, a good photo and a repetitive (tiled) image, as files."""
+    root = tmp_path_factory.mktemp("enrol_rating")
+    patch = np.ascontiguousarray(sample_photos()["china"][100:260, 200:360])
+    imgs = {
+        "cover": sample_objects()["cover"],
+        "pagoda": sample_objects()["pagoda"],
+        "tiled": np.tile(patch, (3, 3, 1)),
+    }
+    paths = {}
+    for name, img in imgs.items():
+        paths[name] = root / "src" / f"{name}.png"
+        paths[name].parent.mkdir(exist_ok=True)
+        cv2.imwrite(str(paths[name]), img)
+    return paths
+
+
+def test_enrolment_stores_the_rating_of_its_own_features(images, tmp_path, monkeypatch):
+    from objrec.modeldb import ModelDB
+    from objrec.rating import rater
+
+    want = rate(images["tiled"])
+
+    def no_second_extraction(*a, **k):
+        raise AssertionError("the rating extracted features again")
+
+    monkeypatch.setattr(rater, "extract_model_features", no_second_extraction)
+    db = ModelDB.create(tmp_path / "db")
+    db.enroll("tiled", images["tiled"])
+    info = ModelDB.open(tmp_path / "db").info("tiled")
+    assert info.rating == want.score < 40
+    assert info.rating_version == RATING_VERSION
+    assert list(info.rating_reasons) == [r.text for r in want.reasons]
+
+
+def test_enroll_prints_ratings_and_warns_below_40(images, tmp_path, capsys):
+    db = str(tmp_path / "db")
+    assert main(["enroll", "--db", db, f"cover={images['cover']}", f"tiled={images['tiled']}"]) == 0
+    out = capsys.readouterr().out
+    cover_line = out.split("enrolled cover")[1].splitlines()[1]
+    tiled_line = out.split("enrolled tiled")[1].splitlines()[1]
+    assert f"rating {rate(images['cover']).score}/100" in cover_line and "warning" not in cover_line
+    assert "warning" in tiled_line and "repetitive" in tiled_line
+    assert main(["db", "list", "--db", db]) == 0
+    listed = capsys.readouterr().out
+    assert f"rating {rate(images['tiled']).score}" in listed
+    assert main(["db", "list", "--db", db, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["objects"] if isinstance(doc, dict) else doc
+    assert {r["name"]: r["rating"] for r in rows}["cover"] == rate(images["cover"]).score
+
+
+def test_min_rating_refuses_before_anything_is_written(images, tmp_path, capsys):
+    db = tmp_path / "db"
+    argv = ["enroll", "--db", str(db), "--min-rating", "50", f"cover={images['cover']}", f"tiled={images['tiled']}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "tiled" in err and "below --min-rating 50" in err and "repetitive" in err
+    from objrec.modeldb import ModelDB
+
+    if db.exists():
+        assert len(ModelDB.open(db)) == 0
+
+
+def test_enroll_from_lists_the_weakest_and_min_rating_fails_items(images, tmp_path, capsys):
+    folder = images["cover"].parent
+    assert main(["enroll", "--db", str(tmp_path / "a"), "--from", str(folder), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    weakest = out.split("weakest images")[1].splitlines()[1:4]
+    assert "tiled" in weakest[0] and "warning" in weakest[0]
+    argv = ["enroll", "--db", str(tmp_path / "b"), "--from", str(folder), "--no-progress", "--min-rating", "50"]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert "failed tiled" in cap.err and "below the minimum 50" in cap.err
+    assert "enrolled 2" in cap.out
