@@ -102,8 +102,11 @@ def union_area(regions: Any, shape: tuple[int, int]) -> int:
     """
     h, w = shape[:2]
     b = _boxes_of(regions).astype(np.int64).reshape(-1, 4)
-    if not len(b):
-        return 0
+    if len(b) <= 1:
+        if not len(b):
+            return 0
+        x0, y0, x1, y1 = b[0].tolist()
+        return max(0, min(x1, w) - max(x0, 0)) * max(0, min(y1, h) - max(y0, 0))
     b = np.stack([np.clip(b[:, 0], 0, w), np.clip(b[:, 1], 0, h), np.clip(b[:, 2], 0, w), np.clip(b[:, 3], 0, h)], 1)
     b = b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
     if not len(b):

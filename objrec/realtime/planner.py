@@ -9,6 +9,7 @@ prefilter, and the escalation of the secondary detector to an unsure box. It rea
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -37,9 +38,10 @@ SWEEP_GRIDS = ((2, 1), (2, 2), (3, 2), (3, 3), (4, 3))
 SWEEP_OVERLAP = 0.15
 
 
-def _grid_tiles(w: int, h: int, cols: int, rows: int) -> list[tuple[int, int, int, int]]:
+@functools.lru_cache(maxsize=64)
+def _grid_tiles(w: int, h: int, cols: int, rows: int) -> tuple[tuple[int, int, int, int], ...]:
     """The tiles of a ``cols`` x ``rows`` grid over a ``w`` x ``h`` frame, each grown by half the overlap per
-    side (clipped), in reading order."""
+    side (clipped), in reading order. A stream's frames keep their size, so each grid is made once."""
     ox, oy = SWEEP_OVERLAP * w / 2, SWEEP_OVERLAP * h / 2
     out = []
     for r in range(rows):
@@ -47,7 +49,13 @@ def _grid_tiles(w: int, h: int, cols: int, rows: int) -> list[tuple[int, int, in
             x0, x1 = w * c / cols - ox, w * (c + 1) / cols + ox
             y0, y1 = h * r / rows - oy, h * (r + 1) / rows + oy
             out.append((max(0, int(x0)), max(0, int(y0)), min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1)))))
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _largest_tile(w: int, h: int, cols: int, rows: int) -> int:
+    """The pixels of the largest tile of :func:`_grid_tiles`."""
+    return max((t[2] - t[0]) * (t[3] - t[1]) for t in _grid_tiles(w, h, cols, rows))
 
 
 #: Under a budget, an escalation searches its box at a resolution that keeps at least this many pixels
@@ -207,7 +215,7 @@ class SearchPlanner:
         win_px = union_area(windows, (h, w))
         for cols, rows in SWEEP_GRIDS:
             tiles = _grid_tiles(w, h, cols, rows)
-            largest = max((t[2] - t[0]) * (t[3] - t[1]) for t in tiles)
+            largest = _largest_tile(w, h, cols, rows)
             if min(level.scale, self._fitting_scale(sched, cap, largest + win_px, step)) >= self.min_sweep_scale:
                 break
         tile = tiles[self._tile % len(tiles)]
