@@ -15,12 +15,63 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register", "cmd_enroll", "detectors_arg", "RATING_WARN_BELOW", "WEAKEST_SHOWN"]
+__all__ = [
+    "register",
+    "cmd_enroll",
+    "detectors_arg",
+    "look_alikes",
+    "RATING_WARN_BELOW",
+    "WEAKEST_SHOWN",
+    "LOOK_ALIKE_MAX",
+]
 
 #: Views rated below this are enrolled with a warning (``--min-rating`` refuses them instead).
 RATING_WARN_BELOW = 40
 #: ``--from`` lists this many of the lowest-rated images at the end.
 WEAKEST_SHOWN = 5
+#: Look-alikes among the objects already enrolled are searched for when an enrolment adds at most this many
+#: images (each is recognised against the database, a fraction of a second apiece); a larger ``--from`` batch is
+#: not checked, nor are the images of one batch against each other.
+LOOK_ALIKE_MAX = 100
+#: An image is recognised for look-alikes with its longer side at most this (a camera frame's size).
+LOOK_ALIKE_SIDE = 640
+
+
+def look_alikes(db: Any, images: Sequence[tuple[str, Any]]) -> list[str]:
+    """Warnings for the ``(name, image)`` pairs whose image looks like an object of ``db`` other than ``name``:
+    the recognizer, without a budget, finds that object in the image (retrieval shortlists it and its
+    geometry verifies), or verifies it in the place of another (``explained``). Two such objects would compete
+    in every frame that shows either of them."""
+    import cv2
+
+    from objrec.modeldb.records import split_key
+    from objrec.recognizer import Recognizer
+
+    if not len(db) or not images:
+        return []
+    rec = Recognizer(db, budget_ms=None, track=False, prefilter=None)
+    out = []
+    for name, img in images:
+        frame = img if not isinstance(img, str | Path) else None
+        if frame is None:
+            from objrec.imageio import read_image
+
+            frame = read_image(img)
+        side = max(frame.shape[:2])
+        if side > LOOK_ALIKE_SIDE:
+            f = LOOK_ALIKE_SIDE / side
+            frame = cv2.resize(frame, None, fx=f, fy=f, interpolation=cv2.INTER_AREA)
+        found = [(d.name, d.inliers) for d in rec.process(frame).detections]
+        # An object verified in the same place as a stronger one is rejected as explained by it: with the image
+        # itself enrolled, that is how its look-alikes show.
+        found += [(r.name, r.inliers) for r in rec.last_rejections if r.reason == "explained"]
+        seen = set()
+        for key, inliers in found:
+            other = split_key(key)[0]
+            if other != name and other not in seen:
+                seen.add(other)
+                out.append(f"warning: {name} looks like {other}, already enrolled ({inliers} matches verified)")
+    return out
 
 
 def _rating_lines(db: Any, name: str) -> list[str]:
@@ -111,12 +162,23 @@ def _extraction(args: argparse.Namespace) -> AbstractContextManager[tuple[Any, s
 
 def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool:
     """Bulk enrolment from a folder or a name,path CSV; prints each failure to stderr. True if none failed."""
+    from objrec.imageio import InputError, read_image
     from objrec.modeldb.enrolment import items_from_csv, items_from_dir
 
     src = Path(source)
     if not src.exists():
         raise ValueError(f"--from {source}: no such folder or file")
     items = items_from_dir(src) if src.is_dir() else items_from_csv(src)
+    views = [(n, p) for n, ps in items for p in (ps if isinstance(ps, list | tuple) else [ps])]
+    alikes = []
+    if len(views) <= LOOK_ALIKE_MAX:
+        readable = []
+        for n, p in views:
+            try:
+                readable.append((n, read_image(p)))
+            except (InputError, OSError):
+                continue  # enrolment reports it as a failure
+        alikes = look_alikes(db, readable)
     report = db.enroll_many(
         items,
         replace=args.replace,
@@ -132,6 +194,8 @@ def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool
     for f in report.failed:
         print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
     _print_weakest(db, report.enrolled)
+    for line in alikes:
+        print(line)
     print(
         f"from {source}: enrolled {len(report.enrolled)}, skipped {len(report.skipped)} "
         f"(already enrolled from the same content), failed {len(report.failed)}"
@@ -192,6 +256,9 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         if kinds and set(kinds) != set(db.detectors):
             raise ValueError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
         _check_min_rating(images, db.detectors, args.min_rating)
+        if len(images) <= LOOK_ALIKE_MAX:
+            for line in look_alikes(db, images):
+                print(line)
         _enroll_pairs(db, images, args.db, args)
         ok = _enroll_from(db, args.source, args, client) if args.source else True
     print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")

@@ -90,3 +90,38 @@ def test_enroll_from_lists_the_weakest_and_min_rating_fails_items(images, tmp_pa
     cap = capsys.readouterr()
     assert "failed tiled" in cap.err and "below the minimum 50" in cap.err
     assert "enrolled 2" in cap.out
+
+
+def test_enroll_warns_when_a_new_image_looks_like_an_object_already_enrolled(images, tmp_path, capsys):
+    """A photo of the enrolled cover (rotated, rescaled, noisy) under a new name is flagged as that cover; the
+    pagoda, a different picture, is not, nor is the cover re-enrolled under its own name with --replace."""
+    db = str(tmp_path / "db")
+    assert main(["enroll", "--db", db, f"cover={images['cover']}"]) == 0
+    assert main(["enroll", "--db", db, "--replace", f"cover={images['cover']}"]) == 0
+    assert "looks like" not in capsys.readouterr().out  # itself, under its own name
+    cover = cv2.imread(str(images["cover"]))
+    h, w = cover.shape[:2]
+    A = cv2.getRotationMatrix2D((w / 2, h / 2), 25.0, 0.8)
+    photo = cv2.warpAffine(cover, A, (w, h), borderValue=(90, 120, 140))
+    photo = np.clip(photo + np.random.default_rng(0).normal(0, 4, photo.shape), 0, 255).astype(np.uint8)
+    path = tmp_path / "photo.png"
+    cv2.imwrite(str(path), photo)
+    assert main(["enroll", "--db", db, f"again={path}", f"pagoda={images['pagoda']}"]) == 0
+    out = capsys.readouterr().out
+    assert "again looks like cover" in out
+    assert "pagoda looks like" not in out
+
+
+def test_enroll_from_warns_about_look_alikes_already_enrolled(images, tmp_path, capsys):
+    db = str(tmp_path / "db")
+    assert main(["enroll", "--db", db, f"cover={images['cover']}"]) == 0
+    src = tmp_path / "from"
+    src.mkdir()
+    cover = cv2.imread(str(images["cover"]))
+    cv2.imwrite(str(src / "twin.png"), cv2.resize(cover, None, fx=0.7, fy=0.7, interpolation=cv2.INTER_AREA))
+    cv2.imwrite(str(src / "pagoda.png"), cv2.imread(str(images["pagoda"])))
+    capsys.readouterr()
+    assert main(["enroll", "--db", db, "--from", str(src), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "twin looks like cover" in out
+    assert "pagoda looks like" not in out
