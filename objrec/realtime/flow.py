@@ -10,6 +10,7 @@ was covered does not come back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -115,9 +116,13 @@ class PointFlow:
         return out, good
 
 
-def seed_points(gray: np.ndarray, outline: np.ndarray, n: int, avoid: np.ndarray | None = None) -> np.ndarray:
+def seed_points(
+    gray: np.ndarray, outline: np.ndarray, n: int, avoid: np.ndarray | None = None, hidden: Sequence[np.ndarray] = ()
+) -> np.ndarray:
     """Up to ``n`` strong corners (Shi-Tomasi) of ``gray`` inside ``outline`` (4, 2) shrunk towards its centre,
-    spread by a minimum distance that follows the outline's size, away from the ``avoid`` points.
+    spread by a minimum distance that follows the outline's size, away from the ``avoid`` points and outside the
+    ``hidden`` outlines (other objects', which may be in front: a corner there may be theirs, and would carry the
+    track away with them).
 
     Returns (k, 2) float32 positions in frame pixels (refined to sub-pixel accuracy).
     """
@@ -133,6 +138,8 @@ def seed_points(gray: np.ndarray, outline: np.ndarray, n: int, avoid: np.ndarray
     cv2.fillConvexPoly(mask, np.round(inner - [x0, y0]).astype(np.int32), 255)
     side = float(np.sqrt(max(cv2.contourArea(np.float32(inner)), 1.0)))
     min_dist = max(4.0, side / (2.0 * np.sqrt(n)))
+    for other in hidden:
+        cv2.fillPoly(mask, [np.round(np.asarray(other, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)], 0)
     if avoid is not None and len(avoid):
         for x, y in np.round(np.asarray(avoid) - [x0, y0]).astype(int):
             cv2.circle(mask, (int(x), int(y)), int(min_dist), 0, -1)

@@ -272,7 +272,7 @@ class Tracker:
         """Top ``t`` up with new corners inside its outline (mapped back onto the model)."""
         want = self.params.points - len(t.pts)
         if want >= max(4, self.params.points // 4):
-            new = seed_points(gray, t.corners, want, avoid=t.pts)
+            new = seed_points(gray, t.corners, want, avoid=t.pts, hidden=[o.corners for o in self.tracks if o is not t])
             if len(new):
                 back = map_points(np.linalg.inv(t.homography), new).astype(np.float32)
                 t.model_pts = np.concatenate([t.model_pts, back])
@@ -391,7 +391,8 @@ class Tracker:
             if new is not None and old is not None:
                 new.asked = old.asked
             return new
-        pts = seed_points(gray, d.corners, self.params.points)
+        others = [o.corners for o in self.tracks if old is None or o is not old]
+        pts = seed_points(gray, d.corners, self.params.points, hidden=others)
         if len(pts) < self.params.min_points:
             return None
         model = map_points(np.linalg.inv(d.homography), pts).astype(np.float32)
