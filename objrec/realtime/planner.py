@@ -18,7 +18,7 @@ from objrec.boxes import clip_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import DegradeController, fit_scale
 from objrec.types import Regions, SearchPlan, SkipRecord
 
-__all__ = ["SearchPlanner", "plan_work", "COARSE_SAMPLING_COST", "ESCALATION_PIXELS"]
+__all__ = ["SearchPlanner", "plan_work", "sweep_tiles", "SWEEP_GRIDS", "COARSE_SAMPLING_COST", "ESCALATION_PIXELS"]
 
 #: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
 #: drop to a quarter, while the integral image, the description and per-call costs do not shrink
@@ -39,7 +39,7 @@ SWEEP_OVERLAP = 0.15
 
 
 @functools.lru_cache(maxsize=64)
-def _grid_tiles(w: int, h: int, cols: int, rows: int) -> tuple[tuple[int, int, int, int], ...]:
+def sweep_tiles(w: int, h: int, cols: int, rows: int) -> tuple[tuple[int, int, int, int], ...]:
     """The tiles of a ``cols`` x ``rows`` grid over a ``w`` x ``h`` frame, each grown by half the overlap per
     side (clipped), in reading order. A stream's frames keep their size, so each grid is made once."""
     ox, oy = SWEEP_OVERLAP * w / 2, SWEEP_OVERLAP * h / 2
@@ -54,8 +54,8 @@ def _grid_tiles(w: int, h: int, cols: int, rows: int) -> tuple[tuple[int, int, i
 
 @functools.lru_cache(maxsize=64)
 def _largest_tile(w: int, h: int, cols: int, rows: int) -> int:
-    """The pixels of the largest tile of :func:`_grid_tiles`."""
-    return max((t[2] - t[0]) * (t[3] - t[1]) for t in _grid_tiles(w, h, cols, rows))
+    """The pixels of the largest tile of :func:`sweep_tiles`."""
+    return max((t[2] - t[0]) * (t[3] - t[1]) for t in sweep_tiles(w, h, cols, rows))
 
 
 #: Under a budget, an escalation searches its box at a resolution that keeps at least this many pixels
@@ -214,7 +214,7 @@ class SearchPlanner:
         windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
         win_px = union_area(windows, (h, w))
         for cols, rows in SWEEP_GRIDS:
-            tiles = _grid_tiles(w, h, cols, rows)
+            tiles = sweep_tiles(w, h, cols, rows)
             largest = _largest_tile(w, h, cols, rows)
             if min(level.scale, self._fitting_scale(sched, cap, largest + win_px, step)) >= self.min_sweep_scale:
                 break

@@ -113,27 +113,29 @@ class SecondLooks:
             return
         px = (box[2] - box[0]) * (box[3] - box[1])
         scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
-        out = sched.run(
-            "confirm", self._search_box, state.image, box, self._index(t.name), scale,
-            size=px * scale * scale, subject=t.name,
+        v = sched.run(
+            "confirm", self._confirmed, state, box, t.name, scale, size=px * scale * scale, subject=t.name
         )  # fmt: skip
-        if isinstance(out, SkipRecord):
+        if isinstance(v, SkipRecord):
             return
-        for c in out[1]:
-            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
-            if isinstance(v, Detection):
-                state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
-                return
+        if isinstance(v, Detection):
+            state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
+            return
         if t.rough and scale == 1.0:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
-    def _search_box(
-        self, image: Any, box: tuple[int, int, int, int], index: int, scale: float
-    ) -> tuple[Features, list]:
-        """The primary features of one box at the models' sampling and their candidates against one object."""
-        feats = self.features.extract_box(image, self.primary, box, scale)
-        return feats, self.matchers[self.primary].candidates(feats, [index])
+    def _confirmed(
+        self, state: FrameState, box: tuple[int, int, int, int], name: str, scale: float
+    ) -> Detection | None:
+        """The confirmation's search: the primary features of one box at the models' sampling, their candidates
+        against object ``name`` alone, verified; the detection of ``name``, or None."""
+        feats = self.features.extract_box(state.image, self.primary, box, scale)
+        for c in self.matchers[self.primary].candidates(feats, [self._index(name)]):
+            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == name else None
+            if isinstance(v, Detection):
+                return v
+        return None
 
     def _index(self, name: str) -> int:
         if self._indexes is None:

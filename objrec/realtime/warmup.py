@@ -8,7 +8,8 @@ import numpy as np
 
 from objrec.imageio import to_gray
 from objrec.realtime.guard import collect_in_slack
-from objrec.realtime.planner import SearchPlanner, plan_work
+from objrec.realtime.planner import SWEEP_GRIDS, SearchPlanner, plan_work, sweep_tiles
+from objrec.types import Regions, SearchPlan
 
 __all__ = ["warm_up", "ESCALATION_SHARES"]
 
@@ -52,12 +53,32 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
             recognizer.process_with(scene, None, None, s)
             recognizer.process_with(bg, None, None, s)
             _escalate_boxes(recognizer, scene)
+            _sweep_tiles(recognizer, scene, s)
     finally:
         recognizer.tracker.reset()
         recognizer.degrade.reset()
         if getattr(recognizer, "adapter", None) is not None:
             recognizer.adapter.reset()  # the generated frames are not the camera's scene
     collect_in_slack(float("inf"))
+
+
+def _sweep_tiles(recognizer: Any, scene: np.ndarray, step: int | None) -> None:
+    """The primary extraction on one tile of each grid of the sweep (``SWEEP_GRIDS``) at sampling ``step``, each
+    a scheduler unit of a frame without a budget: the cost model learns the extraction across the sizes the
+    sweep asks it to predict, not at the whole frame's size alone (with objects tracked, a search predicted
+    not to fit is left out, so a prediction learned at one size only would never be corrected)."""
+    sched, primary = recognizer.scheduler, recognizer.primary
+    image = recognizer.features.frame_image(to_gray(scene))
+    h, w = scene.shape[:2]
+    for cols, rows in SWEEP_GRIDS:
+        tile = sweep_tiles(w, h, cols, rows)[0]
+        px = (tile[2] - tile[0]) * (tile[3] - tile[1])
+        plan = SearchPlan(Regions.from_boxes([tile]), pixels=px, sample_step=step or 1)
+        sched.start(None, None)
+        sched.run(
+            "features", recognizer.features.extract, image, primary, plan,
+            size=plan_work(plan), stage=f"features_{primary}",
+        )  # fmt: skip
 
 
 def _escalate_boxes(recognizer: Any, scene: np.ndarray) -> None:
