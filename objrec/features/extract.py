@@ -24,6 +24,10 @@ KIND_ORDER = ("surf", "sift")
 
 #: Crops are never resized below this many pixels per side.
 MIN_SIDE = 16
+#: A search of regions covering a small part of the frame runs on the crop holding them, grown by this many
+#: pixels (the detector's filters reach across a region's edge), when that crop is under this share of the frame.
+CROP_MARGIN = 48
+CROP_SHARE = 0.6
 
 
 def _resize(img: Any, size: tuple[int, int]) -> Any:
@@ -112,8 +116,10 @@ class FeatureStage:
         if plan.empty:
             return Features.empty(det.descriptor_size, kind)
         img = image.array()
-        if plan.regions is None or self._boxes_native[kind]:
-            return self._extract_frame(det, img, plan.regions, plan.scale, kw)
+        if plan.regions is not None and self._boxes_native[kind]:
+            return self._extract_within(det, img, plan.regions, plan.scale, kw)
+        if plan.regions is None:
+            return self._extract_frame(det, img, None, plan.scale, kw)
         parts = [self._extract_crop(det, img, box, plan.scale, kw) for box in plan.regions.boxes.tolist()]
         parts = [p for p in parts if len(p)]
         return Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
@@ -137,6 +143,23 @@ class FeatureStage:
             kw = {**kw, "regions": Regions(b.astype(np.int32), regions.scores)}
         f = det.detect_and_compute(img, None, **kw)
         return f.scaled(w / img.shape[1], h / img.shape[0]) if len(f) else f
+
+    @classmethod
+    def _extract_within(cls, det: Any, img: Any, regions: Regions, scale: float, kw: dict) -> Features:
+        """``regions`` searched by a detector restricted to regions, over the crop that holds them with a margin
+        of :data:`CROP_MARGIN` (when it is smaller than :data:`CROP_SHARE` of the frame): the detector's
+        per-pass work (resizing, its integral image) then follows the regions' extent, not the frame's."""
+        h, w = img.shape[:2]
+        b = regions.boxes
+        x0, y0 = max(0, int(b[:, 0].min()) - CROP_MARGIN), max(0, int(b[:, 1].min()) - CROP_MARGIN)
+        x1, y1 = min(w, int(b[:, 2].max()) + CROP_MARGIN), min(h, int(b[:, 3].max()) + CROP_MARGIN)
+        if x1 <= x0 or y1 <= y0 or (x1 - x0) * (y1 - y0) > CROP_SHARE * w * h:
+            return cls._extract_frame(det, img, regions, scale, kw)
+        xp = get_array_module(img)
+        crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
+        inside = Regions(b - np.array([x0, y0, x0, y0], b.dtype), regions.scores)
+        f = cls._extract_frame(det, crop, inside, scale, kw)
+        return f.shifted(x0, y0) if len(f) else f
 
     @staticmethod
     def _extract_crop(det: Any, img: Any, box: list[int], scale: float, kw: dict) -> Features:
