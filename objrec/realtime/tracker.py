@@ -239,7 +239,16 @@ class Tracker:
             else:
                 lost.append(self._end(t, why, frame))
         self.tracks = kept
+        # Checks on the regular cadence are spread over the frames (the most overdue first, as many per frame
+        # as keep every track on its cadence), so tracks anchored together are not all checked in one frame;
+        # a track whose support dropped is checked at once.
+        p = self.params
+        quota = -(-len(kept) // max(p.appearance_every, 1))
+        overdue = sorted((t for t in kept if frame - t.checked >= p.appearance_every), key=lambda t: t.checked)
+        spread = {id(t) for t in overdue[quota:]}
         for t in kept:
+            if id(t) in spread and t.support >= p.recheck_support:
+                continue
             why = self._check(t, gray, frame)
             if why is not None:
                 lost.append(self._end(t, why, frame))

@@ -292,3 +292,41 @@ def test_a_tracked_object_passing_in_front_does_not_carry_the_track_behind_away(
         dets, _ = t.step(render(dx, k), k)
         errors += [float(np.linalg.norm(d.corners - truth, axis=1).max()) for d in dets if d.name == "cover"]
     assert errors and max(errors) < 3.0, max(errors)
+
+
+def test_appearance_checks_of_tracks_anchored_together_are_spread_over_the_frames(model, background):
+    """Six copies anchored in one frame, checked every 5 frames: at most two checks per frame (the quota that
+    keeps every track on its cadence), never all six in one frame, and each track checked at least once a
+    cadence plus the wait of the others."""
+    calls: list[int] = []
+    frame_no = [0]
+
+    def appearance(gray, name, Hm, size, hidden):
+        calls.append(frame_no[0])
+        return 1.0
+
+    p = TrackParams(appearance_every=5)
+    t = Tracker(params=p, appearance=appearance)
+    size = _size(model)
+    places = [_place(model, 110 + 210 * (i % 3), 130 + 220 * (i // 3), 0.3) for i in range(6)]
+    gray = background.copy()
+    for Hm in places:
+        gray = np.where(
+            cv2.warpPerspective(np.full(model.shape, 255, np.uint8), Hm, (W, H)) > 0,
+            cv2.warpPerspective(model, Hm, (W, H)),
+            gray,
+        ).astype(np.uint8)
+    t.absorb([_detection("cover", Hm, size) for Hm in places], [], gray, 0, lambda n: size)
+    assert len(t.tracks) == 6
+    last = {tr.track_id: 0 for tr in t.tracks}
+    gaps = []
+    for k in range(1, 41):
+        frame_no[0] = k
+        n = len(calls)
+        t.step(gray, k)
+        assert len(calls) - n <= 2  # the quota of 2 (6 tracks / 5 frames, rounded up)
+        for tr in t.tracks:
+            if tr.checked == k:
+                gaps.append(k - last[tr.track_id])
+                last[tr.track_id] = k
+    assert len(t.tracks) == 6 and max(gaps) <= p.appearance_every + 2
