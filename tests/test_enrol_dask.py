@@ -66,7 +66,7 @@ def threaded(folder, tmp_path_factory):
 
 def _query_features(db):
     """SURF features of two composed scenes, each holding one of the enrolled covers."""
-    from objrec.modeldb.extraction import extract_model_features
+    from objrec.features.model import extract_model_features
 
     objs = sample_objects()
     out = []

@@ -33,9 +33,10 @@ Modules
 -------
 records
     The records a database holds and reports (:class:`ModelObject`, :class:`ObjectInfo`, ...), constants.
-extraction, views, preparation
-    An object made ready for storage: features of the model image and of its synthesised views, stored
-    arrays, thumbnail and content hash.
+views, preparation
+    An object made ready for storage: features of the model image (extracted by
+    :func:`objrec.features.model.extract_model_features`) and of its synthesised views, stored arrays,
+    thumbnail and content hash.
 enrolment
     Bulk enrolment: parallel preparation, batched commits, resumption.
 shards, reader, store, maintenance
@@ -47,8 +48,8 @@ database
     :class:`ModelDB`, the read and write API over the storage engine.
 """
 
+from objrec.features.model import extract_model_features
 from objrec.modeldb.database import ModelDB
-from objrec.modeldb.extraction import extract_model_features
 from objrec.modeldb.maintenance import MAX_SMALL_SHARDS
 from objrec.modeldb.preparation import THUMB_SIZE, thumbnail
 from objrec.modeldb.records import (

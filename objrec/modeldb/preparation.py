@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from objrec.features.model import extract_model_features
 from objrec.fileio import sha256_bytes
 from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
-from objrec.modeldb.extraction import extract_model_features
 from objrec.modeldb.records import (
     DESCRIPTOR_STORAGE,
     KEYPOINT_DTYPE,

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from objrec.features.model import DEFAULT_DETECTORS
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
 from objrec.types import Features
@@ -47,10 +48,6 @@ SHARD_FORMAT = "objrec-modeldb-shard"
 MANIFEST = "manifest.json"
 SHARDS = "shards"
 THUMBS = "thumbs.npy"
-#: Detectors enrolled by default, with their parameters: SURF is the fast primary level, SIFT the robust
-#: escalation (hessian_threshold 400: the strong, repeatable blobs worth matching; OpenCV's default of 100
-#: triples the keypoints for little gain in recognition).
-DEFAULT_DETECTORS: dict[str, dict[str, Any]] = {"surf": {"hessian_threshold": 400.0}, "sift": {"n_features": 0}}
 #: How descriptors are stored per kind. OpenCV's SIFT descriptors are integers 0-255 (stored exactly as
 #: uint8, a quarter of float32; a descriptor that is not integral is stored as float32 instead). SURF's are
 #: unit vectors whose float16 rounding (relative error 2**-11) leaves nearest neighbours and Lowe's ratio

@@ -30,8 +30,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.features.model import MAX_MODEL_SIDE, detect_features, model_detector
 from objrec.imageio import to_gray
-from objrec.modeldb.extraction import MAX_MODEL_SIDE, detect_features, model_detector
 from objrec.types import Features
 
 __all__ = [
@@ -216,11 +216,11 @@ def view_features(
 def add_view_features(
     image: np.ndarray, feats: dict[str, Features], detectors: dict[str, dict[str, Any]], views: str
 ) -> tuple[dict[str, Features], dict[str, Any]]:
-    """A model image's features (``feats``, from :func:`objrec.modeldb.extraction.extract_model_features`) followed by
+    """A model image's features (``feats``, from :func:`objrec.features.model.extract_model_features`) followed by
     those of its synthesised ``views`` (a :data:`VIEWS` name), per detector kind, in model pixels.
 
     Views are made from the model image at the resolution its own features come from (longer side at most
-    :data:`objrec.modeldb.extraction.MAX_MODEL_SIDE`), with the database's detectors.
+    :data:`objrec.features.model.MAX_MODEL_SIDE`), with the database's detectors.
 
     Returns
     -------

@@ -1,0 +1,219 @@
+"""The raw measures of a reference image's rating: distinctiveness of its features, the area they cover, contrast
+in gray and in colour only, JPEG blocking and symmetry.
+
+Each function takes arrays and returns numbers (or per-feature arrays); none reads files or knows the score.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from objrec.imageio import to_bgr
+
+__all__ = [
+    "RATIO",
+    "TRUE_MATCH_DISTANCE",
+    "GRID",
+    "MIN_CELL_FEATURES",
+    "nearest_other_distance",
+    "query_ratio",
+    "cell_counts",
+    "rms_contrast",
+    "chroma_contrast",
+    "blockiness",
+    "symmetry_share",
+]
+
+#: Lowe's ratio threshold of the matcher (0.75 as in find_obj.py): a feature is distinctive when a query's
+#: match to it would pass this test against its nearest other feature of the same image.
+RATIO = 0.75
+#: Typical descriptor distance of a true match between a reference image and a phone photo of it, as a fraction
+#: of the descriptor's norm, per detector kind: the median over ratio-test matches that are RANSAC inliers
+#: (5 px) between SMVS DVD references 1-25 and two phone photos of each, default detectors. Kinds not listed
+#: use the largest value (the strictest test).
+TRUE_MATCH_DISTANCE = {"surf": 0.15, "sift": 0.24}
+#: Coverage grid: the image is cut into GRID x GRID cells.
+GRID = 8
+#: A cell counts as covered when it holds at least this many distinctive features: a homography needs four
+#: correspondences, and a single feature per cell gives none to spare when one fails.
+MIN_CELL_FEATURES = 2
+
+
+def nearest_other_distance(descriptors: np.ndarray, block: int = 1024) -> np.ndarray:
+    """Distance from each descriptor to its nearest other descriptor of the same set, relative to its own norm.
+
+    An exact nearest-neighbour search by blocked GEMM (squared distances ``|a|^2 + |b|^2 - 2 a.b``) with each
+    descriptor's own entry excluded, so duplicates (a tiled pattern) give 0 rather than finding themselves.
+
+    Parameters
+    ----------
+    descriptors : (N, D) ndarray
+    block : int
+        Rows per GEMM block (bounds memory to ``block * N`` floats).
+
+    Returns
+    -------
+    (N,) float32 ndarray
+        ``inf`` where the set has a single descriptor.
+    """
+    d = np.asarray(descriptors, np.float32)
+    n = len(d)
+    out = np.full(n, np.inf, np.float32)
+    if n < 2:
+        return out
+    sq = np.einsum("ij,ij->i", d, d)
+    for s in range(0, n, block):
+        e = min(n, s + block)
+        d2 = sq[s:e, None] + sq[None, :] - 2.0 * (d[s:e] @ d.T)
+        d2[np.arange(e - s), np.arange(s, e)] = np.inf
+        out[s:e] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+    norm = np.sqrt(sq)
+    return np.where(norm > 0, out / np.maximum(norm, 1e-12), 0.0).astype(np.float32)
+
+
+def query_ratio(nearest_other: np.ndarray, kind: str) -> np.ndarray:
+    """The ratio test's value a query would see when it matches each feature at the typical true-match distance.
+
+    A query descriptor ``q`` of model feature ``m`` lies at about ``delta`` (:data:`TRUE_MATCH_DISTANCE`) from
+    it in a direction unrelated to the nearest other model feature ``m'`` (at ``n`` from ``m``); in a high
+    dimension the two offsets are nearly orthogonal, so ``|q - m'| ~ sqrt(n^2 + delta^2)`` and the ratio is
+    ``delta / sqrt(n^2 + delta^2)``. Below :data:`RATIO` the feature is distinctive; a repeated feature
+    (``n`` near 0) gives a ratio near 1 and its matches fail the test.
+
+    Parameters
+    ----------
+    nearest_other : (N,) ndarray
+        :func:`nearest_other_distance`.
+    kind : str
+        The detector kind.
+
+    Returns
+    -------
+    (N,) float32 ndarray in (0, 1]
+
+    References
+    ----------
+    D. G. Lowe, "Distinctive image features from scale-invariant keypoints", IJCV 60(2), 2004,
+    doi:10.1023/B:VISI.0000029664.99615.94 (the ratio test).
+    """
+    delta = TRUE_MATCH_DISTANCE.get(kind, max(TRUE_MATCH_DISTANCE.values()))
+    n = np.asarray(nearest_other, np.float64)
+    with np.errstate(invalid="ignore"):
+        r = delta / np.sqrt(np.square(n) + delta * delta)
+    return np.where(np.isfinite(n), r, 0.0).astype(np.float32)
+
+
+def cell_counts(xy: np.ndarray, shape: tuple[int, int], grid: int = GRID) -> np.ndarray:
+    """How many of the points ``xy`` (N, 2) fall in each cell of a ``grid`` x ``grid`` cut of an image of
+    ``shape`` (H, W); returns a (grid, grid) int array indexed [row, column]."""
+    h, w = shape
+    xy = np.asarray(xy, np.float64).reshape(-1, 2)
+    cx = np.clip((xy[:, 0] * grid / w).astype(int), 0, grid - 1)
+    cy = np.clip((xy[:, 1] * grid / h).astype(int), 0, grid - 1)
+    return np.bincount(cy * grid + cx, minlength=grid * grid).reshape(grid, grid)
+
+
+def rms_contrast(gray: np.ndarray) -> float:
+    """RMS contrast: the standard deviation of the gray levels over 255 (0 for a flat image, 0.5 at most).
+
+    References
+    ----------
+    E. Peli, "Contrast in complex images", JOSA A 7(10), 1990, doi:10.1364/JOSAA.7.002032.
+    """
+    return float(np.std(gray, dtype=np.float64) / 255.0)
+
+
+def chroma_contrast(image: np.ndarray) -> float:
+    """Contrast in colour alone: the RMS spread of the CIELAB a* and b* channels over 255 (0 for gray images).
+
+    An image whose regions differ only in hue has a high chroma contrast and a near-zero
+    :func:`rms_contrast`: recognition works on gray and sees nothing.
+    """
+    if image.ndim == 2:
+        return 0.0
+    h, w = image.shape[:2]
+    s = min(1.0, 320 / max(h, w))  # a global spread: a small copy measures it as well, in a fraction of the time
+    small = image if s == 1.0 else cv2.resize(image, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
+    lab = cv2.cvtColor(to_bgr(small), cv2.COLOR_BGR2Lab)
+    ab = lab[:, :, 1:].reshape(-1, 2).astype(np.float64)
+    return float(np.sqrt(ab.var(axis=0).sum()) / 255.0)
+
+
+def blockiness(gray: np.ndarray, block: int = 8) -> float:
+    """JPEG blocking: mean absolute gray step across 8x8 block boundaries over the mean step inside blocks.
+
+    About 1 for an image without blocking; block-wise quantisation (strong JPEG compression) puts steps on
+    the block grid and raises it. Horizontal and vertical steps are averaged. The grid starts at pixel 0, as
+    JPEG's does, so the image must be measured as decoded, before any resizing.
+
+    References
+    ----------
+    Z. Wang, H. R. Sheikh and A. C. Bovik, "No-reference perceptual quality assessment of JPEG compressed
+    images", Proc. ICIP 2002, doi:10.1109/ICIP.2002.1038064.
+    """
+    g = np.asarray(gray, np.float32)
+    ratios = []
+    for d in (np.abs(np.diff(g, axis=1)), np.abs(np.diff(g, axis=0)).T):
+        if d.shape[1] < 2 * block:
+            continue
+        at = np.zeros(d.shape[1], bool)
+        at[block - 1 :: block] = True  # the step between pixel 8k-1 and 8k
+        inside = float(d[:, ~at].mean())
+        across = float(d[:, at].mean())
+        ratios.append(across / inside if inside > 1e-6 else 1.0)
+    return float(np.mean(ratios)) if ratios else 1.0
+
+
+def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) -> float:
+    """Share of an image's features that its own mirrored or rotated copy explains by one homography other
+    than the identity (a mirror, a half turn, a shift of a repeated pattern).
+
+    ORB features of the image (its longer side scaled to at most ``max_side``) are matched, with the ratio
+    test, to the features of its left-right mirror (whose rotation-invariant descriptors also find up-down
+    mirror twins) and to themselves (nearest other feature: half-turn twins). Each set of pairs that lie apart
+    by more than 2% of the image's diagonal is fitted with a RANSAC homography; the largest inlier count over
+    the number of features is returned (0 below ``min_inliers``). A symmetric reference makes the pose
+    ambiguous: a view can be explained by the homography or by its mirrored twin. ORB is used because the
+    measure needs the mirror's features, and it extracts them in a fraction of SURF's or SIFT's time.
+
+    References
+    ----------
+    G. Loy and J.-O. Eklundh, "Detecting symmetry and symmetric constellations of features", ECCV 2006,
+    doi:10.1007/11744047_39 (a feature's symmetric twin matches its mirrored descriptor).
+    E. Rublee et al., "ORB: an efficient alternative to SIFT or SURF", ICCV 2011, doi:10.1109/ICCV.2011.6126544.
+    """
+    h, w = gray.shape
+    s = min(1.0, max_side / max(h, w))
+    g = gray if s == 1.0 else cv2.resize(gray, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
+    orb = cv2.ORB_create(nfeatures=500)
+    kp, d = orb.detectAndCompute(g, None)
+    if d is None or len(kp) < min_inliers:
+        return 0.0
+    xy = np.float32([k.pt for k in kp])
+    bf = cv2.BFMatcher(cv2.NORM_HAMMING)
+    candidates = [(bf.knnMatch(d, d, k=3), xy, 1)]
+    kpm, dm = orb.detectAndCompute(cv2.flip(g, 1), None)
+    if dm is not None and len(kpm) >= 2:
+        xym = np.float32([k.pt for k in kpm])
+        xym[:, 0] = g.shape[1] - 1 - xym[:, 0]  # the mirror's features at their place in the image
+        candidates.append((bf.knnMatch(d, dm, k=2), xym, 0))
+    diag = float(np.hypot(*g.shape))
+    best = 0
+    for matches, target, skip in candidates:
+        pairs = [
+            (m[skip].queryIdx, m[skip].trainIdx)
+            for m in matches
+            if len(m) > skip + 1 and m[skip].distance < RATIO * m[skip + 1].distance
+        ]
+        if len(pairs) < min_inliers:
+            continue
+        ij = np.array(pairs)
+        a, b = xy[ij[:, 0]], target[ij[:, 1]]
+        apart = np.linalg.norm(a - b, axis=1) > 0.02 * diag
+        if apart.sum() < min_inliers:
+            continue
+        H, inl = cv2.findHomography(a[apart], b[apart], cv2.RANSAC, 0.01 * diag)
+        if H is not None:
+            best = max(best, int(inl.sum()))
+    return best / len(kp) if best >= min_inliers else 0.0

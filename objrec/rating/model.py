@@ -1,0 +1,194 @@
+"""The score model: a reference image's measures mapped to a score 0-100 and the reasons that lowered it.
+
+The score is 100 times a product of factors in [0, 1], each owned by one reason:
+
+- ``few_features``: ``1 - exp(-n / features_scale)`` of the number ``n`` of features the detector finds (a
+  saturating curve: more features help less and less once a view's share of them suffices for a homography);
+- ``repetition``: the same curve of the *distinctive* features over that of all features, so a repeated texture
+  loses exactly what its indistinct features would have given;
+- ``low_coverage``: ``1 - exp(-coverage / coverage_scale)`` of the share of grid cells holding distinctive
+  features (features crowded in one part of the image vanish together under occlusion or when that part leaves
+  the frame);
+- ``low_contrast`` (or ``colour_only_contrast`` when the image's contrast is in its colours): the gray RMS
+  contrast over ``contrast_ok``, capped at 1;
+- ``too_few_pixels``: ``(short_side / min_side_px) ** 2`` below the minimum, the share of the pixels a usable
+  reference has (128 px is the smallest image Zappar accepts);
+- ``jpeg_blocking`` and ``symmetry``: linear penalties above an onset, down to a floor.
+
+Each reason's cost in points splits the score's loss in proportion to ``-log`` of its factor, so the costs add up
+to ``100 - score``; a reason is reported when its factor is below :data:`REPORT_BELOW`. The values of
+:data:`WEIGHTS` are set by those principles; a calibration against recognition may refit them, with this
+function unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["Reason", "WEIGHTS", "MEASURE_KEYS", "REPORT_BELOW", "score_from_measures"]
+
+#: The measures the model reads (see :func:`objrec.rating.rate`); every rating carries all of them.
+MEASURE_KEYS = (
+    "n_features",
+    "distinctive_features",
+    "repetition",
+    "coverage",
+    "gray_contrast",
+    "chroma_contrast",
+    "short_side",
+    "model_scale",
+    "blockiness",
+    "symmetry",
+)
+
+#: The model's parameters (plain numbers, so a calibration can fit and store them).
+WEIGHTS: dict[str, float] = {
+    "features_scale": 100.0,  # features at which the feature curve reaches 1 - 1/e
+    "coverage_scale": 0.25,  # covered share of cells at which the coverage curve reaches 1 - 1/e
+    "contrast_ok": 0.08,  # gray RMS contrast from which contrast costs nothing (20 gray levels)
+    "colour_ratio": 2.0,  # chroma contrast over gray contrast above which low contrast is colour-only
+    "min_side_px": 128.0,  # shorter side below which an image has too few pixels
+    "blocking_onset": 1.3,  # blockiness (1: none) from which blocking costs
+    "blocking_slope": 1.0,  # factor lost per unit of blockiness above the onset
+    "blocking_floor": 0.5,
+    "symmetry_onset": 0.1,  # share of features explained by a symmetry from which it costs
+    "symmetry_slope": 1.5,
+    "symmetry_floor": 0.5,
+}
+
+#: A reason is reported when its factor is below this.
+REPORT_BELOW = 0.9
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a rating lost points.
+
+    Attributes
+    ----------
+    code : str
+        ``few_features``, ``repetition``, ``low_coverage``, ``low_contrast``, ``colour_only_contrast``,
+        ``too_few_pixels``, ``jpeg_blocking`` or ``symmetry``.
+    value : float
+        The measure that triggered it (a count, a share, a contrast, pixels).
+    text : str
+        One line for people, with the number.
+    cost : float
+        Points of the score it cost.
+    """
+
+    code: str
+    value: float
+    text: str
+    cost: float = 0.0
+
+    def to_json(self) -> dict:
+        """``{"code", "value", "message", "cost"}``."""
+        return {"code": self.code, "value": self.value, "message": self.text, "cost": round(self.cost, 1)}
+
+
+def _curve(x: float, scale: float) -> float:
+    return 1.0 - math.exp(-max(0.0, x) / scale) if scale > 0 else 1.0
+
+
+def _linear(x: float, onset: float, slope: float, floor: float) -> float:
+    return min(1.0, max(floor, 1.0 - slope * (x - onset)))
+
+
+def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, float, float, str]]:
+    """(code, factor, value, text) per reason."""
+    n, nd = float(m["n_features"]), float(m["distinctive_features"])
+    f_all = _curve(n, w["features_scale"])
+    f_dist = _curve(nd, w["features_scale"])
+    contrast, chroma = float(m["gray_contrast"]), float(m["chroma_contrast"])
+    colour_only = chroma > w["colour_ratio"] * contrast and contrast < w["contrast_ok"]
+    side, block, sym = float(m["short_side"]), float(m["blockiness"]), float(m["symmetry"])
+    cov = float(m["coverage"])
+    return [
+        ("few_features", f_all, n, f"few features: {n:.0f} found"),
+        (
+            "repetition",
+            f_dist / f_all if f_all > 0 else 1.0,
+            float(m["repetition"]),
+            f"repetitive texture: {100 * m['repetition']:.0f}% of the features have a near twin ({nd:.0f} distinctive)",
+        ),
+        (
+            "low_coverage",
+            _curve(cov, w["coverage_scale"]),
+            cov,
+            f"features crowded: distinctive features cover {100 * cov:.0f}% of the image",
+        ),
+        (
+            "colour_only_contrast" if colour_only else "low_contrast",
+            min(1.0, contrast / w["contrast_ok"]) if w["contrast_ok"] > 0 else 1.0,
+            chroma if colour_only else contrast,
+            f"contrast only in colour: chroma contrast {chroma:.3f}, gray {contrast:.3f}"
+            if colour_only
+            else f"low contrast: gray RMS contrast {contrast:.3f}",
+        ),
+        (
+            "too_few_pixels",
+            min(1.0, side / w["min_side_px"]) ** 2,
+            side,
+            f"too few pixels: shorter side {side:.0f} px (minimum {w['min_side_px']:.0f})",
+        ),
+        (
+            "jpeg_blocking",
+            _linear(block, w["blocking_onset"], w["blocking_slope"], w["blocking_floor"]),
+            block,
+            f"JPEG blocking: block-edge steps {block:.2f}x the steps inside blocks",
+        ),
+        (
+            "symmetry",
+            _linear(sym, w["symmetry_onset"], w["symmetry_slope"], w["symmetry_floor"]),
+            sym,
+            f"symmetric: {100 * sym:.0f}% of the features match a mirrored or rotated twin",
+        ),
+    ]
+
+
+def score_from_measures(
+    measures: Mapping[str, float], weights: Mapping[str, float] = WEIGHTS
+) -> tuple[int, list[Reason]]:
+    """The score 0-100 of a rating's measures and the reasons that lowered it, costliest first.
+
+    Parameters
+    ----------
+    measures : mapping
+        At least the keys of :data:`MEASURE_KEYS` (a rating's ``measures``).
+    weights : mapping
+        The model's parameters (:data:`WEIGHTS`).
+
+    Returns
+    -------
+    score : int
+        0-100.
+    reasons : list of Reason
+        Those whose factor is below :data:`REPORT_BELOW`, by cost (largest first).
+
+    Examples
+    --------
+    >>> blank = dict.fromkeys(MEASURE_KEYS, 0.0) | {"short_side": 480.0, "model_scale": 1.0, "blockiness": 1.0}
+    >>> score, reasons = score_from_measures(blank)
+    >>> score, reasons[0].code
+    (0, 'few_features')
+    """
+    missing = [k for k in MEASURE_KEYS if k not in measures]
+    if missing:
+        raise KeyError(f"measures: missing {', '.join(missing)}")
+    factors = _factors(measures, weights)
+    product = math.prod(max(0.0, f) for _, f, _, _ in factors)
+    score = int(round(100.0 * product))
+    loss = 100.0 - 100.0 * product
+    logs = [-math.log(min(1.0, max(f, 1e-6))) for _, f, _, _ in factors]
+    total = sum(logs)
+    reasons = [
+        Reason(code, float(value), text, loss * lg / total if total > 0 else 0.0)
+        for (code, f, value, text), lg in zip(factors, logs, strict=True)
+        if f < REPORT_BELOW
+    ]
+    # Ties (several factors at 0) keep the model's order, which puts the feature count first.
+    reasons.sort(key=lambda r: -round(r.cost, 6))
+    return score, reasons

@@ -1,0 +1,191 @@
+"""Rating a reference image as enrolment would store it: its measures, score and reasons, and what a picture of
+the rating needs (the features and how distinctive each is)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from objrec.features.extract import KIND_ORDER
+from objrec.features.model import DEFAULT_DETECTORS, MAX_MODEL_SIDE, extract_model_features
+from objrec.imageio import InputError, check_frame, read_image, to_bgr, to_gray
+from objrec.rating.measures import (
+    GRID,
+    MIN_CELL_FEATURES,
+    RATIO,
+    blockiness,
+    cell_counts,
+    chroma_contrast,
+    nearest_other_distance,
+    query_ratio,
+    rms_contrast,
+    symmetry_share,
+)
+from objrec.rating.model import WEIGHTS, Reason, score_from_measures
+from objrec.types import Features
+
+__all__ = ["RATING_VERSION", "Rating", "rate", "read_reference", "rated_kind"]
+
+#: The version of the measures and the score model; stored with every rating so a database can tell which
+#: ratings an updated model would change.
+RATING_VERSION = "rating-1"
+
+
+@dataclass(frozen=True, eq=False)
+class Rating:
+    """How well a reference image will be recognised, and why not.
+
+    Attributes
+    ----------
+    score : int
+        0-100 (see :mod:`objrec.rating.model`); 75 or more is a good reference, under 40 a poor one.
+    reasons : list of Reason
+        What lowered the score, costliest first, each with the number that triggered it.
+    measures : dict of str -> float
+        The raw measures (keys :data:`~objrec.rating.model.MEASURE_KEYS`).
+    version : str
+        :data:`RATING_VERSION`.
+    kind : str
+        The detector whose features were rated (:func:`rated_kind`).
+    xy : (N, 2) float32 ndarray
+        Those features' positions, in pixels of the image as given.
+    distinctiveness : (N,) float32 ndarray
+        Per feature, the ratio test's value a query would see (:func:`~objrec.rating.measures.query_ratio`):
+        below :data:`~objrec.rating.measures.RATIO` it is distinctive, near 1 it has a twin in the image.
+    shape : tuple of int
+        The image's (height, width).
+    """
+
+    score: int
+    reasons: list[Reason]
+    measures: dict[str, float]
+    version: str = RATING_VERSION
+    kind: str = ""
+    xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
+    distinctiveness: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    shape: tuple[int, int] = (0, 0)
+
+    @property
+    def codes(self) -> list[str]:
+        """The reasons' codes, costliest first."""
+        return [r.code for r in self.reasons]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"score", "reasons": [{"code", "value", "message", "cost"}], "measures", "version", "kind"}``."""
+        return {
+            "score": self.score,
+            "reasons": [r.to_json() for r in self.reasons],
+            "measures": {k: round(float(v), 4) for k, v in self.measures.items()},
+            "version": self.version,
+            "kind": self.kind,
+        }
+
+    def summary(self) -> str:
+        """One line: the score and the reasons with their numbers."""
+        why = "; ".join(r.text for r in self.reasons)
+        return f"{self.score}/100" + (f" ({why})" if why else "")
+
+
+def read_reference(image: Any, name: str = "image") -> np.ndarray:
+    """A reference image's pixels as enrolment reads them: a file decoded by
+    :func:`~objrec.imageio.read_image`, or a checked array; BGRA and (H, W, 3) images come back BGR."""
+    if isinstance(image, str | os.PathLike):
+        img = read_image(image)
+    elif isinstance(image, np.ndarray) or image is None:
+        img = check_frame(image, name)
+    else:
+        raise InputError(f"{name}: expected an image file path or a uint8 array, got {type(image).__name__}")
+    return to_bgr(img) if img.ndim == 3 else img
+
+
+def rated_kind(kinds: Any) -> str:
+    """The detector kind a rating uses among ``kinds``: the recognizer's primary one (the first of
+    :data:`~objrec.features.extract.KIND_ORDER` present), which serves every frame."""
+    kinds = list(kinds)
+    if not kinds:
+        raise ValueError("detectors: expected at least one detector kind, got none")
+    return next((k for k in KIND_ORDER if k in kinds), kinds[0])
+
+
+def _feature_measures(f: Features, kind: str, shape: tuple[int, int]) -> tuple[dict, Any, Any]:
+    """Features, distinctive features, repetition share and coverage of one detector's features."""
+    f = f.to_host()
+    ratio = query_ratio(nearest_other_distance(f.descriptors), kind)
+    xy = np.asarray(f.xy, np.float32).reshape(-1, 2)
+    nd = int((ratio < RATIO).sum())
+    covered = cell_counts(xy[ratio < RATIO], shape) >= MIN_CELL_FEATURES
+    m = {
+        "n_features": float(len(xy)),
+        "distinctive_features": float(nd),
+        "repetition": 1.0 - nd / len(xy) if len(xy) else 0.0,
+        "coverage": float(covered.sum()) / (GRID * GRID),
+    }
+    return m, xy, ratio
+
+
+def rate(
+    image: Any,
+    *,
+    detectors: dict[str, dict[str, Any]] | None = None,
+    features: dict[str, Features] | None = None,
+    weights: dict[str, float] | None = None,
+) -> Rating:
+    """Rate a reference image: how well objrec will recognise it, and what lowers that.
+
+    The image is rated as enrolment stores it: read the same way, with features extracted by
+    :func:`~objrec.features.model.extract_model_features` (the longer side scaled to at most
+    :data:`~objrec.features.model.MAX_MODEL_SIDE`, coordinates in the image's own pixels).
+
+    Parameters
+    ----------
+    image : path or ndarray
+        An image file, or a gray or BGR(A) uint8 array.
+    detectors : dict of kind -> parameters, optional
+        A database's detectors (default :data:`~objrec.features.model.DEFAULT_DETECTORS`); the primary one
+        (:func:`rated_kind`) is rated, and only its features are extracted.
+    features : dict of kind -> Features, optional
+        Features already extracted from this image as enrolment does (enrolment passes its own, so nothing is
+        extracted twice); ``detectors`` is then ignored.
+    weights : dict, optional
+        The score model's parameters (default :data:`~objrec.rating.model.WEIGHTS`).
+
+    Returns
+    -------
+    Rating
+
+    Raises
+    ------
+    InputError
+        For a missing, unreadable, empty, 16-bit or oversized image.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = rate(np.full((240, 320), 128, np.uint8))
+    >>> r.score, r.codes[0]
+    (0, 'few_features')
+    """
+    img = read_reference(image)
+    if features is None:
+        dets = dict(detectors or DEFAULT_DETECTORS)
+        kind = rated_kind(dets)
+        f = extract_model_features(img, {kind: dets[kind]})[kind]
+    else:
+        kind = rated_kind(features)
+        f = features[kind]
+    gray = to_gray(img)
+    h, w = gray.shape
+    m, xy, ratio = _feature_measures(f, kind, (h, w))
+    m.update(
+        gray_contrast=rms_contrast(gray),
+        chroma_contrast=chroma_contrast(img),
+        short_side=float(min(h, w)),
+        model_scale=min(1.0, MAX_MODEL_SIDE / max(h, w)),
+        blockiness=blockiness(gray),
+        symmetry=symmetry_share(gray),
+    )
+    score, reasons = score_from_measures(m, WEIGHTS if weights is None else weights)
+    return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, (h, w))
