@@ -8,9 +8,10 @@ numbers of ``WEIGHTS`` move.
 Split: within each source, images sorted by the SHA-256 of their path relative to the data folder; even positions
 form the tuning half, odd ones the held-out half (a deterministic, stratified half).
 
-Fit: every number in ``WEIGHTS`` (nested dicts and lists included) is a free parameter, moved from its shipped
-value in steps of its own magnitude by Powell's method (derivative-free: the objective is a rank statistic) to
-minimise, on the tuning half,
+Fit: the numbers of ``WEIGHTS`` (nested dicts and lists included), except those of the reasons the data cannot
+calibrate (:data:`RULE_SET`: repetition, symmetry, JPEG blocking, the colour-only test, set by rule), move from
+their shipped values in steps of their own magnitude by Powell's method (derivative-free: the objective is a rank
+statistic) to minimise, on the tuning half,
 
     - Spearman(score, synthetic found share) + max(0, 0.9 - share found among scores >= 75)
                                              + max(0, share found among scores < 40 - 0.5),
@@ -40,6 +41,9 @@ import numpy as np
 BANDS = (("<40", 0, 40), ("40-75", 40, 75), (">=75", 75, 101))
 MIN_BAND = 10
 MIN_SOURCE = 50
+#: Parts of weight names the data cannot calibrate (the calibration images have little repetition, symmetry or
+#: blocking): kept at the values their rule sets, as is the colour-only test.
+RULE_SET = ("repetition", "symmetry", "blocking", "colour_ratio")
 COLORS = {
     "smvs": (200, 80, 20),
     "dvd_covers": (40, 160, 40),
@@ -52,9 +56,8 @@ COLORS = {
 def load_rating():
     """(rate, score_from_measures, WEIGHTS) or None with a message when the rating is not there yet."""
     try:
-        from objrec.rating.model import WEIGHTS, score_from_measures
-
         from objrec.rating import rate
+        from objrec.rating.model import WEIGHTS, score_from_measures
     except ImportError as e:
         print(f"fit skipped: objrec.rating has no rate()/model yet ({e}); measures are cached, rerun with --fit-only")
         return None
@@ -126,19 +129,32 @@ def objective(scores: np.ndarray, shares: np.ndarray) -> float:
     return -(rho if rho is not None else -1.0) + penalty
 
 
-def fit_weights(score_fn, weights: Any, measures: list[dict], shares: np.ndarray, maxiter: int = 20) -> Any:
-    """Powell's method on the numbers of ``weights``, each moved in units of its own magnitude."""
+def free_keys(weights: Any, fixed: tuple[str, ...] = RULE_SET) -> list[str]:
+    """The top-level keys of ``weights`` the fit may move: all but those whose name contains one of ``fixed``."""
+    return [k for k in weights if not any(f in k for f in fixed)]
+
+
+def fit_weights(score_fn, weights: Any, measures: list[dict], shares: np.ndarray, keys: list[str], maxiter: int = 20):
+    """Powell's method on the numbers of ``weights[k]`` for ``k`` in ``keys``, the rest kept as they are.
+
+    A positive number moves by a factor ``exp(z)`` (it stays positive, and its step is relative to its size);
+    any other number moves by ``z`` times ``max(|w|, 0.1)``.
+    """
     from scipy.optimize import minimize
 
-    w0 = np.array(flatten(weights))
-    unit = np.maximum(np.abs(w0), 0.1)
+    w0 = np.array(flatten({k: weights[k] for k in keys}))
+    positive = w0 > 0
+
+    def with_z(z: np.ndarray) -> Any:
+        values = np.where(positive, w0 * np.exp(z), w0 + z * np.maximum(np.abs(w0), 0.1))
+        return {**weights, **unflatten({k: weights[k] for k in keys}, list(values))}
 
     def loss(z: np.ndarray) -> float:
-        w = unflatten(weights, list(w0 + z * unit))
+        w = with_z(z)
         return objective(np.array([score_fn(m, w)[0] for m in measures], float), shares)
 
     res = minimize(loss, np.zeros_like(w0), method="Powell", options={"maxiter": maxiter, "xtol": 1e-2, "ftol": 1e-3})
-    return unflatten(weights, list(w0 + res.x * unit))
+    return with_z(res.x)
 
 
 def rating_measures(rate, root: Path, paths: list[str], cache: dict[str, Any]) -> None:
@@ -247,13 +263,16 @@ def fit_and_report(cache: dict[str, Any], images: dict[str, str], out: Path, roo
     atomic_write_json(out / "measures.json", cache)
     tune, held = split_halves({p: images[p] for p in done})
     shares = np.array([cache["synthetic"][p]["found_share"] for p in tune], float)
-    fitted = fit_weights(score_fn, weights, [cache["measures"][p]["measures"] for p in tune], shares)
+    keys = free_keys(weights)
+    print(f"fitting {keys} on {len(tune)} images; kept by rule: {[k for k in weights if k not in keys]}")
+    fitted = fit_weights(score_fn, weights, [cache["measures"][p]["measures"] for p in tune], shares, keys)
     report = {
         "views": cache["views"],
         "tune": {"n": len(tune), **evaluate(score_fn, fitted, tune, images, cache)},
         "shipped": evaluate(score_fn, weights, held, images, cache),
         "held_out": evaluate(score_fn, fitted, held, images, cache),
         "weights": fitted,
+        "fitted_keys": keys,
         "held_out_paths": held,
     }
     atomic_write_json(out / "rating_report.json", report)
