@@ -9,8 +9,9 @@ Every reference image in the shared data folder is measured:
 - ``oxford``: the first image of each Oxford affine sequence (``oxford_affine/<seq>/img1.png``).
 
 Synthetic found share: the image's operating envelope (:func:`objrec.envelope.measure_envelope`) over the fixed
-subset :data:`objrec.envelope.CALIBRATION_VIEWS` of the grid (15 views: the base view, the hard end of each
-ordered axis, two combined views), which keeps a run over all 478 images near half an hour on one core.
+subset :data:`objrec.envelope.CALIBRATION_VIEWS` of the grid (16 of its 60 views, every axis in proportion to its
+views and spread over its range, so the share estimates the whole grid's), which keeps a run over all 478 images
+under half an hour on one core.
 
 Real found share, where real photos exist: the SMVS phone photos of covers 001-050 (4 cameras) against a catalogue
 of the 100 SMVS references, and UKBench views 4k+1..4k+3 against a catalogue of the 120 first views; each

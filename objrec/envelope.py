@@ -159,18 +159,21 @@ def _build_grid() -> tuple[EnvelopeView, ...]:
 #: The fixed grid of views, in this order on every call.
 GRID: tuple[EnvelopeView, ...] = _build_grid()
 
-#: A fixed subset of :data:`GRID` (indices) for measuring many images in one run: the base view, the harder end
-#: of each ordered axis and two combined views, where images differ most.
+#: A fixed subset of :data:`GRID` (indices) for measuring many images in one run: about one view in four, taken
+#: from every axis in proportion to its number of views and spread over its range, so that the subset's found
+#: share estimates the whole grid's.
 CALIBRATION_VIEWS: tuple[int, ...] = tuple(
     i
     for i, v in enumerate(GRID)
     if v.axis == "base"
-    or (v.axis == "size" and v.value in (60, 80, 100, 130))
-    or (v.axis == "tilt" and v.value in (50, 60, 70))
-    or (v.axis == "tilt_x" and v.value == 60)
-    or (v.axis == "blur" and v.value in (2, 3))
-    or (v.axis == "noise" and v.value == 30)
-    or (v.axis == "jpeg" and v.value == 6)
+    or (v.axis == "size" and v.value in (60, 100, 175, 330))
+    or (v.axis == "tilt" and v.value in (30, 60))
+    or (v.axis == "tilt_x" and v.value == 40)
+    or (v.axis == "rotation" and v.value == 135)
+    or (v.axis == "blur" and v.value in (1, 2.5))
+    or (v.axis == "noise" and v.value == 20)
+    or (v.axis == "gamma" and v.value == 2.2)
+    or (v.axis == "jpeg" and v.value == 12)
     or (v.axis == "combined" and v.value in (3, 7))
 )
 
