@@ -16,7 +16,7 @@ axis       values                                                          limit
 size       object's longer side 60-400 px                                  smallest size found
 tilt       out-of-plane rotation about the vertical axis, 10-70 degrees    steepest tilt found
 tilt_x     out-of-plane rotation about the horizontal axis, 20-60 degrees  steepest tilt_x found
-rotation   in-plane rotation, 45-315 degrees                               (share found)
+rotation   in-plane rotation, 45-270 degrees                               (share found)
 blur       Gaussian blur sigma 0.5-3 px                                    strongest blur found
 noise      additive Gaussian noise sigma 5-30 grey levels                  strongest noise found
 gamma      gamma 0.4-3.0                                                   (share found)
