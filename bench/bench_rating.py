@@ -1,0 +1,173 @@
+"""Calibrate the reference-image rating against recognition: synthetic and real found shares per reference image.
+
+Every reference image in the shared data folder is measured:
+
+- ``smvs``: the 100 SMVS DVD references (``smvs_dvd/reference/NNN.jpg``);
+- ``dvd_covers``: the 234 other DVD covers;
+- ``ukbench``: the first view of each of the 120 real UKBench objects (``ukbench/ukbench{4k}.jpg``);
+- ``coil100``: one view per COIL-100 object (``objects/coil100/obj<ID>__0.png``);
+- ``oxford``: the first image of each Oxford affine sequence (``oxford_affine/<seq>/img1.png``).
+
+Synthetic found share: the image's operating envelope (:func:`objrec.envelope.measure_envelope`) over the fixed
+subset :data:`objrec.envelope.CALIBRATION_VIEWS` of the grid (16 of its 60 views, every axis in proportion to its
+views and spread over its range, so the share estimates the whole grid's), which keeps a run over all 478 images
+under half an hour on one core.
+
+Real found share, where real photos exist: the SMVS phone photos of covers 001-050 (4 cameras) against a catalogue
+of the 100 SMVS references, and UKBench views 4k+1..4k+3 against a catalogue of the 120 first views; each
+catalogue enrolled once, each photo recognised once (no budget, no tracking); a photo is found when the top-scored
+detection names its object.
+
+Results are cached per image in ``--out/measures.json`` as they come (``--reuse`` skips what is there), in a
+deterministic shuffled order, so an interrupted run still covers every source. Then, when ``objrec.rating`` has
+``rate``, the rating's weights are fitted on one half of the images and reported on the other (see
+``bench/rating_fit.py``).
+
+    PYTHONPATH=$PWD taskset -c 1 python bench/bench_rating.py --out /tmp/rating [--reuse] [--fit-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from objrec.envelope import CALIBRATION_VIEWS, GRID, measure_envelope  # noqa: E402
+from objrec.fileio import atomic_write_json, read_json  # noqa: E402
+
+SOURCES = ("smvs", "dvd_covers", "ukbench", "coil100", "oxford")
+
+
+def shared_data() -> Path:
+    return Path(os.environ.get("OBJREC_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def path_hash(rel: str) -> str:
+    return hashlib.sha256(rel.encode()).hexdigest()
+
+
+def reference_images(root: Path) -> dict[str, str]:
+    """Every reference image, as path relative to ``root`` -> source."""
+    out = {}
+    out.update({str(p.relative_to(root)): "smvs" for p in sorted((root / "smvs_dvd" / "reference").glob("*.jpg"))})
+    out.update({str(p.relative_to(root)): "dvd_covers" for p in sorted((root / "dvd_covers").glob("*.jpg"))})
+    out.update({f"ukbench/ukbench{4 * k:05d}.jpg": "ukbench" for k in range(120) if (root / "ukbench").is_dir()})
+    out.update({str(p.relative_to(root)): "coil100" for p in sorted((root / "objects" / "coil100").glob("*__0.png"))})
+    out.update({str(p.relative_to(root)): "oxford" for p in sorted((root / "oxford_affine").glob("*/img1.png"))})
+    return out
+
+
+def real_photo_sets(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
+    """Per source: (catalogue name -> reference path, photo path -> the name of its object), relative to ``root``."""
+    smvs_refs = {p.stem: str(p.relative_to(root)) for p in sorted((root / "smvs_dvd" / "reference").glob("*.jpg"))}
+    smvs_photos = {
+        str(p.relative_to(root)): p.stem.split("_")[-1]
+        for p in sorted((root / "smvs_dvd" / "queries").glob("*_*.jpg"))
+        if p.stem.split("_")[-1] in smvs_refs
+    }
+    uk_refs = {f"uk{k:03d}": f"ukbench/ukbench{4 * k:05d}.jpg" for k in range(120)}
+    uk_photos = {f"ukbench/ukbench{4 * k + j:05d}.jpg": f"uk{k:03d}" for k in range(120) for j in (1, 2, 3)}
+    return {"smvs": (smvs_refs, smvs_photos), "ukbench": (uk_refs, uk_photos)}
+
+
+def measure_real(root: Path, source: str, refs: dict[str, str], photos: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per reference path: photos of it and how many were found as the top-1 detection."""
+    from tqdm import tqdm
+
+    from objrec import ModelDB, Recognizer
+    from objrec.imageio import read_image
+
+    out = {path: {"photos": 0, "found": 0} for path in refs.values()}
+    with tempfile.TemporaryDirectory(prefix="objrec-bench-rating-") as tmp:
+        db = ModelDB.create(Path(tmp) / "db")
+        db.enroll_many([(name, str(root / path)) for name, path in refs.items()], workers=1, progress=True)
+        rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
+        for photo, name in tqdm(sorted(photos.items()), desc=f"{source} photos", unit="img", file=sys.stderr):
+            result = rec.process(read_image(root / photo))
+            best = max(result.detections, key=lambda d: d.score, default=None)
+            rec_out = out[refs[name]]
+            rec_out["photos"] += 1
+            rec_out["found"] += int(best is not None and best.name.split("#")[0] == name)
+    return out
+
+
+def load_cache(path: Path, reuse: bool) -> dict[str, Any]:
+    views = [int(i) for i in CALIBRATION_VIEWS]
+    fresh = {"views": views, "grid_size": len(GRID), "synthetic": {}, "real": {}}
+    if not (reuse and path.exists()):
+        return fresh
+    cache = read_json(path, "rating measures")
+    if cache.get("views") != views or cache.get("grid_size") != len(GRID):
+        print(f"{path}: measured on another grid subset; measuring again", file=sys.stderr)
+        return fresh
+    return cache
+
+
+def measure_synthetic(root: Path, images: dict[str, str], cache: dict[str, Any], out: Path, limit: int | None) -> None:
+    """Each image's envelope over CALIBRATION_VIEWS, in a hashed order, saved after every image."""
+    from tqdm import tqdm
+
+    todo = [p for p in sorted(images, key=path_hash) if p not in cache["synthetic"]]
+    if limit is not None:
+        todo = todo[:limit]
+    for rel in tqdm(todo, desc="envelopes", unit="img", file=sys.stderr, dynamic_ncols=True):
+        env = measure_envelope(root / rel, views=CALIBRATION_VIEWS)
+        d = env.to_dict()
+        cache["synthetic"][rel] = {
+            "source": images[rel],
+            "found_share": env.found_share,
+            "found": [int(r.found) for r in env.views],
+            "limits": d["limits"],
+            "image_size": d["image_size"],
+            "error": env.error,
+            "seconds": env.seconds,
+        }
+        atomic_write_json(out, cache)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="folder for measures.json and the report")
+    p.add_argument("--reuse", action="store_true", help="keep the measures already in --out/measures.json")
+    p.add_argument("--fit-only", action="store_true", help="measure nothing; fit and report from the cache")
+    p.add_argument("--limit", type=int, default=None, help="measure at most this many more envelopes")
+    p.add_argument("--no-real", action="store_true", help="skip the real-photo found shares")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    print("command:", " ".join([sys.executable, *sys.argv]))
+    root = shared_data()
+    if not (root / "smvs_dvd").is_dir():
+        print(f"{root}: shared data folder not found (set OBJREC_SHARED_DATA)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache_path = args.out / "measures.json"
+    cache = load_cache(cache_path, args.reuse or args.fit_only)
+    images = reference_images(root)
+    print(f"{len(images)} reference images: " + ", ".join(f"{s} {list(images.values()).count(s)}" for s in SOURCES))
+    print(f"synthetic views per image: {len(CALIBRATION_VIEWS)} of the {len(GRID)}-view grid (CALIBRATION_VIEWS)")
+    if not args.fit_only:
+        t0 = time.perf_counter()
+        if not args.no_real:
+            for source, (refs, photos) in real_photo_sets(root).items():
+                if source not in cache["real"]:
+                    cache["real"][source] = measure_real(root, source, refs, photos)
+                    atomic_write_json(cache_path, cache)
+        measure_synthetic(root, images, cache, cache_path, args.limit)
+        print(f"measured in {time.perf_counter() - t0:.0f} s; cache {cache_path}")
+    from rating_fit import fit_and_report
+
+    return fit_and_report(cache, images, args.out, root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
