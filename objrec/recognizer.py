@@ -276,23 +276,15 @@ class Recognizer:
         """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a
         budget, one tile of the sweep sized to the time left), features, retrieval and matching, verification
         and guided matching."""
-        h, w = state.shape
-        tracker = self.tracker
-        if tracker.tracks and sched.remaining() <= 0.0:
-            # The tracks took the frame: they hold its known objects, and the sweep for new ones picks up
-            # where it left off in the next frame with time for it.
-            sched.record([SkipRecord("features", "budget", "tracking took the frame")])
-            return
+        (h, w), tracker = state.shape, self.tracker
+        if tracker.tracks and sched.remaining() <= 0.0:  # the tracks took the frame; the sweep waits
+            return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
         proposals = self._propose(state, sched)
-        state.plan = sched.run(
-            "plan", self.planner.plan,
-            state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step, tracker.outlines(),
-            mandatory=True,
-        )  # fmt: skip
-        sched.record(state.plan.skipped)
-        if state.plan.empty:
+        args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)
+        plan = state.plan = sched.run("plan", self.planner.plan, *args, tracker.outlines(), mandatory=True)
+        sched.record(plan.skipped)
+        if plan.empty:
             return
-        plan = state.plan
         feats = sched.run(
             "features", self.features.extract, state.image, self.primary, plan,
             size=plan_work(plan), mandatory=True, stage=f"features_{self.primary}",
