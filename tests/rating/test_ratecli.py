@@ -77,3 +77,26 @@ def test_db_detectors_are_used(two_same_names, tmp_path, capsys):
     ModelDB.create(tmp_path / "db", detectors={"sift": {"n_features": 0}})
     assert main(["rate", "--json", "--db", str(tmp_path / "db"), str(two_same_names[0])]) == 0
     assert json.loads(capsys.readouterr().out)["results"][0]["kind"] == "sift"
+
+
+def test_envelope_prints_its_figures_writes_its_plot_and_json(two_same_names, tmp_path, capsys, monkeypatch):
+    """``--envelope`` measures :func:`objrec.envelope.measure_envelope` (here on a few of its views, to keep the
+    test short) and reports its figures in the text, the JSON and a plot beside the rating's picture."""
+    import objrec.envelope as envelope
+
+    full = envelope.measure_envelope
+
+    def few(img, **kw):
+        return full(img, views=[0, 1, len(envelope.GRID) - 1], **kw)
+
+    monkeypatch.setattr(envelope, "measure_envelope", few)
+    path = str(two_same_names[0])
+    assert main(["rate", "--envelope", "--out", str(tmp_path), path]) == 0
+    out = capsys.readouterr().out
+    assert "envelope: found in" in out and "of 3 views" in out
+    plots = list(tmp_path.glob("*_envelope.png"))
+    assert len(plots) == 1 and cv2.imread(str(plots[0])) is not None
+    assert main(["rate", "--envelope", "--json", path]) == 0
+    env = json.loads(capsys.readouterr().out)["results"][0]["envelope"]
+    assert env["n_views"] == 3 and 0.0 <= env["found_share"] <= 1.0
+    assert env["found_share"] == sum(v["found"] for v in env["views"]) / 3
