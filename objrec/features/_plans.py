@@ -17,9 +17,10 @@ import numpy as np
 
 __all__ = ["Plan", "PlanCache", "plan_key"]
 
-#: Plans kept per extractor. A frame loop sees the frame size and, when it extracts from crops, a few crop
-#: sizes; more than that would hold device memory for sizes that are not coming back.
-MAX_PLANS = 4
+#: Plans kept per extractor. A frame loop sees the frame size and, when it extracts from crops (the sweep's
+#: tiles, a track's confirmation, each with sides snapped to a coarse grid), a few crop sizes; more than that
+#: would hold memory for sizes that are not coming back.
+MAX_PLANS = 8
 
 _MIN_ROWS = 64
 

@@ -28,6 +28,27 @@ MIN_SIDE = 16
 #: pixels (the detector's filters reach across a region's edge), when that crop is under this share of the frame.
 CROP_MARGIN = 48
 CROP_SHARE = 0.6
+#: Crops are grown to corners on a grid of this many pixels, and resized crops get sides that are multiples of
+#: half of it: a detector keeps its tables and buffers per image size (a few sizes), and crops of a moving
+#: object's box would otherwise have a new size in almost every frame.
+CROP_QUANTUM = 32
+
+
+def snap_box(x0: int, y0: int, x1: int, y1: int, w: int, h: int, q: int = CROP_QUANTUM) -> tuple[int, int, int, int]:
+    """The box grown to corners on a grid of ``q`` pixels (the far sides clipped to the ``w`` x ``h`` frame).
+
+    Sides that are multiples of ``q`` repeat from frame to frame; a corner on the grid keeps the detector's
+    coarser octaves, which sample every few pixels from the image's corner, on the samples of the whole frame.
+    """
+    x0, y0 = int(x0) // q * q, int(y0) // q * q
+    x1, y1 = min(int(w), -(-int(x1) // q) * q), min(int(h), -(-int(y1) // q) * q)
+    return x0, y0, x1, y1
+
+
+def _scaled_side(n: int, scale: float) -> int:
+    """A side of ``n`` pixels resized by ``scale``: a multiple of ``CROP_QUANTUM // 2`` (at least ``MIN_SIDE``)."""
+    q = CROP_QUANTUM // 2
+    return max(MIN_SIDE, int(round(n * scale / q)) * q)
 
 
 def _resize(img: Any, size: tuple[int, int]) -> Any:
@@ -125,10 +146,12 @@ class FeatureStage:
         return Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
 
     def extract_box(self, image: FrameImage, kind: str, box: tuple[int, int, int, int], scale: float = 1.0) -> Features:
-        """Features of ``kind`` in one box of ``image``, from its crop (resized by ``scale``) at the models' own
-        sampling: a small search whose cost follows the box, not the frame (a detector restricted to
-        regions still builds its integral image over the whole frame)."""
-        return self._extract_crop(self.detector(kind, 1), image.array(), list(box), scale, {})
+        """Features of ``kind`` in one box of ``image``, from its crop (resized by about ``scale``) at the models'
+        own sampling: a small search whose cost follows the box, not the frame. The box is grown to the grid of
+        :func:`snap_box` and the resized crop's sides snapped too, so a moving object's box keeps few sizes."""
+        h, w = image.host.shape[:2]
+        crop = list(snap_box(*box, w, h))
+        return self._extract_crop(self.detector(kind, 1), image.array(), crop, scale, {}, snap=True)
 
     @staticmethod
     def _extract_frame(det: Any, img: Any, regions: Regions | None, scale: float, kw: dict) -> Features:
@@ -155,6 +178,7 @@ class FeatureStage:
         x1, y1 = min(w, int(b[:, 2].max()) + CROP_MARGIN), min(h, int(b[:, 3].max()) + CROP_MARGIN)
         if x1 <= x0 or y1 <= y0 or (x1 - x0) * (y1 - y0) > CROP_SHARE * w * h:
             return cls._extract_frame(det, img, regions, scale, kw)
+        x0, y0, x1, y1 = snap_box(x0, y0, x1, y1, w, h)
         xp = get_array_module(img)
         crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
         inside = Regions(b - np.array([x0, y0, x0, y0], b.dtype), regions.scores)
@@ -162,13 +186,16 @@ class FeatureStage:
         return f.shifted(x0, y0) if len(f) else f
 
     @staticmethod
-    def _extract_crop(det: Any, img: Any, box: list[int], scale: float, kw: dict) -> Features:
-        """Features of one box, extracted from its crop (resized by ``scale``) and shifted into the frame."""
+    def _extract_crop(det: Any, img: Any, box: list[int], scale: float, kw: dict, snap: bool = False) -> Features:
+        """Features of one box, extracted from its crop (resized by ``scale``; with ``snap`` to sides that are
+        multiples of half ``CROP_QUANTUM``) and shifted into the frame."""
         x0, y0, x1, y1 = box
         xp = get_array_module(img)
         crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
         ch, cw = crop.shape[:2]
-        if scale < 1.0:
+        if scale < 1.0 and snap:
+            crop = _resize(crop, (_scaled_side(cw, scale), _scaled_side(ch, scale)))
+        elif scale < 1.0:
             crop = _resize(crop, (max(MIN_SIDE, round(cw * scale)), max(MIN_SIDE, round(ch * scale))))
         f = det.detect_and_compute(crop, None, **kw)
         if not len(f):

@@ -8,6 +8,7 @@ the orientation and descriptor weights and the buffers of the detector on an arr
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from types import ModuleType
 from typing import Any
@@ -32,18 +33,20 @@ _HAAR_SIZE0 = 9
 _HAAR_SIZE_INC = 6
 
 
-def hessian_boxes(size: int) -> list[tuple[int, int, int, int, float]]:
+@functools.lru_cache(maxsize=256)
+def hessian_boxes(size: int) -> tuple[tuple[int, int, int, int, float], ...]:
     """The ten boxes (Dxx, Dyy, Dxy) of the ``size`` filter: ``(x1, y1, x2, y2, weight)`` relative to its top-left.
 
     Corners are the 9x9 ones scaled by ``size / 9`` and rounded; each weight is divided by its box's area
-    (OpenCV's ``resizeHaarPattern``). With sizes ``(9 + 6 l) 2^o`` no corner falls on a rounding tie.
+    (OpenCV's ``resizeHaarPattern``). With sizes ``(9 + 6 l) 2^o`` no corner falls on a rounding tie. The
+    filter sizes are few, and every new image size needs them again, so each is computed once.
     """
     ratio = Fraction(size, _HAAR_SIZE0)
     out = []
     for x1, y1, x2, y2, w in _DXX + _DYY + _DXY:
         a, b, c, d = (round(ratio * v) for v in (x1, y1, x2, y2))
         out.append((a, b, c, d, w / float((c - a) * (d - b))))
-    return out
+    return tuple(out)
 
 
 def _gaussian(n: int, sigma: float) -> np.ndarray:

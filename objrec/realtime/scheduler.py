@@ -118,6 +118,10 @@ class CostModel:
         """Forget every observation (the priors stay)."""
         self._stages.clear()
 
+    def forget(self, stage: str) -> None:
+        """Forget the observations of ``stage`` (its prior stays)."""
+        self._stages.pop(stage, None)
+
     def samples(self, stage: str) -> int:
         s = self._stages.get(stage)
         return 0 if s is None else len(s.ts)

@@ -128,3 +128,18 @@ def test_sift_box_at_a_lower_resolution_equals_opencv_on_the_resized_crop_mapped
     order = np.lexsort((ref[:, 1], ref[:, 0]))
     np.testing.assert_allclose(_sorted_xy(got), ref[order], rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(np.sort(got.size), np.sort(np.float32([k.size for k in kps]) * 2.0), rtol=1e-5)
+
+
+def test_snapped_boxes_hold_the_box_on_the_grid_inside_the_frame():
+    from objrec.features.extract import snap_box
+
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        w, h = (int(v) for v in rng.integers(40, 1400, 2))
+        x0, x1 = sorted(int(v) for v in rng.integers(0, w + 1, 2))
+        y0, y1 = sorted(int(v) for v in rng.integers(0, h + 1, 2))
+        a0, b0, a1, b1 = snap_box(x0, y0, x1, y1, w, h, 32)
+        assert 0 <= a0 <= x0 and 0 <= b0 <= y0 and x1 <= a1 <= w and y1 <= b1 <= h
+        assert a0 % 32 == 0 and b0 % 32 == 0
+        assert (a1 % 32 == 0 or a1 == w) and (b1 % 32 == 0 or b1 == h)
+        assert a1 - a0 < x1 - x0 + 64 and b1 - b0 < y1 - y0 + 64
