@@ -55,19 +55,7 @@ class _Stage:
     coef: tuple[float, float] = (0.0, 0.0)
     margin: float = 0.0
     dirty: bool = True
-    low: float = 0.0  # below this size the line is not trusted (see BELOW_SEEN)
-    per_size: float = 0.0  # mean time over mean size: the proportional model used there
 
-    def line(self, size: float) -> tuple[float, float]:
-        """(a, b) of the model at ``size``: the fitted line, or time proportional to size below ``low``."""
-        return (0.0, self.per_size) if size < self.low else self.coef
-
-
-#: A size below this share of the smallest size observed is predicted in proportion to size (through the mean)
-#: rather than by the fitted line: a line through large sizes says little about its intercept, and a prediction
-#: too high there would keep the unit out for good (an optional unit is never run, so never observed again),
-#: while one too low is corrected by the observation the admitted unit brings.
-BELOW_SEEN = 0.5
 
 #: Sizes spanning less than this share of their mean are too narrow to fit a line: the model is then
 #: proportional to size.
@@ -79,9 +67,9 @@ class CostModel:
 
     A least-squares line (``b >= 0``) over the last ``window`` observations plus the ``quantile`` of the
     residuals; ``t ≈ b·size`` through the mean when the sizes span less than :data:`NARROW_SIZES` of their
-    mean or the line's intercept would be negative, and for sizes well below those observed (:data:`BELOW_SEEN`).
-    Until ``min_samples`` observations exist, a prior (``prior_ms``, per stage) is used, and an unknown stage is
-    predicted as ``default_ms`` so it is never admitted blindly into a tight budget.
+    mean or the line's intercept would be negative. Until ``min_samples`` observations exist, a prior
+    (``prior_ms``, per stage) is used, and an unknown stage is predicted as ``default_ms`` so it is never
+    admitted blindly into a tight budget.
 
     Parameters
     ----------
@@ -153,8 +141,6 @@ class CostModel:
         q = resid[lo] + (k - lo) * (resid[hi] - resid[lo])
         s.coef = (a, b)
         s.margin = float(max(0.0, q))
-        s.low = BELOW_SEEN * float(x.min())
-        s.per_size = float(t.mean()) / xm if xm > 0.0 else 0.0
         s.dirty = False
 
     def predict(self, stage: str, size: float = 1.0) -> float:
@@ -166,7 +152,7 @@ class CostModel:
             if seen is not None and len(seen.ts):
                 prior = max(prior if stage in self.prior_ms else 0.0, max(seen.ts))
             return float(prior)
-        a, b = s.line(float(size))
+        a, b = s.coef
         return max(0.0, a + b * float(size) + s.margin)
 
     def _fitted(self, stage: str) -> _Stage | None:
@@ -192,11 +178,9 @@ class CostModel:
             return float("inf") if self.predict(stage) <= ms else 0.0
         a, b = s.coef
         room = ms - a - s.margin
-        size = 0.0 if room < 0.0 else float("inf") if b <= 0.0 else room / b
-        if size < s.low:  # below the sizes observed: the proportional model (see BELOW_SEEN)
-            room = ms - s.margin
-            size = 0.0 if room < 0.0 else float("inf") if s.per_size <= 0.0 else min(room / s.per_size, s.low)
-        return size
+        if room < 0.0:
+            return 0.0
+        return float("inf") if b <= 0.0 else room / b
 
     def expected(self, stage: str, size: float = 1.0) -> float:
         """Typical milliseconds for ``stage`` at ``size``: the line without the quantile margin (a plan of
@@ -204,7 +188,7 @@ class CostModel:
         s = self._fitted(stage)
         if s is None:
             return 0.0
-        a, b = s.line(float(size))
+        a, b = s.coef
         return max(0.0, a + b * float(size))
 
 

@@ -33,7 +33,7 @@ def test_cost_model_learns_a_line_and_predicts_a_high_quantile():
 def test_cost_model_prediction_equals_numpys_line_and_quantile(slope):
     """The line and margin equal np.polyfit's least squares (slope clipped at 0, then the mean) plus
     np.quantile of the residuals, over the last ``window`` observations only; sizes all alike give time
-    proportional to size, and so do sizes well below those seen."""
+    proportional to size."""
     cm = CostModel(quantile=0.95, window=64, min_samples=3)
     rng = np.random.default_rng(1)
     x = rng.uniform(0, 50, 100) if slope else np.full(100, 7.0)
@@ -46,9 +46,7 @@ def test_cost_model_prediction_equals_numpys_line_and_quantile(slope):
         b, a = 0.0, tw.mean()
     margin = max(0.0, np.quantile(tw - (a + b * xw), 0.95))
     for size in (0.0, 20.0, 45.0):
-        # Well below the sizes seen, time in proportion to size (through the mean) replaces the line.
-        line = (a, b) if size >= 0.5 * xw.min() else (0.0, tw.mean() / xw.mean())
-        assert cm.predict("s", size) == pytest.approx(max(0.0, line[0] + line[1] * size + margin), rel=1e-9, abs=1e-9)
+        assert cm.predict("s", size) == pytest.approx(max(0.0, a + b * size + margin), rel=1e-9, abs=1e-9)
 
 
 def test_cost_model_extrapolates_narrow_sizes_in_proportion():
@@ -207,17 +205,3 @@ def test_without_learned_overhead_the_safety_margin_is_kept():
     sched.start()
     clock.advance(1.0)
     assert sched.reserve() == 2.5 and sched.remaining() == pytest.approx(26.5)
-
-
-def test_a_line_learned_at_large_sizes_does_not_keep_a_small_unit_out():
-    """Three slow runs at large sizes (a unit first run without a budget) fit a line with a large intercept; a
-    size far below them is predicted in proportion to size instead, so it is admitted, and what it then
-    takes is learned."""
-    cm = CostModel(quantile=0.95, min_samples=3)
-    for x, t in ((227_000, 54.7), (275_000, 75.6), (310_000, 65.8)):
-        cm.observe("confirm", x, t)
-    mean_rate = np.mean([54.7, 75.6, 65.8]) / np.mean([227_000, 275_000, 310_000])
-    small = cm.predict("confirm", 25_000)
-    assert small == pytest.approx(mean_rate * 25_000 + cm.spread("confirm"))
-    assert small < 20.0 < cm.predict("confirm", 0.5 * 227_000 + 1.0)  # the line, just above the bound
-    assert cm.largest_size("confirm", small) == pytest.approx(25_000)
