@@ -206,9 +206,16 @@ def cmd_set_width(args: argparse.Namespace) -> int:
 
 def cmd_add_view(args: argparse.Namespace) -> int:
     db = _open(args)
-    view = db.add_view(args.name, args.image)
+    if args.min_rating is not None and not 0 <= args.min_rating <= 100:
+        raise ValueError(f"--min-rating: expected an integer 0-100, got {args.min_rating}")
+    view = db.add_view(args.name, args.image, min_rating=args.min_rating)
+    from objrec.modeldb.records import view_key
+
+    info = db.info(view_key(args.name, view))
     doc = {"name": args.name, "view": view, "views": len(db.view_keys(args.name)), "database_id": db.database_id}
-    _print(args, doc, [f"{args.name}: view {view} added from {args.image}; {doc['views']} view(s)"])
+    doc["rating"] = info.rating
+    rated = "" if info.rating is None else f"; rating {info.rating}/100"
+    _print(args, doc, [f"{args.name}: view {view} added from {args.image}; {doc['views']} view(s){rated}"])
     return EXIT_OK
 
 
@@ -304,6 +311,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = action("add-view", "add another photo of an enrolled object as a view (one atomic commit)", cmd_add_view)
     a.add_argument("name", metavar="NAME")
     a.add_argument("image", metavar="IMAGE", help="an image file of the object from another side")
+    a.add_argument("--min-rating", type=int, metavar="N", help="refuse the image if it rates below N (0-100)")
     rv = action("remove-view", "remove one view of an object (the others keep their numbers)", cmd_remove_view)
     rv.add_argument("name", metavar="NAME")
     rv.add_argument("view", type=int, metavar="VIEW", help="the view's number (objrec db info --db DB NAME lists them)")

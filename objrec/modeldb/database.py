@@ -143,14 +143,17 @@ class ModelDB(DatabaseReads):
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         return self.get(name)
 
-    def add_view(self, name: str, image: str | os.PathLike | np.ndarray) -> int:
+    def add_view(self, name: str, image: str | os.PathLike | np.ndarray, min_rating: int | None = None) -> int:
         """Add a view (another photo of the object) to the enrolled object ``name``, with the object's views
-        setting, width and shape; returns its view number (one more than the highest). Saved atomically."""
+        setting, width and shape; returns its view number (one more than the highest). Saved atomically.
+        ``min_rating`` refuses an image rated below it (InputError naming the reasons; nothing is written)."""
         first = self.info(self.view_keys(name)[0])
         with self.store.writing():
             keys = self.view_keys(name)
             view = split_key(keys[-1])[1] + 1
-            p = prepare_object(view_key(name, view), image, self.detectors, first.views, first.width_m, first.shape)
+            p = prepare_object(
+                view_key(name, view), image, self.detectors, first.views, first.width_m, first.shape, min_rating
+            )
             self.store.commit([p], set())
             maintenance.maintain(self.store)
         return view

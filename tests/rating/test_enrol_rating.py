@@ -125,3 +125,17 @@ def test_enroll_from_warns_about_look_alikes_already_enrolled(images, tmp_path, 
     out = capsys.readouterr().out
     assert "twin looks like cover" in out
     assert "pagoda looks like" not in out
+
+
+def test_add_view_rates_the_view_and_min_rating_refuses_a_weak_one(images, tmp_path, capsys):
+    db = str(tmp_path / "db")
+    assert main(["enroll", "--db", db, f"cover={images['cover']}"]) == 0
+    capsys.readouterr()
+    assert main(["db", "add-view", "--db", db, "--json", "cover", str(images["pagoda"])]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["view"] == 1 and doc["rating"] == rate(images["pagoda"]).score
+    assert main(["db", "add-view", "--db", db, "--min-rating", "40", "cover", str(images["tiled"])]) == 2
+    assert "below the minimum 40" in capsys.readouterr().err
+    from objrec.modeldb import ModelDB
+
+    assert len(ModelDB.open(db).view_keys("cover")) == 2  # the refused view left nothing behind
