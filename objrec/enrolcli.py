@@ -38,7 +38,7 @@ LOOK_ALIKE_SIDE = 640
 
 
 def look_alikes(db: Any, images: Sequence[tuple[str, Any]]) -> list[str]:
-    """Warnings for the ``(name, image)`` pairs whose image looks like an object of ``db`` other than ``name``:
+    """Warnings for the ``(name, image array)`` pairs whose image looks like an object of ``db`` other than ``name``:
     the recognizer, without a budget, finds that object in the image (retrieval shortlists it and its
     geometry verifies), or verifies it in the place of another (``explained``). Two such objects would compete
     in every frame that shows either of them."""
@@ -51,19 +51,14 @@ def look_alikes(db: Any, images: Sequence[tuple[str, Any]]) -> list[str]:
         return []
     rec = Recognizer(db, budget_ms=None, track=False, prefilter=None)
     out = []
-    for name, img in images:
-        frame = img if not isinstance(img, str | Path) else None
-        if frame is None:
-            from objrec.imageio import read_image
-
-            frame = read_image(img)
+    for name, frame in images:
         side = max(frame.shape[:2])
         if side > LOOK_ALIKE_SIDE:
             f = LOOK_ALIKE_SIDE / side
             frame = cv2.resize(frame, None, fx=f, fy=f, interpolation=cv2.INTER_AREA)
         found = [(d.name, d.inliers) for d in rec.process(frame).detections]
-        # An object verified in the same place as a stronger one is rejected as explained by it: with the image
-        # itself enrolled, that is how its look-alikes show.
+        # An object verified in the same place as a stronger one is rejected as explained by it: a look-alike
+        # all the same.
         found += [(r.name, r.inliers) for r in rec.last_rejections if r.reason == "explained"]
         seen = set()
         for key, inliers in found:

@@ -52,8 +52,9 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
             scene = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image
             recognizer.process_with(scene, None, None, s)
             recognizer.process_with(bg, None, None, s)
-            _escalate_boxes(recognizer, scene)
-            _sweep_tiles(recognizer, scene, s)
+            image = recognizer.features.frame_image(to_gray(scene))
+            _escalate_boxes(recognizer, image)
+            _sweep_tiles(recognizer, image, s)
     finally:
         # The passes' confirmations searched whole boxes at full resolution, which a budget never asks for: their
         # times would keep the unit out (its prior admits it, and the stream's own runs teach it).
@@ -65,14 +66,13 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     collect_in_slack(float("inf"))
 
 
-def _sweep_tiles(recognizer: Any, scene: np.ndarray, step: int | None) -> None:
+def _sweep_tiles(recognizer: Any, image: Any, step: int | None) -> None:
     """The primary extraction on one tile of each grid of the sweep (``SWEEP_GRIDS``) at sampling ``step``, each
     a scheduler unit of a frame without a budget: the cost model learns the extraction across the sizes the
     sweep asks it to predict, not at the whole frame's size alone (with objects tracked, a search predicted
     not to fit is left out, so a prediction learned at one size only would never be corrected)."""
     sched, primary = recognizer.scheduler, recognizer.primary
-    image = recognizer.features.frame_image(to_gray(scene))
-    h, w = scene.shape[:2]
+    h, w = image.host.shape[:2]
     for cols, rows in SWEEP_GRIDS:
         tile = sweep_tiles(w, h, cols, rows)[0]
         px = (tile[2] - tile[0]) * (tile[3] - tile[1])
@@ -84,12 +84,12 @@ def _sweep_tiles(recognizer: Any, scene: np.ndarray, step: int | None) -> None:
         )  # fmt: skip
 
 
-def _escalate_boxes(recognizer: Any, scene: np.ndarray) -> None:
-    """The escalation of each secondary detector kind on centred boxes of :data:`ESCALATION_SHARES` of
-    ``scene``, each a scheduler unit of a frame without a budget (the cost model learns it)."""
+def _escalate_boxes(recognizer: Any, image: Any) -> None:
+    """The escalation of each secondary detector kind on centred boxes of :data:`ESCALATION_SHARES` of the
+    frame ``image`` (a :class:`~objrec.features.extract.FrameImage`), each a scheduler unit of a frame without
+    a budget (the cost model learns it)."""
     looks, sched = recognizer.looks, recognizer.scheduler
-    image = recognizer.features.frame_image(to_gray(scene))
-    h, w = scene.shape[:2]
+    h, w = image.host.shape[:2]
     for kind in looks.kinds[1:]:
         for share in ESCALATION_SHARES:
             bw, bh = int(w * np.sqrt(share)), int(h * np.sqrt(share))
