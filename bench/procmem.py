@@ -43,12 +43,16 @@ class Sampled:
         The largest ``RssAnon`` seen, in kB.
     samples : int
         How many times ``RssAnon`` was read while the child ran.
+    cpu_s : float
+        The child's CPU time, user plus system, all its threads (``wait4``'s resource usage): on a machine
+        shared with other work, the figure that does not depend on how much of a core the child got.
     """
 
     returncode: int
     wall_s: float
     peak_rss_anon_kb: int
     samples: int
+    cpu_s: float
 
     @property
     def peak_rss_anon_mb(self) -> float:
@@ -62,18 +66,30 @@ def run_sampled(
     """Run ``cmd`` to its end, reading the child's ``RssAnon`` every ``interval_s`` seconds (20 Hz by default).
 
     The child's stdout and stderr go to ``log`` (appended), or are discarded. A peak shorter than one interval
-    can be missed; allocations that matter for a bound on memory last longer than that.
+    can be missed; allocations that matter for a bound on memory last longer than that. When this process is
+    interrupted while it waits, the child is terminated before the exception goes on, so no stage keeps
+    running after its benchmark has stopped.
     """
     out = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     try:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
         peak = n = 0
-        while proc.poll() is None:
-            peak = max(peak, rss_anon_kb(proc.pid))
-            n += 1
-            time.sleep(interval_s)
-        return Sampled(proc.returncode, time.perf_counter() - t0, peak, n)
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                peak = max(peak, rss_anon_kb(proc.pid))
+                n += 1
+                time.sleep(interval_s)
+        except BaseException:  # interrupted (Ctrl-C, a SIGTERM turned into SystemExit): the child goes too
+            proc.terminate()
+            proc.wait()
+            raise
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return Sampled(proc.returncode, wall, peak, n, usage.ru_utime + usage.ru_stime)
     finally:
         if log:
             out.close()

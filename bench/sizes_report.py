@@ -24,22 +24,25 @@ def _fmt(v, spec: str = "") -> str:
     return "-" if v is None else format(v, spec)
 
 
+#: Columns of the per-size table: heading and the cells' (stage, field, format), joined by " / ".
+MEMORY_COLUMNS = (
+    ("enrol obj/s", (("enrol", "per_s", ".2f"),)),
+    ("enrol CPU s/obj", (("enrol", "cpu_s_per_object", ".3f"),)),
+    ("enrol MiB", (("enrol", "peak_rss_anon_mb", ".0f"),)),
+    ("reindex s", (("reindex", "wall_s", ".1f"),)),
+    ("reindex MiB", (("reindex", "peak_rss_anon_mb", ".0f"),)),
+    ("recognise MiB (none / budget)", (("nobudget", "peak_rss_anon_mb", ".0f"), ("budget", "peak_rss_anon_mb", ".0f"))),
+    ("KB per object", (("disk", "kb_per_object", ".1f"),)),
+    ("open+ready s (cold / warm)", (("nobudget", "open_ready_cold_s", ".2f"), ("open", "open_ready_warm_s", ".2f"))),
+)
+
+
 def memory_rows(state: dict) -> list[str]:
     """One markdown row per size: enrolment rate, peak RssAnon per stage, disk per object, open + ready."""
-    lines = [
-        "| N | enrol obj/s | enrol MiB | reindex s | reindex MiB | recognise MiB (none / budget) | KB per object "
-        "| open+ready s (cold / warm) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    lines = ["| N | " + " | ".join(h for h, _ in MEMORY_COLUMNS) + " |", "| --- " * (len(MEMORY_COLUMNS) + 1) + "|"]
     for n, r in sorted(state["sizes"].items(), key=lambda kv: int(kv[0])):
-        lines.append(
-            f"| {n} | {_fmt(_get(r, 'enrol', 'per_s'), '.2f')} | {_fmt(_get(r, 'enrol', 'peak_rss_anon_mb'), '.0f')} "
-            f"| {_fmt(_get(r, 'reindex', 'wall_s'), '.1f')} | {_fmt(_get(r, 'reindex', 'peak_rss_anon_mb'), '.0f')} "
-            f"| {_fmt(_get(r, 'nobudget', 'peak_rss_anon_mb'), '.0f')} / "
-            f"{_fmt(_get(r, 'budget', 'peak_rss_anon_mb'), '.0f')} | {_fmt(_get(r, 'disk', 'kb_per_object'), '.1f')} "
-            f"| {_fmt(_get(r, 'nobudget', 'open_ready_cold_s'), '.2f')} / "
-            f"{_fmt(_get(r, 'open', 'open_ready_warm_s'), '.2f')} |"
-        )
+        cells = [" / ".join(_fmt(_get(r, st, f), spec) for st, f, spec in cell) for _, cell in MEMORY_COLUMNS]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -57,8 +60,9 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
                 if not s:
                     continue
                 lat = s["latency_ms"]
+                clock = " (CPU clock)" if _get(r, key, "clock") == "cpu" else ""
                 lines.append(
-                    f"| {n} | {label} | {cache} | {s['found']}/{s['photos']} ({100 * s['found_fraction']:.1f}%) "
+                    f"| {n} | {label}{clock} | {cache} | {s['found']}/{s['photos']} ({100 * s['found_fraction']:.1f}%) "
                     f"| {s['top1']} | {s['photos_with_wrong']} | {lat['p50']:.1f} | {lat['p99']:.1f} "
                     f"| {lat['max']:.1f} | {_fmt(s['late'])} |"
                 )
@@ -66,23 +70,29 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
 
 
 def extrapolate(state: dict, target: int = 100_000) -> dict | None:
-    """Hours to grow the database of the largest measured size to ``target`` objects at that size's enrolment
-    rate, and the seconds of one size's recognition stages at the largest size (the passes do not grow with N
-    where retrieval holds the budget, so they are a lower bound)."""
+    """Hours to enrol ``target`` objects at the largest measured size's rate: at its wall-clock rate, and from
+    its CPU seconds per object on one core given wholly to enrolment (the figure to use when the run shared its
+    core with other work); and the seconds of that size's other stages."""
     done = [(int(n), r) for n, r in state["sizes"].items() if _get(r, "enrol", "per_s")]
     if not done:
         return None
     n, r = max(done, key=lambda t: t[0])
-    rate = r["enrol"]["per_s"]
+    rate, cpu = r["enrol"]["per_s"], r["enrol"].get("cpu_s_per_object")
     passes = sum(_get(r, k, "wall_s", default=0) for k in ("reindex", "nobudget", "budget", "open"))
     return {
         "from_size": n,
         "enrol_per_s": rate,
         "enrol_hours_to_target": round((target - n) / rate / 3600, 2),
         "enrol_hours_from_empty": round(target / rate / 3600, 2),
+        "enrol_cpu_hours_one_core": round(target * cpu / 3600, 2) if cpu else None,
         "other_stages_s_at_from_size": round(passes, 1),
         "target": target,
     }
+
+
+def r_last(state: dict, ext: dict) -> dict:
+    """The row of the size an extrapolation starts from."""
+    return state["sizes"][str(ext["from_size"])]
 
 
 def write_report(out: Path, state: dict, budget_ms: float) -> None:
@@ -98,7 +108,9 @@ def write_report(out: Path, state: dict, budget_ms: float) -> None:
         lines.append(
             f"At the enrolment rate measured at N={ext['from_size']} ({ext['enrol_per_s']:.2f} objects/s), "
             f"{ext['target']:,} objects take {ext['enrol_hours_from_empty']:.1f} h of enrolment from empty "
-            f"({ext['enrol_hours_to_target']:.1f} h from this size)."
+            f"({ext['enrol_hours_to_target']:.1f} h from this size); at its CPU time per object "
+            f"({_fmt(_get(r_last(state, ext), 'enrol', 'cpu_s_per_object'), '.3f')} s), "
+            f"{_fmt(ext['enrol_cpu_hours_one_core'], '.1f')} h on one core of its own."
         )
     (out / "sizes.md").write_text("\n".join(lines) + "\n")
     plot(state, out / "sizes.png", budget_ms)
