@@ -22,7 +22,10 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
   with a wrong detection, latency p50/p90/p99/max, late photos (``--clock cpu`` times frames and the budget by
   the process's CPU time, for a machine shared with other work: then a cold read's wait does not count);
 * ``open``: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process on a warm page cache;
-* ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos.
+* ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos;
+* ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from the database, the index
+  brought up to date, one pass with no budget: photos with a detection, every one wrong; then ``restore``
+  enrols the covers again (they now come last in the database) and updates the index.
 
 Every stage's result is kept in ``--out/state.json`` as soon as it is measured, and a rerun skips what is done:
 an interrupted run is continued by running the same command again. An interrupted enrolment resumes where it
@@ -170,6 +173,7 @@ class Run:
         a = self.args
         larger = [int(k) for k, v in self.state["sizes"].items() if int(k) > n and "enrol" in v]
         stages = ["enrol", "reindex", "disk", "nobudget", "budget", "open"] + (["anchor"] * (n <= a.anchor_max))
+        stages += ["without", "restore"] * (not a.wrong_sizes or n in a.wrong_sizes)
         if larger and any(s not in row for s in stages):
             print(f"N={n}: the database already holds size {max(larger)}; size {n} is left as it is", flush=True)
             return
@@ -180,6 +184,9 @@ class Run:
                 row[stage] = self.enrol(n)
             elif stage == "reindex":
                 row[stage] = self.reindex(n)
+            elif stage == "restore":  # the covers "without" removed enrolled again, the index brought up to date
+                rec, _ = self.child(n, "restore", ["--items", str(self.out / f"n{n}" / "items.json"), "--chunk", "500"])
+                row[stage] = {**rec, "reindex": self.reindex(n)}
             elif stage == "disk":
                 d = disk_bytes(self.db)
                 objects = row["enrol"]["objects"] or n
@@ -225,6 +232,13 @@ def run_child(args: argparse.Namespace) -> None:
     elif args.child in ("nobudget", "budget"):
         budget = args.budget_ms if args.child == "budget" else None
         ch.recognise(out / "db", photos(data, args.photos), args.side, budget, result, args.clock == "cpu")
+    elif args.child == "restore":
+        ch.enrol(out / "db", Path(args.items), out / f"n{args.size}" / "restore.jsonl", args.chunk)
+    elif args.child == "without":
+        from objrec.datasets import load_catalogue
+
+        covers = sorted({lab for _, lab, _ in load_catalogue(data / "smvs_dvd").queries if lab is not None})
+        ch.without(out / "db", photos(data, args.photos), args.side, covers, result)
     elif args.child == "open":
         ch.open_ready(out / "db", result)
     elif args.child == "anchor":
@@ -248,6 +262,11 @@ def main() -> None:
         help="time recognition by the wall clock (the figures to report) or the process's CPU time (a shared machine)",
     )
     p.add_argument("--anchor-max", type=int, default=1000, help="largest size the anchor is measured at")
+    p.add_argument(
+        "--wrong-sizes",
+        default="",
+        help="sizes at which wrong detections are measured without the photos' covers (default: every size)",
+    )
     p.add_argument("--chunk", type=int, default=500, help="objects per enroll_many call (a resume point)")
     p.add_argument("--seed", type=int, default=0, help="series of the generated distractors")
     p.add_argument("--vtest-step", type=int, default=5, help="every k-th vtest.avi frame is a distractor")
@@ -260,6 +279,7 @@ def main() -> None:
         run_child(args)
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated: rerun the same command to continue"))
+    args.wrong_sizes = {int(x) for x in args.wrong_sizes.split(",") if x}
     run = Run(args)
     run.out.mkdir(parents=True, exist_ok=True)
     print("command:", run.state["argv"][-1])

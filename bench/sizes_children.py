@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from procmem import drop_page_cache, rss_anon_kb, thread_report, tree_files
 
-__all__ = ["warm_kernels", "enrol", "recognise", "open_ready", "anchor", "pass_summary"]
+__all__ = ["warm_kernels", "enrol", "recognise", "without", "open_ready", "anchor", "pass_summary"]
 
 
 def warm_kernels() -> None:
@@ -135,6 +135,28 @@ def recognise(
     }
     doc["cold"] = _one_pass(rec, photos, side, budget_ms)
     doc["warm"] = _one_pass(rec, photos, side, budget_ms)
+    result.write_text(json.dumps(doc, indent=1))
+
+
+def without(db_path: Path, photos: list[tuple[str, str]], side: int, covers: list[str], result: Path) -> None:
+    """Wrong detections with the photos' covers absent: the ``covers`` removed from the database (``ModelDB.remove``,
+    then ``objrec db reindex``), one pass of a ``Recognizer`` with no budget; every detection is a wrong one.
+    The benchmark enrols the covers again afterwards."""
+    import subprocess
+    import sys
+
+    from objrec import ModelDB, Recognizer
+
+    db = ModelDB.open(db_path)
+    present = [c for c in covers if c in db]
+    if present:
+        db.remove(present)
+    cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(db_path), "--json"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    warm_kernels()
+    rec = Recognizer(ModelDB.open(db_path), budget_ms=None, prefilter=None, track=False)
+    rec.warmup((480, 640))
+    doc = {"objects": len(rec.db), "removed": len(present), "warm": _one_pass(rec, photos, side, None)}
     result.write_text(json.dumps(doc, indent=1))
 
 

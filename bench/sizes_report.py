@@ -52,7 +52,12 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
         "| N | recognizer | cache | found | top-1 | photos with a wrong detection | p50 ms | p99 ms | max ms | late |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    labels = (("nobudget", "objrec, no budget"), ("budget", f"objrec, {budget_ms:g} ms"), ("anchor", "anchor"))
+    labels = (
+        ("nobudget", "objrec, no budget"),
+        ("budget", f"objrec, {budget_ms:g} ms"),
+        ("anchor", "anchor"),
+        ("without", "objrec, no budget, covers 001-050 removed"),
+    )
     for n, r in sorted(state["sizes"].items(), key=lambda kv: int(kv[0])):
         for key, label in labels:
             for cache in ("cold", "warm"):
