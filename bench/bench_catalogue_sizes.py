@@ -7,6 +7,9 @@ varied fonts and layouts, crops of several photos tiled into one object, warped 
 into ``--cache``. One database, ``--out/db``, is grown through the sizes (smallest first), so a larger size
 reuses the enrolment of the smaller ones. The photos are those of ``smvs_dvd/queries`` (200 phone photos of
 covers 001-050; ``--photos`` takes fewer, evenly spread), resized to ``--query-side`` (640) px on the long side.
+Objects are enrolled at their files' sizes: SMVS references 500x500, ``dvd_covers`` about 270x400,
+``ukbench_small`` about 150-320 px, UKBench 640x480, Oxford 765-1000 px wide, COIL-100 128x128, ``vtest``
+frames 768x576, generated objects 220-600 px wide.
 
 Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` of the child, read from
 ``/proc`` at about 20 Hz; pages of memory-mapped database files do not count) sampled by this process:

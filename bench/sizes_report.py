@@ -77,7 +77,8 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
 def extrapolate(state: dict, target: int = 100_000) -> dict | None:
     """Hours to enrol ``target`` objects at the largest measured size's rate: at its wall-clock rate, and from
     its CPU seconds per object on one core given wholly to enrolment (the figure to use when the run shared its
-    core with other work); and the seconds of that size's other stages."""
+    core with other work); the seconds of that size's other stages, and its index build's seconds per object
+    (a whole rebuild at the target size, if the build time grows in proportion)."""
     done = [(int(n), r) for n, r in state["sizes"].items() if _get(r, "enrol", "per_s")]
     if not done:
         return None
@@ -91,6 +92,7 @@ def extrapolate(state: dict, target: int = 100_000) -> dict | None:
         "enrol_hours_from_empty": round(target / rate / 3600, 2),
         "enrol_cpu_hours_one_core": round(target * cpu / 3600, 2) if cpu else None,
         "other_stages_s_at_from_size": round(passes, 1),
+        "reindex_s_per_object": round(_get(r, "reindex", "wall_s", default=0) / n, 4),
         "target": target,
     }
 
