@@ -149,6 +149,7 @@ def plot(state: dict, path: Path, budget_ms: float) -> None:
         if pts:
             ax[2].plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
     ax[1].axhline(budget_ms, color="grey", lw=0.8)
+    ax[1].set_yscale("log")
     titles = ("found (% of photos)", "p99 latency (ms)", "peak RssAnon (MiB)")
     for a, title in zip(ax, titles, strict=True):
         a.set_xscale("log")
