@@ -138,6 +138,10 @@ class Run:
             self.state["skip"] += new
         enrolled, seconds = sum(s["enrolled"] for s in segs), sum(s["seconds"] for s in segs)
         cpu = sum(s.get("cpu_s", 0.0) for s in segs)
+        sources: dict[str, int] = {}
+        for seg in segs:
+            for k, v in seg.get("sources", {}).items():
+                sources[k] = sources.get(k, 0) + v
         objects = segs[-1]["objects"] if segs else None
         return {
             "objects": objects,
@@ -145,6 +149,7 @@ class Run:
             "seconds": round(seconds, 2),
             "per_s": round(enrolled / seconds, 3) if seconds else None,
             "cpu_s_per_object": round(cpu / enrolled, 4) if enrolled else None,
+            "sources": sources,
             "peak_rss_anon_mb": peak,
             "wall_s": round(wall, 1),
             "failed": [f for s in segs for f in s["failed"]],

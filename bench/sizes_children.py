@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +34,8 @@ def warm_kernels() -> None:
 def enrol(db_path: Path, items_file: Path, segments: Path, chunk: int) -> None:
     """Enrol the listed (name, path) objects missing from the database (created when absent) with
     ``ModelDB.enroll_many``, ``chunk`` objects per call; after each call one JSON line is appended to
-    ``segments``: objects enrolled, skipped and failed (with reasons), wall and CPU seconds (every thread of this
-    process) and the database's size."""
+    ``segments``: objects enrolled (and how many per source: the name's prefix), skipped and failed (with
+    reasons), wall and CPU seconds (every thread of this process) and the database's size."""
     from objrec import ModelDB
 
     warm_kernels()
@@ -47,6 +48,7 @@ def enrol(db_path: Path, items_file: Path, segments: Path, chunk: int) -> None:
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         doc = {
             "enrolled": len(rep.enrolled),
+            "sources": dict(Counter(name.split("_", 1)[0] for name in rep.enrolled)),
             "skipped": len(rep.skipped),
             "failed": [[f.name, f.reason] for f in rep.failed],
             "seconds": seconds,
