@@ -143,6 +143,8 @@ class Run:
             for k, v in seg.get("sources", {}).items():
                 sources[k] = sources.get(k, 0) + v
         objects = segs[-1]["objects"] if segs else None
+        if objects != n:
+            raise SystemExit(f"N={n}: the database {self.db} holds {objects} objects; start a new --out for this size")
         return {
             "objects": objects,
             "enrolled": enrolled,

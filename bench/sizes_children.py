@@ -41,6 +41,10 @@ def enrol(db_path: Path, items_file: Path, segments: Path, chunk: int) -> None:
     warm_kernels()
     db = ModelDB.create(db_path, exist_ok=True)
     items = [(n, p) for n, p in json.loads(items_file.read_text()) if n not in db]
+    if not items:  # nothing to do: one line all the same, with the database's size
+        doc = {"enrolled": 0, "sources": {}, "skipped": 0, "failed": [], "seconds": 0.0, "cpu_s": 0.0}
+        with open(segments, "a") as f:
+            f.write(json.dumps({**doc, "objects": len(db)}) + "\n")
     for i in range(0, len(items), chunk):
         part = items[i : i + chunk]
         t0, c0 = time.perf_counter(), time.process_time()
