@@ -13,6 +13,17 @@ one and one database can be grown through the sizes:
    SMVS cover), written to the cache folder as they are needed.
 
 Object names are ``<source>_<stem>`` (``gen_<index>`` for generated objects), unique across sources.
+
+References
+----------
+.. [1] Chandrasekhar, V. et al. "The Stanford Mobile Visual Search data set." ACM MMSys 2011.
+       https://doi.org/10.1145/1943552.1943568
+.. [2] Nistér, D. and Stewénius, H. "Scalable recognition with a vocabulary tree." CVPR 2006.
+       https://doi.org/10.1109/CVPR.2006.264
+.. [3] Mikolajczyk, K. et al. "A comparison of affine region detectors." IJCV 65, 2005.
+       https://doi.org/10.1007/s11263-005-3848-x
+.. [4] Nene, S. A., Nayar, S. K. and Murase, H. "Columbia Object Image Library (COIL-100)." Technical report
+       CUCS-006-96, Columbia University, 1996.
 """
 
 from __future__ import annotations
@@ -75,8 +86,28 @@ def real_distractors(data: Path, cache: Path, vtest_step: int = 5) -> list[tuple
 def catalogue_items(
     data: Path, cache: Path, n: int, seed: int = 0, vtest_step: int = 5, skip: set[str] | frozenset = frozenset()
 ) -> list[tuple[str, str]]:
-    """The first ``n`` objects of the sequence as (name, image path), leaving out the names in ``skip`` (images
-    that cannot be enrolled) and taking the next ones instead; generated objects are written as needed."""
+    """The first ``n`` objects of the sequence as (name, image path); generated objects are written as needed.
+
+    Parameters
+    ----------
+    data : Path
+        The shared data folder.
+    cache : Path
+        Folder for the vtest frames and generated objects (``gen_<seed>``), reused by every call.
+    n : int
+        How many objects.
+    seed : int
+        The series of the generated objects.
+    vtest_step : int
+        Every ``vtest_step``-th frame of ``vtest.avi`` is a distractor.
+    skip : set of str
+        Names left out (images that could not be enrolled); the next objects take their places.
+
+    Returns
+    -------
+    list of (str, str)
+        Object name and image path, the catalogue of size ``n``; a prefix of that of any larger size.
+    """
     refs = [(name, Path(path)) for name, path in load_catalogue(data / "smvs_dvd").references]
     real = real_distractors(data, cache, vtest_step)
     items = [(name, p) for name, p in refs + real if name not in skip][:n]

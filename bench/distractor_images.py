@@ -212,6 +212,26 @@ def distractor(index: int, seed: int, sources: list[Path]) -> np.ndarray:
 def write_distractors(out: Path, n: int, sources: list[Path], seed: int = 0, quality: int = 90) -> list[Path]:
     """The paths of generated objects ``0 .. n-1`` in ``out`` (``gen<index>.jpg``, JPEG), writing those missing.
 
+    Parameters
+    ----------
+    out : Path
+        The cache folder (made when absent).
+    n : int
+        How many objects, from index 0.
+    sources : list of Path
+        Photos that tiles and warps are cut from.
+    seed : int
+        The series: object ``i`` of series ``seed`` is always the same image.
+    quality : int
+        JPEG quality.
+
+    Returns
+    -------
+    list of Path
+        ``n`` paths, in index order.
+
+    Notes
+    -----
     Each file is written under a temporary name and renamed, so an interrupted run leaves no partial image and
     a rerun writes only what is missing."""
     out = Path(out)

@@ -65,6 +65,26 @@ def run_sampled(
 ) -> Sampled:
     """Run ``cmd`` to its end, reading the child's ``RssAnon`` every ``interval_s`` seconds (20 Hz by default).
 
+    Parameters
+    ----------
+    cmd : list of str
+        The child's command line.
+    log : Path, optional
+        File the child's stdout and stderr are appended to (discarded without one).
+    interval_s : float
+        Seconds between two readings of ``/proc/PID/status``.
+    cwd : Path, optional
+        The child's working directory.
+    env : dict, optional
+        The child's environment (default: this process's).
+
+    Returns
+    -------
+    Sampled
+        Exit status, wall and CPU seconds, the peak ``RssAnon`` and the number of readings.
+
+    Notes
+    -----
     The child's stdout and stderr go to ``log`` (appended), or are discarded. A peak shorter than one interval
     can be missed; allocations that matter for a bound on memory last longer than that. When this process is
     interrupted while it waits, the child is terminated before the exception goes on, so no stage keeps
@@ -101,8 +121,20 @@ def tree_files(path: Path) -> list[Path]:
 
 
 def drop_page_cache(paths: list[Path]) -> int:
-    """Drop each file's pages from the page cache (``posix_fadvise(POSIX_FADV_DONTNEED)``); the bytes asked.
+    """Drop each file's pages from the page cache (``posix_fadvise(POSIX_FADV_DONTNEED)``).
 
+    Parameters
+    ----------
+    paths : list of Path
+        Regular files (every file of a database, :func:`tree_files`).
+
+    Returns
+    -------
+    int
+        The files' total size in bytes.
+
+    Notes
+    -----
     Only these files are dropped, not the machine's whole cache. Dirty pages are written first (``fsync``),
     since the kernel drops only clean ones. Pages that a running process has mapped stay resident, so a process
     that is to read the files cold opens them after this call.
