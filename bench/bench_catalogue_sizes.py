@@ -1,33 +1,44 @@
-"""Catalogue scale versus the number of enrolled objects, with the anchor measured in the same run.
+"""Catalogue scale versus the number of enrolled objects, up to 100,000, resumable stage by stage.
 
-For each size N (``--sizes``) the catalogue is the 100 SMVS DVD references followed by distractors, taken in
-this order until there are N objects: the 234 ``dvd_covers``, the 1692 ``ukbench_small`` thumbnails, then the
-generated objects of ``--generated DIR`` (written by ``bench/make_distractors.py``; none shows an SMVS
-cover). The photos are the 200 of ``smvs_dvd/queries``, 640 px on the long side.
-Every measurement runs in its own process (``objrec eval catalogue:``), one after the other:
+The catalogue of size N is the first N objects of one fixed sequence (``bench/catalogue_plan.py``): the 100
+SMVS DVD references, the real distractors (``dvd_covers``, ``ukbench_small``, ``ukbench``, Oxford affine,
+COIL-100, ``vtest.avi`` frames), then generated objects (``bench/distractor_images.py``: generated covers in
+varied fonts and layouts, crops of several photos tiled into one object, warped crops) written as JPEG files
+into ``--cache``. One database, ``--out/db``, is grown through the sizes (smallest first), so a larger size
+reuses the enrolment of the smaller ones. The photos are those of ``smvs_dvd/queries`` (200 phone photos of
+covers 001-050; ``--photos`` takes fewer, evenly spread), resized to ``--query-side`` (640) px on the long side.
+Objects are enrolled at their files' sizes: SMVS references 500x500, ``dvd_covers`` about 270x400,
+``ukbench_small`` about 150-320 px, UKBench 640x480, Oxford 765-1000 px wide, COIL-100 128x128, ``vtest``
+frames 768x576, generated objects 220-600 px wide.
 
-* ``objrec``, no budget, ``objrec`` with ``--budget-ms``, and with ``--coarse`` ``objrec-coarse`` (SURF
-  sampling frames every other pixel) with no budget: found (label among the detections), top-1,
-  wrong detections, latency p50/p99, deadline misses, and the peak resident memory of the recognising
-  process (``os.wait4``; the database is built beforehand in another process);
-* the anchor (``findobj``: OpenCV SIFT, one FLANN kd-tree over every reference) up to ``--anchor-max``
-  objects;
-* wrong detections at ``--wrong-sizes``: the photos against the same catalogue less covers 001-050
-  (``--without-query-objects``);
-* opening: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process once its imports are done and
-  its kernels loaded (page cache warm from the runs before);
-* the database's size on disk.
+Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` of the child, read from
+``/proc`` at about 20 Hz; pages of memory-mapped database files do not count) sampled by this process:
 
-Enrolment (``--enrol-images``, default 200), measured after the sizes (a child's peak RSS starts from its
-parent's at the fork, so this process stays small while they run): that many images (SMVS references, then
-DVD covers), resized to 500x500, enrolled with ``ModelDB.enroll_many`` (default detectors and workers),
-against the anchor's own enrolment in the same process (OpenCV SIFT on each image plus building its FLANN
-kd-tree).
+* ``enrol``: the objects missing from the database enrolled with ``ModelDB.enroll_many`` (default detectors
+  and threads), ``--chunk`` objects per call: objects per second over this size's increment;
+* ``reindex``: ``objrec db reindex --db DB``: wall time and peak memory;
+* ``disk``: every file of the database counted, per object and per file suffix;
+* ``recognise`` once with no budget and once with ``--budget-ms``: every database file dropped from the page
+  cache (``posix_fadvise(POSIX_FADV_DONTNEED)`` on each, not the machine's whole cache), then ``ModelDB.open``
+  plus a ready ``Recognizer`` (timed: open + ready, cold), its warm-up on a synthetic 640x480 frame, a ``cold``
+  pass over the photos and a ``warm`` pass right after: found (the label among the detections), top-1, photos
+  with a wrong detection, latency p50/p90/p99/max, late photos (``--clock cpu`` times frames and the budget by
+  the process's CPU time, for a machine shared with other work: then a cold read's wait does not count);
+* ``open``: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process on a warm page cache;
+* ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos;
+* ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from the database, the index
+  brought up to date, one pass with no budget: photos with a detection, every one wrong; then ``restore``
+  enrols the covers again (they now come last in the database) and updates the index.
 
-Writes ``--out/sizes.json``, ``sizes.md`` and ``sizes.png`` (found, latency and memory versus N). Databases
-are kept in ``--out/n<N>/`` and reused by a rerun.
+Every stage's result is kept in ``--out/state.json`` as soon as it is measured, and a rerun skips what is done:
+an interrupted run is continued by running the same command again. An interrupted enrolment resumes where it
+stopped (its rate counts every chunk committed, from ``--out/n<N>/enrol.jsonl``); its peak memory is the
+largest of the runs that ended. A size smaller than the database already is cannot be measured any more
+(its rows are kept if they were). Writes ``sizes.json``, ``sizes.md`` and ``sizes.png`` in ``--out`` after
+every stage.
 
-    python bench/bench_catalogue_sizes.py --out /tmp/sizes --sizes 100,334,1000 [--generated DIR --sizes ...,10000]
+    taskset -c 1 python bench/bench_catalogue_sizes.py --out /tmp/sizes --cache /tmp/objrec-distractors \
+        --sizes 100,500,2000 [--budget-ms 33] [--photos 200] [--anchor-max 1000]
 """
 
 from __future__ import annotations
@@ -35,18 +46,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
+import shlex
+import signal
 import sys
-import tempfile
-import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-SOURCES = ("dvd_covers", "ukbench_small")
+from procmem import disk_bytes, run_sampled, thread_report  # noqa: E402
+from sizes_report import write_report  # noqa: E402
+
+STATE = "state.json"
 
 
 def data_root(arg: str | None) -> Path:
@@ -54,277 +65,238 @@ def data_root(arg: str | None) -> Path:
     for c in [Path(arg)] if arg else [Path(env)] if env else [ROOT.parent / "shared" / "data"]:
         if (c / "smvs_dvd" / "queries").is_dir():
             return c
-    sys.exit("shared data (smvs_dvd/) not found; pass --data")
+    sys.exit("shared data (smvs_dvd/) not found; pass --data or set OBJREC_SHARED_DATA")
 
 
-def _images(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
-
-
-def distractor_dirs(data: Path, generated: Path | None, n: int, work: Path) -> list[Path]:
-    """Folders holding the first ``n`` distractors: whole source folders, or a folder of links to the first
-    images of one, named as its source so that the objects keep their names and paths."""
-    sources = [data / s for s in SOURCES] + ([generated] if generated else [])
-    out = []
-    for src in sources:
-        if n <= 0:
-            break
-        imgs = _images(src)
-        if n >= len(imgs):
-            out.append(src)
-        else:
-            part = work / "subsets" / f"{n}" / src.name
-            if not part.is_dir():
-                part.mkdir(parents=True)
-                for p in imgs[:n]:
-                    (part / p.name).symlink_to(p.resolve())
-            out.append(part)
-        n -= len(imgs)
-    if n > 0:
-        sys.exit(f"not enough distractors for this size ({n} short): pass --generated DIR (bench/make_distractors.py)")
-    return out
-
-
-def run_measured(cmd: list[str], log: Path) -> tuple[int, float, float]:
-    """Run ``cmd`` with its output in ``log``; returns (exit status, wall seconds, peak RSS in MiB)."""
-    t0 = time.perf_counter()
-    with open(log, "w") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-        _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    rss = usage.ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10)
-    return p.returncode, time.perf_counter() - t0, rss
-
-
-def eval_cmd(data: Path, dirs: list[Path], out: Path, args, extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "objrec", "eval", f"catalogue:{data / 'smvs_dvd'}", "--out", str(out)]
-    for d in dirs:
-        cmd += ["--distractors", str(d)]
-    return cmd + ["--no-progress", "--no-plots"] + extra
-
-
-def summary(out: Path, detector: str) -> dict:
-    rep = json.loads((out / "report.json").read_text())
-    return rep["catalogue"]["summary"][detector]
-
-
-def build(data: Path, dirs: list[Path], out: Path, without: bool) -> Path:
-    """Build (or reuse) the database an ``objrec eval catalogue:`` run with these arguments uses."""
+def photos(data: Path, k: int | None) -> list[tuple[str, str]]:
+    """(path, label) of the labelled SMVS photos, ``k`` of them evenly spread when given."""
     from objrec.datasets import load_catalogue
-    from objrec.evaluation.kinds.catalogue import build_database, catalogue_objects
 
-    cfg = SimpleNamespace(distractors=[str(d) for d in dirs], without_query_objects=without)
-    objects = catalogue_objects(cfg, load_catalogue(data / "smvs_dvd"))
-    out.mkdir(parents=True, exist_ok=True)
-    return Path(build_database(out, objects, progress=True).path)
-
-
-OPEN_SNIPPET = """
-import json, sys, tempfile, time
-import faiss
-from objrec import ModelDB, Recognizer
-from objrec.data import synthetic_cover
-tmp = tempfile.TemporaryDirectory()
-small = ModelDB.create(tmp.name + "/db")
-small.enroll("warm", synthetic_cover(0, (200, 300)))
-Recognizer(small, budget_ms=33, prefilter=None, track=False)  # imports and kernel loading outside the timing
-t = time.perf_counter()
-rec = Recognizer(ModelDB.open(sys.argv[1]), budget_ms=33, prefilter=None, track=False)
-print(json.dumps({"open_ready_s": time.perf_counter() - t}))
-"""
+    qs = [(str(p), lab) for p, lab, _ in load_catalogue(data / "smvs_dvd").queries if lab is not None]
+    if k and k < len(qs):
+        qs = [qs[int(i * len(qs) / k)] for i in range(k)]
+    return qs
 
 
-def open_ready(db: Path) -> dict:
-    res = subprocess.run([sys.executable, "-c", OPEN_SNIPPET, str(db)], capture_output=True, text=True, cwd=ROOT)
-    if res.returncode:
-        return {"error": res.stderr.strip().splitlines()[-1:]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+class Run:
+    """One benchmark run: its arguments, the state file and the database grown through the sizes."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out).resolve()
+        self.db = self.out / "db"
+        self.data = data_root(args.data)
+        self.cache = Path(args.cache).resolve()
+        path = self.out / STATE
+        self.state = json.loads(path.read_text()) if path.exists() else {"sizes": {}, "skip": [], "argv": []}
+        self.state["argv"].append(shlex.join([sys.executable, *sys.argv]))
+
+    def save(self) -> None:
+        tmp = self.out / (STATE + ".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1))
+        os.replace(tmp, self.out / STATE)
+        write_report(self.out, self.state, self.args.budget_ms)
+
+    def child(self, n: int, stage: str, extra: list[str]) -> tuple[dict, Path]:
+        """Run one stage of this script in a child process, its memory sampled; (its record, its result file)."""
+        work = self.out / f"n{n}"
+        work.mkdir(parents=True, exist_ok=True)
+        result = work / f"{stage}.json"
+        result.unlink(missing_ok=True)
+        cmd = [sys.executable, __file__, "--child", stage, "--out", str(self.out), "--data", str(self.data)]
+        cmd += ["--cache", str(self.cache), "--result", str(result), "--size", str(n)] + extra
+        s = run_sampled(cmd, work / f"{stage}.log", cwd=ROOT)
+        rec = {"wall_s": round(s.wall_s, 2), "cpu_s": round(s.cpu_s, 2), "samples": s.samples}
+        rec["peak_rss_anon_mb"] = round(s.peak_rss_anon_mb, 1)
+        if s.returncode:
+            raise SystemExit(f"N={n} {stage}: exit {s.returncode}; see {work / f'{stage}.log'}")
+        return rec, result
+
+    def items(self, n: int) -> list[tuple[str, str]]:
+        from catalogue_plan import catalogue_items
+
+        a = self.args
+        return catalogue_items(self.data, self.cache, n, a.seed, a.vtest_step, set(self.state["skip"]))
+
+    def enrol(self, n: int) -> dict:
+        """Grow the database to the first ``n`` objects; images that fail are skipped for good (the next ones
+        are taken). The rate counts every chunk committed for this size, over interruptions."""
+        work = self.out / f"n{n}"
+        work.mkdir(parents=True, exist_ok=True)
+        segments, peak, wall = work / "enrol.jsonl", 0.0, 0.0
+        for _ in range(5):
+            items_file = work / "items.json"
+            items_file.write_text(json.dumps(self.items(n)))
+            rec, _ = self.child(n, "enrol", ["--items", str(items_file), "--chunk", str(self.args.chunk)])
+            peak, wall = max(peak, rec["peak_rss_anon_mb"]), wall + rec["wall_s"]
+            segs = [json.loads(line) for line in segments.read_text().splitlines()] if segments.exists() else []
+            failed = [name for s in segs for name, _ in s["failed"]]
+            new = sorted(set(failed) - set(self.state["skip"]))
+            if not new:
+                break
+            print(f"N={n}: {len(new)} image(s) could not be enrolled, taking the next ones", flush=True)
+            self.state["skip"] += new
+        enrolled, seconds = sum(s["enrolled"] for s in segs), sum(s["seconds"] for s in segs)
+        cpu = sum(s.get("cpu_s", 0.0) for s in segs)
+        sources: dict[str, int] = {}
+        for seg in segs:
+            for k, v in seg.get("sources", {}).items():
+                sources[k] = sources.get(k, 0) + v
+        objects = segs[-1]["objects"] if segs else None
+        if objects != n:
+            raise SystemExit(f"N={n}: the database {self.db} holds {objects} objects; start a new --out for this size")
+        return {
+            "objects": objects,
+            "enrolled": enrolled,
+            "seconds": round(seconds, 2),
+            "per_s": round(enrolled / seconds, 3) if seconds else None,
+            "cpu_s_per_object": round(cpu / enrolled, 4) if enrolled else None,
+            "sources": sources,
+            "peak_rss_anon_mb": peak,
+            "wall_s": round(wall, 1),
+            "failed": [f for s in segs for f in s["failed"]],
+        }
+
+    def reindex(self, n: int) -> dict:
+        """``objrec db reindex`` in its own process, its memory sampled."""
+        work = self.out / f"n{n}"
+        log = work / "reindex.log"
+        log.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(self.db), "--json"]
+        s = run_sampled(cmd, log, cwd=ROOT)
+        if s.returncode:
+            raise SystemExit(f"N={n} reindex: exit {s.returncode}; see {log}")
+        text = log.read_text()
+        doc = json.loads(text[text.index("{") :]) if "{" in text else {}
+        return {
+            "wall_s": round(s.wall_s, 2),
+            "cpu_s": round(s.cpu_s, 2),
+            "peak_rss_anon_mb": round(s.peak_rss_anon_mb, 1),
+            "kinds": doc.get("kinds"),
+            "indexes": doc.get("indexes"),
+        }
+
+    def size(self, n: int) -> None:
+        """Every stage of size ``n`` not measured yet."""
+        row = self.state["sizes"].setdefault(str(n), {})
+        a = self.args
+        larger = [int(k) for k, v in self.state["sizes"].items() if int(k) > n and "enrol" in v]
+        stages = ["enrol", "reindex", "disk", "nobudget", "budget", "open"] + (["anchor"] * (n <= a.anchor_max))
+        stages += ["without", "restore"] * (not a.wrong_sizes or n in a.wrong_sizes)
+        if larger and any(s not in row for s in stages):
+            print(f"N={n}: the database already holds size {max(larger)}; size {n} is left as it is", flush=True)
+            return
+        todo = [s for s in stages if s not in row]
+        for stage in todo:
+            print(f"N={n} {stage} ...", flush=True)
+            if stage == "enrol":
+                row[stage] = self.enrol(n)
+            elif stage == "reindex":
+                row[stage] = self.reindex(n)
+            elif stage == "restore":  # the covers "without" removed enrolled again, the index brought up to date
+                rec, _ = self.child(n, "restore", ["--items", str(self.out / f"n{n}" / "items.json"), "--chunk", "500"])
+                row[stage] = {**rec, "reindex": self.reindex(n)}
+            elif stage == "disk":
+                d = disk_bytes(self.db)
+                objects = row["enrol"]["objects"] or n
+                row[stage] = {"bytes": d, "kb_per_object": round(d["total"] / 1e3 / objects, 1)}
+            else:
+                extra = ["--clock", a.clock] + ([] if stage != "budget" else ["--budget-ms", f"{a.budget_ms:g}"])
+                rec, result = self.child(n, stage, extra + ["--photos", str(a.photos), "--query-side", str(a.side)])
+                row[stage] = {**rec, **json.loads(result.read_text())}
+            print(f"N={n} {stage}: {short(row[stage])}", flush=True)
+            self.save()
 
 
-def disk_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
-
-
-def _linked(out: Path, db: Path) -> Path:
-    """A fresh output folder for one ``objrec eval`` run holding a link to the database built beforehand
-    (the run looks for ``db-<digest>`` in its own folder), so the run recognises only."""
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    (out / db.name).symlink_to(db.resolve(), target_is_directory=True)
-    return out
-
-
-def build_in_child(out: Path, data: Path, dirs: list[Path], without: bool) -> Path:
-    """:func:`build` in a process of its own (so enrolment counts in no measured process); the database."""
-    cmd = [sys.executable, __file__, "--build", str(out), "--data", str(data)] + ["--without"] * without
-    subprocess.run(cmd + [a for d in dirs for a in ("--dirs", str(d))], check=True)
-    return next(out.glob("db-*"))
-
-
-def measure_size(n: int, data: Path, args) -> dict:
-    work = Path(args.out) / f"n{n}"
-    dirs = distractor_dirs(data, args.generated, n - 100, Path(args.out))
-    row: dict = {"n": n}
-    db = build_in_child(work, data, dirs, without=False)
-    row["disk_mb"] = round(disk_mb(db), 1)
-    runs = [
-        ("objrec", "objrec", []),
-        (f"objrec-{args.budget_ms:g}ms", "objrec", ["--budget-ms", f"{args.budget_ms:g}"]),
-    ]
-    if args.coarse:
-        runs.append(("objrec-coarse", "objrec-coarse", []))
-    if n <= args.anchor_max:
-        runs.append(("findobj", "findobj", []))
-    for label, det, extra in runs:
-        out = _linked(work / label, db)
-        rc, wall, rss = run_measured(
-            eval_cmd(data, dirs, out, args, ["--detectors", det] + extra), out.with_suffix(".log")
-        )
-        if rc:
-            row[label] = {"error": f"exit {rc}, see {out.with_suffix('.log')}"}
-            continue
-        s = summary(out, det)
-        s["peak_rss_mb"] = round(rss, 1)
-        s["wall_s"] = round(wall, 1)
-        row[label] = s
-        print(
-            f"N={n} {label}: found {s['found_fraction']:.3f} top-1 {s['top1_fraction']:.3f} wrong {s['wrong']} "
-            f"p50 {s['latency_ms']['p50']:.1f} p99 {s['latency_ms']['p99']:.1f} ms "
-            f"misses {s.get('deadline_misses', '-')} peak RSS {rss:.0f} MiB",
-            flush=True,
-        )
-    if n in args.wrong_sizes:
-        out = work / "without"
-        run_dir = _linked(out / "run", build_in_child(out, data, dirs, without=True))
-        cmd = eval_cmd(data, dirs, run_dir, args, ["--detectors", "objrec", "--without-query-objects"])
-        rc, _, _ = run_measured(cmd, out.with_suffix(".log"))
-        if not rc:
-            s = summary(run_dir, "objrec")
-            row["without"] = {"queries_with_wrong": s["queries_with_wrong"], "n_queries": s["n_queries"]}
-            print(f"N={n} without covers 001-050: {s['queries_with_wrong']}/{s['n_queries']} photos with a detection")
-    row["open"] = open_ready(db)
-    print(f"N={n} open+ready {row['open']}, disk {row['disk_mb']} MB", flush=True)
-    return row
-
-
-def measure_enrolment(data: Path, k: int) -> dict:
-    """Images per second: objrec's enrol_many against the anchor's SIFT plus FLANN kd-tree build."""
-    import cv2
-
-    from objrec import ModelDB
-
-    paths = (_images(data / "smvs_dvd" / "reference") + _images(data / "dvd_covers"))[:k]
-    imgs = [cv2.resize(cv2.imread(str(p)), (500, 500), interpolation=cv2.INTER_AREA) for p in paths]
-    work = Path(tempfile.mkdtemp(prefix="bench-sizes-"))
-    try:
-        db = ModelDB.create(work / "db")
-        db.enroll_many([("warm", imgs[0])], progress=False)  # JIT compilation outside the timing
-        db.remove("warm")
-        t = time.perf_counter()
-        rep = db.enroll_many([(f"o{i}", im) for i, im in enumerate(imgs)], progress=False)
-        objrec_s = time.perf_counter() - t
-        assert not rep.failed, rep.failed
-        sift = cv2.SIFT_create()
-        t = time.perf_counter()
-        descs = [sift.detectAndCompute(cv2.cvtColor(im, cv2.COLOR_BGR2GRAY), None)[1] for im in imgs]
-        flann = cv2.FlannBasedMatcher({"algorithm": 1, "trees": 4}, {"checks": 64})
-        flann.add(descs)
-        flann.train()
-        anchor_s = time.perf_counter() - t
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    out = {"images": len(imgs), "objrec_per_s": len(imgs) / objrec_s, "anchor_per_s": len(imgs) / anchor_s}
-    out["ratio"] = out["objrec_per_s"] / out["anchor_per_s"]
-    print(
-        f"enrolment of {len(imgs)} 500x500 images: objrec {out['objrec_per_s']:.1f}/s, anchor "
-        f"{out['anchor_per_s']:.1f}/s, ratio {out['ratio']:.2f}",
-        flush=True,
+def short(rec: dict) -> str:
+    keys = (
+        "per_s",
+        "cpu_s_per_object",
+        "cpu_s",
+        "peak_rss_anon_mb",
+        "wall_s",
+        "kb_per_object",
+        "open_ready_cold_s",
+        "open_ready_warm_s",
     )
-    return out
-
-
-def write_outputs(rows: list[dict], enrol: dict | None, args) -> None:
-    out = Path(args.out)
-    (out / "sizes.json").write_text(json.dumps({"sizes": rows, "enrolment": enrol, "argv": sys.argv}, indent=1))
-    b = f"objrec-{args.budget_ms:g}ms"
-    lines = [
-        "| N | detector | found | top-1 | p50 ms | p99 ms | misses | peak RSS MiB | open+ready s | disk MB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        for label in ("objrec", b, "objrec-coarse", "findobj"):
-            s = r.get(label)
-            if not s or "error" in s:
-                continue
-            lat = s["latency_ms"]
-            lines.append(
-                f"| {r['n']} | {label} | {s['found_fraction']:.3f} | {s['top1_fraction']:.3f} | {lat['p50']:.1f} | "
-                f"{lat['p99']:.1f} | {s.get('deadline_misses', '-')} | {s['peak_rss_mb']:.0f} | "
-                f"{r['open'].get('open_ready_s', float('nan')):.2f} | {r['disk_mb']:.0f} |"
+    parts = [f"{k} {rec[k]}" for k in keys if k in rec]
+    for p in ("cold", "warm"):
+        if p in rec:
+            s = rec[p]
+            parts.append(
+                f"{p}: found {s['found']}/{s['photos']} p50 {s['latency_ms']['p50']} p99 "
+                f"{s['latency_ms']['p99']} late {s['late']}"
             )
-    (out / "sizes.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    plot(rows, out / "sizes.png", b)
+    return ", ".join(parts)
 
 
-def plot(rows: list[dict], path: Path, budget_label: str) -> None:
-    try:
-        import matplotlib
+def run_child(args: argparse.Namespace) -> None:
+    """The work of one child process (``--child STAGE``)."""
+    import sizes_children as ch
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
-        return
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
-    for label, style in (("objrec", "o-"), (budget_label, "s-"), ("objrec-coarse", "d-"), ("findobj", "^--")):
-        pts = [(r["n"], r[label]) for r in rows if label in r and "error" not in r[label]]
-        if not pts:
-            continue
-        n = [p[0] for p in pts]
-        ax[0].plot(n, [p[1]["found_fraction"] for p in pts], style, label=label)
-        ax[1].plot(n, [p[1]["latency_ms"]["p50"] for p in pts], style, label=f"{label} p50")
-        ax[1].plot(n, [p[1]["latency_ms"]["p99"] for p in pts], style, alpha=0.4, label=f"{label} p99")
-        ax[2].plot(n, [p[1]["peak_rss_mb"] for p in pts], style, label=label)
-    for a, title in zip(
-        ax, ("found (label among detections)", "latency (ms)", "peak resident memory (MiB)"), strict=True
-    ):
-        a.set_xscale("log")
-        a.set_xlabel("enrolled objects")
-        a.set_title(title)
-        a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    print(f"plot: {path}")
+    out, result = Path(args.out), Path(args.result)
+    data = data_root(args.data)
+    if args.child == "enrol":
+        ch.enrol(out / "db", Path(args.items), out / f"n{args.size}" / "enrol.jsonl", args.chunk)
+    elif args.child in ("nobudget", "budget"):
+        budget = args.budget_ms if args.child == "budget" else None
+        ch.recognise(out / "db", photos(data, args.photos), args.side, budget, result, args.clock == "cpu")
+    elif args.child == "restore":
+        ch.enrol(out / "db", Path(args.items), out / f"n{args.size}" / "restore.jsonl", args.chunk)
+    elif args.child == "without":
+        from objrec.datasets import load_catalogue
+
+        covers = sorted({lab for _, lab, _ in load_catalogue(data / "smvs_dvd").queries if lab is not None})
+        ch.without(out / "db", photos(data, args.photos), args.side, covers, result)
+    elif args.child == "open":
+        ch.open_ready(out / "db", result)
+    elif args.child == "anchor":
+        items = json.loads((out / f"n{args.size}" / "items.json").read_text())
+        ch.anchor(items, photos(data, args.photos), args.side, result)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="bench-sizes")
-    p.add_argument("--data")
-    p.add_argument("--sizes", default="100,334,1000")
-    p.add_argument("--generated", type=Path, help="generated distractors (bench/make_distractors.py) for N > 2026")
+    p.add_argument("--out", required=True, help="run folder: state, database, logs, report")
+    p.add_argument("--cache", required=True, help="folder for generated distractors and vtest frames (reused)")
+    p.add_argument("--data", help="shared data folder (default $OBJREC_SHARED_DATA or ../shared/data)")
+    p.add_argument("--sizes", default="100,500,2000", help="catalogue sizes, comma-separated (up to 100000)")
     p.add_argument("--budget-ms", type=float, default=33.0)
-    p.add_argument("--anchor-max", type=int, default=1000)
-    p.add_argument("--wrong-sizes", default="334", help="sizes at which wrong detections are measured")
-    p.add_argument("--coarse", action="store_true", help="also objrec-coarse (SURF sample step 2), no budget")
-    p.add_argument("--enrol-images", type=int, default=200)
-    p.add_argument("--build", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--dirs", action="append", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--without", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--photos", type=int, default=200, help="SMVS photos per pass (evenly spread; 200 = all)")
+    p.add_argument("--query-side", dest="side", type=int, default=640, help="photo long side in px")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time recognition by the wall clock (the figures to report) or the process's CPU time (a shared machine)",
+    )
+    p.add_argument("--anchor-max", type=int, default=1000, help="largest size the anchor is measured at")
+    p.add_argument(
+        "--wrong-sizes",
+        default="",
+        help="sizes at which wrong detections are measured without the photos' covers (default: every size)",
+    )
+    p.add_argument("--chunk", type=int, default=500, help="objects per enroll_many call (a resume point)")
+    p.add_argument("--seed", type=int, default=0, help="series of the generated distractors")
+    p.add_argument("--vtest-step", type=int, default=5, help="every k-th vtest.avi frame is a distractor")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--items", help=argparse.SUPPRESS)
+    p.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
-    data = data_root(args.data)
-    if args.build:  # a child process: build the database only
-        build(data, args.dirs or [], args.build, args.without)
+    if args.child:
+        run_child(args)
         return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated: rerun the same command to continue"))
     args.wrong_sizes = {int(x) for x in args.wrong_sizes.split(",") if x}
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    rows = []
-    for n in (int(x) for x in args.sizes.split(",")):
-        rows.append(measure_size(n, data, args))
-        write_outputs(rows, None, args)
-    if args.enrol_images:
-        write_outputs(rows, measure_enrolment(data, args.enrol_images), args)
+    run = Run(args)
+    run.out.mkdir(parents=True, exist_ok=True)
+    print("command:", run.state["argv"][-1])
+    print("threads:", json.dumps(thread_report()), "| photos:", args.photos, f"at {args.side} px long side")
+    for n in sorted(int(x) for x in args.sizes.split(",")):
+        run.size(n)
+    run.save()
+    print((run.out / "sizes.md").read_text())
 
 
 if __name__ == "__main__":

@@ -27,16 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def rss_anon_kb(pid: int | str = "self") -> int:
-    """``RssAnon`` of a process in kB (0 once it has exited)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+from procmem import rss_anon_kb
 
 
 def make_database(path: Path) -> None:
