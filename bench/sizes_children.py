@@ -74,6 +74,16 @@ def _photo(path: str, side: int) -> np.ndarray:
     return cv2.resize(img, None, fx=s, fy=s, interpolation=cv2.INTER_AREA) if s != 1 else img
 
 
+def shown(path: str, label: str) -> set[str]:
+    """The covers a photo is known to show: its label, and in a Palm photo the next cover too
+    (``smvs_dvd/SOURCES.md``: most Palm photos have it beside the labelled one, and a detection of it is not a
+    wrong one). Other covers that a photo happens to show are counted as wrong detections."""
+    out = {label}
+    if Path(path).name.startswith("Palm_") and label.isdigit():
+        out.add(f"{int(label) + 1:0{len(label)}d}")
+    return out
+
+
 def pass_summary(rows: list[dict], budget_ms: float | None) -> dict:
     """Found (the label among the detections), top-1, photos with a wrong detection, latency percentiles and
     late photos (latency over the budget) of one pass over the photos."""
@@ -102,7 +112,7 @@ def _one_pass(rec, photos: list[tuple[str, str]], side: int, budget_ms: float | 
                 "latency_ms": float(r.latency_ms),
                 "found": label in names,
                 "top1": bool(names) and names[0] == label,
-                "wrong": sum(n != label for n in names),
+                "wrong": sum(n not in shown(path, label) for n in names),
             }
         )
     return pass_summary(rows, budget_ms)
@@ -188,15 +198,15 @@ def anchor(items: list[tuple[str, str]], photos: list[tuple[str, str]], side: in
     t0 = time.perf_counter()
     objects = {n: cv2.imread(p, cv2.IMREAD_GRAYSCALE) for n, p in items}
     base = FindObjBaseline(objects, matcher="flann", ratio=0.8, candidates=5, ransac_px=5.0, min_inliers=10)
-    gray = [(cv2.cvtColor(_photo(p, side), cv2.COLOR_BGR2GRAY), lab) for p, lab in photos]
+    gray = [(cv2.cvtColor(_photo(p, side), cv2.COLOR_BGR2GRAY), lab, p) for p, lab in photos]
     base.process(gray[0][0])
     build_s = time.perf_counter() - t0
     rows = []
-    for img, label in gray:
+    for img, label, path in gray:
         t = time.perf_counter()
         names = [d.name for d in base.process(img).detections]
         ms = (time.perf_counter() - t) * 1e3
         rows.append({"latency_ms": ms, "found": label in names, "top1": names[:1] == [label], "wrong": 0})
-        rows[-1]["wrong"] = sum(n != label for n in names)
+        rows[-1]["wrong"] = sum(n not in shown(path, label) for n in names)
     doc = {"objects": len(objects), "build_s": round(build_s, 2), "warm": pass_summary(rows, None)}
     result.write_text(json.dumps(doc, indent=1))
