@@ -21,6 +21,10 @@ __all__ = [
     "model_detector",
     "detect_features",
     "extract_model_features",
+    "MAX_MODEL_FEATURES",
+    "CAP_GRID",
+    "strongest_spread",
+    "cap_features",
 ]
 
 #: Detectors enrolled by default, with their parameters: SURF is the fast primary level, SIFT the robust
@@ -33,6 +37,15 @@ MAX_MODEL_SIDE = 1280
 #: levels (0.5) were measured to hurt: near-duplicate descriptors of one model point at two levels fail
 #: Lowe's ratio test against each other (stream recall 1.0 -> 0.87 at full resolution).
 MODEL_LEVELS = (1.0,)
+#: Most features of one kind stored per model image (its own features; synthesised views add theirs). A
+#: cover's features beyond the strongest few hundred are mostly weak, small-scale blobs that a phone photo
+#: of the object at a typical size does not repeat, while every stored feature costs disk, index and
+#: matching time for each enrolled object. The cap is the smallest of the candidates measured whose
+#: recognition of real phone photos against a catalogue stayed that of uncapped storage, on a tune split of
+#: the objects and on a held-out one (``bench/bench_feature_cap.py``).
+MAX_MODEL_FEATURES = 300
+#: Cells along each side of the grid over which :func:`strongest_spread` spreads the kept features.
+CAP_GRID = 8
 # Our SURF kernels are Numba-parallel inside (they use every core) and the workqueue threading layer must
 # not be entered from two threads at once; OpenCV's SIFT releases the GIL and runs in parallel threads.
 _SERIAL_KINDS = {"surf"}
@@ -125,3 +138,82 @@ def extract_model_features(
             parts.append(detect_features(kind, det, gray).scaled(1.0 / scale))
         out[kind] = Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, kind)
     return out
+
+
+def strongest_spread(
+    xy: np.ndarray, response: np.ndarray, max_features: int, width: int, height: int, grid: int = CAP_GRID
+) -> np.ndarray:
+    """Rows of the ``max_features`` strongest keypoints, spread over the image by a round-robin over grid cells.
+
+    The image is cut into ``grid`` x ``grid`` cells. Each cell's keypoints are ranked by response, and
+    keypoints are taken by rank (every cell's strongest first, then every cell's second strongest, ...),
+    ties of rank broken by response. A busy corner therefore cannot take every slot, while a cell with
+    few keypoints gives up its share to the others: the per-cell quota adapts to where features exist,
+    like adaptive non-maximal suppression (Brown et al. 2005) at the cost of a sort.
+
+    Parameters
+    ----------
+    xy : (N, 2) ndarray
+        Keypoint positions in image pixels.
+    response : (N,) ndarray
+        Detector responses (larger is stronger).
+    max_features : int
+        Rows to keep (all when there are no more than this).
+    width, height : int
+        The image size the positions lie in.
+    grid : int
+        Cells along each side.
+
+    Returns
+    -------
+    (K,) int64 ndarray
+        The kept rows in ascending order, ``K = min(N, max_features)``.
+
+    References
+    ----------
+    M. Brown, R. Szeliski, S. Winder, "Multi-image matching using multi-scale oriented patches", CVPR 2005.
+    doi:10.1109/CVPR.2005.235
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> xy = np.array([[1, 1], [2, 2], [3, 3], [90, 90]], np.float32)
+    >>> strongest_spread(xy, np.array([4.0, 3.0, 2.0, 1.0]), 2, 100, 100, grid=2).tolist()
+    [0, 3]
+    """
+    n = len(response)
+    if max_features < 0:
+        raise ValueError(f"max_features: expected a non-negative integer, got {max_features}")
+    if n <= max_features:
+        return np.arange(n, dtype=np.int64)
+    xy = np.asarray(xy, np.float64).reshape(n, 2)
+    cx = np.clip((xy[:, 0] * grid / max(width, 1)).astype(np.int64), 0, grid - 1)
+    cy = np.clip((xy[:, 1] * grid / max(height, 1)).astype(np.int64), 0, grid - 1)
+    cell = cy * grid + cx
+    strength = -np.asarray(response, np.float64)
+    by_cell = np.lexsort((np.arange(n), strength, cell))  # cell, then strongest first, then row
+    first = np.searchsorted(cell[by_cell], np.arange(grid * grid))
+    rank = np.empty(n, np.int64)
+    rank[by_cell] = np.arange(n) - first[cell[by_cell]]
+    order = np.lexsort((np.arange(n), strength, rank))
+    return np.sort(order[:max_features]).astype(np.int64)
+
+
+def cap_features(f: Features, max_features: int | None, width: int, height: int) -> Features:
+    """``f`` reduced to :func:`strongest_spread`'s rows (``f`` itself when ``max_features`` is None or not
+    exceeded), in their original order.
+
+    Parameters
+    ----------
+    f : Features
+        Features in the pixels of a ``width`` x ``height`` image.
+    max_features : int or None
+    width, height : int
+
+    Returns
+    -------
+    Features
+    """
+    if max_features is None or len(f) <= max_features:
+        return f
+    return f.subset(strongest_spread(f.xy, f.response, max_features, width, height))
