@@ -7,7 +7,7 @@ phone photos against it in a process of its own. Found (the cover among the dete
 tune split (photos of covers 001-025) and the hold-out split (026-050), with the shards' size per object.
 
     python bench/bench_feature_cap.py --db /tmp/flat/sizes_new/n334/db-036846bf3377 --out /tmp/caps \\
-        --caps none,800,500,300,200 [--distractors DIR ...]
+        --caps none,800,500,300,200,surf:500+sift:300,300@g1 [--distractors DIR ...]
 """
 
 from __future__ import annotations
@@ -52,7 +52,20 @@ def shard_bytes(db: Path) -> int:
     )
 
 
+def parse_cap(cap: str) -> tuple[int | dict[str, int] | None, int | None]:
+    """``none``, ``N``, ``surf:N+sift:M`` (a cap per kind), each optionally ``@gG`` (the cap's grid)."""
+    spec, _, grid = cap.partition("@g")
+    if spec == "none":
+        limit = None
+    elif ":" in spec:
+        limit = {k: int(v) for k, v in (part.split(":") for part in spec.split("+"))}
+    else:
+        limit = int(spec)
+    return limit, int(grid) if grid else None
+
+
 def run_cap(cap: str, args) -> dict:
+    import objrec.features.model as model
     from objrec.modeldb import ModelDB
 
     work = Path(args.out) / f"cap-{cap}"
@@ -62,8 +75,11 @@ def run_cap(cap: str, args) -> dict:
         db.mkdir(parents=True)
         shutil.copy2(args.db / "manifest.json", db / "manifest.json")
         shutil.copytree(args.db / "shards", db / "shards")
+        limit, grid = parse_cap(cap)
+        if grid is not None:
+            model.CAP_GRID = grid
         t = time.perf_counter()
-        ModelDB.upgrade(db, max_features=None if cap == "none" else int(cap))
+        ModelDB.upgrade(db, max_features=limit)
         upgrade_s = time.perf_counter() - t
         cmd = [sys.executable, "-m", "objrec", "eval", f"catalogue:{args.data / 'smvs_dvd'}", "--out", str(work)]
         for d in args.distractors:

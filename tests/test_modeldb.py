@@ -17,17 +17,6 @@ from objrec.imageio import InputError
 from objrec.modeldb import SCHEMA_VERSION, ModelDBError
 
 
-def assert_stored_image(stored, original, min_psnr=35.0):
-    """The stored (lossy) model image decodes to the original's size and channels, and in gray (what features,
-    thumbnails and composed scenes' detectors see) close to it: OpenCV's PSNR at least ``min_psnr`` dB.
-    Colour is not compared: the encoder subsamples chroma, which saturated synthetic edges show most."""
-    import cv2
-
-    assert stored.shape == original.shape and stored.dtype == np.uint8
-    gray = [cv2.cvtColor(x, cv2.COLOR_BGR2GRAY) if x.ndim == 3 else x for x in (stored, original)]
-    assert cv2.PSNR(*gray) >= min_psnr
-
-
 def capped(direct, image):
     """What the database stores of features extracted from ``image``: capped as enrolment caps them."""
     return cap_features(direct, MAX_MODEL_FEATURES, image.shape[1], image.shape[0])
@@ -45,7 +34,7 @@ def db(tmp_path, cover):
     return d
 
 
-def test_roundtrip_reopen_gives_identical_features(db, cover, tmp_path):
+def test_roundtrip_reopen_gives_identical_features(db, cover, tmp_path, assert_stored_image):
     again = ModelDB.open(tmp_path / "db")
     assert again.names == ["cover"]
     assert again.database_id == db.database_id
@@ -280,7 +269,7 @@ def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover):
     np.testing.assert_array_equal(got.response, np.float32([k.response for k in kps]))
 
 
-def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path):
+def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path, assert_stored_image):
     import cv2
 
     from objrec.features import SIFT
@@ -389,7 +378,7 @@ def test_killed_enrolment_resumes(sift_db, tmp_path):
     assert ModelDB.open(sift_db.path).database_id == _reference_id(tmp_path, list(paths.items()))
 
 
-def test_changed_source_file_is_not_skipped(sift_db, tmp_path):
+def test_changed_source_file_is_not_skipped(sift_db, tmp_path, assert_stored_image):
     import cv2
 
     (p,) = _write_images(tmp_path / "imgs", {"x": synthetic_cover(40, (120, 150))}).values()
@@ -489,7 +478,7 @@ def _write_schema1(path, objects):
     (path / "manifest.json").write_text(json.dumps(manifest))
 
 
-def test_schema1_database_gives_upgrade_hint_then_upgrades(tmp_path):
+def test_schema1_database_gives_upgrade_hint_then_upgrades(tmp_path, assert_stored_image):
     from objrec.features import SIFT
 
     old = tmp_path / "old"

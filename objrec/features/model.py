@@ -141,7 +141,7 @@ def extract_model_features(
 
 
 def strongest_spread(
-    xy: np.ndarray, response: np.ndarray, max_features: int, width: int, height: int, grid: int = CAP_GRID
+    xy: np.ndarray, response: np.ndarray, max_features: int, width: int, height: int, grid: int | None = None
 ) -> np.ndarray:
     """Rows of the ``max_features`` strongest keypoints, spread over the image by a round-robin over grid cells.
 
@@ -161,8 +161,8 @@ def strongest_spread(
         Rows to keep (all when there are no more than this).
     width, height : int
         The image size the positions lie in.
-    grid : int
-        Cells along each side.
+    grid : int, optional
+        Cells along each side (default :data:`CAP_GRID`; 1 keeps the strongest wherever they lie).
 
     Returns
     -------
@@ -182,6 +182,7 @@ def strongest_spread(
     [0, 3]
     """
     n = len(response)
+    grid = CAP_GRID if grid is None else int(grid)
     if max_features < 0:
         raise ValueError(f"max_features: expected a non-negative integer, got {max_features}")
     if n <= max_features:
@@ -199,7 +200,7 @@ def strongest_spread(
     return np.sort(order[:max_features]).astype(np.int64)
 
 
-def cap_features(f: Features, max_features: int | None, width: int, height: int) -> Features:
+def cap_features(f: Features, max_features: int | dict[str, int] | None, width: int, height: int) -> Features:
     """``f`` reduced to :func:`strongest_spread`'s rows (``f`` itself when ``max_features`` is None or not
     exceeded), in their original order.
 
@@ -207,13 +208,16 @@ def cap_features(f: Features, max_features: int | None, width: int, height: int)
     ----------
     f : Features
         Features in the pixels of a ``width`` x ``height`` image.
-    max_features : int or None
+    max_features : int, dict of kind -> int, or None
+        The cap, or a cap per detector kind (a kind it does not name is not capped).
     width, height : int
 
     Returns
     -------
     Features
     """
+    if isinstance(max_features, dict):
+        max_features = max_features.get(f.kind)
     if max_features is None or len(f) <= max_features:
         return f
     return f.subset(strongest_spread(f.xy, f.response, max_features, width, height))

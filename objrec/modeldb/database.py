@@ -88,7 +88,10 @@ class ModelDB(DatabaseReads):
 
     @classmethod
     def upgrade(
-        cls, path: str | os.PathLike, max_features: int | None = MAX_MODEL_FEATURES, progress: bool = False
+        cls,
+        path: str | os.PathLike,
+        max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES,
+        progress: bool = False,
     ) -> ModelDB:
         """Convert a schema 1 or 2 database in place to the current layout and open it (a current one is only
         opened).
@@ -102,7 +105,7 @@ class ModelDB(DatabaseReads):
         ----------
         path : path-like
             The database directory.
-        max_features : int or None
+        max_features : int, dict of kind -> int, or None
             The cap per kind on each object's stored features (None keeps them all).
         progress : bool
             Show a progress bar on stderr.

@@ -181,7 +181,7 @@ def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> n
 
 
 def capped(
-    feats: dict[str, Features], width: int, height: int, max_features: int | None = MAX_MODEL_FEATURES
+    feats: dict[str, Features], width: int, height: int, max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES
 ) -> dict[str, Features]:
     """Each kind's features reduced to at most ``max_features`` (strongest, spread over the image:
     :func:`objrec.features.model.cap_features`); None keeps them all."""
@@ -338,7 +338,11 @@ def _prepared(
 
 
 def prepared_from_arrays(
-    name: str, img: np.ndarray, feats: dict[str, Features], source: Any, max_features: int | None = MAX_MODEL_FEATURES
+    name: str,
+    img: np.ndarray,
+    feats: dict[str, Features],
+    source: Any,
+    max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES,
 ) -> PreparedObject:
     """A :class:`PreparedObject` for features that were extracted elsewhere (a schema upgrade): capped to
     ``max_features`` per kind (:func:`capped`), the image encoded by :func:`encode_model_image`.
@@ -351,7 +355,7 @@ def prepared_from_arrays(
     feats : dict of kind -> Features
     source : dict or None
         The source record for the object's entry.
-    max_features : int or None
+    max_features : int, dict of kind -> int, or None
         The cap per kind (None: every feature kept).
 
     Returns

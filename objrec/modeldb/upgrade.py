@@ -61,7 +61,7 @@ __all__ = ["upgrade_database", "convert_object"]
 
 
 def upgrade_database(
-    path: str | os.PathLike, max_features: int | None = MAX_MODEL_FEATURES, progress: bool = False
+    path: str | os.PathLike, max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES, progress: bool = False
 ) -> int | None:
     """Convert the schema 1 or 2 database at ``path`` in place; None (and nothing done) when it is current.
 
@@ -69,7 +69,7 @@ def upgrade_database(
     ----------
     path : path-like
         The database directory.
-    max_features : int or None
+    max_features : int, dict of kind -> int, or None
         The cap per kind on each object's stored features (None keeps them all).
     progress : bool
         Show a tqdm progress bar (objects) on stderr.
@@ -154,7 +154,9 @@ def _write_converted(
         bar.close()
 
 
-def _schema1_objects(path: Path, old: dict[str, Any], max_features: int | None) -> Iterator[PreparedObject]:
+def _schema1_objects(
+    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | None
+) -> Iterator[PreparedObject]:
     kinds = list(old["detectors"])
     for seq, e in enumerate(old["objects"]):
         arrays = load_npz_verified(path / e["file"], e["sha256"])
@@ -178,7 +180,9 @@ def _checked_array(path: Path, shard: Shard, fname: str) -> np.ndarray:
     return np.load(f, mmap_mode="r", allow_pickle=False)
 
 
-def _schema2_objects(path: Path, old: dict[str, Any], max_features: int | None) -> tuple[Iterator[PreparedObject], int]:
+def _schema2_objects(
+    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | None
+) -> tuple[Iterator[PreparedObject], int]:
     kinds = list(old["detectors"])
     shards = [read_table(path / SHARDS / e["id"], e, kinds) for e in old["shards"]]
     rows = sorted(
@@ -210,7 +214,7 @@ def convert_object(
     keypoints: dict[str, np.ndarray],
     descriptors: dict[str, np.ndarray],
     thumb: np.ndarray | None,
-    max_features: int | None = MAX_MODEL_FEATURES,
+    max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES,
 ) -> PreparedObject:
     """One stored object (schema 2 rows) in the current stored form.
 
@@ -231,7 +235,7 @@ def convert_object(
         Stored descriptor rows.
     thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
         The stored thumbnail (None: made from the image).
-    max_features : int or None
+    max_features : int, dict of kind -> int, or None
 
     Returns
     -------
