@@ -301,3 +301,29 @@ def test_db_upgrade_and_info_report_bytes_per_object(schema2, capsys):
     assert info["disk_bytes"] == total and info["disk_bytes_per_object"] == round(total / len(images))
     assert main(["db", "upgrade", "--db", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["upgraded_from"] is None
+
+
+def test_the_upgrade_caps_an_objects_own_features_and_keeps_its_views_rows():
+    """An object enrolled with synthesised views: its own rows (first in the view table) are capped, the views'
+    rows follow unchanged and the table's counts say so. The second view's rows here are another image's
+    features: the conversion reads only the table."""
+    from objrec.modeldb.upgrade import convert_object
+
+    sift = {"sift": DETECTORS["sift"]}
+    img = synthetic_cover(9, (160, 200))
+    own = extract_model_features(img, sift)["sift"]
+    view = extract_model_features(synthetic_cover(10, (160, 200)), sift)["sift"]
+    f = Features.concatenate([own, view])
+    n_own = len(own)
+    table = {"views": [[1.0, 0.0], [2.0, 0.0]], "n_features": {"sift": [n_own, len(view)]}}
+    png = cv2.imencode(".png", img)[1].reshape(-1)
+    entry = {"name": "v", "width": 160, "height": 200, "seq": 0, "views": "affine", "view_table": table}
+    cap = n_own // 3
+    p = convert_object(entry, png, {"sift": _legacy_rows(f)}, {"sift": f.descriptors.astype(np.uint8)}, None, cap)
+    keep = strongest_spread(own.xy, own.response, cap, 160, 200)
+    rows = p.keypoints["sift"]
+    assert p.entry["view_table"]["n_features"]["sift"] == [cap, len(view)]
+    assert p.entry["n_features"]["sift"] == len(rows) == cap + len(view)
+    np.testing.assert_array_equal(rows["xy"][:cap], own.xy[keep])
+    np.testing.assert_array_equal(rows["xy"][cap:], view.xy)
+    np.testing.assert_array_equal(p.descriptors["sift"][cap:], view.descriptors)
