@@ -7,7 +7,7 @@ phone photos against it in a process of its own. Found (the cover among the dete
 tune split (photos of covers 001-025) and the hold-out split (026-050), with the shards' size per object.
 
     python bench/bench_feature_cap.py --db /tmp/flat/sizes_new/n334/db-036846bf3377 --out /tmp/caps \\
-        --caps none,800,500,300,200,surf:500+sift:300,300@g1 [--distractors DIR ...]
+        --caps none,800,500,300,200,surf:500+sift:300,300@g1@s0 [--distractors DIR ...]
 """
 
 from __future__ import annotations
@@ -52,16 +52,18 @@ def shard_bytes(db: Path) -> int:
     )
 
 
-def parse_cap(cap: str) -> tuple[int | dict[str, int] | None, int | None]:
-    """``none``, ``N``, ``surf:N+sift:M`` (a cap per kind), each optionally ``@gG`` (the cap's grid)."""
-    spec, _, grid = cap.partition("@g")
+def parse_cap(cap: str) -> tuple[int | dict[str, int] | None, dict[str, float]]:
+    """``none``, ``N``, ``surf:N+sift:M`` (a cap per kind), each optionally followed by ``@gG`` (the cap's
+    grid) and ``@sS`` (its spread share); returns the cap and the module constants to set."""
+    spec, *options = cap.split("@")
     if spec == "none":
         limit = None
     elif ":" in spec:
         limit = {k: int(v) for k, v in (part.split(":") for part in spec.split("+"))}
     else:
         limit = int(spec)
-    return limit, int(grid) if grid else None
+    names = {"g": ("CAP_GRID", int), "s": ("CAP_SPREAD", float)}
+    return limit, {names[o[0]][0]: names[o[0]][1](o[1:]) for o in options}
 
 
 def run_cap(cap: str, args) -> dict:
@@ -75,9 +77,9 @@ def run_cap(cap: str, args) -> dict:
         db.mkdir(parents=True)
         shutil.copy2(args.db / "manifest.json", db / "manifest.json")
         shutil.copytree(args.db / "shards", db / "shards")
-        limit, grid = parse_cap(cap)
-        if grid is not None:
-            model.CAP_GRID = grid
+        limit, constants = parse_cap(cap)
+        for name, value in constants.items():
+            setattr(model, name, value)
         t = time.perf_counter()
         ModelDB.upgrade(db, max_features=limit)
         upgrade_s = time.perf_counter() - t

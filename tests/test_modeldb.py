@@ -246,11 +246,12 @@ def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover):
 
     sift_db.enroll("cover", cover)
     kps, ref = cv2.SIFT_create().detectAndCompute(cv2.cvtColor(cover, cv2.COLOR_BGR2GRAY), None)
-    assert len(kps) > MAX_MODEL_FEATURES  # the cap applies
+    cap = MAX_MODEL_FEATURES["sift"]
+    assert len(kps) > cap  # the cap applies
     keep = strongest_spread(
         np.float32([k.pt for k in kps]),
         np.float32([k.response for k in kps]),
-        MAX_MODEL_FEATURES,
+        cap,
         cover.shape[1],
         cover.shape[0],
     )

@@ -25,32 +25,29 @@ from objrec.types import Features
 DETECTORS = {"surf": {"hessian_threshold": 400.0}, "sift": {"n_features": 0}}
 
 
-def _round_robin(xy, response, k, w, h, grid):
-    """Brute-force reference for :func:`strongest_spread`: repeatedly visit the cells in order of their next
-    candidate's strength, one keypoint per cell per round, strongest first, until ``k`` are taken."""
+def _quota_then_strongest(xy, response, k, w, h, grid, spread):
+    """Brute-force reference for :func:`strongest_spread`: each cell's ``floor(spread * k / grid**2)``
+    strongest, then the strongest of the rest until ``k`` are taken."""
     cells: dict[tuple[int, int], list[int]] = {}
     for i in range(len(response)):
         c = (min(int(xy[i, 1] * grid / h), grid - 1), min(int(xy[i, 0] * grid / w), grid - 1))
         cells.setdefault(c, []).append(i)
-    queues = [sorted(v, key=lambda i: (-response[i], i)) for v in cells.values()]
-    out: list[int] = []
-    rnd = 0
-    while len(out) < k:
-        layer = [q[rnd] for q in queues if len(q) > rnd]
-        out += sorted(layer, key=lambda i: (-response[i], i))[: k - len(out)]
-        rnd += 1
-    return sorted(out)
+    quota = int(spread * k) // (grid * grid)
+    reserved = [i for v in cells.values() for i in sorted(v, key=lambda i: (-response[i], i))[:quota]]
+    rest = sorted(set(range(len(response))) - set(reserved), key=lambda i: (-response[i], i))
+    return sorted(reserved + rest[: k - len(reserved)])
 
 
 @pytest.mark.parametrize("k", [0, 1, 7, 50, 199, 200, 500])
-def test_strongest_spread_equals_a_brute_force_round_robin(k):
+@pytest.mark.parametrize("spread", [0.0, 0.5, 1.0])
+def test_strongest_spread_equals_a_brute_force_quota_then_strength(k, spread):
     rng = np.random.default_rng(k)
     n, w, h = 200, 320, 240
     # A busy corner (most keypoints, the strongest) and a sparse rest of the image.
     xy = np.r_[rng.random((150, 2)) * [60, 50], rng.random((50, 2)) * [w, h]].astype(np.float32)
     response = np.r_[rng.random(150) + 1.0, rng.random(50)].astype(np.float32)
-    got = strongest_spread(xy, response, k, w, h, grid=4)
-    assert got.tolist() == _round_robin(xy, response, min(k, n), w, h, 4)
+    got = strongest_spread(xy, response, k, w, h, grid=4, spread=spread)
+    assert got.tolist() == _quota_then_strongest(xy, response, min(k, n), w, h, 4, spread)
 
 
 def test_the_cap_spreads_features_beyond_a_busy_corner():
@@ -60,10 +57,11 @@ def test_the_cap_spreads_features_beyond_a_busy_corner():
     w = h = 400
     xy = np.r_[rng.random((900, 2)) * 50, rng.random((100, 2)) * 400].astype(np.float32)
     response = np.r_[rng.random(900) + 10.0, rng.random(100)].astype(np.float32)
-    keep = strongest_spread(xy, response, 300, w, h, grid=8)
+    keep = strongest_spread(xy, response, 300, w, h)
     cell = lambda p: set(map(tuple, (p * 8 // 400).astype(int)))  # noqa: E731
     assert len(keep) == 300 and cell(xy[keep]) == cell(xy)
     assert cell(xy[np.argsort(-response)[:300]]) == {(0, 0)}
+    assert np.isin(np.argsort(-response)[:150], keep).all()  # the strongest half is kept whatever its place
 
 
 def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path):
@@ -71,10 +69,10 @@ def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path):
     db = ModelDB.create(tmp_path / "db", detectors={"surf": DETECTORS["surf"]})
     db.enroll("c", img)
     direct = extract_model_features(img, {"surf": DETECTORS["surf"]})["surf"]
-    keep = strongest_spread(direct.xy, direct.response, MAX_MODEL_FEATURES, 240, 300)
+    keep = strongest_spread(direct.xy, direct.response, MAX_MODEL_FEATURES["surf"], 240, 300)
     (shard,) = (tmp_path / "db" / "shards").iterdir()
     stored = np.load(shard / "surf.descriptors.npy")
-    assert stored.dtype == np.int8 and len(stored) == len(keep) == MAX_MODEL_FEATURES
+    assert stored.dtype == np.int8 and len(stored) == len(keep) > 50
     np.testing.assert_array_equal(stored, np.rint(direct.descriptors[keep] * SURF_INT8_SCALE))
     got = db.get("c").features["surf"]
     np.testing.assert_allclose(got.descriptors, direct.descriptors[keep], atol=0.5 / SURF_INT8_SCALE + 1e-3)
@@ -183,12 +181,12 @@ def test_upgrade_converts_in_place_capping_and_reencoding_what_is_stored(schema2
     assert db.manifest["schema_version"] == SCHEMA_VERSION == 3 and db.names == list(images)
     assert db.verify() == [] and not old_shards & {p.name for p in (path / "shards").iterdir()}
     assert "0123456789abcdef" in db.compatible_ids  # the prefilter stays valid
-    assert max(len(f) for fs in feats.values() for f in fs.values()) > MAX_MODEL_FEATURES  # the cap applies
+    assert max(len(fs["sift"]) for fs in feats.values()) > MAX_MODEL_FEATURES["sift"]  # the cap applies
     for name, img in images.items():
         for kind, f in feats[name].items():
-            keep = strongest_spread(f.xy, f.response, MAX_MODEL_FEATURES, img.shape[1], img.shape[0])
+            keep = strongest_spread(f.xy, f.response, MAX_MODEL_FEATURES[kind], img.shape[1], img.shape[0])
             got = db.get(name).features[kind]
-            assert len(got) == min(len(f), MAX_MODEL_FEATURES)
+            assert len(got) == min(len(f), MAX_MODEL_FEATURES[kind])
             np.testing.assert_array_equal(got.xy, f.xy[keep])
             tol = 0.5 / SURF_INT8_SCALE + 2e-3 if kind == "surf" else 0
             np.testing.assert_allclose(got.descriptors, f.descriptors[keep], atol=tol)

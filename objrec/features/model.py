@@ -23,6 +23,7 @@ __all__ = [
     "extract_model_features",
     "MAX_MODEL_FEATURES",
     "CAP_GRID",
+    "CAP_SPREAD",
     "strongest_spread",
     "cap_features",
 ]
@@ -37,15 +38,21 @@ MAX_MODEL_SIDE = 1280
 #: levels (0.5) were measured to hurt: near-duplicate descriptors of one model point at two levels fail
 #: Lowe's ratio test against each other (stream recall 1.0 -> 0.87 at full resolution).
 MODEL_LEVELS = (1.0,)
-#: Most features of one kind stored per model image (its own features; synthesised views add theirs). A
-#: cover's features beyond the strongest few hundred are mostly weak, small-scale blobs that a phone photo
-#: of the object at a typical size does not repeat, while every stored feature costs disk, index and
-#: matching time for each enrolled object. The cap is the smallest of the candidates measured whose
-#: recognition of real phone photos against a catalogue stayed that of uncapped storage, on a tune split of
-#: the objects and on a held-out one (``bench/bench_feature_cap.py``).
-MAX_MODEL_FEATURES = 300
+#: Most features of each kind stored per model image (its own features; synthesised views add theirs). A
+#: cover's features beyond its strongest few hundred are mostly weak, small-scale blobs that a phone photo of
+#: the object does not repeat, while every stored feature costs disk, index and matching time for each
+#: enrolled object. SURF, the primary level that every frame is matched against, keeps more than SIFT, the
+#: escalation run only where SURF is unsure: recognition was measured to follow SURF's cap. Each value is the
+#: smallest of the candidates measured whose recognition of real phone photos against a catalogue equalled
+#: that of uncapped storage on a tune split of the objects, then checked on a held-out split
+#: (``bench/bench_feature_cap.py``).
+MAX_MODEL_FEATURES: dict[str, int] = {"surf": 500, "sift": 250}
 #: Cells along each side of the grid over which :func:`strongest_spread` spreads the kept features.
 CAP_GRID = 8
+#: Share of the cap that :func:`strongest_spread` reserves for per-cell quotas; the rest goes by strength.
+#: Spreading every slot evenly (a round-robin over the cells) was measured to lose photos that keeping the
+#: strongest finds: the strongest blobs are the repeatable ones, so only a part is spent on coverage.
+CAP_SPREAD = 0.5
 # Our SURF kernels are Numba-parallel inside (they use every core) and the workqueue threading layer must
 # not be entered from two threads at once; OpenCV's SIFT releases the GIL and runs in parallel threads.
 _SERIAL_KINDS = {"surf"}
@@ -141,15 +148,22 @@ def extract_model_features(
 
 
 def strongest_spread(
-    xy: np.ndarray, response: np.ndarray, max_features: int, width: int, height: int, grid: int | None = None
+    xy: np.ndarray,
+    response: np.ndarray,
+    max_features: int,
+    width: int,
+    height: int,
+    grid: int | None = None,
+    spread: float | None = None,
 ) -> np.ndarray:
-    """Rows of the ``max_features`` strongest keypoints, spread over the image by a round-robin over grid cells.
+    """Rows of the ``max_features`` strongest keypoints, with a per-cell quota on a grid so that they spread
+    over the image.
 
-    The image is cut into ``grid`` x ``grid`` cells. Each cell's keypoints are ranked by response, and
-    keypoints are taken by rank (every cell's strongest first, then every cell's second strongest, ...),
-    ties of rank broken by response. A busy corner therefore cannot take every slot, while a cell with
-    few keypoints gives up its share to the others: the per-cell quota adapts to where features exist,
-    like adaptive non-maximal suppression (Brown et al. 2005) at the cost of a sort.
+    The image is cut into ``grid`` x ``grid`` cells and each cell's ``q = floor(spread * max_features /
+    grid**2)`` strongest keypoints are kept first (a cell with fewer keeps all of its own); the remaining
+    slots go to the strongest of the rest, wherever they lie. A busy corner therefore cannot take every slot,
+    yet most of them still go by strength, like adaptive non-maximal suppression (Brown et al. 2005) at the
+    cost of a sort.
 
     Parameters
     ----------
@@ -162,7 +176,10 @@ def strongest_spread(
     width, height : int
         The image size the positions lie in.
     grid : int, optional
-        Cells along each side (default :data:`CAP_GRID`; 1 keeps the strongest wherever they lie).
+        Cells along each side (default :data:`CAP_GRID`).
+    spread : float, optional
+        The share of ``max_features`` reserved for the cells' quotas (default :data:`CAP_SPREAD`; 0 keeps
+        the strongest wherever they lie).
 
     Returns
     -------
@@ -177,14 +194,17 @@ def strongest_spread(
     Examples
     --------
     >>> import numpy as np
-    >>> xy = np.array([[1, 1], [2, 2], [3, 3], [90, 90]], np.float32)
-    >>> strongest_spread(xy, np.array([4.0, 3.0, 2.0, 1.0]), 2, 100, 100, grid=2).tolist()
-    [0, 3]
+    >>> xy = np.array([[1, 1], [2, 2], [3, 3], [4, 4], [90, 90]], np.float32)
+    >>> strongest_spread(xy, np.array([5.0, 4.0, 3.0, 2.0, 1.0]), 4, 100, 100, grid=2, spread=1.0).tolist()
+    [0, 1, 2, 4]
     """
     n = len(response)
     grid = CAP_GRID if grid is None else int(grid)
+    spread = CAP_SPREAD if spread is None else float(spread)
     if max_features < 0:
         raise ValueError(f"max_features: expected a non-negative integer, got {max_features}")
+    if not 0.0 <= spread <= 1.0:
+        raise ValueError(f"spread: expected a share in [0, 1], got {spread}")
     if n <= max_features:
         return np.arange(n, dtype=np.int64)
     xy = np.asarray(xy, np.float64).reshape(n, 2)
@@ -196,7 +216,8 @@ def strongest_spread(
     first = np.searchsorted(cell[by_cell], np.arange(grid * grid))
     rank = np.empty(n, np.int64)
     rank[by_cell] = np.arange(n) - first[cell[by_cell]]
-    order = np.lexsort((np.arange(n), strength, rank))
+    quota = int(spread * max_features) // (grid * grid)
+    order = np.lexsort((np.arange(n), strength, rank >= quota))  # the quotas first, then by strength
     return np.sort(order[:max_features]).astype(np.int64)
 
 
