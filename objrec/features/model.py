@@ -46,7 +46,7 @@ MODEL_LEVELS = (1.0,)
 #: smallest of the candidates measured whose recognition of real phone photos against a catalogue equalled
 #: that of uncapped storage on a tune split of the objects, then checked on a held-out split
 #: (``bench/bench_feature_cap.py``).
-MAX_MODEL_FEATURES: dict[str, int] = {"surf": 500, "sift": 250}
+MAX_MODEL_FEATURES: dict[str, int] = {"surf": 500, "sift": 200}
 #: Cells along each side of the grid over which :func:`strongest_spread` spreads the kept features.
 CAP_GRID = 8
 #: Share of the cap that :func:`strongest_spread` reserves for per-cell quotas; the rest goes by strength.
