@@ -94,26 +94,10 @@ class ModelDB(DatabaseReads):
         progress: bool = False,
     ) -> ModelDB:
         """Convert a schema 1 or 2 database in place to the current layout and open it (a current one is only
-        opened).
-
-        Features are re-capped and re-encoded from what is stored, nothing is re-extracted, and the old
-        database stays as it was until the new manifest replaces it in one step (see
+        opened): features re-capped to ``max_features`` per kind (None: all kept) and re-encoded from what is
+        stored, atomically, with a progress bar on stderr with ``progress`` (see
         :func:`~objrec.modeldb.upgrade.upgrade_database`, which also says what is lost). The database id
-        changes: its prefilter stays valid, its retrieval index is rebuilt by ``objrec db reindex``.
-
-        Parameters
-        ----------
-        path : path-like
-            The database directory.
-        max_features : int, dict of kind -> int, or None
-            The cap per kind on each object's stored features (None keeps them all).
-        progress : bool
-            Show a progress bar on stderr.
-
-        Returns
-        -------
-        ModelDB
-        """
+        changes: its prefilter stays valid, its retrieval index is rebuilt by ``objrec db reindex``."""
         upgrade_database(path, max_features, progress)
         return cls.open(path)
 
