@@ -56,8 +56,8 @@ THUMBS = "thumbs.npy"
 #: How descriptors are stored per kind. OpenCV's SIFT descriptors are integers 0-255 (stored exactly as
 #: uint8; a descriptor that is not integral is stored as float32 instead). SURF's are unit vectors, whose
 #: components lie in [-1, 1]: stored as int8 at the fixed scale :data:`SURF_INT8_SCALE` (a step of 1/127,
-#: a quarter of float32), which leaves nearest neighbours and Lowe's ratio decisions against float32 as
-#: they are except for near ties (``bench/bench_descriptor_storage.py`` measures it on the Oxford sequences).
+#: a quarter of float32), which leaves Lowe's ratio decisions against float32 as they are except near the
+#: threshold and near ties (``bench/bench_descriptor_storage.py`` measures it on the Oxford sequences).
 DESCRIPTOR_STORAGE: dict[str, str] = {"sift": "uint8", "surf": "int8"}
 #: int8 SURF descriptors hold ``round(d * SURF_INT8_SCALE)``: the whole range [-1, 1] of a unit vector's
 #: components, so nothing is clipped; no scale is fitted to data, so every database decodes alike.
@@ -66,9 +66,9 @@ SURF_INT8_SCALE = 127.0
 #: may have to redo, against manifest writes that grow with the number of shards.
 ENROLL_BATCH = 128
 #: A keypoint as a shard stores it (18 bytes). Positions stay float32 (a model image is up to 1280 px, where
-#: float16 would step by a pixel). Size and angle are float16: a relative step of 2**-11, under 0.2 degrees
-#: for angles in [0, 360), far below the detectors' own orientation and scale noise that the verifiers'
-#: scale and angle frames tolerate. SURF's Hessian responses exceed float16's range, so responses stay
+#: float16 would step by a pixel). Size and angle are float16: rounded within 2**-11 of their value (at
+#: most 0.125 degrees for angles in [0, 360)), far below the detectors' own orientation and scale noise that
+#: the verifiers' scale and angle frames tolerate. SURF's Hessian responses exceed float16's range, so responses stay
 #: float32. ``octave`` keeps the octave number only (for SIFT, the signed low byte of OpenCV's packed field;
 #: its layer bits are dropped): nothing reads more of a model keypoint's octave.
 KEYPOINT_DTYPE = np.dtype(
