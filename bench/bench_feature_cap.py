@@ -52,12 +52,14 @@ def shard_bytes(db: Path) -> int:
     )
 
 
-def parse_cap(cap: str) -> tuple[int | dict[str, int] | None, dict[str, float]]:
-    """``none``, ``N``, ``surf:N+sift:M`` (a cap per kind), each optionally followed by ``@gG`` (the cap's
-    grid) and ``@sS`` (its spread share); returns the cap and the module constants to set."""
+def parse_cap(cap: str) -> tuple[int | dict[str, int] | str | None, dict[str, float]]:
+    """``none``, ``auto`` (the library's rule), ``N``, ``surf:N+sift:M`` (a cap per kind), each optionally
+    followed by ``@gG`` (the cap's grid) and ``@sS`` (its spread share); returns the cap and the constants to set."""
     spec, *options = cap.split("@")
     if spec == "none":
         limit = None
+    elif spec == "auto":
+        limit = "auto"
     elif ":" in spec:
         limit = {k: int(v) for k, v in (part.split(":") for part in spec.split("+"))}
     else:

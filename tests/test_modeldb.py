@@ -11,7 +11,7 @@ import pytest
 
 from objrec import ModelDB
 from objrec.data import synthetic_cover
-from objrec.features.model import MAX_MODEL_FEATURES, cap_features, strongest_spread
+from objrec.features.model import AUTO_CAP, cap_features, model_feature_cap, strongest_spread
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
 from objrec.modeldb import SCHEMA_VERSION, ModelDBError
@@ -19,7 +19,7 @@ from objrec.modeldb import SCHEMA_VERSION, ModelDBError
 
 def capped(direct, image):
     """What the database stores of features extracted from ``image``: capped as enrolment caps them."""
-    return cap_features(direct, MAX_MODEL_FEATURES, image.shape[1], image.shape[0])
+    return cap_features(direct, AUTO_CAP, image.shape[1], image.shape[0])
 
 
 @pytest.fixture()
@@ -246,7 +246,7 @@ def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover):
 
     sift_db.enroll("cover", cover)
     kps, ref = cv2.SIFT_create().detectAndCompute(cv2.cvtColor(cover, cv2.COLOR_BGR2GRAY), None)
-    cap = MAX_MODEL_FEATURES["sift"]
+    cap = model_feature_cap("sift", cover.shape[1], cover.shape[0])
     assert len(kps) > cap  # the cap applies
     keep = strongest_spread(
         np.float32([k.pt for k in kps]),

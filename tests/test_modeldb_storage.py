@@ -16,7 +16,7 @@ import pytest
 from objrec import ModelDB
 from objrec.cli import main
 from objrec.data import synthetic_cover
-from objrec.features.model import MAX_MODEL_FEATURES, extract_model_features, strongest_spread
+from objrec.features.model import extract_model_features, model_feature_cap, strongest_spread
 from objrec.modeldb import SCHEMA_VERSION, ModelDBError
 from objrec.modeldb.records import KEYPOINT_DTYPE, LEGACY_KEYPOINT_DTYPE, SURF_INT8_SCALE
 from objrec.modeldb.shards import DiskFullError
@@ -50,6 +50,19 @@ def test_strongest_spread_equals_a_brute_force_quota_then_strength(k, spread):
     assert got.tolist() == _quota_then_strongest(xy, response, min(k, n), w, h, 4, spread)
 
 
+def test_the_cap_is_a_density_with_a_floor():
+    """Features per megapixel at the extraction's resolution (longer side at most MAX_MODEL_SIDE), never
+    fewer than the floor."""
+    from objrec.features.model import MAX_MODEL_SIDE, MIN_MODEL_FEATURES, MODEL_FEATURES_PER_MEGAPIXEL
+
+    for kind in ("surf", "sift"):
+        density, floor = MODEL_FEATURES_PER_MEGAPIXEL[kind], MIN_MODEL_FEATURES[kind]
+        assert model_feature_cap(kind, 100, 80) == floor
+        assert model_feature_cap(kind, 1200, 900) == max(floor, round(density * 1.08))
+        side = 2 * MAX_MODEL_SIDE  # extracted at half size: a quarter of the area
+        assert model_feature_cap(kind, side, side) == round(density * MAX_MODEL_SIDE**2 / 1e6)
+
+
 def test_the_cap_spreads_features_beyond_a_busy_corner():
     """With most and strongest keypoints in one corner, a response-only cap keeps the corner alone; the
     stored selection keeps keypoints in every cell that has any."""
@@ -69,7 +82,7 @@ def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path):
     db = ModelDB.create(tmp_path / "db", detectors={"surf": DETECTORS["surf"]})
     db.enroll("c", img)
     direct = extract_model_features(img, {"surf": DETECTORS["surf"]})["surf"]
-    keep = strongest_spread(direct.xy, direct.response, MAX_MODEL_FEATURES["surf"], 240, 300)
+    keep = strongest_spread(direct.xy, direct.response, model_feature_cap("surf", 240, 300), 240, 300)
     (shard,) = (tmp_path / "db" / "shards").iterdir()
     stored = np.load(shard / "surf.descriptors.npy")
     assert stored.dtype == np.int8 and len(stored) == len(keep) > 50
@@ -181,12 +194,13 @@ def test_upgrade_converts_in_place_capping_and_reencoding_what_is_stored(schema2
     assert db.manifest["schema_version"] == SCHEMA_VERSION == 3 and db.names == list(images)
     assert db.verify() == [] and not old_shards & {p.name for p in (path / "shards").iterdir()}
     assert "0123456789abcdef" in db.compatible_ids  # the prefilter stays valid
-    assert max(len(fs["sift"]) for fs in feats.values()) > MAX_MODEL_FEATURES["sift"]  # the cap applies
+    assert max(len(fs["sift"]) for fs in feats.values()) > model_feature_cap("sift", 200, 240)  # the cap applies
     for name, img in images.items():
         for kind, f in feats[name].items():
-            keep = strongest_spread(f.xy, f.response, MAX_MODEL_FEATURES[kind], img.shape[1], img.shape[0])
+            cap = model_feature_cap(kind, img.shape[1], img.shape[0])
+            keep = strongest_spread(f.xy, f.response, cap, img.shape[1], img.shape[0])
             got = db.get(name).features[kind]
-            assert len(got) == min(len(f), MAX_MODEL_FEATURES[kind])
+            assert len(got) == min(len(f), cap)
             np.testing.assert_array_equal(got.xy, f.xy[keep])
             tol = 0.5 / SURF_INT8_SCALE + 2e-3 if kind == "surf" else 0
             np.testing.assert_allclose(got.descriptors, f.descriptors[keep], atol=tol)

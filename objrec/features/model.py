@@ -21,7 +21,10 @@ __all__ = [
     "model_detector",
     "detect_features",
     "extract_model_features",
-    "MAX_MODEL_FEATURES",
+    "MODEL_FEATURES_PER_MEGAPIXEL",
+    "MIN_MODEL_FEATURES",
+    "AUTO_CAP",
+    "model_feature_cap",
     "CAP_GRID",
     "CAP_SPREAD",
     "strongest_spread",
@@ -38,15 +41,23 @@ MAX_MODEL_SIDE = 1280
 #: levels (0.5) were measured to hurt: near-duplicate descriptors of one model point at two levels fail
 #: Lowe's ratio test against each other (stream recall 1.0 -> 0.87 at full resolution).
 MODEL_LEVELS = (1.0,)
-#: Most features of each kind stored per model image (its own features; synthesised views add theirs). A
-#: cover's features beyond its strongest few hundred are mostly weak, small-scale blobs that a phone photo of
-#: the object does not repeat, while every stored feature costs disk, index and matching time for each
-#: enrolled object. SURF, the primary level that every frame is matched against, keeps more than SIFT, the
-#: escalation run only where SURF is unsure: recognition was measured to follow SURF's cap. Each value is the
-#: smallest of the candidates measured whose recognition of real phone photos against a catalogue equalled
-#: that of uncapped storage on a tune split of the objects, then checked on a held-out split
-#: (``bench/bench_feature_cap.py``).
-MAX_MODEL_FEATURES: dict[str, int] = {"surf": 500, "sift": 200}
+#: Features of each kind stored per megapixel of a model image (its own features; synthesised views add
+#: theirs), at least :data:`MIN_MODEL_FEATURES`: see :func:`model_feature_cap`. A cover's features beyond its
+#: strongest several hundred are mostly weak, small-scale blobs that a phone photo of the object does not
+#: repeat, while every stored feature costs disk, index and matching time for each enrolled object. SURF, the
+#: primary level that every frame is matched against, keeps more than SIFT, the escalation run only where SURF
+#: is unsure: recognition was measured to follow SURF's cap. The values are the smallest of the candidates
+#: measured whose recognition of real photos against a catalogue (phone photos of covers; UKBench's objects,
+#: whose photos hold background) equalled that of uncapped storage on a tune split of the objects, then
+#: checked on a held-out split (``bench/bench_feature_cap.py``, ``objrec eval ukbench:``). The cap grows with
+#: the image's area, so that a frame showing part of a large model (a close-up) still finds the model
+#: features of that part at the density a whole cover has.
+MODEL_FEATURES_PER_MEGAPIXEL: dict[str, int] = {"surf": 3200, "sift": 800}
+#: The least :func:`model_feature_cap` gives, whatever the area: a small model image keeps the cap measured
+#: on 500 x 500 covers (a quarter of a megapixel), since its features are fewer and each one counts more.
+MIN_MODEL_FEATURES: dict[str, int] = {"surf": 800, "sift": 200}
+#: The ``max_features`` value that means :func:`model_feature_cap` for each kind and image.
+AUTO_CAP = "auto"
 #: Cells along each side of the grid over which :func:`strongest_spread` spreads the kept features.
 CAP_GRID = 8
 #: Share of the cap that :func:`strongest_spread` reserves for per-cell quotas; the rest goes by strength.
@@ -221,7 +232,33 @@ def strongest_spread(
     return np.sort(order[:max_features]).astype(np.int64)
 
 
-def cap_features(f: Features, max_features: int | dict[str, int] | None, width: int, height: int) -> Features:
+def model_feature_cap(kind: str, width: int, height: int) -> int | None:
+    """The most ``kind`` features stored for a ``width`` x ``height`` model image: its area in megapixels (at
+    the resolution features are extracted, :data:`MAX_MODEL_SIDE`) times :data:`MODEL_FEATURES_PER_MEGAPIXEL`,
+    at least :data:`MIN_MODEL_FEATURES`; None (no cap) for a kind neither names.
+
+    Parameters
+    ----------
+    kind : str
+    width, height : int
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> model_feature_cap("surf", 500, 500), model_feature_cap("surf", 1000, 1000), model_feature_cap("sift", 90, 90)
+    (800, 3200, 200)
+    """
+    if kind not in MODEL_FEATURES_PER_MEGAPIXEL:
+        return MIN_MODEL_FEATURES.get(kind)
+    scale = min(1.0, MAX_MODEL_SIDE / max(width, height, 1))
+    megapixels = width * height * scale * scale / 1e6
+    return max(MIN_MODEL_FEATURES.get(kind, 0), round(MODEL_FEATURES_PER_MEGAPIXEL[kind] * megapixels))
+
+
+def cap_features(f: Features, max_features: int | dict[str, int] | str | None, width: int, height: int) -> Features:
     """``f`` reduced to :func:`strongest_spread`'s rows (``f`` itself when ``max_features`` is None or not
     exceeded), in their original order.
 
@@ -229,14 +266,17 @@ def cap_features(f: Features, max_features: int | dict[str, int] | None, width: 
     ----------
     f : Features
         Features in the pixels of a ``width`` x ``height`` image.
-    max_features : int, dict of kind -> int, or None
-        The cap, or a cap per detector kind (a kind it does not name is not capped).
+    max_features : int, dict of kind -> int, :data:`AUTO_CAP` or None
+        The cap, a cap per detector kind (a kind it does not name is not capped), or :data:`AUTO_CAP` for
+        :func:`model_feature_cap`.
     width, height : int
 
     Returns
     -------
     Features
     """
+    if max_features == AUTO_CAP:
+        max_features = model_feature_cap(f.kind, width, height)
     if isinstance(max_features, dict):
         max_features = max_features.get(f.kind)
     if max_features is None or len(f) <= max_features:

@@ -18,7 +18,7 @@ Layout of a database directory (schema 3)::
                                          integers 0-255), int8 for SURF (unit vectors at a fixed scale, see
                                          :data:`DESCRIPTOR_STORAGE`), float32 otherwise
 
-Each view stores at most :data:`~objrec.features.model.MAX_MODEL_FEATURES` features of each kind from its image
+Each view stores at most :func:`~objrec.features.model.model_feature_cap` features of each kind from its image
 (the strongest, spread over the image; synthesised views add theirs).
 
 A shard holds the objects of one commit (one :meth:`ModelDB.enroll` or one batch of

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.features.model import MAX_MODEL_FEATURES
+from objrec.features.model import AUTO_CAP
 from objrec.imageio import InputError
 from objrec.modeldb import maintenance
 from objrec.modeldb.access import DatabaseReads
@@ -90,12 +90,13 @@ class ModelDB(DatabaseReads):
     def upgrade(
         cls,
         path: str | os.PathLike,
-        max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES,
+        max_features: int | dict[str, int] | str | None = AUTO_CAP,
         progress: bool = False,
     ) -> ModelDB:
         """Convert a schema 1 or 2 database in place to the current layout and open it (a current one is only
-        opened): features re-capped to ``max_features`` per kind (None: all kept) and re-encoded from what is
-        stored, atomically, with a progress bar on stderr with ``progress`` (see
+        opened): features re-capped to ``max_features`` per kind ("auto":
+        :func:`~objrec.features.model.model_feature_cap`; None: all kept) and re-encoded from what is stored,
+        atomically, with a progress bar on stderr with ``progress`` (see
         :func:`~objrec.modeldb.upgrade.upgrade_database`, which also says what is lost). The database id
         changes: its prefilter stays valid, its retrieval index is rebuilt by ``objrec db reindex``."""
         upgrade_database(path, max_features, progress)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.features.model import MAX_MODEL_FEATURES, cap_features, extract_model_features
+from objrec.features.model import AUTO_CAP, cap_features, extract_model_features
 from objrec.fileio import sha256_bytes
 from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
 from objrec.modeldb.records import (
@@ -181,7 +181,7 @@ def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> n
 
 
 def capped(
-    feats: dict[str, Features], width: int, height: int, max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES
+    feats: dict[str, Features], width: int, height: int, max_features: int | dict[str, int] | str | None = AUTO_CAP
 ) -> dict[str, Features]:
     """Each kind's features reduced to at most ``max_features`` (strongest, spread over the image:
     :func:`objrec.features.model.cap_features`); None keeps them all."""
@@ -342,7 +342,7 @@ def prepared_from_arrays(
     img: np.ndarray,
     feats: dict[str, Features],
     source: Any,
-    max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES,
+    max_features: int | dict[str, int] | str | None = AUTO_CAP,
 ) -> PreparedObject:
     """A :class:`PreparedObject` for features that were extracted elsewhere (a schema upgrade): capped to
     ``max_features`` per kind (:func:`capped`), the image encoded by :func:`encode_model_image`.
@@ -355,7 +355,7 @@ def prepared_from_arrays(
     feats : dict of kind -> Features
     source : dict or None
         The source record for the object's entry.
-    max_features : int, dict of kind -> int, or None
+    max_features : int, dict of kind -> int, "auto" or None
         The cap per kind (None: every feature kept).
 
     Returns

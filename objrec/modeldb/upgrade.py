@@ -3,7 +3,7 @@
 Schema 1 held one ``.npz`` per object; schema 2 held shards with 25-byte keypoint rows, float16 SURF
 descriptors and every feature of each image. The conversion works from what is stored (nothing is
 re-extracted): each object's features are capped and re-encoded as enrolment now stores them
-(:data:`~objrec.features.model.MAX_MODEL_FEATURES` per kind, compact keypoints, int8 SURF descriptors), its
+(:func:`~objrec.features.model.model_feature_cap` per kind, compact keypoints, int8 SURF descriptors), its
 image re-encoded where that is smaller (:func:`~objrec.modeldb.preparation.encode_model_image`), and the
 objects written as new shards, in enrolment order. Only then is the manifest replaced, in one step; the old
 files are deleted after it. An interruption at any point before that leaves the old manifest and every old
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.features.model import MAX_MODEL_FEATURES, cap_features
+from objrec.features.model import AUTO_CAP, cap_features
 from objrec.fileio import file_sha256, load_npz_verified, read_json
 from objrec.imageio import decode_image, to_bgr
 from objrec.modeldb.preparation import (
@@ -61,7 +61,7 @@ __all__ = ["upgrade_database", "convert_object"]
 
 
 def upgrade_database(
-    path: str | os.PathLike, max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES, progress: bool = False
+    path: str | os.PathLike, max_features: int | dict[str, int] | str | None = AUTO_CAP, progress: bool = False
 ) -> int | None:
     """Convert the schema 1 or 2 database at ``path`` in place; None (and nothing done) when it is current.
 
@@ -69,7 +69,7 @@ def upgrade_database(
     ----------
     path : path-like
         The database directory.
-    max_features : int, dict of kind -> int, or None
+    max_features : int, dict of kind -> int, "auto" or None
         The cap per kind on each object's stored features (None keeps them all).
     progress : bool
         Show a tqdm progress bar (objects) on stderr.
@@ -155,7 +155,7 @@ def _write_converted(
 
 
 def _schema1_objects(
-    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | None
+    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | str | None
 ) -> Iterator[PreparedObject]:
     kinds = list(old["detectors"])
     for seq, e in enumerate(old["objects"]):
@@ -181,7 +181,7 @@ def _checked_array(path: Path, shard: Shard, fname: str) -> np.ndarray:
 
 
 def _schema2_objects(
-    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | None
+    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | str | None
 ) -> tuple[Iterator[PreparedObject], int]:
     kinds = list(old["detectors"])
     shards = [read_table(path / SHARDS / e["id"], e, kinds) for e in old["shards"]]
@@ -214,7 +214,7 @@ def convert_object(
     keypoints: dict[str, np.ndarray],
     descriptors: dict[str, np.ndarray],
     thumb: np.ndarray | None,
-    max_features: int | dict[str, int] | None = MAX_MODEL_FEATURES,
+    max_features: int | dict[str, int] | str | None = AUTO_CAP,
 ) -> PreparedObject:
     """One stored object (schema 2 rows) in the current stored form.
 
@@ -235,7 +235,7 @@ def convert_object(
         Stored descriptor rows.
     thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
         The stored thumbnail (None: made from the image).
-    max_features : int, dict of kind -> int, or None
+    max_features : int, dict of kind -> int, "auto" or None
 
     Returns
     -------
