@@ -287,12 +287,14 @@ def section_crossover(items, qs, args) -> None:
     from objrec.matching.retrieval import RetrievalIndex
     from objrec.matching.shortlist import RETRIEVAL_PROBES, RETRIEVAL_QUERIES, SHORTLIST_SIZE
     from objrec.modeldb import DEFAULT_DETECTORS, ModelObject
+    from objrec.modeldb.preparation import decode_descriptors, encode_descriptors
 
     surf = make_detector("surf", backend="cpu", **DEFAULT_DETECTORS["surf"])
     models = []
     for name, p in items:
         f = surf.detect_and_compute(cv2.imread(str(p), cv2.IMREAD_GRAYSCALE))
-        f = f.replace(descriptors=f.descriptors.astype(np.float16).astype(np.float32))  # as the database stores them
+        stored = decode_descriptors("surf", encode_descriptors("surf", f.descriptors))  # as the database stores them
+        f = f.replace(descriptors=stored.astype(np.float32))
         models.append(ModelObject(name, 500, 500, {"surf": f}))
     scene = [surf.detect_and_compute(img) for _, img in qs]
     print(f"crossover: SURF, {len(qs)} queries, median features {int(np.median([len(f) for f in scene]))}")

@@ -1,10 +1,12 @@
 """``objrec db``: see and change a model database from the command line.
 
-``list`` the objects, ``info`` on the database (or one object), ``remove`` and ``rename`` objects,
+``list`` the objects, ``info`` on the database (or one object; bytes on disk per object, every file counted),
+``remove`` and ``rename`` objects,
 ``set-width`` of one, ``add-view`` and ``remove-view`` (another photo of an enrolled object; each one atomic
 commit), ``compact`` its shards (removed rows dropped, small shards
 merged, thumbnails added to shards that lack them), ``reindex`` (build or update the retrieval indexes, with a
-progress bar; an interrupted run resumes), ``verify`` every file. Every action takes ``--json`` for
+progress bar; an interrupted run resumes), ``upgrade`` an older database in place (progress bar; atomic),
+``verify`` every file. Every action takes ``--json`` for
 one JSON document on stdout. ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer)
 and a stale prefilter or retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under
 the write lock.
@@ -159,14 +161,18 @@ def cmd_info(args: argparse.Namespace) -> int:
         "descriptor_storage": m.get("descriptor_storage", {}),
         "shards": len(m["shards"]),
         "disk_bytes": _disk_bytes(Path(args.db)),
+        "records": len(db.records),
         "library_version": m.get("library_version"),
         "prefilter": prefilter_status(db),
         "index": index_status(db),
     }
+    # Every file of the database folder counts (index and prefilter included); a view counts as an object.
+    doc["disk_bytes_per_object"] = round(doc["disk_bytes"] / doc["records"]) if doc["records"] else None
+    per = f", {doc['disk_bytes_per_object'] / 1e3:.1f} KB per object (view)" if doc["records"] else ""
     lines = [
         f"database {args.db}: {doc['objects']} object(s), id {doc['database_id']}",
         "detectors: " + ", ".join(f"{k} {v}" for k, v in doc["detectors"].items()),
-        f"storage: {doc['shards']} shard(s), {doc['disk_bytes'] / 2**20:.1f} MiB on disk",
+        f"storage: {doc['shards']} shard(s), {doc['disk_bytes'] / 2**20:.1f} MiB on disk{per}",
         f"prefilter: {doc['prefilter']['status']} {doc['prefilter']['detail']}".rstrip(),
     ]
     lines += [f"index {k}: {v['status']} {v['detail']}".rstrip() for k, v in doc["index"].items()]
@@ -243,6 +249,28 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     doc = {"database_id": db.database_id, "indexes": index_status(db), "kinds": kinds}
     lines = [f"index {k}: {v['status']}" for k, v in doc["indexes"].items() if k in kinds]
     lines.append(f"{args.db}: {len(kinds)} retrieval index(es) current; {len(db)} object(s), id {db.database_id}")
+    _print(args, doc, lines)
+    return EXIT_OK
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from objrec.modeldb import ModelDB
+    from objrec.modeldb.upgrade import upgrade_database
+
+    before = _disk_bytes(Path(args.db))
+    version = upgrade_database(args.db, progress=not args.json)
+    db = ModelDB.open(args.db)
+    after = _disk_bytes(Path(args.db))
+    doc = {"database": str(args.db), "upgraded_from": version, "schema_version": db.manifest["schema_version"]}
+    doc.update(database_id=db.database_id, objects=len(db), disk_bytes_before=before, disk_bytes=after)
+    if version is None:
+        lines = [f"{args.db}: already schema {doc['schema_version']}; nothing to do"]
+    else:
+        lines = [
+            f"{args.db}: upgraded from schema {version} to {doc['schema_version']}: {len(db)} object(s), "
+            f"{before / 2**20:.1f} -> {after / 2**20:.1f} MiB on disk, id {db.database_id}",
+            "its retrieval index, if any, is now stale: run `objrec db reindex --db " + str(args.db) + "`",
+        ]
     _print(args, doc, lines)
     return EXIT_OK
 
@@ -324,6 +352,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reindex",
         "build or update the retrieval index of each kind that needs one, in bounded memory (resumable)",
         cmd_reindex,
+    )
+    action(
+        "upgrade",
+        "convert an older (schema 1 or 2) database in place to the current compact layout (atomic; progress bar)",
+        cmd_upgrade,
     )
     v = action(
         "verify",

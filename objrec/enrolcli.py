@@ -59,7 +59,7 @@ def look_alikes(db: Any, images: Sequence[tuple[str, Any]]) -> list[str]:
         found = [(d.name, d.inliers) for d in rec.process(frame).detections]
         # An object verified in the same place as a stronger one is rejected as explained by it: a look-alike
         # all the same.
-        found += [(r.name, r.inliers) for r in rec.last_rejections if r.reason == "explained"]
+        found += [(r.name, r.matches) for r in rec.last_rejections if r.reason == "explained"]
         seen = set()
         for key, inliers in found:
             other = split_key(key)[0]

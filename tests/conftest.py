@@ -48,6 +48,25 @@ def sample_db(tmp_path_factory):
     return d
 
 
+def _assert_stored_image(stored, original, min_psnr: float = 35.0) -> None:
+    """A model image as a database stores it (lossy, :data:`objrec.modeldb.records.MODEL_IMAGE_FORMAT`) is the
+    original's size and channels, and in gray (what features, thumbnails and composed scenes' detectors see)
+    close to it: OpenCV's PSNR at least ``min_psnr`` dB. Colour is not compared: the encoder subsamples chroma,
+    which saturated synthetic edges show most."""
+    import cv2
+    import numpy as np
+
+    assert stored.shape == original.shape and stored.dtype == np.uint8
+    gray = [cv2.cvtColor(x, cv2.COLOR_BGR2GRAY) if x.ndim == 3 else x for x in (stored, original)]
+    assert cv2.PSNR(*gray) >= min_psnr
+
+
+@pytest.fixture(scope="session")
+def assert_stored_image():
+    """``assert_stored_image(stored, original)``: a stored model image decodes close to the enrolled one."""
+    return _assert_stored_image
+
+
 @pytest.fixture(scope="session")
 def gpu_device():
     """Skips unless CuPy sees a real CUDA device."""

@@ -11,9 +11,15 @@ import pytest
 
 from objrec import ModelDB
 from objrec.data import synthetic_cover
+from objrec.features.model import AUTO_CAP, cap_features, model_feature_cap, strongest_spread
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
 from objrec.modeldb import SCHEMA_VERSION, ModelDBError
+
+
+def capped(direct, image):
+    """What the database stores of features extracted from ``image``: capped as enrolment caps them."""
+    return cap_features(direct, AUTO_CAP, image.shape[1], image.shape[0])
 
 
 @pytest.fixture()
@@ -28,7 +34,7 @@ def db(tmp_path, cover):
     return d
 
 
-def test_roundtrip_reopen_gives_identical_features(db, cover, tmp_path):
+def test_roundtrip_reopen_gives_identical_features(db, cover, tmp_path, assert_stored_image):
     again = ModelDB.open(tmp_path / "db")
     assert again.names == ["cover"]
     assert again.database_id == db.database_id
@@ -37,13 +43,13 @@ def test_roundtrip_reopen_gives_identical_features(db, cover, tmp_path):
     np.testing.assert_array_equal(a.descriptors, b.descriptors)
     np.testing.assert_array_equal(a.xy, b.xy)
     assert again.get("cover").width == 200 and again.get("cover").height == 260
-    np.testing.assert_array_equal(again.image("cover"), cover)
+    assert_stored_image(again.image("cover"), cover)
 
 
 def test_features_match_direct_extraction(db, cover):
     from objrec.features import SIFT
 
-    direct = SIFT(backend="cpu").detect_and_compute(cover)
+    direct = capped(SIFT(backend="cpu").detect_and_compute(cover), cover)
     stored = db.get("cover").features["sift"]
     np.testing.assert_allclose(stored.xy, direct.xy)
     np.testing.assert_allclose(stored.descriptors, direct.descriptors)
@@ -240,6 +246,16 @@ def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover):
 
     sift_db.enroll("cover", cover)
     kps, ref = cv2.SIFT_create().detectAndCompute(cv2.cvtColor(cover, cv2.COLOR_BGR2GRAY), None)
+    cap = model_feature_cap("sift", cover.shape[1], cover.shape[0])
+    assert len(kps) > cap  # the cap applies
+    keep = strongest_spread(
+        np.float32([k.pt for k in kps]),
+        np.float32([k.response for k in kps]),
+        cap,
+        cover.shape[1],
+        cover.shape[0],
+    )
+    kps, ref = [kps[i] for i in keep], ref[keep]
     stored = np.load(_shard_file(sift_db, "sift.descriptors.npy"), allow_pickle=False)
     assert stored.dtype == np.uint8 and ref.dtype == np.float32
     np.testing.assert_array_equal(stored, ref)  # exact: OpenCV's descriptors are integers 0-255
@@ -247,10 +263,14 @@ def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover):
     assert got.descriptors.dtype == np.float32
     np.testing.assert_array_equal(got.descriptors, ref)
     np.testing.assert_array_equal(got.xy, np.float32([k.pt for k in kps]))
-    np.testing.assert_array_equal(got.octave, [k.octave for k in kps])
+    # The octave number only: the signed low byte of OpenCV's packed field.
+    np.testing.assert_array_equal(got.octave, [np.int8(np.uint8(k.octave & 0xFF)) for k in kps])
+    np.testing.assert_allclose(got.size, [k.size for k in kps], rtol=2**-11)
+    np.testing.assert_allclose(got.angle, [k.angle for k in kps], rtol=2**-11, atol=2**-11)
+    np.testing.assert_array_equal(got.response, np.float32([k.response for k in kps]))
 
 
-def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path):
+def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path, assert_stored_image):
     import cv2
 
     from objrec.features import SIFT
@@ -264,16 +284,16 @@ def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path):
     assert again.names == list(images)  # enrolment order, across three shards
     assert len(json.loads((sift_db.path / "manifest.json").read_text())["shards"]) == 3
     for name, img in images.items():
-        direct = SIFT(backend="cpu").detect_and_compute(img)
+        direct = capped(SIFT(backend="cpu").detect_and_compute(img), img)
         got = again.get(name).features["sift"]
         np.testing.assert_array_equal(got.descriptors, direct.descriptors)
         np.testing.assert_array_equal(got.xy, direct.xy)
-        np.testing.assert_array_equal(again.image(name), img)
+        assert_stored_image(again.image(name), img)
         assert (again.get(name).width, again.get(name).height) == (120, 150)
     src = again.info("c00").source
     assert src["path"] == str(paths["c00"])
     assert src["sha256"] == hashlib.sha256(paths["c00"].read_bytes()).hexdigest()
-    np.testing.assert_array_equal(again.image("c00"), cv2.imread(str(paths["c00"])))
+    assert_stored_image(again.image("c00"), cv2.imread(str(paths["c00"])))
     assert again.verify() == []
 
 
@@ -359,7 +379,7 @@ def test_killed_enrolment_resumes(sift_db, tmp_path):
     assert ModelDB.open(sift_db.path).database_id == _reference_id(tmp_path, list(paths.items()))
 
 
-def test_changed_source_file_is_not_skipped(sift_db, tmp_path):
+def test_changed_source_file_is_not_skipped(sift_db, tmp_path, assert_stored_image):
     import cv2
 
     (p,) = _write_images(tmp_path / "imgs", {"x": synthetic_cover(40, (120, 150))}).values()
@@ -370,7 +390,7 @@ def test_changed_source_file_is_not_skipped(sift_db, tmp_path):
     assert [f.name for f in report.failed] == ["x"] and "other content" in report.failed[0].reason
     report = sift_db.enroll_many([("x", p)], replace=True, progress=False)
     assert report.enrolled == ["x"] and sift_db.info("x").sha256 != before
-    np.testing.assert_array_equal(sift_db.image("x"), cv2.imread(str(p)))
+    assert_stored_image(sift_db.image("x"), cv2.imread(str(p)))
 
 
 def test_remove_and_replace_tombstone_then_compact(sift_db, tmp_path):
@@ -459,19 +479,19 @@ def _write_schema1(path, objects):
     (path / "manifest.json").write_text(json.dumps(manifest))
 
 
-def test_schema1_database_gives_upgrade_hint_then_upgrades(tmp_path):
+def test_schema1_database_gives_upgrade_hint_then_upgrades(tmp_path, assert_stored_image):
     from objrec.features import SIFT
 
     old = tmp_path / "old"
     images = _covers(3)
     _write_schema1(old, images)
-    with pytest.raises(ModelDBError, match=r"manifest.json: schema 1 .*ModelDB.upgrade"):
+    with pytest.raises(ModelDBError, match=r"manifest.json: schema 1 .*objrec db upgrade --db"):
         ModelDB.open(old)
     db = ModelDB.upgrade(old)
     assert db.names == list(images) and not (old / "objects").exists() and db.verify() == []
     for name, img in images.items():
-        np.testing.assert_array_equal(db.image(name), img)
-        direct = SIFT(backend="cpu").detect_and_compute(img)
+        assert_stored_image(db.image(name), img)
+        direct = capped(SIFT(backend="cpu").detect_and_compute(img), img)
         np.testing.assert_array_equal(db.get(name).features["sift"].descriptors, direct.descriptors)
     assert ModelDB.open(old).database_id == db.database_id
 
@@ -542,8 +562,9 @@ def test_a_shard_written_without_thumbnails_reads_them_from_images_until_compact
     (sift_db.path / "shards" / shard["id"] / "thumbs.npy").unlink()
     (sift_db.path / "manifest.json").write_text(json.dumps(manifest))
     old = ModelDB.open(sift_db.path)
-    for name, img in covers.items():
-        want = cv2.resize(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY), (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
+    for name in covers:
+        stored = cv2.cvtColor(old.image(name), cv2.COLOR_BGR2GRAY)  # what is stored: the thumbnail's source
+        want = cv2.resize(stored, (THUMB_SIZE, THUMB_SIZE), interpolation=cv2.INTER_AREA)
         np.testing.assert_array_equal(old.thumbnail(name), want)
     assert old.compact() == 1
     again = ModelDB.open(sift_db.path)

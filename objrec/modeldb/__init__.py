@@ -1,6 +1,6 @@
 """The model database: enrolled objects, their images and features, in memory-mappable ``.npy`` shards.
 
-Layout of a database directory (schema 2)::
+Layout of a database directory (schema 3)::
 
     DB/manifest.json                     the commit point: schema and library version, database id,
                                          detectors, and the list of shards with the sha256 of each file
@@ -8,13 +8,18 @@ Layout of a database directory (schema 2)::
     DB/shards/<id>/objects.json          the shard's object table: name, size, content sha256, source
                                          (path and sha256 of the enrolled file), feature counts, image bytes,
                                          physical width in metres (``width_m``, optional)
-    DB/shards/<id>/images.npy            uint8: the objects' encoded model images, back to back
+    DB/shards/<id>/images.npy            uint8: the objects' encoded model images, back to back (WebP, or
+                                         the enrolled file's own bytes when smaller: :data:`MODEL_IMAGE_FORMAT`)
     DB/shards/<id>/thumbs.npy            uint8 (n, 64, 64): each model image in gray, resized to a square
                                          (the appearance check of verification reads these, not images.npy)
-    DB/shards/<id>/<kind>.keypoints.npy  structured (xy, size, angle, response, octave, laplacian) per row
+    DB/shards/<id>/<kind>.keypoints.npy  18-byte rows (xy, size, angle, response, octave, laplacian):
+                                         :data:`KEYPOINT_DTYPE`
     DB/shards/<id>/<kind>.descriptors.npy  one row per keypoint: uint8 for SIFT (OpenCV's descriptors are
-                                         integers 0-255), float16 for SURF (unit vectors, see
+                                         integers 0-255), int8 for SURF (unit vectors at a fixed scale, see
                                          :data:`DESCRIPTOR_STORAGE`), float32 otherwise
+
+Each view stores at most :func:`~objrec.features.model.model_feature_cap` features of each kind from its image
+(the strongest, spread over the image; synthesised views add theirs).
 
 A shard holds the objects of one commit (one :meth:`ModelDB.enroll` or one batch of
 :meth:`ModelDB.enroll_many`); it is immutable once the manifest names it. Removing or replacing an
@@ -26,8 +31,10 @@ rename; the manifest is replaced last), and nothing is ever unpickled. The datab
 content (detector parameters, object names and content hashes): a prefilter or retrieval index built
 for another id is stale.
 
-Databases of schema 1 (one ``.npz`` per object) are not read directly: :meth:`ModelDB.upgrade`
-converts one in place.
+Databases of schema 1 (one ``.npz`` per object) and 2 (every feature, wider rows) are not read directly:
+:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically. A write that finds too little
+free disk space, or fills the disk, raises :class:`~objrec.modeldb.shards.DiskFullError` and leaves the
+database as it was.
 
 Modules
 -------
@@ -43,7 +50,7 @@ shards, reader, store, maintenance
     The storage engine: shard files and the manifest, reads through memory maps, commits, compaction and
     garbage collection.
 upgrade
-    Conversion of a schema 1 database.
+    Conversion of a schema 1 or 2 database.
 database
     :class:`ModelDB`, the read and write API over the storage engine.
 """
@@ -55,6 +62,8 @@ from objrec.modeldb.preparation import THUMB_SIZE, thumbnail
 from objrec.modeldb.records import (
     DEFAULT_DETECTORS,
     DESCRIPTOR_STORAGE,
+    KEYPOINT_DTYPE,
+    MODEL_IMAGE_FORMAT,
     SCHEMA_VERSION,
     EnrollFailure,
     EnrollReport,
@@ -62,6 +71,7 @@ from objrec.modeldb.records import (
     ModelObject,
     ObjectInfo,
 )
+from objrec.modeldb.shards import DiskFullError
 
 __all__ = [
     "ModelDB",
@@ -73,6 +83,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "DEFAULT_DETECTORS",
     "DESCRIPTOR_STORAGE",
+    "KEYPOINT_DTYPE",
+    "MODEL_IMAGE_FORMAT",
+    "DiskFullError",
     "MAX_SMALL_SHARDS",
     "THUMB_SIZE",
     "extract_model_features",

@@ -118,12 +118,13 @@ class DatabaseReads:
         return self.store.image(*self.store.locate(name))
 
     def descriptor_table(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every enrolled descriptor of ``kind`` in its stored dtype, and the object of each row.
+        """Every enrolled descriptor of ``kind``, decoded from its stored form, and the object of each row.
 
         Returns
         -------
         descriptors : (N, D) ndarray
-            uint8 for SIFT, float16 for SURF (see :data:`DESCRIPTOR_STORAGE`); a copy out of the maps.
+            uint8 for SIFT, float16 for SURF (stored as int8, see :data:`DESCRIPTOR_STORAGE`); a copy out of the
+            maps.
         owner : (N,) int64
             Index into :attr:`records` of the view each row belongs to.
         """
@@ -141,7 +142,7 @@ class DatabaseReads:
         return iter_descriptor_chunks(self.store, kind, max_rows, names)
 
     def sample_descriptors(self, kind: str, n: int, seed: int = 0) -> np.ndarray:
-        """``n`` enrolled descriptors of ``kind`` drawn uniformly without replacement (all when fewer), in their
-        stored dtype; only the drawn rows are read."""
+        """``n`` enrolled descriptors of ``kind`` drawn uniformly without replacement (all when fewer), decoded
+        (uint8 for SIFT, float16 for SURF); only the drawn rows are read."""
         self._check_kind(kind)
         return sample_descriptors(self.store, kind, n, seed)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from objrec.features.model import AUTO_CAP
 from objrec.imageio import InputError
 from objrec.modeldb import maintenance
 from objrec.modeldb.access import DatabaseReads
@@ -29,7 +30,7 @@ from objrec.modeldb.records import (
     view_key,
 )
 from objrec.modeldb.store import ShardStore
-from objrec.modeldb.upgrade import upgrade_schema1
+from objrec.modeldb.upgrade import upgrade_database
 from objrec.modeldb.views import check_views
 
 __all__ = ["ModelDB"]
@@ -86,13 +87,19 @@ class ModelDB(DatabaseReads):
         return cls(ShardStore.open(path))
 
     @classmethod
-    def upgrade(cls, path: str | os.PathLike) -> ModelDB:
-        """Convert a schema 1 database (one ``.npz`` per object) in place to the current layout and open it.
-
-        Features and images are carried over as stored (see :func:`~objrec.modeldb.upgrade.upgrade_schema1`);
-        the database id changes (retrain its prefilter). A database of the current schema is only opened.
-        """
-        upgrade_schema1(path)
+    def upgrade(
+        cls,
+        path: str | os.PathLike,
+        max_features: int | dict[str, int] | str | None = AUTO_CAP,
+        progress: bool = False,
+    ) -> ModelDB:
+        """Convert a schema 1 or 2 database in place to the current layout and open it (a current one is only
+        opened): features re-capped to ``max_features`` per kind ("auto":
+        :func:`~objrec.features.model.model_feature_cap`; None: all kept) and re-encoded from what is stored,
+        atomically, with a progress bar on stderr with ``progress`` (see
+        :func:`~objrec.modeldb.upgrade.upgrade_database`, which also says what is lost). The database id
+        changes: its prefilter stays valid, its retrieval index is rebuilt by ``objrec db reindex``."""
+        upgrade_database(path, max_features, progress)
         return cls.open(path)
 
     # -- writes -------------------------------------------------------------------------------------

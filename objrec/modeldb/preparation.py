@@ -14,13 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from objrec.features.model import extract_model_features
+from objrec.features.model import AUTO_CAP, cap_features, extract_model_features
 from objrec.fileio import sha256_bytes
 from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gray
 from objrec.modeldb.records import (
     DESCRIPTOR_STORAGE,
     KEYPOINT_DTYPE,
-    ModelDBError,
+    MODEL_IMAGE_FORMAT,
+    MODEL_IMAGE_QUALITY,
+    SURF_INT8_SCALE,
     check_name,
     check_shape,
     check_width_m,
@@ -36,8 +38,11 @@ __all__ = [
     "PreparedObject",
     "prepare_object",
     "prepared_from_arrays",
-    "stored_descriptors",
+    "encode_descriptors",
+    "decode_descriptors",
     "keypoint_rows",
+    "encode_model_image",
+    "capped",
     "content_sha256",
     "source_sha256",
     "thumbnail",
@@ -61,7 +66,7 @@ class PreparedObject:
     keypoints : dict of kind -> ndarray
         :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows.
     descriptors : dict of kind -> ndarray
-        Descriptors in their stored dtype (:func:`stored_descriptors`).
+        Descriptors in their stored dtype (:func:`encode_descriptors`).
     thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
         The gray thumbnail (:func:`thumbnail`).
     """
@@ -105,22 +110,82 @@ def _image_file(path: str | Path) -> Path:
     return p
 
 
-def stored_descriptors(kind: str, descriptors: np.ndarray) -> np.ndarray:
-    """Descriptors in their storage dtype (:data:`DESCRIPTOR_STORAGE`); uint8 only where that is exact."""
+def encode_descriptors(kind: str, descriptors: np.ndarray) -> np.ndarray:
+    """Descriptors in their storage dtype (:data:`DESCRIPTOR_STORAGE`): uint8 only where that is exact; int8
+    as ``round(d * SURF_INT8_SCALE)`` (clipped to [-127, 127])."""
     d = np.asarray(descriptors, np.float32)
     want = DESCRIPTOR_STORAGE.get(kind, "float32")
     if want == "uint8":
         u8 = np.clip(np.rint(d), 0, 255).astype(np.uint8)
         return u8 if np.array_equal(u8, d) else d
+    if want == "int8":
+        return np.clip(np.rint(d * SURF_INT8_SCALE), -127, 127).astype(np.int8)
     return d.astype(want)
 
 
+def decode_descriptors(kind: str, stored: np.ndarray) -> np.ndarray:
+    """Stored descriptors as values: int8 rows scaled back by :data:`SURF_INT8_SCALE` (as float16, which holds
+    each step exactly enough); every other dtype as it is.
+
+    Parameters
+    ----------
+    kind : str
+        The detector kind (the stored form is read from the dtype; the kind names the error).
+    stored : (N, D) ndarray
+
+    Returns
+    -------
+    (N, D) ndarray
+        uint8 for SIFT, float16 for SURF, float32 otherwise.
+    """
+    if stored.dtype == np.int8:
+        return (np.asarray(stored, np.float32) * np.float32(1.0 / SURF_INT8_SCALE)).astype(np.float16)
+    return stored
+
+
 def keypoint_rows(f: Features) -> np.ndarray:
-    """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them."""
+    """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them
+    (the octave number only: the signed low byte of the octave field)."""
     rows = np.empty(len(f), KEYPOINT_DTYPE)
     for k in KEYPOINT_DTYPE.names:
-        rows[k] = getattr(f, k)
+        if k == "octave":
+            rows[k] = (np.asarray(f.octave, np.int64) & 0xFF).astype(np.uint8).view(np.int8)
+        else:
+            rows[k] = getattr(f, k)
     return rows
+
+
+def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> np.ndarray:
+    """The bytes a shard stores for a model image: :data:`MODEL_IMAGE_FORMAT` at :data:`MODEL_IMAGE_QUALITY`,
+    or ``original`` (the enrolled file's own bytes, which decode to ``img`` exactly) when it is no larger.
+
+    Parameters
+    ----------
+    img : ndarray
+        The decoded image (gray or BGR uint8).
+    original : (n,) uint8 ndarray, optional
+
+    Returns
+    -------
+    (n,) uint8 ndarray
+    """
+    import cv2
+
+    ok, data = cv2.imencode(MODEL_IMAGE_FORMAT, img, [cv2.IMWRITE_WEBP_QUALITY, MODEL_IMAGE_QUALITY])
+    if not ok:  # pragma: no cover - WebP takes every 8-bit gray or BGR image
+        ok, data = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
+    data = data.reshape(-1)
+    if original is not None and original.size <= data.size:
+        return original
+    return data
+
+
+def capped(
+    feats: dict[str, Features], width: int, height: int, max_features: int | dict[str, int] | str | None = AUTO_CAP
+) -> dict[str, Features]:
+    """Each kind's features reduced to at most ``max_features`` (strongest, spread over the image:
+    :func:`objrec.features.model.cap_features`); None keeps them all."""
+    return {k: cap_features(f, max_features, width, height) for k, f in feats.items()}
 
 
 def content_sha256(image: np.ndarray, keypoints: dict[str, np.ndarray], descriptors: dict[str, np.ndarray]) -> str:
@@ -154,23 +219,19 @@ def _array_sha256(img: np.ndarray) -> str:
 
 def _load_source(name: str, image: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """(pixels, encoded bytes to store, source record) for a file path or an array."""
-    import cv2
 
     if isinstance(image, np.ndarray) or image is None:
         img = check_frame(image, f"image for {name!r}")
         img = to_bgr(img) if img.ndim == 3 else img
-        ok, png = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
-        if not ok:  # pragma: no cover - PNG takes every 8-bit gray or BGR image
-            raise InputError(f"image for {name!r}: could not be encoded as PNG")
-        return img, png.reshape(-1), {"path": None, "sha256": _array_sha256(img)}
+        return img, encode_model_image(img), {"path": None, "sha256": _array_sha256(img)}
     if isinstance(image, FileBytes):
         path, data = image.path, np.frombuffer(image.data, np.uint8)
     else:
         path = _image_file(image)
         data = np.fromfile(str(path), dtype=np.uint8)
     img = decode_image(data, str(path))
-    # The file's own bytes are stored: they decode to exactly these pixels, usually in far fewer bytes.
-    return (to_bgr(img) if img.ndim == 3 else img), data, {"path": str(path), "sha256": sha256_bytes(data.data)}
+    img = to_bgr(img) if img.ndim == 3 else img
+    return img, encode_model_image(img, data), {"path": str(path), "sha256": sha256_bytes(data.data)}
 
 
 def source_sha256(image: Any) -> str:
@@ -241,6 +302,7 @@ def prepare_object(
         why = "; ".join(r.text for r in rating.reasons) or "no reason above the report threshold"
         raise InputError(f"image for {name!r}: rating {rating.score} is below the minimum {min_rating} ({why})")
     table = None
+    feats = capped(feats, img.shape[1], img.shape[0])
     if views is not None:
         feats, table = add_view_features(img, feats, detectors, views)
     p = _prepared(name, img, encoded, feats, source)
@@ -259,7 +321,7 @@ def _prepared(
 ) -> PreparedObject:
     """An object's entry and arrays in stored form: keypoint rows, compact descriptors, content hash."""
     kps = {k: keypoint_rows(f) for k, f in feats.items()}
-    descs = {k: stored_descriptors(k, f.descriptors) for k, f in feats.items()}
+    descs = {k: encode_descriptors(k, f.descriptors) for k, f in feats.items()}
     h, w = img.shape[:2]
     entry = {
         "name": name,
@@ -275,25 +337,30 @@ def _prepared(
     return PreparedObject(entry, encoded, kps, descs, thumb)
 
 
-def prepared_from_arrays(name: str, img: np.ndarray, feats: dict[str, Features], source: Any) -> PreparedObject:
-    """A :class:`PreparedObject` for features that were extracted elsewhere (a schema upgrade).
+def prepared_from_arrays(
+    name: str,
+    img: np.ndarray,
+    feats: dict[str, Features],
+    source: Any,
+    max_features: int | dict[str, int] | str | None = AUTO_CAP,
+) -> PreparedObject:
+    """A :class:`PreparedObject` for features that were extracted elsewhere (a schema upgrade): capped to
+    ``max_features`` per kind (:func:`capped`), the image encoded by :func:`encode_model_image`.
 
     Parameters
     ----------
     name : str
     img : ndarray
-        The model image (gray or BGR uint8); stored as PNG.
+        The model image (gray or BGR uint8).
     feats : dict of kind -> Features
     source : dict or None
         The source record for the object's entry.
+    max_features : int, dict of kind -> int, "auto" or None
+        The cap per kind (None: every feature kept).
 
     Returns
     -------
     PreparedObject
     """
-    import cv2
-
-    ok, png = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
-    if not ok:  # pragma: no cover - PNG takes every 8-bit gray or BGR image
-        raise ModelDBError(f"object {name!r}: its image could not be encoded as PNG")
-    return _prepared(name, img, png.reshape(-1), feats, source)
+    h, w = img.shape[:2]
+    return _prepared(name, img, encode_model_image(img), capped(feats, w, h, max_features), source)

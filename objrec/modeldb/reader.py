@@ -15,7 +15,7 @@ import numpy as np
 
 from objrec.fileio import FileFormatError, file_sha256, read_json
 from objrec.imageio import decode_image, to_bgr
-from objrec.modeldb.preparation import content_sha256, thumb_sha256, thumbnail
+from objrec.modeldb.preparation import content_sha256, decode_descriptors, thumb_sha256, thumbnail
 from objrec.modeldb.records import (
     KEYPOINT_DTYPE,
     MANIFEST,
@@ -214,8 +214,8 @@ class ShardReader:
         self.verify_object(shard, row)
         a, b = (int(x) for x in shard.offsets[kind][row : row + 2])
         kp = self.array(shard, f"{kind}.keypoints.npy", check=False)[a:b]
-        desc = self.array(shard, f"{kind}.descriptors.npy", check=False)[a:b]
-        # Features converts to its own dtypes: uint8/float16 descriptors become float32 copies here.
+        desc = decode_descriptors(kind, self.array(shard, f"{kind}.descriptors.npy", check=False)[a:b])
+        # Features converts to its own dtypes: stored rows become float32 copies here.
         return Features(kp["xy"], kp["size"], kp["angle"], kp["response"], kp["octave"], kp["laplacian"], desc, kind)
 
     def infos(self) -> list[ObjectInfo]:
@@ -274,8 +274,8 @@ class ShardReader:
         return self._thumbs[name]
 
     def descriptor_table(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every live descriptor of ``kind`` in its stored dtype, and the index (in :attr:`live` order) of
-        the object of each row (see :meth:`ModelDB.descriptor_table`)."""
+        """Every live descriptor of ``kind`` (decoded: uint8 for SIFT, float16 for SURF), and the index (in
+        :attr:`live` order) of the object of each row (see :meth:`ModelDB.descriptor_table`)."""
         order = {n: i for i, n in enumerate(self.live)}
         parts, owners = [], []
         for sh in self.shards:
@@ -314,10 +314,12 @@ class ShardReader:
 
 
 def stack_descriptors(kind: str, parts: list[np.ndarray]) -> np.ndarray:
-    """``parts`` (rows of ``kind`` descriptors) as one array: their stored dtype when they share one, else
-    float32; an empty float32 array of the kind's width when there are none."""
+    """``parts`` (rows of ``kind`` descriptors as stored) as one array of values
+    (:func:`~objrec.modeldb.preparation.decode_descriptors`: uint8 for SIFT, float16 for SURF) when they share a
+    dtype, else float32; an empty float32 array of the kind's width when there are none."""
     if not parts:
         return np.zeros((0, 128 if kind == "sift" else 64), np.float32)
+    parts = [decode_descriptors(kind, p) for p in parts]
     dtypes = {p.dtype for p in parts}
     dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
     return np.concatenate([p.astype(dtype, copy=False) for p in parts])
@@ -352,7 +354,7 @@ def iter_descriptor_chunks(
     Yields
     ------
     descriptors : (N, D) ndarray
-        In the stored dtype (uint8 for SIFT, float16 for SURF).
+        Decoded from their stored form: uint8 for SIFT, float16 for SURF.
     keys : list of str
         The records of the chunk, in row order (records without ``kind`` descriptors included).
     counts : (len(keys),) int64
@@ -377,7 +379,7 @@ def iter_descriptor_chunks(
 
 def sample_descriptors(reader: ShardReader, kind: str, n: int, seed: int = 0) -> np.ndarray:
     """``n`` live descriptors of ``kind`` drawn uniformly without replacement (all of them when there are
-    fewer), in the stored dtype; only the drawn rows are read from the maps."""
+    fewer), decoded as :func:`stack_descriptors` does; only the drawn rows are read from the maps."""
     spans = list(descriptor_spans(reader, kind))
     sizes = np.asarray([hi - lo for _, _, lo, hi in spans], np.int64)
     total = int(sizes.sum())

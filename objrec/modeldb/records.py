@@ -30,6 +30,11 @@ __all__ = [
     "DESCRIPTOR_STORAGE",
     "ENROLL_BATCH",
     "KEYPOINT_DTYPE",
+    "LEGACY_KEYPOINT_DTYPE",
+    "SURF_INT8_SCALE",
+    "MODEL_IMAGE_FORMAT",
+    "MODEL_IMAGE_QUALITY",
+    "FREE_SPACE_MARGIN",
     "NAME_RE",
     "SHARD_ID_RE",
     "check_name",
@@ -42,21 +47,42 @@ __all__ = [
     "object_groups",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMAT = "objrec-modeldb"
 SHARD_FORMAT = "objrec-modeldb-shard"
 MANIFEST = "manifest.json"
 SHARDS = "shards"
 THUMBS = "thumbs.npy"
 #: How descriptors are stored per kind. OpenCV's SIFT descriptors are integers 0-255 (stored exactly as
-#: uint8, a quarter of float32; a descriptor that is not integral is stored as float32 instead). SURF's are
-#: unit vectors whose float16 rounding (relative error 2**-11) leaves nearest neighbours and Lowe's ratio
-#: decisions as they are except for ties closer than the rounding (see ``bench/bench_catalogue.py``).
-DESCRIPTOR_STORAGE: dict[str, str] = {"sift": "uint8", "surf": "float16"}
+#: uint8; a descriptor that is not integral is stored as float32 instead). SURF's are unit vectors, whose
+#: components lie in [-1, 1]: stored as int8 at the fixed scale :data:`SURF_INT8_SCALE` (a step of 1/127,
+#: a quarter of float32), which leaves Lowe's ratio decisions against float32 as they are except near the
+#: threshold and near ties (``bench/bench_descriptor_storage.py`` measures it on the Oxford sequences).
+DESCRIPTOR_STORAGE: dict[str, str] = {"sift": "uint8", "surf": "int8"}
+#: int8 SURF descriptors hold ``round(d * SURF_INT8_SCALE)``: the whole range [-1, 1] of a unit vector's
+#: components, so nothing is clipped; no scale is fitted to data, so every database decodes alike.
+SURF_INT8_SCALE = 127.0
 #: Objects per :meth:`ModelDB.enroll_many` commit (one shard each): what a rerun after an interruption
 #: may have to redo, against manifest writes that grow with the number of shards.
 ENROLL_BATCH = 128
+#: A keypoint as a shard stores it (18 bytes). Positions stay float32 (a model image is up to 1280 px, where
+#: float16 would step by a pixel). Size and angle are float16: rounded within 2**-11 of their value (at
+#: most 0.125 degrees for angles in [0, 360)), far below the detectors' own orientation and scale noise that
+#: the verifiers' scale and angle frames tolerate. SURF's Hessian responses exceed float16's range, so responses stay
+#: float32. ``octave`` keeps the octave number only (for SIFT, the signed low byte of OpenCV's packed field;
+#: its layer bits are dropped): nothing reads more of a model keypoint's octave.
 KEYPOINT_DTYPE = np.dtype(
+    [
+        ("xy", "<f4", (2,)),
+        ("size", "<f2"),
+        ("angle", "<f2"),
+        ("response", "<f4"),
+        ("octave", "i1"),
+        ("laplacian", "i1"),
+    ]
+)
+#: Keypoint rows of schema 1 and 2 databases (read only by :meth:`ModelDB.upgrade`).
+LEGACY_KEYPOINT_DTYPE = np.dtype(
     [
         ("xy", "<f4", (2,)),
         ("size", "<f4"),
@@ -66,6 +92,16 @@ KEYPOINT_DTYPE = np.dtype(
         ("laplacian", "i1"),
     ]
 )
+#: Encoding of a stored model image, unless the enrolled file's own bytes are smaller. The stored image is
+#: decoded only to compose training and warm-up scenes (the prefilter, the scheduler's cost model) and to
+#: make a thumbnail for shards that lack one: nothing matches or verifies against its pixels (features and
+#: thumbnails are made from the original pixels at enrolment), so a lossy encoding whose error is below a
+#: camera's noise is enough.
+MODEL_IMAGE_FORMAT = ".webp"
+MODEL_IMAGE_QUALITY = 80
+#: Free space required before a shard is written: this many times its encoded size, plus 16 MiB for the
+#: manifest and the file system's own needs (a write that still runs out raises the same error).
+FREE_SPACE_MARGIN = 1.25
 #: Valid object names: 1-128 characters from letters, digits, '_', '.', '-', starting with a letter or digit.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 #: Separates an object's name from its view number in the key of the view's record: view 0 of object ``NAME`` is

@@ -8,9 +8,11 @@ changed; the manifest names each shard with the sha256 of each of its files (lay
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
+import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ from objrec.fileio import atomic_write_bytes, check_manifest_header, file_sha256
 from objrec.modeldb.preparation import THUMB_SIZE, PreparedObject
 from objrec.modeldb.records import (
     FORMAT,
+    FREE_SPACE_MARGIN,
     KEYPOINT_DTYPE,
     NAME_RE,
     SCHEMA_VERSION,
@@ -42,7 +45,49 @@ __all__ = [
     "file_lock",
     "stat_signature",
     "check_manifest",
+    "DiskFullError",
+    "check_free_space",
+    "disk_full_guard",
 ]
+
+#: Bytes of free space kept besides :data:`~objrec.modeldb.records.FREE_SPACE_MARGIN` times a write's size.
+FREE_SPACE_RESERVE = 16 << 20
+
+
+class DiskFullError(ModelDBError):
+    """Not enough free disk space for a write; nothing of it was kept (the database is as it was)."""
+
+
+def check_free_space(folder: Path, need: int) -> None:
+    """Raise :class:`DiskFullError` unless the file system of ``folder`` (or its nearest existing parent) has
+    room for ``need`` bytes with the margin of :data:`~objrec.modeldb.records.FREE_SPACE_MARGIN`."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    want = int(need * FREE_SPACE_MARGIN) + FREE_SPACE_RESERVE
+    if free < want:
+        raise DiskFullError(
+            f"{folder}: not enough free disk space: this write needs about {want / 1e6:.1f} MB, "
+            f"{free / 1e6:.1f} MB are free; nothing was written and the database is as it was"
+        )
+
+
+@contextlib.contextmanager
+def disk_full_guard(path: Path, cleanup: Path | None = None) -> Iterator[None]:
+    """Turn a full disk (ENOSPC, EDQUOT) while writing ``path`` into :class:`DiskFullError`; on any error,
+    remove the folder ``cleanup`` (what the failed write had made) before the error goes on."""
+    try:
+        yield
+    except BaseException as exc:
+        if cleanup is not None:
+            shutil.rmtree(cleanup, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(
+                f"{path}: the disk is full ({exc.strerror or exc}); the write was undone and the database is as "
+                "it was: free some space and run it again"
+            ) from None
+        raise
 
 
 @dataclass(eq=False)
@@ -106,6 +151,12 @@ def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObj
     -------
     dict of str -> str
         File name to sha256, for the manifest.
+
+    Raises
+    ------
+    DiskFullError
+        When the file system lacks room for the encoded files (checked before anything is written) or fills
+        up while they are written; the shard's folder is removed, temporary files with it.
     """
     files: dict[str, bytes] = {}
     empty = np.zeros(0, np.uint8)
@@ -118,12 +169,15 @@ def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObj
         dtypes = {d.dtype for d in descs if len(d)}
         dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
         dim = max((d.shape[1] for d in descs), default=128)
-        files[f"{kind}.keypoints.npy"] = _npy_bytes(np.concatenate(kps) if kps else np.zeros(0, KEYPOINT_DTYPE))
+        kp = np.concatenate(kps) if kps else np.zeros(0, KEYPOINT_DTYPE)
+        files[f"{kind}.keypoints.npy"] = _npy_bytes(kp.astype(KEYPOINT_DTYPE, copy=False))
         desc = np.concatenate([d.astype(dtype, copy=False) for d in descs]) if descs else np.zeros((0, dim), dtype)
         files[f"{kind}.descriptors.npy"] = _npy_bytes(desc)
     table = {"format": SHARD_FORMAT, "objects": [o.entry for o in objects]}
     files["objects.json"] = (json.dumps(table, sort_keys=True) + "\n").encode()
-    return {fname: _write_checked(shard_dir / fname, data) for fname, data in files.items()}
+    check_free_space(shard_dir, sum(len(d) for d in files.values()))
+    with disk_full_guard(shard_dir, cleanup=shard_dir):
+        return {fname: _write_checked(shard_dir / fname, data) for fname, data in files.items()}
 
 
 def row_offsets(objects: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str, np.ndarray]:
@@ -226,11 +280,14 @@ def stat_signature(path: Path) -> tuple[int, int, int] | None:
 
 
 def check_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
-    """Raise :class:`ModelDBError` naming ``mpath`` unless ``manifest`` is a readable schema-2 manifest."""
-    if manifest.get("format") == FORMAT and manifest.get("schema_version") == 1:
+    """Raise :class:`ModelDBError` naming ``mpath`` unless ``manifest`` is a readable current-schema manifest (an
+    older schema's error names ``objrec db upgrade``)."""
+    version = manifest.get("schema_version")
+    if manifest.get("format") == FORMAT and isinstance(version, int) and version < SCHEMA_VERSION:
+        layout = "one .npz per object" if version == 1 else "uncompacted shards"
         raise ModelDBError(
-            f"{mpath}: schema 1 model database (one .npz per object), which this objrec no longer reads; "
-            f"convert it once, in place, with objrec.ModelDB.upgrade({str(mpath.parent)!r})"
+            f"{mpath}: schema {version} model database ({layout}), which this objrec no longer reads; convert it "
+            f"once, in place, with `objrec db upgrade --db {mpath.parent}` (or objrec.ModelDB.upgrade)"
         )
     check_manifest_header(mpath, manifest, FORMAT, SCHEMA_VERSION, "model database", ModelDBError)
     shards = manifest.get("shards")

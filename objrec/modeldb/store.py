@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,15 @@ from objrec.fileio import atomic_write_json
 from objrec.modeldb.preparation import PreparedObject
 from objrec.modeldb.reader import ShardReader
 from objrec.modeldb.records import DESCRIPTOR_STORAGE, FORMAT, MANIFEST, SCHEMA_VERSION, SHARDS, ModelDBError
-from objrec.modeldb.shards import Shard, content_id, file_lock, row_offsets, with_overrides, write_shard
+from objrec.modeldb.shards import (
+    Shard,
+    content_id,
+    disk_full_guard,
+    file_lock,
+    row_offsets,
+    with_overrides,
+    write_shard,
+)
 
 __all__ = ["ShardStore", "RETIRE_GRACE_S", "MAX_COMPATIBLE_IDS"]
 
@@ -147,7 +156,16 @@ class ShardStore(ShardReader):
         retired = [r for r in self.manifest.get("retired", []) if now - r["at"] < RETIRE_GRACE_S]
         retired += [{"id": s.id, "at": now} for s in self.shards if s.id not in named]
         manifest["retired"] = [r for r in retired if r["id"] not in named]
-        atomic_write_json(self.path / MANIFEST, manifest)
+        try:
+            with disk_full_guard(self.path / MANIFEST):
+                atomic_write_json(self.path / MANIFEST, manifest)
+        except BaseException:
+            # The previous manifest stands: the shards written for this commit are removed with it.
+            known = {s.id for s in self.shards}
+            for s in shards:
+                if s.id not in known:
+                    shutil.rmtree(self.path / SHARDS / s.id, ignore_errors=True)
+            raise
         self.set_state(manifest, shards)
 
     def retired(self) -> set[str]:

@@ -1,65 +1,274 @@
-"""Conversion of a schema 1 model database (one ``.npz`` per object) to the current layout, in place."""
+"""Conversion of a schema 1 or 2 model database to the current layout (schema 3), in place and atomically.
+
+Schema 1 held one ``.npz`` per object; schema 2 held shards with 25-byte keypoint rows, float16 SURF
+descriptors and every feature of each image. The conversion works from what is stored (nothing is
+re-extracted): each object's features are capped and re-encoded as enrolment now stores them
+(:func:`~objrec.features.model.model_feature_cap` per kind, compact keypoints, int8 SURF descriptors), its
+image re-encoded where that is smaller (:func:`~objrec.modeldb.preparation.encode_model_image`), and the
+objects written as new shards, in enrolment order. Only then is the manifest replaced, in one step; the old
+files are deleted after it. An interruption at any point before that leaves the old manifest and every old
+file as they were (new shards already written are removed, or deleted by the next attempt).
+
+What is lost: the features beyond the cap, the octave field's SIFT layer bits (see
+:data:`~objrec.modeldb.records.KEYPOINT_DTYPE`), float16 rounding of sizes and angles, the int8 rounding of
+SURF descriptors and the lossy re-encoding of a model image. Content hashes are those of the new rows, so the
+database id changes (a prefilter stays valid: the id joins ``compatible_ids``; the retrieval index must be
+rebuilt with ``objrec db reindex``).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from objrec.fileio import load_npz_verified, read_json
-from objrec.modeldb.preparation import prepared_from_arrays
-from objrec.modeldb.records import DESCRIPTOR_STORAGE, ENROLL_BATCH, FORMAT, MANIFEST, SCHEMA_VERSION, ModelDBError
-from objrec.modeldb.shards import file_lock
+import numpy as np
+
+from objrec.features.model import AUTO_CAP, cap_features
+from objrec.fileio import file_sha256, load_npz_verified, read_json
+from objrec.imageio import decode_image, to_bgr
+from objrec.modeldb.preparation import (
+    PreparedObject,
+    content_sha256,
+    decode_descriptors,
+    encode_descriptors,
+    encode_model_image,
+    keypoint_rows,
+    prepared_from_arrays,
+    thumb_sha256,
+    thumbnail,
+)
+from objrec.modeldb.records import (
+    DESCRIPTOR_STORAGE,
+    ENROLL_BATCH,
+    FORMAT,
+    KEYPOINT_DTYPE,
+    LEGACY_KEYPOINT_DTYPE,
+    MANIFEST,
+    SCHEMA_VERSION,
+    SHARDS,
+    THUMBS,
+    ModelDBError,
+)
+from objrec.modeldb.shards import Shard, file_lock, read_table
 from objrec.modeldb.store import ShardStore
 from objrec.types import Features
 
-__all__ = ["upgrade_schema1"]
+__all__ = ["upgrade_database", "convert_object"]
 
 
-def upgrade_schema1(path: str | os.PathLike) -> bool:
-    """Convert the schema 1 database at ``path`` in place; False (and nothing done) for any other directory.
-
-    Features and images are carried over as stored (nothing is re-extracted), each array file checked
-    against its sha256 first. The new manifest replaces the old one in one step, after which the old
-    ``objects/`` folder is deleted; an interrupted upgrade leaves the old database as it was. Content
-    hashes are those of the new layout, so the database id changes.
+def upgrade_database(
+    path: str | os.PathLike, max_features: int | dict[str, int] | str | None = AUTO_CAP, progress: bool = False
+) -> int | None:
+    """Convert the schema 1 or 2 database at ``path`` in place; None (and nothing done) when it is current.
 
     Parameters
     ----------
     path : path-like
         The database directory.
+    max_features : int, dict of kind -> int, "auto" or None
+        The cap per kind on each object's stored features (None keeps them all).
+    progress : bool
+        Show a tqdm progress bar (objects) on stderr.
 
     Returns
     -------
-    bool
-        True when a schema 1 database was converted.
+    int or None
+        The schema version converted from.
+
+    Raises
+    ------
+    ModelDBError
+        For a directory that is not a model database, a damaged file (named) or a full disk
+        (:class:`~objrec.modeldb.shards.DiskFullError`); the old database is then as it was.
     """
     path = Path(path)
     mpath = path / MANIFEST
-    old = read_json(mpath) if mpath.exists() else {}
-    if old.get("schema_version") != 1 or old.get("format") != FORMAT:
-        return False
-    kinds = list(old["detectors"])
+    if not mpath.exists():
+        raise ModelDBError(f"{mpath}: not found ({path} is not an objrec model database)")
     with file_lock(path / ".lock"):
-        prepared = []
-        for seq, e in enumerate(old["objects"]):
-            arrays = load_npz_verified(path / e["file"], e["sha256"])
-            try:
-                feats = {k: Features.from_arrays(arrays, prefix=f"{k}__", kind=k) for k in kinds}
-                img = arrays["image"]
-            except (KeyError, ValueError) as exc:
-                raise ModelDBError(f"{path / e['file']}: arrays missing or malformed ({exc})") from None
-            p = prepared_from_arrays(e["name"], img, feats, None)
-            p.entry["seq"] = seq
-            prepared.append(p)
-        new = ShardStore(path, {**old, "shards": [], "next_seq": len(prepared), "next_shard": 0}, [])
-        manifest = {k: v for k, v in old.items() if k != "objects"}
-        manifest.update(schema_version=SCHEMA_VERSION, next_seq=len(prepared), next_shard=0)
-        manifest["descriptor_storage"] = {k: DESCRIPTOR_STORAGE.get(k, "float32") for k in kinds}
-        shards = [
-            new.new_shard(manifest, kinds, prepared[i : i + ENROLL_BATCH])
-            for i in range(0, len(prepared), ENROLL_BATCH)
-        ]
-        new.publish(manifest, shards)
-        shutil.rmtree(path / "objects", ignore_errors=True)
-    return True
+        old = read_json(mpath)
+        version = old.get("schema_version")
+        if old.get("format") != FORMAT or not isinstance(version, int):
+            raise ModelDBError(f"{mpath}: not an objrec model database manifest")
+        if version >= SCHEMA_VERSION:
+            return None
+        if version == 1:
+            objects, total = _schema1_objects(path, old, max_features), len(old["objects"])
+            old_files = [path / "objects"]
+        else:
+            objects, total = _schema2_objects(path, old, max_features)
+            old_files = [path / SHARDS / s["id"] for s in old["shards"]]
+            old_files += [path / SHARDS / r["id"] for r in old.get("retired", [])]
+        _remove_unnamed_shards(path, old)
+        _write_converted(path, old, objects, total, progress)
+        for f in old_files:
+            shutil.rmtree(f, ignore_errors=True)
+    return version
+
+
+def _remove_unnamed_shards(path: Path, old: dict[str, Any]) -> None:
+    """Shard folders the old manifest does not name (an interrupted upgrade's), removed (write lock held)."""
+    named = {s["id"] for s in old.get("shards", [])} | {r["id"] for r in old.get("retired", [])}
+    root = path / SHARDS
+    if root.is_dir():
+        for d in root.iterdir():
+            if d.is_dir() and d.name not in named:
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _write_converted(
+    path: Path, old: dict[str, Any], objects: Iterator[PreparedObject], total: int, progress: bool
+) -> None:
+    """Write ``objects`` as new shards of :data:`ENROLL_BATCH`, then replace the manifest (the commit point).
+    On any error the new shards are removed and the old manifest stays."""
+    from tqdm import tqdm
+
+    kinds = list(old["detectors"])
+    manifest = {k: v for k, v in old.items() if k not in ("objects", "retired", "compatible_ids")}
+    manifest.update(schema_version=SCHEMA_VERSION, next_shard=old.get("next_shard", 0))
+    manifest["descriptor_storage"] = {k: DESCRIPTOR_STORAGE.get(k, "float32") for k in kinds}
+    store = ShardStore(path, old, [])
+    shards: list[Shard] = []
+    batch: list[PreparedObject] = []
+    bar = tqdm(total=total, unit="object", desc="upgrade", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    try:
+        for p in objects:
+            batch.append(p)
+            bar.update(1)
+            if len(batch) >= ENROLL_BATCH:
+                shards.append(store.new_shard(manifest, kinds, batch))
+                batch = []
+        if batch:
+            shards.append(store.new_shard(manifest, kinds, batch))
+        manifest["next_seq"] = max([old.get("next_seq", 0)] + [o["seq"] + 1 for s in shards for o in s.objects])
+        store.publish(manifest, shards, keeps_dependents=True)
+    except BaseException:
+        for s in shards:
+            shutil.rmtree(path / SHARDS / s.id, ignore_errors=True)
+        raise
+    finally:
+        bar.close()
+
+
+def _schema1_objects(
+    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | str | None
+) -> Iterator[PreparedObject]:
+    kinds = list(old["detectors"])
+    for seq, e in enumerate(old["objects"]):
+        arrays = load_npz_verified(path / e["file"], e["sha256"])
+        try:
+            feats = {k: Features.from_arrays(arrays, prefix=f"{k}__", kind=k) for k in kinds}
+            img = arrays["image"]
+        except (KeyError, ValueError) as exc:
+            raise ModelDBError(f"{path / e['file']}: arrays missing or malformed ({exc})") from None
+        p = prepared_from_arrays(e["name"], img, feats, None, max_features)
+        p.entry["seq"] = seq
+        yield p
+
+
+def _checked_array(path: Path, shard: Shard, fname: str) -> np.ndarray:
+    """A schema 2 shard file, its sha256 checked against the manifest, memory-mapped."""
+    f = path / SHARDS / shard.id / fname
+    if not f.exists():
+        raise ModelDBError(f"{f}: array file not found")
+    if file_sha256(f) != shard.entry["files"].get(fname):
+        raise ModelDBError(f"{f}: sha256 mismatch (file damaged or modified after it was written)")
+    return np.load(f, mmap_mode="r", allow_pickle=False)
+
+
+def _schema2_objects(
+    path: Path, old: dict[str, Any], max_features: int | dict[str, int] | str | None
+) -> tuple[Iterator[PreparedObject], int]:
+    kinds = list(old["detectors"])
+    shards = [read_table(path / SHARDS / e["id"], e, kinds) for e in old["shards"]]
+    rows = sorted(
+        (o["seq"], si, r) for si, sh in enumerate(shards) for r, o in enumerate(sh.objects) if r not in sh.dead
+    )
+
+    def generate() -> Iterator[PreparedObject]:
+        arrays: dict[tuple[str, str], np.ndarray] = {}
+        for _, si, r in rows:
+            sh = shards[si]
+            need = ["images.npy"] + [f"{k}.{part}.npy" for k in kinds for part in ("keypoints", "descriptors")]
+            need += [THUMBS] if THUMBS in sh.entry["files"] else []
+            for fname in need:
+                if (sh.id, fname) not in arrays:
+                    arrays[(sh.id, fname)] = _checked_array(path, sh, fname)
+            get = {fname: arrays[(sh.id, fname)] for fname in need}
+            a, b = sh.offsets["image"][r : r + 2]
+            kps = {k: np.array(get[f"{k}.keypoints.npy"][sh.offsets[k][r] : sh.offsets[k][r + 1]]) for k in kinds}
+            descs = {k: np.array(get[f"{k}.descriptors.npy"][sh.offsets[k][r] : sh.offsets[k][r + 1]]) for k in kinds}
+            thumb = np.array(get[THUMBS][r]) if THUMBS in get else None
+            yield convert_object(sh.objects[r], np.array(get["images.npy"][a:b]), kps, descs, thumb, max_features)
+
+    return generate(), len(rows)
+
+
+def convert_object(
+    entry: dict[str, Any],
+    image: np.ndarray,
+    keypoints: dict[str, np.ndarray],
+    descriptors: dict[str, np.ndarray],
+    thumb: np.ndarray | None,
+    max_features: int | dict[str, int] | str | None = AUTO_CAP,
+) -> PreparedObject:
+    """One stored object (schema 2 rows) in the current stored form.
+
+    Each kind's image features (the rows before any synthesised view's, see :mod:`objrec.modeldb.views`) are
+    capped to ``max_features`` (:func:`~objrec.features.model.cap_features`); the views' rows are kept. The
+    image is re-encoded when that is smaller.
+
+    Parameters
+    ----------
+    entry : dict
+        The object's table entry (with the manifest's renames and widths applied).
+    image : (n,) uint8 ndarray
+        The stored image bytes.
+    keypoints : dict of kind -> ndarray
+        :data:`~objrec.modeldb.records.LEGACY_KEYPOINT_DTYPE` or
+        :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows.
+    descriptors : dict of kind -> ndarray
+        Stored descriptor rows.
+    thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
+        The stored thumbnail (None: made from the image).
+    max_features : int, dict of kind -> int, "auto" or None
+
+    Returns
+    -------
+    PreparedObject
+    """
+    name = entry["name"]
+    img = decode_image(image, f"object {name!r}: stored image")
+    img = to_bgr(img) if img.ndim == 3 else img
+    encoded = encode_model_image(img, image)
+    table = entry.get("view_table")
+    counts = dict(table["n_features"]) if table else {}
+    kps, descs = {}, {}
+    for kind, rows in keypoints.items():
+        if rows.dtype not in (LEGACY_KEYPOINT_DTYPE, KEYPOINT_DTYPE):
+            raise ModelDBError(f"object {name!r}: {kind} keypoints of unknown dtype {rows.dtype}")
+        values = decode_descriptors(kind, descriptors[kind])
+        f = Features(*(rows[k] for k in ("xy", "size", "angle", "response", "octave", "laplacian")), values, kind)
+        own = counts[kind][0] if kind in counts else len(f)
+        kept = cap_features(f.subset(np.arange(own)), max_features, int(entry["width"]), int(entry["height"]))
+        if kind in counts:
+            counts[kind] = [len(kept)] + list(counts[kind][1:])
+            kept = Features.concatenate([kept, f.subset(np.arange(own, len(f)))])
+        kps[kind] = keypoint_rows(kept)
+        descs[kind] = encode_descriptors(kind, kept.descriptors)
+    new = dict(entry)
+    new.update(
+        sha256=content_sha256(encoded, kps, descs),
+        n_features={k: len(v) for k, v in kps.items()},
+        image_bytes=int(encoded.size),
+    )
+    if table:
+        new["view_table"] = dict(table, n_features=counts)
+    if thumb is None:
+        thumb = thumbnail(img)
+    new["thumb_sha256"] = thumb_sha256(thumb)
+    return PreparedObject(new, encoded, kps, descs, thumb)
