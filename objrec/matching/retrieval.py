@@ -347,7 +347,6 @@ class RetrievalIndex:
         return out
 
 
-
 def _segmented(folder: Path) -> bool:
     """Whether ``folder`` holds a database's segmented index (its manifest lists segments)."""
     try:

@@ -246,11 +246,16 @@ def make_matcher(
 
 
 def prepare_indexes(
-    db: Any, params: RetrievalParams | None = None, progress: bool = False, rebuild: bool = True
+    db: Any,
+    params: RetrievalParams | None = None,
+    progress: bool = False,
+    rebuild: bool = True,
+    kinds: list[str] | None = None,
 ) -> list[str]:
     """Build afresh (a new codec trained on a uniform sample of the stored descriptors) and save the retrieval
-    index of each of ``db``'s detector kinds that :func:`make_matcher` searches through one; returns those
-    kinds. What ``objrec db reindex`` runs.
+    index of each of ``db``'s detector kinds that :func:`make_matcher` searches through one (or of ``kinds``,
+    whatever their size: for a matcher made with ``retrieval=True``); returns those kinds. What
+    ``objrec db reindex`` runs. The database's commits keep an index current once it exists.
 
     With ``rebuild=False`` an index already current is kept (what an evaluation runs before it opens many
     recognizers). Each build holds the database's write lock, reads the shards in chunks (bounded memory) and
@@ -261,11 +266,9 @@ def prepare_indexes(
 
     from objrec.modeldb.index_update import build_index
 
-    kinds = []
-    for kind in db.detectors:
-        if descriptor_count(db, kind) < RETRIEVAL_MIN_DESCRIPTORS:
-            continue
-        kinds.append(kind)
+    if kinds is None:
+        kinds = [k for k in db.detectors if descriptor_count(db, k) >= RETRIEVAL_MIN_DESCRIPTORS]
+    for kind in kinds:
         with db.lock():
             if not rebuild:
                 try:

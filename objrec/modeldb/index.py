@@ -162,7 +162,8 @@ def new_codec(train: np.ndarray, kind: str, params: RetrievalParams, n: int | No
     if not n_lists:
         return faiss.IndexIDMap(faiss.IndexScalarQuantizer(d, qt, faiss.METRIC_L2)), sq_codes
     quantizer = faiss.IndexFlatL2(d)
-    if params.codes == "pq":
+    # Code books of 256 centroids per sub-quantiser need PQ_TRAIN points; fewer descriptors keep scalar codes.
+    if params.codes == "pq" and len(train) >= PQ_TRAIN:
         if d % params.pq_bytes:
             raise ValueError(f"pq_bytes: {params.pq_bytes} does not divide the descriptors' dimension {d}")
         index = faiss.IndexIVFPQ(quantizer, d, n_lists, int(params.pq_bytes), 8)
@@ -174,7 +175,7 @@ def new_codec(train: np.ndarray, kind: str, params: RetrievalParams, n: int | No
         codes = sq_codes
     index.cp.seed = int(params.seed)
     index.cp.niter = TRAIN_ITERATIONS
-    want = max(n_lists * TRAIN_PER_LIST, PQ_TRAIN if params.codes == "pq" else 0)
+    want = max(n_lists * TRAIN_PER_LIST, PQ_TRAIN if codes.startswith("pq") else 0)
     rng = np.random.default_rng(params.seed)
     m = len(train)
     sample = train if m <= want else train[np.sort(rng.choice(m, want, replace=False))]
@@ -418,7 +419,10 @@ class DatabaseIndex:
                 f"{folder / MANIFEST}: built for database {m.get('database_id')}, not {database_id} (an interrupted "
                 f"enrolment or a change made without index support); {hint}"
             )
-        return cls._from_manifest(folder, m, mmap)
+        try:
+            return cls._from_manifest(folder, m, mmap)
+        except RetrievalIndexError as exc:
+            raise RetrievalIndexError(f"{exc}; {hint}") from None
 
     @classmethod
     def _from_manifest(cls, folder: Path, m: dict[str, Any], mmap: bool) -> DatabaseIndex:

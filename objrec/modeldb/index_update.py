@@ -80,12 +80,13 @@ def _live_shas(db: ModelDB) -> dict[str, str]:
 
 
 def indexed_chunks(
-    db: ModelDB, kind: str, keys: list[str], cap: int | None, max_rows: int = CHUNK_ROWS
+    db: ModelDB, kind: str, keys: list[str], cap: int | None, max_rows: int | None = None
 ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
     """The descriptors of records ``keys`` to index, float32, in chunks of whole records of at most ``max_rows``
-    rows: ``(descriptors, keys, rows per record)``. A record with more than ``cap`` descriptors gives its
+    rows (default :data:`CHUNK_ROWS`): ``(descriptors, keys, rows per record)``. A record with more than ``cap`` descriptors gives its
     ``cap`` strongest by detector response (in stored order)."""
     store = db.store
+    max_rows = CHUNK_ROWS if max_rows is None else max_rows
     parts: list[np.ndarray] = []
     out_keys: list[str] = []
     counts: list[int] = []
@@ -123,9 +124,13 @@ def _rewrite(index: DatabaseIndex, segs: list[Segment]) -> Segment:
     alive = ~np.isin(labels, dead)
     keys = [k for s in segs for k in s.keys]
     shas = [h for s in segs for h in s.shas]
-    merged = Segment.write(index.folder, out, [k for k, a in zip(keys, alive, strict=True) if a], labels[alive], [
-        h for h, a in zip(shas, alive, strict=True) if a
-    ])
+    merged = Segment.write(
+        index.folder,
+        out,
+        [k for k, a in zip(keys, alive, strict=True) if a],
+        labels[alive],
+        [h for h, a in zip(shas, alive, strict=True) if a],
+    )
     index.removed.difference_update(dead.tolist())
     _map(index, merged)
     return merged
@@ -254,4 +259,3 @@ def keep_indexes_current(db: ModelDB) -> None:
             _update(db, kind)
         except (RetrievalIndexError, OSError) as exc:
             log.warning("%s; the retrieval index of %r is stale: %s", exc, kind, REINDEX_HINT.format(db=db.path))
-

@@ -9,14 +9,11 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec import ModelDB
-from objrec.data import synthetic_cover
 from objrec.matching.knn import BruteForceIndex
 from objrec.matching.retrieval import (
     RetrievalIndex,
     RetrievalIndexError,
     RetrievalParams,
-    StaleIndexError,
     vote,
 )
 from objrec.metrics.retrieval import ns_score
@@ -173,31 +170,6 @@ def test_save_load_round_trip_and_damaged_files(tmp_path):
     mpath.write_text("{")
     with pytest.raises(RetrievalIndexError, match="index.json: retrieval index manifest is not valid JSON"):
         RetrievalIndex.load(tmp_path / "ix")
-
-
-def test_database_index_follows_enrolment_changes(tmp_path):
-    db = ModelDB.create(tmp_path / "db", detectors=SIFT_ONLY)
-    covers = {f"c{i}": synthetic_cover(50 + i, (140, 180)) for i in range(5)}
-    db.enroll_many(list(covers.items())[:4], progress=False)
-    index = RetrievalIndex.for_database(db, "sift")
-    assert index.database_id == db.database_id
-    with pytest.raises(StaleIndexError):
-        db.enroll("c4", covers["c4"])
-        RetrievalIndex.load(tmp_path / "db" / "index" / "sift", database_id=db.database_id)
-    db.remove("c1")
-    db.enroll("c0", synthetic_cover(70, (140, 180)), replace=True)
-    updated = RetrievalIndex.for_database(db, "sift")  # incremental: loads the saved index and syncs it
-    assert updated.database_id == db.database_id
-    assert sorted(updated.objects.table) == sorted(db.names)
-    RetrievalIndex.load(tmp_path / "db" / "index" / "sift", database_id=db.database_id)  # saved again
-    fresh = RetrievalIndex.from_database(db, "sift")
-    for name in db.names:
-        q = db.get(name).features["sift"].descriptors
-        got, ref = updated.candidate_names(q, top=3), fresh.candidate_names(q, top=3)
-        assert got[0] == ref[0] and np.allclose(got[1], ref[1])
-    q = db.get("c4").features["sift"].descriptors
-    assert updated.candidate_names(q, top=1)[0] == ["c4"]
-    assert "c1" not in updated.candidate_names(db.get("c2").features["sift"].descriptors, top=10)[0]
 
 
 # -- real data ----------------------------------------------------------------------------------------
