@@ -1,10 +1,11 @@
 """Retrieval: which enrolled objects a frame's features most likely show, in time sublinear in the catalogue.
 
-An inverted-file index over every enrolled descriptor (FAISS ``IndexIVFScalarQuantizer``) answers the
+An inverted-file index over the enrolled descriptors (FAISS ``IndexIVFPQ``, or scalar codes) answers the
 ``k`` approximate nearest neighbours of each query descriptor; each neighbour's label is the object it
 belongs to, and every object found among a descriptor's neighbours gets one vote from it. Objects are
 ranked by votes; the matcher then runs Lowe's ratio test and geometric verification against the top
-candidates only.
+candidates only. This module is the voting layer: the index itself (codec, segments, files) lives in
+:mod:`objrec.modeldb.index`, where the database keeps it current as it commits.
 
 Why this design
 ---------------
@@ -15,13 +16,12 @@ Why this design
   catalogue. With an inverted file the neighbour search visits ``n_probe`` of ``n_lists`` cells, so with
   ``n_lists`` growing as the square root of the number of descriptors the cost of a query grows as that
   square root, not linearly.
-* The inverted file rather than a graph (HNSW): it supports removing an object's vectors in place
-  (``remove_ids`` by label), which HNSW does not, so enrolment changes are applied incrementally; and
-  its memory is the vectors themselves, while HNSW adds dozens of links per vector.
-* Scalar quantisation matches how :mod:`objrec.modeldb` stores descriptors: SIFT's integer components
-  are kept exactly as 8-bit codes (``QT_8bit_direct``, a quarter of the float32 memory, same distances),
-  SURF's as float16. Product quantisation would cut memory further but changes which neighbour is
-  nearest among the near-duplicates that decide a vote.
+* The inverted file rather than a graph (HNSW): it supports removing an object's vectors (``remove_ids``
+  by label, or a tombstone filtered by an ``IDSelector``), which HNSW does not; and its memory is the
+  codes themselves, while HNSW adds dozens of links per vector.
+* Product-quantised codes (16 bytes for a SIFT or SURF descriptor): a vote only needs one of the object's
+  descriptors among the ``k`` approximate neighbours, not the exact nearest one, and the shortlisted
+  objects are matched exactly on their stored descriptors afterwards.
 * Several neighbours (``k``) per query descriptor, one vote per object: a descriptor whose true match
   is second or third behind a look-alike on another cover still votes for the right object, which makes
   the ranking robust to the approximation (a true neighbour missed by the probed cells is usually
@@ -31,10 +31,10 @@ Why this design
   and read back with the inverted lists memory-mapped (``faiss.IO_FLAG_MMAP``): a catalogue's index opens
   without a copy, and memory holds only the lists that frames search.
 
-Small indexes (fewer than :data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly, where an
-inverted file would save nothing. The index records the database id it was built for:
-:meth:`RetrievalIndex.for_database` loads it, applies the objects added, replaced or removed since
-(incrementally), rebuilds it when the catalogue has outgrown its cells, and saves it with the database.
+:class:`RetrievalIndex` is an index built from arrays (one file when saved); small ones (fewer than
+:data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly. :class:`DatabaseRetrieval` votes over a
+database's saved index (:meth:`RetrievalIndex.for_database`), which is never built when it is opened: a
+missing or stale one is a :class:`StaleIndexError` naming ``objrec db reindex --db DB``.
 
 References
 ----------

@@ -83,8 +83,8 @@ def indexed_chunks(
     db: ModelDB, kind: str, keys: list[str], cap: int | None, max_rows: int | None = None
 ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
     """The descriptors of records ``keys`` to index, float32, in chunks of whole records of at most ``max_rows``
-    rows (default :data:`CHUNK_ROWS`): ``(descriptors, keys, rows per record)``. A record with more than ``cap`` descriptors gives its
-    ``cap`` strongest by detector response (in stored order)."""
+    rows (default :data:`CHUNK_ROWS`): ``(descriptors, keys, rows per record)``. A record with more than
+    ``cap`` descriptors gives its ``cap`` strongest by detector response (in stored order)."""
     store = db.store
     max_rows = CHUNK_ROWS if max_rows is None else max_rows
     parts: list[np.ndarray] = []

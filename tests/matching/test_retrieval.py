@@ -181,14 +181,15 @@ def _sift(img, n_features=0):
 @pytest.mark.slow
 def test_smvs_phone_photos_index_close_to_exact_voting(shared_data):
     """Real phone photos of DVD covers against 50 references + 50 other covers (OpenCV SIFT on both):
-    the inverted file finds the right cover among its top 5 as often as exact brute-force voting, within 0.1."""
+    the inverted file of product-quantised codes finds the right cover among its top 5 as often as exact
+    brute-force voting, within 0.1."""
     refs = sorted((shared_data / "smvs_dvd" / "reference").glob("*.jpg"))[:50]
     others = sorted((shared_data / "dvd_covers").glob("*.jpg"))[:50]
     feats = [_sift(cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)) for p in refs + others]
     desc = np.concatenate(feats)
     owner = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)])
     qpaths = sorted((shared_data / "smvs_dvd" / "queries").glob("*.jpg"))[::8][:24]
-    params = RetrievalParams(exact_below=0)  # an inverted file even at this size
+    params = RetrievalParams(exact_below=0, codes="pq")  # an inverted file even at this size
     index = RetrievalIndex.build(desc, owner, "sift", params)
     assert not index.exact and index.index_.nlist > 4 * params.n_probe
     hit_index, hit_exact = [], []
@@ -207,7 +208,8 @@ def test_smvs_phone_photos_index_close_to_exact_voting(shared_data):
 
 def test_ukbench_ns_score_index_close_to_exact(shared_data):
     """UKBench protocol (every image queried against all, itself included), OpenCV SIFT on the real UKBench
-    images: the index's Nister-Stewenius score is within 0.1 of exact voting on the same descriptors."""
+    images: the index's Nister-Stewenius score (product-quantised codes) is within 0.1 of exact voting on the
+    same descriptors."""
     folder = shared_data / "ukbench"
     paths = sorted(folder.glob("ukbench*.jpg"))[:80]
     if len(paths) < 80:
@@ -216,7 +218,7 @@ def test_ukbench_ns_score_index_close_to_exact(shared_data):
     desc = np.concatenate(feats)
     owner = np.concatenate([np.full(len(f), i) for i, f in enumerate(feats)])
     groups = np.arange(len(paths)) // 4
-    params = RetrievalParams(exact_below=0, k=5)
+    params = RetrievalParams(exact_below=0, k=5, codes="pq")
     index = RetrievalIndex.build(desc, owner, "sift", params)
     exact_ns = ns_score([reference_votes(f, desc, owner, params.k, 4)[0] for f in feats], groups)
     assert exact_ns > 2.5  # views of one object find each other: the folder is UKBench
