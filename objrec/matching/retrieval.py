@@ -174,6 +174,8 @@ class RetrievalIndex:
         self.trained_for = int(trained_for)
         self.objects = objects
         self.database_id = database_id
+        #: Every descriptor given is indexed (see :attr:`DatabaseRetrieval.per_object_cap`).
+        self.per_object_cap: int | None = None
         #: The file the index was read from or last saved to, and whether its lists are mapped from it.
         self.source: Path | None = None
         self.mapped = False
@@ -380,6 +382,8 @@ class DatabaseRetrieval:
         self.objects = _Objects(core.table(), core.next_label)
         self.database_id = core.database_id
         self.exact = False
+        #: At most this many descriptors of each record are indexed (None: all).
+        self.per_object_cap = core.params.max_per_object
 
     @classmethod
     def open(cls, db: ModelDB, kind: str) -> DatabaseRetrieval:

@@ -119,6 +119,9 @@ class ShortlistMatcher:
         # An object enrolled from several photos has one matcher entry per view; votes are pooled per object.
         self._group = object_groups(matcher.names)
         counts = np.asarray(matcher.object_counts(), np.float64)
+        cap = index.per_object_cap
+        if cap is not None:
+            counts = np.minimum(counts, cap)  # what the index holds of each object
         # The chance that an object is among a descriptor's k neighbours whatever it shows: an object with
         # many descriptors collects votes from every frame, so shortlists rank votes above this chance.
         self._chance = 1.0 - (1.0 - counts / max(1, counts.sum())) ** int(index.params.k)

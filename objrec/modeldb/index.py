@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -325,8 +325,12 @@ class DatabaseIndex:
         if self._view is None:
             faiss = faiss_module()
             segs = [s for s in self.segments if s.n]
+            # Tombstoned labels are skipped during the scan (the selector is kept with the view it filters).
+            sel = None
+            if self.removed:
+                sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(np.fromiter(self.removed, np.int64)))
             if len(segs) == 1:
-                self._view = (segs[0].index, None, None)
+                self._view = (segs[0].index, None, None, sel)
             else:
                 vec = faiss.InvertedListsPtrVector()
                 for s in segs:
@@ -335,7 +339,7 @@ class DatabaseIndex:
                 view = faiss.clone_index(self.codec)
                 view.replace_invlists(stacked, False)
                 view.ntotal = sum(s.n for s in segs)
-                self._view = (view, stacked, vec)
+                self._view = (view, stacked, vec, sel)
         return self._view[0]
 
     def search(self, query: np.ndarray, n_probe: int | None = None) -> np.ndarray:
@@ -347,7 +351,7 @@ class DatabaseIndex:
         if not len(q) or not len(self):
             return np.full((len(q), k), -1, np.int64)
         view = self._stacked()
-        sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(np.fromiter(self.removed, np.int64))) if self.removed else None
+        sel = self._view[3]
         probe = int(self.params.n_probe if n_probe is None else n_probe)
         params = faiss.SearchParametersIVF(nprobe=probe, sel=sel) if sel else faiss.SearchParametersIVF(nprobe=probe)
         _, labels = view.search(q, k, params=params)
@@ -437,10 +441,4 @@ class DatabaseIndex:
         out.next_label = int(m["next_label"])
         out.database_id = m.get("database_id")
         out.building = bool(m.get("building", False))
-        return out
-
-    def with_params(self, **changes: Any) -> DatabaseIndex:
-        """This index with search parameters changed (``k``, ``n_probe``), sharing its segments."""
-        out = DatabaseIndex(self.folder, self.kind, replace(self.params, **changes), self.codec, self.codes, 0)
-        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("params", "_view")})
         return out

@@ -152,6 +152,7 @@ def merge_segments(index: DatabaseIndex) -> None:
         dead = np.isin(s.labels, np.fromiter(index.removed, np.int64)).sum() if index.removed else 0
         if dead and dead >= DEAD_FRACTION * max(1, len(s.labels)):
             segs[i] = _rewrite(index, [s])
+    segs[:] = [s for s in segs if s.keys]  # a segment whose objects are all gone
 
 
 def sync_index(db: ModelDB, index: DatabaseIndex, progress: Callable[[int], Any] | None = None) -> bool:
@@ -246,6 +247,7 @@ def _update(db: ModelDB, kind: str) -> None:
         return
     sync_index(db, index)
     if len(index) > REBUILD_GROWTH * max(1, index.trained_for):
+        log.info("%s: %d codes, trained for %d: retraining the retrieval index", folder, len(index), index.trained_for)
         build_index(db, kind, index.params)
 
 

@@ -117,17 +117,40 @@ def test_segments_are_few_and_vote_as_one_index_of_the_same_codes(db):
             assert np.array_equal(ids, ref_ids) and np.array_equal(scores, ref_scores)
 
 
-def test_many_commits_stay_few_segments(tmp_path):
+def test_many_commits_stay_few_segments_and_write_each_code_a_few_times(tmp_path, monkeypatch):
+    """Twenty-two commits: about log2(commits) segments, and each code written about as many times (a merge
+    rewrites the merged codes), not once per commit as a rewrite of the whole index would."""
+    real_write = Segment.write
+    written = []
+
+    def count(folder, index, *args):
+        written.append(int(index.ntotal))
+        return real_write(folder, index, *args)
+
+    monkeypatch.setattr(Segment, "write", count)
+    monkeypatch.setattr(index_update, "REBUILD_GROWTH", 1e9)  # the merges alone (no retraining as it grows)
     db = ModelDB.create(tmp_path / "db", detectors=SIFT_ONLY)
-    db.enroll_many(COVERS + [(f"d{i}", synthetic_cover(200 + i, (160, 200))) for i in range(8)], progress=False)
+    extra = [(f"d{i}", synthetic_cover(200 + i, (160, 200))) for i in range(8)]
+    db.enroll_many(COVERS + extra, progress=False, batch_size=1)
     for i in range(6):
         db.enroll(f"e{i}", synthetic_cover(400 + i, (160, 200)))
     index = DatabaseIndex.load(db.path / "index" / "sift", database_id=db.database_id)
-    assert len(index.segments) <= int(np.log2(len(index) / 100)) + 2
+    commits = len(COVERS) + len(extra) + 6
+    assert len(index.segments) <= int(np.log2(commits)) + 2
+    assert sum(written) <= len(index) * (np.log2(commits) + 2)
     assert sorted(index.table()) == sorted(db.records)
     files = {f.name for f in (db.path / "index" / "sift").iterdir()}
     named = {MANIFEST, index.codec_file} | {s.file for s in index.segments} | {s.table for s in index.segments}
     assert files == named  # merged segments' files deleted
+
+
+def test_a_commit_retrains_an_index_that_outgrew_its_codec(db, monkeypatch):
+    monkeypatch.setattr(index_update, "REBUILD_GROWTH", 1.2)
+    before = DatabaseIndex.load(db.path / "index" / "sift")
+    db.enroll_many([(f"n{i}", synthetic_cover(600 + i, (200, 260))) for i in range(3)], progress=False)
+    after = DatabaseIndex.load(db.path / "index" / "sift", database_id=db.database_id)
+    assert after.codec_file != before.codec_file and after.trained_for == len(after) > before.trained_for
+    assert sorted(after.table()) == sorted(db.records)
 
 
 def test_an_interrupted_enrolment_says_reindex_and_reindex_fixes_it(db, monkeypatch, capsys):
