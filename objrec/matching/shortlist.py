@@ -267,7 +267,7 @@ def prepare_indexes(
     """
     from tqdm import tqdm
 
-    from objrec.modeldb.index_update import build_index
+    from objrec.modeldb.index_update import DEFAULT_PARAMS, build_index, descriptor_total
 
     if kinds is None:
         kinds = [k for k in db.detectors if descriptor_count(db, k) >= RETRIEVAL_MIN_DESCRIPTORS]
@@ -279,7 +279,7 @@ def prepare_indexes(
                     continue
                 except RetrievalIndexError:
                     pass
-            total = descriptor_count(db, kind)
+            total = descriptor_total(db, kind, (params or DEFAULT_PARAMS).max_per_object)
             with tqdm(total=total, unit="desc", unit_scale=True, desc=f"index {kind}", disable=not progress) as bar:
                 build_index(db, kind, params, bar.update)
     return kinds

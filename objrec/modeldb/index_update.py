@@ -42,6 +42,7 @@ __all__ = [
     "MAX_SEGMENT_BYTES",
     "REBUILD_GROWTH",
     "AUTO_BUILD_MAX",
+    "DEFAULT_PARAMS",
 ]
 
 log = logging.getLogger("objrec")

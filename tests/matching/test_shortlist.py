@@ -14,7 +14,7 @@ from objrec import ModelDB, Recognizer
 from objrec.data import sample_objects, synthetic_cover
 from objrec.features import SIFT
 from objrec.matching.database import DatabaseMatcher
-from objrec.matching.retrieval import MANIFEST, RetrievalIndexError
+from objrec.matching.retrieval import MANIFEST, RetrievalIndexError, RetrievalParams
 from objrec.matching.shortlist import ShortlistMatcher, make_matcher, prepare_indexes
 from objrec.modeldb import ModelObject
 from objrec.scenes import compose_scene, place_homography
@@ -142,6 +142,9 @@ def test_retrieval_gives_the_detections_of_exact_matching_on_phone_photos(smvs_d
     """30 SMVS covers, real phone photos: the shortlist pipeline finds what matching against all finds, in the
     same place."""
     db, photos = smvs_db
+    # Every descriptor indexed: this compares matching among a shortlist with matching among all; what the
+    # per-object cap costs shortlists is measured on held-out photos by bench/bench_index_params.py.
+    prepare_indexes(db, RetrievalParams(max_per_object=None), kinds=["surf"])
     exact = Recognizer(db, retrieval=False, prefilter=None, track=False)
     shortlist = Recognizer(db, retrieval=True, prefilter=None, track=False)
     assert isinstance(shortlist.matchers["surf"], ShortlistMatcher)
@@ -173,7 +176,7 @@ def test_a_small_model_filling_the_frame_is_not_outvoted_by_large_ones():
     model that fewer descriptors vote for, but far above its chance."""
     from types import SimpleNamespace
 
-    from objrec.matching.retrieval import RetrievalParams, _Objects
+    from objrec.matching.retrieval import _Objects
     from objrec.types import Features
 
     rng = np.random.default_rng(0)
@@ -200,6 +203,7 @@ def test_a_small_model_filling_the_frame_is_not_outvoted_by_large_ones():
         objects=_Objects({n: (i, "") for i, n in enumerate(sizes)}, len(sizes)),
         kind="sift",
         params=RetrievalParams(k=5),
+        per_object_cap=None,
         candidates=lambda q, top=None, n_probe=None: votes,
     )
     short = ShortlistMatcher(matcher, index, top=2)
