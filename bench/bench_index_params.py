@@ -107,7 +107,9 @@ def main() -> None:
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--kind", default="surf")
     ap.add_argument(
-        "--configs", default="sq:0:0,pq:16:0,pq:16:300", help="codes:pq_bytes:max_per_object[:lists_per_sqrt]"
+        "--configs",
+        default="sq:0:0,pq:16:0,pq:16:300",
+        help="codes:pq_bytes:max_per_object[:lists_per_sqrt[:hnsw_lists]]",
     )
     ap.add_argument("--probes", default="1,2,4,8")
     ap.add_argument("--out", type=Path)
@@ -125,7 +127,8 @@ def main() -> None:
         parts = cfg.split(":")
         codes, pq, cap = parts[0], int(parts[1]) or 16, int(parts[2]) or None
         lps = float(parts[3]) if len(parts) > 3 else 1.0
-        params = RetrievalParams(codes=codes, pq_bytes=pq, max_per_object=cap, lists_per_sqrt=lps)
+        hnsw = int(parts[4]) if len(parts) > 4 else RetrievalParams.hnsw_lists
+        params = RetrievalParams(codes=codes, pq_bytes=pq, max_per_object=cap, lists_per_sqrt=lps, hnsw_lists=hnsw)
         t0 = time.perf_counter()
         with db.lock():
             build_index(db, args.kind, params)

@@ -28,6 +28,10 @@ References
    2019. DOI: 10.1109/TBDATA.2019.2921572
 .. [3] P. O'Neil, E. Cheng, D. Gawlick, E. O'Neil, "The log-structured merge-tree (LSM-tree)", Acta
    Informatica 33(4), 1996. DOI: 10.1007/s002360050048
+.. [4] D. G. Lowe, "Distinctive image features from scale-invariant keypoints", IJCV 60(2), 2004.
+   DOI: 10.1023/B:VISI.0000029664.99615.94
+.. [5] Y. A. Malkov, D. A. Yashunin, "Efficient and robust approximate nearest neighbor search using
+   hierarchical navigable small world graphs", IEEE TPAMI 42(4), 2020. DOI: 10.1109/TPAMI.2018.2889473
 """
 
 from __future__ import annotations
@@ -109,6 +113,10 @@ class RetrievalParams:
         the most repeatable keypoints (Lowe 2004), so they carry most of an object's votes; the cap bounds the
         index's bytes and scan per object whatever the model image's size. The default is the smallest of
         the caps tried that kept shortlist recall on that tune split at the recognizer's probes.
+    hnsw_lists : int
+        From this many lists on, the coarse quantiser is an HNSW graph over the cell centres (32 links) rather
+        than a flat scan of them: the coarse search then costs about the logarithm of the lists, so the lists
+        can grow with the catalogue and keep the codes scanned per query small (Malkov & Yashunin 2020).
     """
 
     k: int = 5
@@ -120,6 +128,7 @@ class RetrievalParams:
     codes: str = "pq"
     pq_bytes: int = 16
     max_per_object: int | None = 300
+    hnsw_lists: int = 4096
 
     def __post_init__(self) -> None:
         if self.codes not in ("pq", "sq"):
@@ -166,7 +175,8 @@ def new_codec(train: np.ndarray, kind: str, params: RetrievalParams, n: int | No
     n_lists = n_lists_for(n, params)
     if not n_lists:
         return faiss.IndexIDMap(faiss.IndexScalarQuantizer(d, qt, faiss.METRIC_L2)), sq_codes
-    quantizer = faiss.IndexFlatL2(d)
+    hnsw = n_lists >= params.hnsw_lists
+    quantizer = faiss.IndexHNSWFlat(d, 32) if hnsw else faiss.IndexFlatL2(d)
     # Code books of 256 centroids per sub-quantiser need PQ_TRAIN points; fewer descriptors keep scalar codes.
     if params.codes == "pq" and len(train) >= PQ_TRAIN:
         if d % params.pq_bytes:
@@ -180,6 +190,8 @@ def new_codec(train: np.ndarray, kind: str, params: RetrievalParams, n: int | No
         codes = sq_codes
     index.cp.seed = int(params.seed)
     index.cp.niter = TRAIN_ITERATIONS
+    if hnsw:  # k-means assigns with an exact scan; the graph is built over the final centres
+        index.clustering_index = faiss.IndexFlatL2(d)
     want = max(n_lists * TRAIN_PER_LIST, PQ_TRAIN if codes.startswith("pq") else 0)
     rng = np.random.default_rng(params.seed)
     m = len(train)
