@@ -94,12 +94,19 @@ def test_per_object_cap_keeps_the_strongest_descriptors(db):
     assert np.array_equal(chunks[0][0], f.descriptors[strongest].astype(np.float32))
 
 
-def test_segments_are_few_and_vote_as_one_index_of_the_same_codes(db):
+@pytest.mark.parametrize("coarse", ["flat", "hnsw"])
+def test_segments_are_few_and_vote_as_one_index_of_the_same_codes(db, coarse):
     """Eight covers in four commits of two and chunks of 400 codes: merged log-structured into few segments,
-    whose stacked lists answer exactly as one FAISS index filled with the same codes from the same codec."""
+    whose stacked lists answer exactly as one FAISS index filled with the same codes from the same codec (with
+    a flat or an HNSW coarse quantiser)."""
     import faiss
 
+    if coarse == "hnsw":
+        with db.lock():
+            index_update.build_index(db, "sift", RetrievalParams(**{**PARAMS.to_dict(), "hnsw_lists": 4}))
     index = DatabaseIndex.load(db.path / "index" / "sift")
+    quantizer = faiss.downcast_index(index.codec.quantizer)
+    assert isinstance(quantizer, faiss.IndexHNSWFlat if coarse == "hnsw" else faiss.IndexFlatL2)
     n_codes = [s.n for s in index.segments]
     assert 1 <= len(n_codes) <= int(np.log2(len(index) / 150)) + 2
     assert all(a > index_update.MERGE_RATIO * b for a, b in zip(n_codes, n_codes[1:], strict=False))
