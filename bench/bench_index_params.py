@@ -126,7 +126,7 @@ def main() -> None:
     for cfg in args.configs.split(","):
         parts = cfg.split(":")
         codes, pq, cap = parts[0], int(parts[1]) or 16, int(parts[2]) or None
-        lps = float(parts[3]) if len(parts) > 3 else 1.0
+        lps = float(parts[3]) if len(parts) > 3 else RetrievalParams.lists_per_sqrt
         hnsw = int(parts[4]) if len(parts) > 4 else RetrievalParams.hnsw_lists
         params = RetrievalParams(codes=codes, pq_bytes=pq, max_per_object=cap, lists_per_sqrt=lps, hnsw_lists=hnsw)
         t0 = time.perf_counter()
