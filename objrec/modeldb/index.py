@@ -64,6 +64,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "IVF_MIN_DESCRIPTORS",
     "TRAIN_PER_LIST",
+    "TRAIN_MAX",
     "index_folder",
 ]
 
@@ -78,6 +79,9 @@ TRAIN_PER_LIST = 50
 TRAIN_ITERATIONS = 10
 #: Training points for product-quantiser code books: 256 centroids per sub-quantiser, 40 points each.
 PQ_TRAIN = 256 * 40
+#: At most this many training points (512 MB as float32 SIFT), so that training stays in bounded memory
+#: whatever the catalogue (past about 20,000 lists each is trained on fewer than TRAIN_PER_LIST points).
+TRAIN_MAX = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ def new_codec(train: np.ndarray, kind: str, params: RetrievalParams, n: int | No
     index.cp.niter = TRAIN_ITERATIONS
     if hnsw:  # k-means assigns with an exact scan; the graph is built over the final centres
         index.clustering_index = faiss.IndexFlatL2(d)
-    want = max(n_lists * TRAIN_PER_LIST, PQ_TRAIN if codes.startswith("pq") else 0)
+    want = min(max(n_lists * TRAIN_PER_LIST, PQ_TRAIN if codes.startswith("pq") else 0), TRAIN_MAX)
     rng = np.random.default_rng(params.seed)
     m = len(train)
     sample = train if m <= want else train[np.sort(rng.choice(m, want, replace=False))]

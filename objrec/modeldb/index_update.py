@@ -228,9 +228,9 @@ def build_index(
 
 
 def _train_size(n: int, params: RetrievalParams) -> int:
-    from objrec.modeldb.index import PQ_TRAIN, TRAIN_PER_LIST, n_lists_for
+    from objrec.modeldb.index import PQ_TRAIN, TRAIN_MAX, TRAIN_PER_LIST, n_lists_for
 
-    return max(n_lists_for(n, replace(params, exact_below=0)) * TRAIN_PER_LIST, PQ_TRAIN)
+    return min(max(n_lists_for(n, replace(params, exact_below=0)) * TRAIN_PER_LIST, PQ_TRAIN), TRAIN_MAX)
 
 
 def _update(db: ModelDB, kind: str) -> None:
