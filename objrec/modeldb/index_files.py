@@ -102,14 +102,17 @@ def read_faiss_index(path: Path, mmap: bool) -> tuple[Any, bool]:
             if arr.dtype != np.uint8 or arr.ndim != 1:
                 raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
             return faiss.deserialize_index(arr), False
+        # Product-quantised indexes are read without their table of precomputed distance terms (lists x 16 x
+        # 256 floats, hundreds of MB at 10^4 lists, per file read): the terms are computed per probed list.
+        skip = faiss.IO_FLAG_SKIP_PRECOMPUTE_TABLE
         if mmap:
-            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY | skip)
             if hasattr(index, "invlists"):
                 # FAISS's on-disk lists start threads to page in the probed lists before each search; the
                 # mapped file is in the page cache once touched, and the threads would compete with the frame.
                 faiss.downcast_InvertedLists(index.invlists).prefetch_nthread = 0
             return index, hasattr(index, "nprobe")
-        return faiss.read_index(str(path)), False
+        return faiss.read_index(str(path), skip), False
     except (ValueError, OSError, EOFError) as exc:
         raise RetrievalIndexError(f"{path}: not a readable index file ({exc})") from None
     except RuntimeError as exc:

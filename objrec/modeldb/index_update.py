@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from objrec.modeldb.index import DatabaseIndex, RetrievalParams, Segment, index_folder, new_codec
-from objrec.modeldb.index_files import MANIFEST, REINDEX_HINT, RetrievalIndexError, StaleIndexError, faiss_module
+from objrec.modeldb.index_files import (
+    MANIFEST,
+    REINDEX_HINT,
+    RetrievalIndexError,
+    StaleIndexError,
+    faiss_module,
+    read_faiss_index,
+)
 from objrec.modeldb.reader import descriptor_spans
 
 if TYPE_CHECKING:
@@ -117,7 +124,7 @@ def _rewrite(index: DatabaseIndex, segs: list[Segment]) -> Segment:
     faiss = faiss_module()
     out = faiss.clone_index(index.codec)
     for s in segs:
-        out.merge_from(faiss.read_index(str(index.folder / s.file)), 0)  # read into memory: merge_from empties it
+        out.merge_from(read_faiss_index(index.folder / s.file, mmap=False)[0], 0)  # in memory: merge_from empties it
     labels = np.concatenate([s.labels for s in segs])
     dead = np.asarray(sorted(index.removed.intersection(labels.tolist())), np.int64)
     if len(dead):
@@ -139,8 +146,6 @@ def _rewrite(index: DatabaseIndex, segs: list[Segment]) -> Segment:
 
 def _map(index: DatabaseIndex, seg: Segment) -> None:
     """Let ``seg`` read its codes from its file, memory-mapped, instead of holding them."""
-    from objrec.modeldb.index_files import read_faiss_index
-
     seg.index, _ = read_faiss_index(index.folder / seg.file, mmap=True)
 
 
@@ -219,6 +224,8 @@ def build_index(
     codec, codes = new_codec(sample.reshape(-1, dim), kind, replace(params, exact_below=0), max(n, 1))
     index = DatabaseIndex(folder, kind, params, codec, codes, n)
     index.save_codec()
+    # Read back without the precomputed-table memory that training left (every segment is cloned from it).
+    index.codec, _ = read_faiss_index(folder / index.codec_file, mmap=False)
     index.building = True
     index.save_manifest()
     sync_index(db, index, progress)
