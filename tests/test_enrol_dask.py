@@ -98,12 +98,13 @@ def test_local_cluster_gives_the_threaded_database(threaded, folder, tmp_path, m
     shards, report and shortlists equal the threads'; a rerun skips everything."""
     from dask.distributed import Client, LocalCluster
 
-    from objrec.matching.shortlist import make_matcher
+    from objrec.matching.shortlist import make_matcher, prepare_indexes
 
     ref, ref_report, ref_batches = threaded
     assert len(ref_report.enrolled) == 8 and len(ref_report.failed) == 2  # the reference itself is not empty
     assert len(ref_batches) > 2
     queries = _query_features(ref)
+    prepare_indexes(ref, kinds=["surf"])  # small: retrieval is forced, on an index made once
     want = [make_matcher(ref, "surf", retrieval=True).shortlist(q) for q in queries]
     assert all(len(w) for w in want)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
@@ -118,6 +119,7 @@ def test_local_cluster_gives_the_threaded_database(threaded, folder, tmp_path, m
                 assert [(f.name, f.source) for f in report.failed] == [(f.name, f.source) for f in ref_report.failed]
                 assert batches == ref_batches
                 assert_same_database(ref, db)
+                prepare_indexes(db, kinds=["surf"])
                 got = [make_matcher(db, "surf", retrieval=True).shortlist(q) for q in queries]
                 assert [g.tolist() for g in got] == [w.tolist() for w in want]
             again = ModelDB.open(db.path).enroll_many(_items(folder), progress=False, scheduler=client)

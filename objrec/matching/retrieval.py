@@ -1,10 +1,11 @@
 """Retrieval: which enrolled objects a frame's features most likely show, in time sublinear in the catalogue.
 
-An inverted-file index over every enrolled descriptor (FAISS ``IndexIVFScalarQuantizer``) answers the
+An inverted-file index over the enrolled descriptors (FAISS ``IndexIVFPQ``, or scalar codes) answers the
 ``k`` approximate nearest neighbours of each query descriptor; each neighbour's label is the object it
 belongs to, and every object found among a descriptor's neighbours gets one vote from it. Objects are
 ranked by votes; the matcher then runs Lowe's ratio test and geometric verification against the top
-candidates only.
+candidates only. This module is the voting layer: the index itself (codec, segments, files) lives in
+:mod:`objrec.modeldb.index`, where the database keeps it current as it commits.
 
 Why this design
 ---------------
@@ -15,13 +16,12 @@ Why this design
   catalogue. With an inverted file the neighbour search visits ``n_probe`` of ``n_lists`` cells, so with
   ``n_lists`` growing as the square root of the number of descriptors the cost of a query grows as that
   square root, not linearly.
-* The inverted file rather than a graph (HNSW): it supports removing an object's vectors in place
-  (``remove_ids`` by label), which HNSW does not, so enrolment changes are applied incrementally; and
-  its memory is the vectors themselves, while HNSW adds dozens of links per vector.
-* Scalar quantisation matches how :mod:`objrec.modeldb` stores descriptors: SIFT's integer components
-  are kept exactly as 8-bit codes (``QT_8bit_direct``, a quarter of the float32 memory, same distances),
-  SURF's as float16. Product quantisation would cut memory further but changes which neighbour is
-  nearest among the near-duplicates that decide a vote.
+* The inverted file rather than a graph (HNSW): it supports removing an object's vectors (``remove_ids``
+  by label, or a tombstone filtered by an ``IDSelector``), which HNSW does not; and its memory is the
+  codes themselves, while HNSW adds dozens of links per vector.
+* Product-quantised codes (16 bytes for a SIFT or SURF descriptor): a vote only needs one of the object's
+  descriptors among the ``k`` approximate neighbours, not the exact nearest one, and the shortlisted
+  objects are matched exactly on their stored descriptors afterwards.
 * Several neighbours (``k``) per query descriptor, one vote per object: a descriptor whose true match
   is second or third behind a look-alike on another cover still votes for the right object, which makes
   the ranking robust to the approximation (a true neighbour missed by the probed cells is usually
@@ -31,10 +31,10 @@ Why this design
   and read back with the inverted lists memory-mapped (``faiss.IO_FLAG_MMAP``): a catalogue's index opens
   without a copy, and memory holds only the lists that frames search.
 
-Small indexes (fewer than :data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly, where an
-inverted file would save nothing. The index records the database id it was built for:
-:meth:`RetrievalIndex.for_database` loads it, applies the objects added, replaced or removed since
-(incrementally), rebuilds it when the catalogue has outgrown its cells, and saves it with the database.
+:class:`RetrievalIndex` is an index built from arrays (one file when saved); small ones (fewer than
+:data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly. :class:`DatabaseRetrieval` votes over a
+database's saved index (:meth:`RetrievalIndex.for_database`), which is never built when it is opened: a
+missing or stale one is a :class:`StaleIndexError` naming ``objrec db reindex --db DB``.
 
 References
 ----------
@@ -62,6 +62,7 @@ Examples
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from objrec.fileio import atomic_write_json, atomic_write_via
-from objrec.matching.index_files import (
+from objrec.modeldb.index import IVF_MIN_DESCRIPTORS, DatabaseIndex, RetrievalParams, index_folder, new_codec
+from objrec.modeldb.index_files import (
     MANIFEST,
     RetrievalIndexError,
     StaleIndexError,
@@ -83,56 +85,21 @@ from objrec.matching.index_files import (
 if TYPE_CHECKING:
     from objrec.modeldb import ModelDB
 
-__all__ = ["RetrievalIndex", "RetrievalParams", "RetrievalIndexError", "StaleIndexError", "vote"]
+__all__ = [
+    "RetrievalIndex",
+    "DatabaseRetrieval",
+    "RetrievalParams",
+    "RetrievalIndexError",
+    "StaleIndexError",
+    "IVF_MIN_DESCRIPTORS",
+    "MANIFEST",
+    "vote",
+]
 
+#: Format of an index built from arrays and saved as one file (:meth:`RetrievalIndex.save`); a database's
+#: index is saved in segments (:mod:`objrec.modeldb.index`).
 FORMAT = "objrec-retrieval-index"
 SCHEMA_VERSION = 2
-#: Below this many descriptors the index is exact (a flat scan); an inverted file would not pay off.
-IVF_MIN_DESCRIPTORS = 20_000
-#: Training points per inverted list (FAISS's k-means warns below 39) and k-means iterations: the cells
-#: only need to spread the descriptors evenly, and training cost is points x lists x iterations.
-TRAIN_PER_LIST = 50
-TRAIN_ITERATIONS = 10
-#: Rebuild (retrain the cells) once the index holds this many times the descriptors it was trained for.
-REBUILD_GROWTH = 4.0
-#: Descriptors read from the shards and added to the index at a time (64 MB as float32 SIFT).
-CHUNK_ROWS = 131_072
-#: Seconds between saves of a part-way index while :meth:`RetrievalIndex.for_database` builds or updates it:
-#: each save writes the whole index, so saving after every chunk would cost quadratic writes.
-CHECKPOINT_S = 60.0
-
-
-@dataclass(frozen=True)
-class RetrievalParams:
-    """How the index is built and searched.
-
-    Attributes
-    ----------
-    k : int
-        Nearest neighbours per query descriptor; each object among them gets one vote.
-    n_lists : int or None
-        Inverted lists (cells); None: ``lists_per_sqrt`` times the square root of the descriptors.
-    lists_per_sqrt : float
-        See ``n_lists``. FAISS's guideline is 4 to 16 for billions of vectors; at catalogue sizes (up to
-        about 10^7 descriptors) one keeps the k-means training to seconds while a query still scans
-        only ``n_probe / n_lists`` of the index.
-    n_probe : int
-        Cells visited per query descriptor.
-    exact_below : int
-        Indexes of fewer descriptors are exact.
-    seed : int
-        Seed of the k-means that places the cells.
-    """
-
-    k: int = 5
-    n_lists: int | None = None
-    lists_per_sqrt: float = 1.0
-    n_probe: int = 16
-    exact_below: int = IVF_MIN_DESCRIPTORS
-    seed: int = 1234
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
 
 def _as_f32(x: Any, dim: int | None, name: str) -> np.ndarray:
@@ -175,44 +142,6 @@ class _Objects:
         return [by_label.get(int(x), "") for x in labels]
 
 
-def _integral_u8(x: np.ndarray) -> bool:
-    return bool(len(x)) and float(x.min()) >= 0 and float(x.max()) <= 255 and np.array_equal(np.rint(x), x)
-
-
-def _n_lists(n: int, params: RetrievalParams) -> int:
-    """Inverted lists for ``n`` descriptors (0: an exact index)."""
-    if n < params.exact_below:
-        return 0
-    n_lists = params.n_lists or int(params.lists_per_sqrt * np.sqrt(n))
-    return int(max(1, min(n_lists, n // TRAIN_PER_LIST)))
-
-
-def _new_index(train: np.ndarray, kind: str, params: RetrievalParams, n: int | None = None) -> tuple[Any, str]:
-    """An empty FAISS index for ``n`` descriptors (default: ``len(train)``) like ``train``, trained on (a sample
-    of) ``train`` when it is an inverted file."""
-    faiss = faiss_module()
-    n = len(train) if n is None else int(n)
-    d = train.shape[1]
-    direct = kind == "sift" and _integral_u8(train[:100_000])
-    qt = faiss.ScalarQuantizer.QT_8bit_direct if direct else faiss.ScalarQuantizer.QT_fp16
-    codes = "8bit_direct" if direct else "fp16"
-    n_lists = _n_lists(n, params)
-    if not n_lists:
-        return faiss.IndexIDMap(faiss.IndexScalarQuantizer(d, qt, faiss.METRIC_L2)), codes
-    index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(d), d, n_lists, qt, faiss.METRIC_L2)
-    # Codes hold the descriptors themselves, not their offsets from the cell centre: 8-bit direct codes
-    # are exact only for integers 0-255, which offsets are not.
-    index.by_residual = False
-    index.cp.seed = int(params.seed)
-    index.cp.niter = TRAIN_ITERATIONS
-    rng = np.random.default_rng(params.seed)
-    m = len(train)
-    sample = train if m <= n_lists * TRAIN_PER_LIST else train[rng.choice(m, n_lists * TRAIN_PER_LIST, replace=False)]
-    index.train(np.ascontiguousarray(sample, dtype=np.float32))
-    index.nprobe = int(params.n_probe)
-    return index, codes
-
-
 class RetrievalIndex:
     """Candidate objects for a frame's descriptors, by voting over approximate nearest neighbours.
 
@@ -245,6 +174,8 @@ class RetrievalIndex:
         self.trained_for = int(trained_for)
         self.objects = objects
         self.database_id = database_id
+        #: Every descriptor given is indexed (see :attr:`DatabaseRetrieval.per_object_cap`).
+        self.per_object_cap: int | None = None
         #: The file the index was read from or last saved to, and whether its lists are mapped from it.
         self.source: Path | None = None
         self.mapped = False
@@ -272,7 +203,7 @@ class RetrievalIndex:
         own = np.asarray(owner, np.int64).reshape(-1)
         if len(own) != len(x) or (len(own) and own.min() < 0):
             raise ValueError(f"owner: expected {len(x)} object ids >= 0 (one per descriptor), got {len(own)}")
-        index, codes = _new_index(x, kind, params)
+        index, codes = new_codec(x, kind, params)
         out = cls(index, kind, params, codes, len(x))
         out.add(x, own)
         return out
@@ -339,106 +270,11 @@ class RetrievalIndex:
         return self.objects.names_of(ids), scores
 
     # -- a database's index -------------------------------------------------------------------------
-    @classmethod
-    def from_database(
-        cls, db: ModelDB, kind: str, params: RetrievalParams | None = None, progress: Any = None, checkpoint: Any = None
-    ) -> RetrievalIndex:
-        """An index over every descriptor of ``kind`` enrolled in ``db`` (not saved; see :meth:`for_database`),
-        built in bounded memory.
-
-        The cells are trained on a uniform sample of the descriptors (:data:`TRAIN_PER_LIST` per list, read
-        from the memory-mapped shards), then the descriptors are added in chunks of :data:`CHUNK_ROWS` (see
-        :meth:`sync`): memory holds the sample, one chunk and the index's codes, never the descriptor table.
-        ``progress`` and ``checkpoint`` are passed to :meth:`sync`.
-        """
-        params = params or RetrievalParams()
-        n = sum(i.n_features.get(kind, 0) for i in db.infos())
-        index, codes = _sample_trained_index(db, kind, params, n)
-        out = cls(index, kind, params, codes, n, _Objects())
-        out.sync(db, progress, checkpoint)
-        return out
-
-    def sync(self, db: ModelDB, progress: Any = None, checkpoint: Any = None) -> bool:
-        """Apply the objects added, replaced or removed in ``db`` since the index was made; True if any.
-
-        Changes are applied in place, reading only the new objects' descriptors, :data:`CHUNK_ROWS` rows at a
-        time; when the index has outgrown the cells it was trained for (or an exact index has grown past
-        ``exact_below``), it is rebuilt instead. Objects are added in the database's order and each keeps its
-        label, so an interrupted update resumes with the objects not yet added. Until it completes
-        :attr:`database_id` is None.
-
-        Parameters
-        ----------
-        db : ModelDB
-        progress : callable, optional
-            Called with the number of descriptors added after each chunk.
-        checkpoint : callable, optional
-            Called with this index after each chunk (to save it part-way).
-        """
-        if self.objects is None:
-            raise ValueError("sync: this index was built from arrays, not from a ModelDB")
-        if self.database_id == db.database_id:
-            return False
-        target = db.database_id
-        self.database_id = None
-        current = {n: db.info(n).sha256 for n in db.records}
-        table = self.objects.table
-        gone = [n for n, (_, sha) in table.items() if current.get(n) != sha]
-        self.remove([table.pop(n)[0] for n in gone])
-        new = [n for n in current if n not in table]
-        _add_objects(self, db, new, current, progress, checkpoint)
-        self.database_id = target
-        grown = len(self) > REBUILD_GROWTH * max(1, self.trained_for)
-        if grown or (self.exact and len(self) >= self.params.exact_below):
-            rebuilt = RetrievalIndex.from_database(db, self.kind, self.params, progress)
-            self.__dict__.update(rebuilt.__dict__)
-        return True
-
-    @classmethod
-    def for_database(
-        cls,
-        db: ModelDB,
-        kind: str,
-        params: RetrievalParams | None = None,
-        save: bool = True,
-        progress: bool = False,
-        fresh: bool = False,
-        checkpoint_s: float = CHECKPOINT_S,
-    ) -> RetrievalIndex:
-        """The index saved with ``db`` (``DB/index/<kind>/``), brought up to date with its content.
-
-        Built when absent, when ``fresh`` or when ``params`` differ from the saved ones; updated incrementally
-        when the database changed since it was saved (a part-way index continues where it stopped); saved
-        again (atomically) whenever it changed. While it is built or updated, the part done is saved every
-        ``checkpoint_s`` seconds (with no database id: stale to every reader until it completes), so an
-        interrupted run resumes. ``progress`` shows a tqdm bar of the descriptors added on stderr.
-        """
-        folder = Path(db.path) / "index" / kind
-        index = cls.load(folder) if (folder / MANIFEST).exists() and not fresh else None
-        if index is not None and (index.kind != kind or index.objects is None):
-            raise RetrievalIndexError(f"{folder / MANIFEST}: not a {kind!r} index of a model database")
-        bar, tick, save_part = _progress(db, kind, index, progress, checkpoint_s if save else None)
-        try:
-            if index is None or (params is not None and params != index.params):
-                index, changed = cls.from_database(db, kind, params, tick, save_part), True
-            else:
-                changed = index.sync(db, tick, save_part) or index.source is None or index.source.suffix != ".faiss"
-        finally:
-            bar.close()
-        if changed and save and index.save_with(db) is not None:
-            index.map_saved()
-        return index
-
-    def save_with(self, db: ModelDB) -> Path | None:
-        """Save this index of ``db`` into ``DB/index/<kind>/`` holding the database's write lock, so two
-        processes never interleave their files; nothing is written when another process changed the
-        database since this index was brought up to date (it would be stale at once). Returns the manifest
-        path, or None when nothing was written."""
-        folder = Path(db.path) / "index" / self.kind
-        with db.lock():
-            if db.database_id != self.database_id:
-                return None
-            return self.save(folder)
+    @staticmethod
+    def for_database(db: ModelDB, kind: str) -> DatabaseRetrieval:
+        """The index saved with ``db`` for ``kind``, which its commits keep current (see
+        :class:`DatabaseRetrieval`); StaleIndexError naming ``objrec db reindex`` when it is missing or stale."""
+        return DatabaseRetrieval.open(db, kind)
 
     # -- files ----------------------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike) -> Path:
@@ -478,8 +314,11 @@ class RetrievalIndex:
         return folder / MANIFEST
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, database_id: str | None = None, mmap: bool = True) -> RetrievalIndex:
-        """Read an index written by :meth:`save`; never unpickles.
+    def load(
+        cls, folder: str | os.PathLike, database_id: str | None = None, mmap: bool = True
+    ) -> RetrievalIndex | DatabaseRetrieval:
+        """Read an index written by :meth:`save`, or a database's segmented index (as a
+        :class:`DatabaseRetrieval`); never unpickles.
 
         The file's sha256 is checked first. With ``mmap`` an inverted file's lists stay in the file,
         memory-mapped read-only (``faiss.IO_FLAG_MMAP``): opening costs no copy and memory holds only the
@@ -493,6 +332,8 @@ class RetrievalIndex:
             When ``database_id`` is given and the index was built for other content.
         """
         folder = Path(folder)
+        if _segmented(folder):
+            return DatabaseRetrieval(DatabaseIndex.load(folder, database_id, mmap))
         m = read_manifest(folder, FORMAT, SCHEMA_VERSION, database_id)
         path = checked_index_file(folder, m)
         index, mapped = read_faiss_index(path, mmap)
@@ -508,51 +349,73 @@ class RetrievalIndex:
         return out
 
 
-def _sample_trained_index(db: ModelDB, kind: str, params: RetrievalParams, n: int) -> tuple[Any, str]:
-    """An empty FAISS index for the ``n`` descriptors of ``kind`` in ``db``, trained on a uniform sample of them
-    read from the memory-mapped shards (:data:`TRAIN_PER_LIST` per list), and its codes."""
-    n_lists = _n_lists(n, params)
-    sample = db.sample_descriptors(kind, n_lists * TRAIN_PER_LIST if n_lists else 100_000, seed=params.seed)
-    if not len(sample):
-        sample = np.zeros((0, 128 if kind == "sift" else 64), np.float32)
-    return _new_index(sample, kind, params, n)
+def _segmented(folder: Path) -> bool:
+    """Whether ``folder`` holds a database's segmented index (its manifest lists segments)."""
+    try:
+        return "segments" in json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
 
 
-def _add_objects(
-    index: RetrievalIndex, db: ModelDB, names: list[str], shas: dict[str, str], progress: Any, checkpoint: Any
-) -> None:
-    """Add the descriptors of the records ``names`` of ``db`` to ``index``, :data:`CHUNK_ROWS` rows at a time,
-    each record under the next free label (recorded with its sha256 from ``shas``); ``progress`` gets the rows
-    of each chunk and ``checkpoint`` the index after it."""
-    objects = index.objects
-    for desc, keys, counts in db.iter_descriptor_chunks(index.kind, CHUNK_ROWS, names):
-        labels = np.arange(objects.next_label, objects.next_label + len(keys), dtype=np.int64)
-        index.add(desc, np.repeat(labels, counts))
-        objects.next_label += len(keys)
-        objects.table.update({k: (int(lab), shas[k]) for k, lab in zip(keys, labels, strict=True)})
-        if progress is not None:
-            progress(len(desc))
-        if checkpoint is not None:
-            checkpoint(index)
+class DatabaseRetrieval:
+    """Voting over the saved index of a model database (:class:`~objrec.modeldb.index.DatabaseIndex`): the
+    same answers as :class:`RetrievalIndex`, object labels named by the database's record keys.
 
+    Parameters
+    ----------
+    core : DatabaseIndex
+        The segmented index, read memory-mapped.
 
-def _progress(db: ModelDB, kind: str, index: RetrievalIndex | None, show: bool, every: float | None) -> tuple:
-    """A tqdm bar of the descriptors still to add, its per-chunk update, and a checkpoint that saves the index
-    part-way every ``every`` seconds (None: never)."""
-    import time
+    Attributes
+    ----------
+    kind : str
+    params : RetrievalParams
+    objects : _Objects
+        Record key -> (label, content sha256), and the next free label.
+    database_id : str or None
+    """
 
-    from tqdm import tqdm
+    def __init__(self, core: DatabaseIndex) -> None:
+        self.core = core
+        self.kind = core.kind
+        self.params = core.params
+        self.objects = _Objects(core.table(), core.next_label)
+        self.database_id = core.database_id
+        self.exact = False
+        #: At most this many descriptors of each record are indexed (None: all).
+        self.per_object_cap = core.params.max_per_object
 
-    total = sum(i.n_features.get(kind, 0) for i in db.infos())
-    done = len(index) if index is not None and index.database_id != db.database_id else total
-    bar = tqdm(total=max(0, total - done), unit="desc", unit_scale=True, desc=f"index {kind}", disable=not show)
-    target, last = db.database_id, [time.monotonic()]
+    @classmethod
+    def open(cls, db: ModelDB, kind: str) -> DatabaseRetrieval:
+        """The current index of ``kind`` saved with ``db``; never builds one.
 
-    def save_part(part: RetrievalIndex) -> None:
-        if every is not None and time.monotonic() - last[0] >= every:
-            with db.lock():  # saved only while the database holds the content the part is of
-                if db.database_id == target:
-                    part.save(Path(db.path) / "index" / kind)
-            last[0] = time.monotonic()
+        Raises
+        ------
+        StaleIndexError
+            Missing, of an older version, or of other content (an interrupted enrolment): the message names
+            ``objrec db reindex --db DB``.
+        RetrievalIndexError
+            A damaged file, named.
+        """
+        return cls(DatabaseIndex.load(index_folder(db.path, kind), database_id=db.database_id))
 
-    return bar, bar.update, save_part
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> DatabaseRetrieval:
+        """The index saved in ``folder``, whatever database content it holds."""
+        return cls(DatabaseIndex.load(folder))
+
+    def __len__(self) -> int:
+        return len(self.core)
+
+    def candidates(self, query: Any, top: int = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`RetrievalIndex.candidates`: the ``top`` labels with most votes, best first, and their
+        shares of the query descriptors."""
+        q = _as_f32(query, self.core.dim, "query")
+        if not len(q) or not len(self):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return vote(self.core.search(q, n_probe), top)
+
+    def candidate_names(self, query: Any, top: int = 10) -> tuple[list[str], np.ndarray]:
+        """:meth:`candidates` as record keys."""
+        ids, scores = self.candidates(query, top)
+        return self.objects.names_of(ids), scores

@@ -25,6 +25,7 @@ from objrec.matching.database import DatabaseMatcher
 from objrec.matching.retrieval import (
     IVF_MIN_DESCRIPTORS,
     MANIFEST,
+    DatabaseRetrieval,
     RetrievalIndex,
     RetrievalIndexError,
     RetrievalParams,
@@ -118,6 +119,9 @@ class ShortlistMatcher:
         # An object enrolled from several photos has one matcher entry per view; votes are pooled per object.
         self._group = object_groups(matcher.names)
         counts = np.asarray(matcher.object_counts(), np.float64)
+        cap = index.per_object_cap
+        if cap is not None:
+            counts = np.minimum(counts, cap)  # what the index holds of each object
         # The chance that an object is among a descriptor's k neighbours whatever it shows: an object with
         # many descriptors collects votes from every frame, so shortlists rank votes above this chance.
         self._chance = 1.0 - (1.0 - counts / max(1, counts.sum())) ** int(index.params.k)
@@ -173,24 +177,11 @@ class ShortlistMatcher:
         return self.matcher.guided(candidate, scene, H, radius)
 
 
-def _index_for(db: Any, kind: str, params: RetrievalParams | None) -> RetrievalIndex:
-    """The database's saved index, brought up to date and saved; built in memory only when it cannot be saved.
-
-    An absent index is built and a stale one (changed content, an interrupted build) updated with the objects it
-    lacks, both in bounded memory (:meth:`RetrievalIndex.for_database`: trained on a sample, filled in chunks read
-    from the shards). A saved index whose files are damaged is built afresh (and saved again).
-    """
-    try:
-        return RetrievalIndex.for_database(db, kind, params)
-    except RetrievalIndexError as exc:
-        log.warning("%s; rebuilding the retrieval index", exc)
-        try:
-            return RetrievalIndex.for_database(db, kind, params, fresh=True)
-        except OSError:
-            return RetrievalIndex.from_database(db, kind, params)
-    except OSError as exc:
-        log.warning("%s: the retrieval index cannot be saved with the database (%s); built in memory", db.path, exc)
-        return RetrievalIndex.from_database(db, kind, params)
+def _index_for(db: Any, kind: str) -> DatabaseRetrieval:
+    """The database's saved index, which its commits keep current. Opening never builds or updates one: a
+    missing or stale index (an interrupted enrolment, an older version) is a :class:`StaleIndexError` naming
+    ``objrec db reindex --db DB``."""
+    return DatabaseRetrieval.open(db, kind)
 
 
 def descriptor_count(db: Any, kind: str) -> int:
@@ -206,7 +197,7 @@ def uses_retrieval(db: Any, kind: str, retrieval: bool | None = None) -> bool:
 
 def check_saved_indexes(db: Any, kinds: list[str]) -> None:
     """Check the sha256 of the saved index files of ``kinds`` at once, one thread per file, before they
-    are loaded one after the other (each load then finds its file checked; see
+    are loaded one after the other (each load then finds its files checked; see
     :func:`objrec.fileio.file_sha256_once`). Absent or unreadable manifests are left to the loads to handle."""
     from objrec.fileio import FileFormatError, read_json, sha256_files_once
 
@@ -214,11 +205,12 @@ def check_saved_indexes(db: Any, kinds: list[str]) -> None:
     for kind in kinds:
         folder = Path(db.path) / "index" / kind
         try:
-            entry = read_json(folder / MANIFEST).get("array") or {}
+            m = read_json(folder / MANIFEST)
         except (FileFormatError, OSError):
             continue
-        if isinstance(entry.get("file"), str):
-            paths.append(folder / entry["file"])
+        entries = [m.get("codec") or {}, *(m.get("segments") or [])]
+        names = [e.get(f) for e in entries if isinstance(e, dict) for f in ("file", "table")]
+        paths += [folder / n for n in names if isinstance(n, str)]
     sha256_files_once(paths)
 
 
@@ -244,7 +236,7 @@ def make_matcher(
         None: retrieval from :data:`RETRIEVAL_MIN_DESCRIPTORS` descriptors of ``kind`` on; True/False: always
         or never.
     params : RetrievalParams, optional
-        How the index is built (when it is built here).
+        Unused: the database's saved index carries its own (kept for callers).
     top : int
         Objects per shortlist.
     **matcher_args
@@ -253,25 +245,41 @@ def make_matcher(
     if not uses_retrieval(db, kind, retrieval):
         return DatabaseMatcher(db.objects(), kind, **matcher_args)
     stored_args = {k: v for k, v in matcher_args.items() if k != "exact"}
-    return ShortlistMatcher(StoredMatcher(db, kind, **stored_args), _index_for(db, kind, params), top)
+    return ShortlistMatcher(StoredMatcher(db, kind, **stored_args), _index_for(db, kind), top)
 
 
-def prepare_indexes(db: Any, params: RetrievalParams | None = None, progress: bool = False) -> list[str]:
-    """Build or bring up to date, and save, the retrieval index of each of ``db``'s detector kinds that
-    :func:`make_matcher` would search through one; returns those kinds. What ``objrec db reindex`` runs.
+def prepare_indexes(
+    db: Any,
+    params: RetrievalParams | None = None,
+    progress: bool = False,
+    rebuild: bool = True,
+    kinds: list[str] | None = None,
+) -> list[str]:
+    """Build afresh (a new codec trained on a uniform sample of the stored descriptors) and save the retrieval
+    index of each of ``db``'s detector kinds that :func:`make_matcher` searches through one (or of ``kinds``,
+    whatever their size: for a matcher made with ``retrieval=True``); returns those kinds. What
+    ``objrec db reindex`` runs. The database's commits keep an index current once it exists.
 
-    For a process that opens many recognizers on one database (an evaluation's workers): done once
-    beforehand, each recognizer only loads the saved index. Each index is built in bounded memory and saved
-    part-way as it goes, so an interrupted run resumes (:meth:`RetrievalIndex.for_database`); a damaged one is
-    built afresh.
+    With ``rebuild=False`` an index already current is kept (what an evaluation runs before it opens many
+    recognizers). Each build holds the database's write lock, reads the shards in chunks (bounded memory) and
+    saves its segments as it goes; a build interrupted with the same parameters continues where it stopped
+    (:func:`~objrec.modeldb.index_update.build_index`). ``progress`` shows a tqdm bar of the descriptors added.
     """
-    kinds = []
-    for kind in db.detectors:
-        if descriptor_count(db, kind) >= RETRIEVAL_MIN_DESCRIPTORS:
-            try:
-                RetrievalIndex.for_database(db, kind, params, progress=progress)
-            except RetrievalIndexError as exc:
-                log.warning("%s; building it afresh", exc)
-                RetrievalIndex.for_database(db, kind, params, progress=progress, fresh=True)
-            kinds.append(kind)
+    from tqdm import tqdm
+
+    from objrec.modeldb.index_update import DEFAULT_PARAMS, build_index, descriptor_total
+
+    if kinds is None:
+        kinds = [k for k in db.detectors if descriptor_count(db, k) >= RETRIEVAL_MIN_DESCRIPTORS]
+    for kind in kinds:
+        with db.lock():
+            if not rebuild:
+                try:
+                    DatabaseRetrieval.open(db, kind)
+                    continue
+                except RetrievalIndexError:
+                    pass
+            total = descriptor_total(db, kind, (params or DEFAULT_PARAMS).max_per_object)
+            with tqdm(total=total, unit="desc", unit_scale=True, desc=f"index {kind}", disable=not progress) as bar:
+                build_index(db, kind, params, bar.update)
     return kinds

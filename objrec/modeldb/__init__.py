@@ -51,6 +51,10 @@ shards, reader, store, maintenance
     garbage collection.
 upgrade
     Conversion of a schema 1 or 2 database.
+index_files, index, index_update
+    The retrieval index saved in ``DB/index/<kind>/``: segments of FAISS codes sharing one trained codec, kept
+    current by every commit (:func:`~objrec.modeldb.index_update.keep_indexes_current`) and rebuilt by
+    ``objrec db reindex``; :mod:`objrec.matching.retrieval` votes over it.
 database
     :class:`ModelDB`, the read and write API over the storage engine.
 """

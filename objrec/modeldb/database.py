@@ -15,6 +15,7 @@ from objrec.imageio import InputError
 from objrec.modeldb import maintenance
 from objrec.modeldb.access import DatabaseReads
 from objrec.modeldb.enrolment import run_enrolment
+from objrec.modeldb.index_update import keep_indexes_current
 from objrec.modeldb.preparation import PreparedObject, prepare_object
 from objrec.modeldb.records import (
     DEFAULT_DETECTORS,
@@ -163,6 +164,7 @@ class ModelDB(DatabaseReads):
             )
             self.store.commit([p], set())
             maintenance.maintain(self.store)
+            keep_indexes_current(self)
         return view
 
     def remove_view(self, name: str, view: int) -> None:
@@ -179,6 +181,7 @@ class ModelDB(DatabaseReads):
                 raise ModelDBError(f"{self.path / MANIFEST}: {only}")
             self.store.commit([], {key})
             maintenance.maintain(self.store)
+            keep_indexes_current(self)
 
     def enroll_many(
         self,
@@ -268,6 +271,8 @@ class ModelDB(DatabaseReads):
                 stale = {k for n in taken for k in self.store.views[n] if k not in new} if replace else set()
                 self.store.commit(keep, stale)
                 maintenance.maintain(self.store)
+                keep_indexes_current(self)
+            keep_indexes_current(self)
         return refused
 
     def remove(self, name: str | Iterable[str]) -> None:
@@ -278,6 +283,7 @@ class ModelDB(DatabaseReads):
             keys = {k for n in names for k in self.view_keys(n)}
             self.store.commit([], keys)
             maintenance.maintain(self.store)
+            keep_indexes_current(self)
 
     def rename(self, old: str, new: str) -> None:
         """Rename an enrolled object (all its views) in one commit (KeyError if ``old`` is unknown, ModelDBError
@@ -288,6 +294,7 @@ class ModelDB(DatabaseReads):
             if new in self.store.views:
                 raise ModelDBError(f"{self.path / MANIFEST}: object {new!r} is already enrolled")
             self.store.rename([(k, view_key(new, split_key(k)[1])) for k in keys])
+            keep_indexes_current(self)
 
     def set_width(self, name: str, width_m: float | None) -> None:
         """Record the physical width of an enrolled object (every view) in metres (None: unknown) in one commit

@@ -14,7 +14,7 @@ from objrec import ModelDB, Recognizer
 from objrec.data import sample_objects, synthetic_cover
 from objrec.features import SIFT
 from objrec.matching.database import DatabaseMatcher
-from objrec.matching.retrieval import MANIFEST, RetrievalIndex
+from objrec.matching.retrieval import MANIFEST, RetrievalIndexError, RetrievalParams
 from objrec.matching.shortlist import ShortlistMatcher, make_matcher, prepare_indexes
 from objrec.modeldb import ModelObject
 from objrec.scenes import compose_scene, place_homography
@@ -71,36 +71,46 @@ def _shortlisted(rec: Recognizer, image: np.ndarray) -> list[str]:
     return [matcher.matcher.names[i] for i in matcher.shortlist(feats)]
 
 
-def test_recognizer_on_a_changed_database_syncs_the_saved_index(tmp_path):
-    """An index saved for other content is brought up to date (and saved again), never used as it was."""
+def test_commits_keep_a_saved_index_current_for_the_recognizer(tmp_path, monkeypatch):
+    """An index made once (``objrec db reindex``) is kept current by the database's commits: a recognizer
+    opened afterwards uses it as saved, and never builds or updates one."""
+    from objrec.modeldb import index_update
+
     db = _db(tmp_path / "db", range(6))
     assert prepare_indexes(db) == []  # small: no kind needs an index by default
-    RetrievalIndex.for_database(db, "sift")  # saved with the database
+    assert prepare_indexes(db, kinds=["sift"]) == ["sift"]
     folder = db.path / "index" / "sift"
     old_id = json.loads((folder / MANIFEST).read_text())["database_id"]
     assert old_id == db.database_id
     db.remove("cover2")
     db.enroll("cover9", synthetic_cover(9, (300, 400)))
+    assert json.loads((folder / MANIFEST).read_text())["database_id"] == db.database_id != old_id
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the recognizer built or updated the index")
+
+    monkeypatch.setattr(index_update, "build_index", refuse)
+    monkeypatch.setattr(index_update, "sync_index", refuse)
     rec = Recognizer(ModelDB.open(db.path), retrieval=True, prefilter=None, track=False)
     index = rec.matchers["sift"].index
-    assert index.database_id == db.database_id != old_id
+    assert index.database_id == db.database_id
     assert sorted(index.objects.table) == sorted(db.names)
-    saved = RetrievalIndex.load(folder, database_id=db.database_id)  # StaleIndexError if not saved again
-    assert sorted(saved.objects.table) == sorted(db.names)
     assert _shortlisted(rec, synthetic_cover(9, (300, 400)))[0] == "cover9"
     assert "cover2" not in _shortlisted(rec, synthetic_cover(2, (300, 400)))
     found = rec.process(synthetic_cover(9, (300, 400))).detections
     assert [d.name for d in found][:1] == ["cover9"]
 
 
-def test_damaged_saved_index_is_rebuilt(tmp_path):
+def test_damaged_saved_index_names_the_file_and_reindex(tmp_path):
     db = _db(tmp_path / "db", range(4))
-    RetrievalIndex.for_database(db, "sift")
-    for f in (db.path / "index" / "sift").glob("index-*.faiss"):
+    prepare_indexes(db, kinds=["sift"])
+    for f in (db.path / "index" / "sift").glob("seg-*.faiss"):
         f.write_bytes(f.read_bytes()[:-10] + b"0123456789")
-    matcher = make_matcher(db, "sift", retrieval=True)
-    assert isinstance(matcher, ShortlistMatcher) and len(matcher.index) == len(matcher.matcher)
-    RetrievalIndex.load(db.path / "index" / "sift", database_id=db.database_id)  # saved again, sound
+    with pytest.raises(RetrievalIndexError, match=r"seg-.*\.faiss: sha256 mismatch.*objrec db reindex"):
+        make_matcher(db, "sift", retrieval=True)
+    prepare_indexes(db, kinds=["sift"])
+    matcher = make_matcher(ModelDB.open(db.path), "sift", retrieval=True)
+    assert isinstance(matcher, ShortlistMatcher) and sorted(matcher.index.objects.table) == sorted(db.records)
 
 
 def test_small_databases_keep_exact_matching(tmp_path):
@@ -132,6 +142,9 @@ def test_retrieval_gives_the_detections_of_exact_matching_on_phone_photos(smvs_d
     """30 SMVS covers, real phone photos: the shortlist pipeline finds what matching against all finds, in the
     same place."""
     db, photos = smvs_db
+    # Every descriptor indexed: this compares matching among a shortlist with matching among all; what the
+    # per-object cap costs shortlists is measured on held-out photos by bench/bench_index_params.py.
+    prepare_indexes(db, RetrievalParams(max_per_object=None), kinds=["surf"])
     exact = Recognizer(db, retrieval=False, prefilter=None, track=False)
     shortlist = Recognizer(db, retrieval=True, prefilter=None, track=False)
     assert isinstance(shortlist.matchers["surf"], ShortlistMatcher)
@@ -163,7 +176,7 @@ def test_a_small_model_filling_the_frame_is_not_outvoted_by_large_ones():
     model that fewer descriptors vote for, but far above its chance."""
     from types import SimpleNamespace
 
-    from objrec.matching.retrieval import RetrievalParams, _Objects
+    from objrec.matching.retrieval import _Objects
     from objrec.types import Features
 
     rng = np.random.default_rng(0)
@@ -190,6 +203,7 @@ def test_a_small_model_filling_the_frame_is_not_outvoted_by_large_ones():
         objects=_Objects({n: (i, "") for i, n in enumerate(sizes)}, len(sizes)),
         kind="sift",
         params=RetrievalParams(k=5),
+        per_object_cap=None,
         candidates=lambda q, top=None, n_probe=None: votes,
     )
     short = ShortlistMatcher(matcher, index, top=2)

@@ -11,8 +11,7 @@ from objrec import ModelDB, Recognizer
 from objrec.data import synthetic_cover
 from objrec.features import SURF
 from objrec.matching.database import DatabaseMatcher
-from objrec.matching.retrieval import RetrievalIndex
-from objrec.matching.shortlist import ShortlistMatcher
+from objrec.matching.shortlist import ShortlistMatcher, prepare_indexes
 from objrec.matching.stored import StoredMatcher
 from objrec.scenes import compose_scene, place_homography
 
@@ -74,7 +73,7 @@ def test_a_recognizer_with_retrieval_reads_only_what_it_matches(catalogue):
     """With retrieval and a saved index the recognizer opens no descriptor file of the database at
     construction, and finds the objects the frame shows."""
     db, _, scene = catalogue
-    RetrievalIndex.for_database(db, "surf")
+    prepare_indexes(db, kinds=["surf"])
     fresh = ModelDB.open(db.path)
     rec = Recognizer(fresh, retrieval=True, prefilter=None, track=False)
     matcher = rec.matchers["surf"]

@@ -93,7 +93,7 @@ def build_database(out: Path, objects: list[tuple[str, str]], progress: bool) ->
         if report.failed:
             f = report.failed[0]
             raise DatasetError(f"{f.name}: could not be enrolled ({f.reason})")
-    prepare_indexes(db)
+    prepare_indexes(db, rebuild=False)
     return db
 
 

@@ -148,7 +148,7 @@ def _database(out: Path, tag: str, items: list[tuple[str, Any]], shape: str | No
         if report.failed:
             f = report.failed[0]
             raise DatasetError(f"{f.name}: could not be enrolled ({f.reason})")
-    prepare_indexes(db)
+    prepare_indexes(db, rebuild=False)
     return db
 
 

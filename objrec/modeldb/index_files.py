@@ -1,5 +1,8 @@
 """The files of a retrieval index: FAISS loaded on demand, the index file checked against its sha256 and read
-(memory-mapped where it can be), and the errors that name the file at fault."""
+(memory-mapped where it can be), and the errors that name the file at fault.
+
+It lies below :mod:`objrec.modeldb` so that the database keeps its index current when it commits, and
+:mod:`objrec.matching` reads the same files."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ __all__ = [
     "MANIFEST",
     "RetrievalIndexError",
     "StaleIndexError",
+    "REINDEX_HINT",
     "faiss_module",
     "read_manifest",
     "checked_index_file",
@@ -29,8 +33,13 @@ class RetrievalIndexError(FileFormatError):
     """A retrieval index file is missing, damaged or of another format; the message names the file."""
 
 
+#: What a stale or missing index of a database is fixed by (named in :class:`StaleIndexError` messages).
+REINDEX_HINT = "run `objrec db reindex --db {db}`"
+
+
 class StaleIndexError(RetrievalIndexError):
-    """The index was built for other database content (its database id differs)."""
+    """The index was built for other database content (its database id differs), is of an older version, or is
+    missing where retrieval needs it; the message names the command that rebuilds it."""
 
 
 def faiss_module() -> Any:
@@ -67,8 +76,8 @@ def read_manifest(folder: Path, fmt: str, schema_version: int, database_id: str 
         )
     if database_id is not None and m.get("database_id") != database_id:
         raise StaleIndexError(
-            f"{mpath}: built for database {m.get('database_id')}, not {database_id}; "
-            "RetrievalIndex.for_database(db, kind) brings it up to date"
+            f"{mpath}: built for database {m.get('database_id')}, not {database_id} (an interrupted enrolment or a "
+            f"change made without index support); {REINDEX_HINT.format(db=folder.parent.parent)}"
         )
     return m
 
@@ -93,14 +102,17 @@ def read_faiss_index(path: Path, mmap: bool) -> tuple[Any, bool]:
             if arr.dtype != np.uint8 or arr.ndim != 1:
                 raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
             return faiss.deserialize_index(arr), False
+        # Product-quantised indexes are read without their table of precomputed distance terms (lists x 16 x
+        # 256 floats, hundreds of MB at 10^4 lists, per file read): the terms are computed per probed list.
+        skip = faiss.IO_FLAG_SKIP_PRECOMPUTE_TABLE
         if mmap:
-            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+            index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY | skip)
             if hasattr(index, "invlists"):
                 # FAISS's on-disk lists start threads to page in the probed lists before each search; the
                 # mapped file is in the page cache once touched, and the threads would compete with the frame.
                 faiss.downcast_InvertedLists(index.invlists).prefetch_nthread = 0
             return index, hasattr(index, "nprobe")
-        return faiss.read_index(str(path)), False
+        return faiss.read_index(str(path), skip), False
     except (ValueError, OSError, EOFError) as exc:
         raise RetrievalIndexError(f"{path}: not a readable index file ({exc})") from None
     except RuntimeError as exc:
