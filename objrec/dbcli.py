@@ -98,7 +98,7 @@ def index_status(db: Any) -> dict[str, dict[str, Any]]:
             out[folder.name] = {**doc, "status": "damaged", "detail": " ".join(str(exc).split())}
             continue
         if index.database_id != db.database_id:
-            when = "brought up to date when next used or by `objrec db reindex`"
+            when = f"rebuilt by `objrec db reindex --db {db.path}`"
             detail = f"built for database {index.database_id}; {when}"
             out[folder.name] = {**doc, "status": "stale", "detail": detail}
         else:
@@ -254,22 +254,24 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    from objrec.matching.shortlist import prepare_indexes
     from objrec.modeldb import ModelDB
     from objrec.modeldb.upgrade import upgrade_database
 
     before = _disk_bytes(Path(args.db))
     version = upgrade_database(args.db, progress=not args.json)
     db = ModelDB.open(args.db)
+    kinds = prepare_indexes(db, progress=not args.json) if version is not None else []
     after = _disk_bytes(Path(args.db))
     doc = {"database": str(args.db), "upgraded_from": version, "schema_version": db.manifest["schema_version"]}
-    doc.update(database_id=db.database_id, objects=len(db), disk_bytes_before=before, disk_bytes=after)
+    doc.update(database_id=db.database_id, objects=len(db), disk_bytes_before=before, disk_bytes=after, reindexed=kinds)
     if version is None:
         lines = [f"{args.db}: already schema {doc['schema_version']}; nothing to do"]
     else:
         lines = [
             f"{args.db}: upgraded from schema {version} to {doc['schema_version']}: {len(db)} object(s), "
             f"{before / 2**20:.1f} -> {after / 2**20:.1f} MiB on disk, id {db.database_id}",
-            "its retrieval index, if any, is now stale: run `objrec db reindex --db " + str(args.db) + "`",
+            f"retrieval index(es) rebuilt: {', '.join(kinds) or 'none needed'}",
         ]
     _print(args, doc, lines)
     return EXIT_OK

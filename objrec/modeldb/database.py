@@ -88,22 +88,28 @@ class ModelDB(DatabaseReads):
         return cls(ShardStore.open(path))
 
     @classmethod
-    def upgrade(
-        cls,
-        path: str | os.PathLike,
-        max_features: int | dict[str, int] | str | None = AUTO_CAP,
-        progress: bool = False,
-    ) -> ModelDB:
+    def upgrade(cls, path: str | os.PathLike, max_features: Any = AUTO_CAP, progress: bool = False) -> ModelDB:
         """Convert a schema 1 or 2 database in place to the current layout and open it (a current one is only
-        opened): features re-capped to ``max_features`` per kind ("auto":
-        :func:`~objrec.features.model.model_feature_cap`; None: all kept) and re-encoded from what is stored,
-        atomically, with a progress bar on stderr with ``progress`` (see
-        :func:`~objrec.modeldb.upgrade.upgrade_database`, which also says what is lost). The database id
-        changes: its prefilter stays valid, its retrieval index is rebuilt by ``objrec db reindex``."""
-        upgrade_database(path, max_features, progress)
-        return cls.open(path)
+        opened), atomically: features re-capped to ``max_features`` per kind (an int, a dict of kind -> int,
+        "auto": :func:`~objrec.features.model.model_feature_cap`, None: all kept) and re-encoded from what is
+        stored (:func:`~objrec.modeldb.upgrade.upgrade_database` says what is lost), a progress bar on stderr
+        with ``progress``. The database id changes: its prefilter stays valid, its retrieval index is rebuilt
+        as a commit builds it (beyond :data:`~objrec.modeldb.index_update.AUTO_BUILD_MAX` descriptors, by
+        ``objrec db reindex``)."""
+        upgraded = upgrade_database(path, max_features, progress) is not None
+        db = cls.open(path)
+        if upgraded:
+            with db.store.writing():
+                keep_indexes_current(db)
+        return db
 
     # -- writes -------------------------------------------------------------------------------------
+    def _commit(self, add: list[PreparedObject], drop: set[str]) -> None:
+        """One commit (write lock held), then compaction; the retrieval indexes follow the new content."""
+        self.store.commit(add, drop)
+        maintenance.maintain(self.store)
+        keep_indexes_current(self)
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[ModelDB]:
         """Hold the database's write lock (``DB/.lock``) on its current state: for files kept beside the
@@ -162,9 +168,7 @@ class ModelDB(DatabaseReads):
             p = prepare_object(
                 view_key(name, view), image, self.detectors, first.views, first.width_m, first.shape, min_rating
             )
-            self.store.commit([p], set())
-            maintenance.maintain(self.store)
-            keep_indexes_current(self)
+            self._commit([p], set())
         return view
 
     def remove_view(self, name: str, view: int) -> None:
@@ -179,9 +183,7 @@ class ModelDB(DatabaseReads):
             if len(keys) == 1:
                 only = f"view {view} is the only view of {name!r}; remove the object"
                 raise ModelDBError(f"{self.path / MANIFEST}: {only}")
-            self.store.commit([], {key})
-            maintenance.maintain(self.store)
-            keep_indexes_current(self)
+            self._commit([], {key})
 
     def enroll_many(
         self,
@@ -271,7 +273,6 @@ class ModelDB(DatabaseReads):
                 stale = {k for n in taken for k in self.store.views[n] if k not in new} if replace else set()
                 self.store.commit(keep, stale)
                 maintenance.maintain(self.store)
-                keep_indexes_current(self)
             keep_indexes_current(self)
         return refused
 
@@ -281,9 +282,7 @@ class ModelDB(DatabaseReads):
         names = [name] if isinstance(name, str) else list(name)
         with self.store.writing():
             keys = {k for n in names for k in self.view_keys(n)}
-            self.store.commit([], keys)
-            maintenance.maintain(self.store)
-            keep_indexes_current(self)
+            self._commit([], keys)
 
     def rename(self, old: str, new: str) -> None:
         """Rename an enrolled object (all its views) in one commit (KeyError if ``old`` is unknown, ModelDBError

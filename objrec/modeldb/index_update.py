@@ -33,6 +33,7 @@ from objrec.modeldb.index_files import (
     faiss_module,
     read_faiss_index,
 )
+from objrec.modeldb.preparation import decode_descriptors
 from objrec.modeldb.reader import descriptor_spans
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def indexed_chunks(
     counts: list[int] = []
     rows = 0
     for key, sh, lo, hi in descriptor_spans(store, kind, keys):
-        d = store.array(sh, f"{kind}.descriptors.npy")[lo:hi]
+        d = decode_descriptors(kind, store.array(sh, f"{kind}.descriptors.npy")[lo:hi])
         if cap and hi - lo > cap:
             response = store.array(sh, f"{kind}.keypoints.npy")["response"][lo:hi]
             d = d[np.sort(np.argsort(-response, kind="stable")[:cap])]
