@@ -52,7 +52,8 @@ def enrol(db_path: Path, items_file: Path, segments: Path, chunk: int) -> None:
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         doc = {
             "enrolled": len(rep.enrolled),
-            "sources": dict(Counter(name.split("_", 1)[0] for name in rep.enrolled)),
+            # The SMVS references keep their own names (001..100); every other source prefixes its name.
+            "sources": dict(Counter(name.split("_", 1)[0] if "_" in name else "smvs" for name in rep.enrolled)),
             "skipped": len(rep.skipped),
             "failed": [[f.name, f.reason] for f in rep.failed],
             "seconds": seconds,
