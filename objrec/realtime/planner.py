@@ -96,8 +96,7 @@ class SearchPlanner:
     sweep : bool
         Under a budget, when the search would otherwise drop below ``min_sweep_scale``, search one tile of
         a grid over the frame per frame instead (the tiles in turn, so the whole frame is swept every few
-        frames at full resolution; tracking windows are searched in every frame with the tile, or in turns
-        without one when they do not all fit at ``min_sweep_scale``). Off, every frame's plan
+        frames at full resolution; tracking windows are searched in every frame). Off, every frame's plan
         covers all of the search by itself and owes nothing to the frames before (no tracking).
     min_sweep_scale : float
         The resolution below which the sweep takes over.
@@ -129,8 +128,6 @@ class SearchPlanner:
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
         self._tile = 0  # the sweep's next tile
-        self._window = 0  # where the next turn of the windows starts (see _window_turn)
-        self._turned = 0  # windows the last plan searched in turn (0: all, with a tile of the sweep)
 
     def plan(
         self,
@@ -216,9 +213,6 @@ class SearchPlanner:
         h, w = shape
         windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
         win_px = union_area(windows, (h, w))
-        self._turned = 0
-        if n_windows > 1 and min(level.scale, self._fitting_scale(sched, cap, win_px, step)) < self.min_sweep_scale:
-            return self._window_turn(windows, (h, w), sched, cap, step, level)
         for cols, rows in SWEEP_GRIDS:
             tiles = sweep_tiles(w, h, cols, rows)
             largest = _largest_tile(w, h, cols, rows)
@@ -231,28 +225,6 @@ class SearchPlanner:
         scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
         return (part if len(part) else Regions.from_boxes([tile])), pixels, scale, f"tile {tile} of {cols}x{rows}"
 
-    def _window_turn(
-        self, windows: Regions, shape: tuple[int, int], sched: Any, cap: int | None, step: int, level: Any
-    ) -> tuple[Regions, float, float, str]:
-        """The windows this frame searches when not all of them fit at ``min_sweep_scale``: the most that do,
-        in turn from where the last frame's turn stopped (at least one), and no sweep tile. Many objects lost
-        at once (a blurred swing of the camera) are looked for where they were, a few per frame at full
-        resolution, rather than all of them at a resolution too low to find any."""
-        h, w = shape
-        n = len(windows)
-        order = [(self._window + i) % n for i in range(n)]
-        take = order[:1]
-        for i in order[1:]:
-            part = Regions(windows.boxes[take + [i]], windows.scores[take + [i]])
-            if min(level.scale, self._fitting_scale(sched, cap, union_area(part, (h, w)), step)) < self.min_sweep_scale:
-                break
-            take.append(i)
-        part = Regions(windows.boxes[take], windows.scores[take])
-        pixels = union_area(part, (h, w))
-        scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
-        self._turned = len(take)
-        return part, pixels, scale, f"windows {len(take)} of {n}"
-
     def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
         """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left."""
         left, margin = self._left(sched, cap, pixels, step)
@@ -260,13 +232,9 @@ class SearchPlanner:
         return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left)
 
     def advance(self, plan: SearchPlan) -> None:
-        """The sweep moves on to its next tile (or the windows' turn to the next windows) once a plan that
-        searched one was carried out."""
+        """The sweep moves on to its next tile once a plan that searched one was carried out."""
         if any(r.unit == "region" and r.reason == "sweep" for r in plan.skipped):
-            if self._turned:
-                self._window += self._turned
-            else:
-                self._tile += 1
+            self._tile += 1
 
     def frame_cap(self, sched: Any, share: float = 1.0) -> int | None:
         """The feature cap of a search under the frame's budget (None without a budget or a cap)."""

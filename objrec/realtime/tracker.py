@@ -81,8 +81,7 @@ class TrackParams:
         outline of an object mostly outside is extrapolated from a small part and would be followed with
         that error (it is reported as detected, without a track, until more of it comes into view).
     lost_window_frames : int
-        For this many frames after a track ends, its last outline is searched first by the detector: about
-        a second at 30 frames a second, as long as a quick swing of the camera or a hand passing by lasts.
+        For this many frames after a track ends, its last outline is searched first by the detector.
     confirm_every : int
         Frames between the detector's full-quality searches for a tracked object (one track per frame at
         most, while the budget allows), which re-anchor it when they disagree by more than ``reanchor_px``:
@@ -104,7 +103,7 @@ class TrackParams:
     min_edge_agreement: float = 0.5
     min_visible: float = 0.25
     min_anchor_visible: float = 0.5
-    lost_window_frames: int = 30
+    lost_window_frames: int = 6
     confirm_every: int = 15
     confirm_visible_gain: float = 0.15
     flow: FlowParams = field(default_factory=FlowParams)

@@ -113,34 +113,6 @@ def test_sweep_searches_one_full_resolution_tile_per_frame_and_covers_the_frame(
     assert tiles[:n] == tiles[n : 2 * n] or 2 * n > len(tiles)  # the round repeats in the same order
 
 
-def test_windows_that_do_not_fit_together_are_searched_in_turns_at_full_resolution():
-    """Twelve lost objects' windows (each 20,000 px, 10 ms at the learned 1 ms per 2000 px) do not fit a
-    33 ms budget together: each plan searches the most that fit at full resolution (no sweep tile), the turn
-    moves on once a plan is carried out, and every window is searched within a round of a few frames."""
-    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
-    boxes = [[160 * (i % 4), 160 * (i // 4), 160 * (i % 4) + 125, 160 * (i // 4) + 160] for i in range(12)]
-    windows = Regions.from_boxes(boxes)
-    seen, frames = [], 0
-    while len(set(seen)) < 12:
-        sched = _sched(33.0)
-        for px in (1e4, 2e4, 4e4):
-            sched.cost.observe("features_surf", px, px / 2000.0)
-        plan = planner.plan((480, 640), windows, Regions.full(640, 480), DegradeController(33.0), sched)
-        searched = [tuple(b) for b in plan.regions.boxes.tolist()]
-        assert plan.scale >= planner.min_sweep_scale and plan.sample_step == 1
-        assert 1 <= len(searched) < 12 and set(searched) <= {tuple(b) for b in boxes}  # windows only, no tile
-        assert plan.pixels == 20_000 * len(searched)  # these windows do not overlap
-        seen += searched
-        planner.advance(plan)
-        frames += 1
-        assert frames <= 12
-    assert len(seen) == 12 and frames <= 6  # no window searched twice before every window had its turn
-    few = planner.plan(  # two windows fit together with a tile of the sweep: all are searched in every frame
-        (480, 640), Regions.from_boxes(boxes[:2]), Regions.full(640, 480), DegradeController(33.0), sched
-    )
-    assert [tuple(b) for b in few.regions.boxes.tolist()[:2]] == [tuple(b) for b in boxes[:2]]
-
-
 def test_tracked_boxes_are_cut_out_of_the_proposals():
     sched = _sched(None)
     planner = SearchPlanner("surf")
