@@ -54,10 +54,11 @@ MODEL_LEVELS = (1.0,)
 #: features of that part at the density a whole cover has.
 MODEL_FEATURES_PER_MEGAPIXEL: dict[str, int] = {"surf": 3200, "sift": 800}
 #: The least :func:`model_feature_cap` gives, whatever the area: a small model image's features are fewer and
-#: each one counts more. SIFT's floor is the cap measured on 500 x 500 covers; SURF's is higher because a
-#: small cover must also be found, and placed within the close-up targets, when most of it is outside the
-#: frame (``bench/bench_closeup.py``: with 60% outside, the smaller floor placed a cover's corners wrongly).
-MIN_MODEL_FEATURES: dict[str, int] = {"surf": 1200, "sift": 200}
+#: each one counts more. SURF's floor keeps a small cover found, and placed within the close-up targets,
+#: when most of it is outside the frame (``bench/bench_closeup.py``: with 60% outside, a smaller floor placed a
+#: cover's corners wrongly). SIFT's keeps enough of a small object for the escalation's guided matching, which
+#: places an object from the model features around a few matches (a smaller floor lost such objects).
+MIN_MODEL_FEATURES: dict[str, int] = {"surf": 1200, "sift": 500}
 #: The ``max_features`` value that means :func:`model_feature_cap` for each kind and image.
 AUTO_CAP = "auto"
 #: Cells along each side of the grid over which :func:`strongest_spread` spreads the kept features.

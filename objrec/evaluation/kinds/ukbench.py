@@ -148,7 +148,8 @@ def _database(out: Path, tag: str, items: list[tuple[str, Any]], shape: str | No
         if report.failed:
             f = report.failed[0]
             raise DatasetError(f"{f.name}: could not be enrolled ({f.reason})")
-    prepare_indexes(db, rebuild=False)
+    # The retrieval scores search every kind's index, however few its descriptors (a small run's SIFT).
+    prepare_indexes(db, rebuild=False, kinds=list(db.detectors) if tag == "retrieval" else None)
     return db
 
 
