@@ -270,7 +270,7 @@ class Recognizer:
             size=len(found), mandatory=True,
         )  # fmt: skip
         state.lost += lost
-        self.looks.confirm(state, sched, tracker, self.frames)
+        self.looks.confirm(state, sched, tracker, self.frames, turn)
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
         """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a

@@ -221,9 +221,11 @@ class SearchPlanner:
         tile = tiles[self._tile % len(tiles)]
         keep, clipped = clip_boxes(boxes.boxes[n_windows:], tile)
         part = windows.concat(Regions(clipped, boxes.scores[n_windows:][keep]))
+        if not len(part):  # nothing proposed in the tile: the sweep searches all of it
+            part = Regions.from_boxes([tile])
         pixels = union_area(part, (h, w))
         scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
-        return (part if len(part) else Regions.from_boxes([tile])), pixels, scale, f"tile {tile} of {cols}x{rows}"
+        return part, pixels, scale, f"tile {tile} of {cols}x{rows}"
 
     def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
         """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left."""

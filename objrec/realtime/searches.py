@@ -100,12 +100,16 @@ class SecondLooks:
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
 
-    def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+    def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int, turn: bool = False) -> None:
         """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
         in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it
         (:meth:`~objrec.realtime.tracker.Tracker.reanchor`). A track anchored on a degraded search that a
         full-resolution search does not find ends (``"unconfirmed"``): its detection was wrong, and a track
-        would repeat it frame after frame."""
+        would repeat it frame after frame.
+
+        On a frame given to the confirmation (``turn``: the search for new objects waits), it runs when its
+        typical time fits what is left, not only its high quantile: a unit admitted by its quantile alone
+        would, after one slow run, never run again to unlearn it, and the tracks would go unconfirmed."""
         t = tracker.confirmation(frame)
         h, w = state.shape
         box = None if t is None else outline_box(t.corners, 0.1, w, h)
@@ -113,27 +117,31 @@ class SecondLooks:
             return
         px = (box[2] - box[0]) * (box[3] - box[1])
         scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
+        size = px * scale * scale
+        sure = turn and state.budget_ms is not None and sched.cost.expected("confirm", size) <= sched.remaining()
         v = sched.run(
-            "confirm", self._confirmed, state, box, t.name, scale, size=px * scale * scale, subject=t.name
+            "confirm", self._confirmed, state, box, t, scale, tracker, frame,
+            size=size, subject=t.name, mandatory=sure,
         )  # fmt: skip
         if isinstance(v, SkipRecord):
+            tracker.postpone(t)  # it stays first in line
             return
-        if isinstance(v, Detection):
-            state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
-            return
-        if t.rough and scale == 1.0:
+        if v is None and t.rough and scale == 1.0:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
     def _confirmed(
-        self, state: FrameState, box: tuple[int, int, int, int], name: str, scale: float
+        self, state: FrameState, box: tuple[int, int, int, int], t: Any, scale: float, tracker: Any, frame: int
     ) -> Detection | None:
         """The confirmation's search: the primary features of one box at the models' sampling, their candidates
-        against object ``name`` alone, verified; the detection of ``name``, or None."""
+        against track ``t``'s object alone, verified; the detection found, or None. A detection confirms or
+        re-anchors the track here, inside the unit, so that the cost model learns the outcome's work (the
+        appearance checks that arbitrate, the new track's points) with the search's."""
         feats = self.features.extract_box(state.image, self.primary, box, scale)
-        for c in self.matchers[self.primary].candidates(feats, [self._index(name)]):
-            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == name else None
+        for c in self.matchers[self.primary].candidates(feats, [self._index(t.name)]):
+            v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
             if isinstance(v, Detection):
+                state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
                 return v
         return None
 

@@ -214,6 +214,7 @@ class Tracker:
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
         self._next_id = 1
         self._frame = -1  # the frame the flow last saw
+        self._asked_before: tuple[Track | SolidTrack, int] | None = None  # the last confirmation's choice
 
     @property
     def n_points(self) -> int:
@@ -393,28 +394,12 @@ class Tracker:
         followed on it."""
         if d.visible_fraction < self.params.min_anchor_visible:
             return None
-        if d.homography is None:
-            tid = old.track_id if old is not None else self._take_id()
-            p = self.params
-            new = SolidTrack.anchor(d, gray, tid, frame, size, p.points, p.min_points)
-            if new is not None and old is not None:
-                new.asked = old.asked
-            return new
+        tid = old.track_id if old is not None else self._next_id
         others = [o.corners for o in self.tracks if old is None or o is not old]
-        pts = seed_points(gray, d.corners, self.params.points, hidden=others)
-        if len(pts) < self.params.min_points:
-            return None
-        model = map_points(np.linalg.inv(d.homography), pts).astype(np.float32)
-        tid = old.track_id if old is not None else self._take_id()
-        v = d.visible_fraction
-        return Track(
-            tid, d.name, size, d.homography, model, pts, d.score, frame, frame, v,
-            seeded=len(pts), visible=v, anchor_inliers=d.inliers, asked=old.asked if old is not None else -1,
-        )  # fmt: skip
-
-    def _take_id(self) -> int:
-        i, self._next_id = self._next_id, self._next_id + 1
-        return i
+        new = anchor_track(d, gray, frame, size, tid, others, self.params)
+        if new is not None:
+            new.asked, self._next_id = (old.asked, self._next_id) if old is not None else (-1, tid + 1)
+        return new
 
     def confirmation(self, frame: int) -> Track | None:
         """The track whose object the detector should search for again in this frame, at full quality (at
@@ -432,8 +417,15 @@ class Tracker:
         if not waiting:
             return None
         t = min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked)))
+        self._asked_before = (t, t.asked)
         t.asked = frame
         return t
+
+    def postpone(self, t: Track | SolidTrack) -> None:
+        """The confirmation just chosen for ``t`` did not run (no room left): ``t`` keeps its place in line."""
+        if self._asked_before is not None and self._asked_before[0] is t:
+            t.asked = self._asked_before[1]
+        self._asked_before = None
 
     def _due(self, t: Track, frame: int) -> bool:
         p = self.params
@@ -453,9 +445,17 @@ class Tracker:
         """The outcome of a full-quality search for track ``t``'s object, found as ``d``: within ``reanchor_px``
         it confirms the track; beyond, the track is re-anchored on ``d`` (same id, ``state="detected"``) and
         ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the frame
-        confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
-        t.rough = False
-        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or self._prefers_track(t, d, gray):
+        confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter) or,
+        without a clear difference, ``d`` has fewer inliers than the detection the track was anchored on (a
+        track anchored on a degraded search is re-anchored then too)."""
+        rough, t.rough = t.rough, False
+        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks:
+            self._confirmed(t, d, gray, frame)
+            return detections
+        preferred = self._prefers_track(t, d, gray)
+        if preferred is None and not rough:
+            preferred = d.inliers < t.anchor_inliers  # no clear difference: the better-supported of the two
+        if preferred:
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -490,6 +490,26 @@ class Tracker:
         self.recent.clear()
         self.flow.forget()
         self._frame = -1
+        self._asked_before = None
+
+
+def anchor_track(
+    d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], tid: int, others: list, p: TrackParams
+) -> Track | SolidTrack | None:
+    """A new track ``tid`` on detection ``d`` in ``gray`` (frame number ``frame``; model ``size``), its points
+    seeded away from the ``others`` outlines; a solid track when ``d`` has no homography. None when too few
+    points can be followed on it."""
+    if d.homography is None:
+        return SolidTrack.anchor(d, gray, tid, frame, size, p.points, p.min_points)
+    pts = seed_points(gray, d.corners, p.points, hidden=others)
+    if len(pts) < p.min_points:
+        return None
+    model = map_points(np.linalg.inv(d.homography), pts).astype(np.float32)
+    v = d.visible_fraction
+    return Track(
+        tid, d.name, size, d.homography, model, pts, d.score, frame, frame, v,
+        seeded=len(pts), visible=v, anchor_inliers=d.inliers,
+    )  # fmt: skip
 
 
 def unexplained(feats: Features, outlines: list[np.ndarray]) -> Features:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from objrec.boxes import union_area
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.planner import COARSE_SAMPLING_COST, ESCALATION_PIXELS, SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
@@ -159,3 +160,22 @@ def test_escalation_is_searched_at_the_largest_resolution_that_fits_down_to_its_
     # A box smaller than the floor keeps full resolution.
     small = (0, 0, 100, 100)
     assert SearchPlanner.escalation_plan(small, _escalation_sched(33.0, 32.0), "escalate_sift").scale == 1.0
+
+
+def test_a_sweep_tile_without_proposals_is_searched_whole_and_costed_at_its_pixels():
+    """Where the prefilter proposes nothing inside the sweep's tile, the tile is searched whole; every plan's
+    pixels (what the cost model learns the extraction's time against) are those of the boxes it searches."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    quadrant_free = Regions.from_boxes([(320, 0, 640, 480), (0, 240, 320, 480)])  # nothing top left
+    whole_tiles = 0
+    for _ in range(12):
+        sched = _sched(33.0)
+        for px in (1e4, 2e4, 4e4):
+            sched.cost.observe("features_surf", px, px / 2000.0)
+        plan = planner.plan((480, 640), Regions.empty(), quadrant_free, DegradeController(33.0), sched)
+        assert any(r.reason == "sweep" for r in plan.skipped)
+        assert plan.pixels == union_area(plan.regions, (480, 640)) > 0
+        ((x0, y0, x1, y1),) = plan.regions.boxes.tolist() if len(plan.regions) == 1 else ((0, 0, 0, 0),)
+        whole_tiles += x1 <= 320 and y1 <= 240 and x1 > 0
+        planner.advance(plan)
+    assert whole_tiles >= 1

@@ -107,3 +107,58 @@ def test_escalation_without_a_budget_searches_the_box_at_full_resolution():
     _looks(stage).escalate(state, sched)
     [(_, plan)] = stage.plans
     assert plan.scale == 1.0 and np.abs(plan.regions.boxes[0] - _expected_box(xy)).max() <= 1
+
+
+class _BoxStage:
+    """A feature stage that records the boxes a confirmation searches and finds nothing."""
+
+    def __init__(self):
+        self.boxes = []
+
+    def extract_box(self, image, kind, box, scale):
+        self.boxes.append(box)
+        return Features.empty(64, kind)
+
+
+class _OneTrack:
+    """A tracker with one track due for confirmation; records postponements."""
+
+    def __init__(self):
+        self.track = type("T", (), {})()
+        self.track.name, self.track.rough = "cover", False
+        self.track.corners = np.array([[200, 150], [350, 150], [350, 330], [200, 330]], np.float64)
+        self.postponed = 0
+
+    def confirmation(self, frame):
+        return self.track
+
+    def postpone(self, t):
+        assert t is self.track
+        self.postponed += 1
+
+
+def _confirm_sched(room_ms):
+    """A 33 ms frame with ``room_ms`` left; the confirmation usually costs 8 ms, once 30 ms."""
+    clock = FakeClock()
+    s = FrameScheduler(33.0, CostModel(min_samples=3), clock, safety_ms=0.0)
+    for ms in (8.0, 8.2, 7.8, 8.1, 7.9, 30.0):
+        s.cost.observe("confirm", 25_000, ms)
+    s.start()
+    clock.advance(33.0 - room_ms)
+    return s
+
+
+@pytest.mark.parametrize("turn", [False, True])
+def test_a_frame_given_to_the_confirmation_runs_it_when_its_typical_time_fits(turn):
+    """One slow confirmation lifts the unit's high quantile above the room left; a frame that gave its search
+    for new objects to the confirmation still runs it (its typical time fits), so the cost model can unlearn
+    the slow run; any other frame leaves it out and the track keeps its place in line."""
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 33.0)
+    stage, tracker = _BoxStage(), _OneTrack()
+    sched = _confirm_sched(room_ms=15.0)
+    assert sched.cost.expected("confirm", 25_000) <= 15.0 < sched.cost.predict("confirm", 25_000)
+    looks = SecondLooks(stage, {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], ["cover"])
+    looks.confirm(state, sched, tracker, 7, turn=turn)
+    assert len(stage.boxes) == (1 if turn else 0)
+    assert tracker.postponed == (0 if turn else 1)
+    assert [r.unit for r in sched.skipped if r.unit == "confirm"] == ([] if turn else ["confirm"])
