@@ -50,6 +50,9 @@ from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, R
 
 __all__ = ["Recognizer"]
 
+#: At most this many more tiles of the sweep are searched in a frame's remaining time.
+MAX_EXTRA_TILES = 3
+
 
 class Recognizer:
     """Recognise enrolled objects in frames, within an optional per-frame latency budget.
@@ -297,6 +300,27 @@ class Recognizer:
         state.mandatory_ms = sched.elapsed()
         self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
         self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
+        if any(r.reason == "sweep" for r in plan.skipped):
+            self._more_tiles(state, sched, proposals, plan.sample_step)
+
+    def _more_tiles(self, state: FrameState, sched: FrameScheduler, proposals: Regions, step: int) -> None:
+        """The time a frame's search leaves goes to the sweep's next tiles, one after another while the next is
+        predicted to fit with its matching and first verification (:meth:`SearchPlanner.next_tile`): the
+        search plans for the typical frame's tail, so most frames end with room for more of the sweep."""
+        tracker = self.tracker
+        for _ in range(MAX_EXTRA_TILES):
+            plan = self.planner.next_tile(state.shape, proposals, sched, step, tracker.outlines())
+            if plan is None:
+                return
+            feats = sched.run(
+                "features", self.features.extract, state.image, self.primary, plan,
+                size=plan_work(plan), mandatory=True, stage=f"features_{self.primary}",
+            )  # fmt: skip
+            self.planner.advance(plan)
+            feats = sched.run("explained", unexplained, feats, tracker.outlines(), size=len(feats), mandatory=True)
+            candidates = tracker.prioritise(self._match(feats, sched))
+            self.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)
+            self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
 
     def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
         """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting

@@ -128,6 +128,7 @@ class SearchPlanner:
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
         self._tile = 0  # the sweep's next tile
+        self._grid: tuple[int, int] | None = None  # the grid of the sweep's round under way
 
     def plan(
         self,
@@ -218,6 +219,7 @@ class SearchPlanner:
             largest = _largest_tile(w, h, cols, rows)
             if min(level.scale, self._fitting_scale(sched, cap, largest + win_px, step)) >= self.min_sweep_scale:
                 break
+        self._grid = (cols, rows)
         tile = tiles[self._tile % len(tiles)]
         keep, clipped = clip_boxes(boxes.boxes[n_windows:], tile)
         part = windows.concat(Regions(clipped, boxes.scores[n_windows:][keep]))
@@ -226,6 +228,32 @@ class SearchPlanner:
         pixels = union_area(part, (h, w))
         scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
         return part, pixels, scale, f"tile {tile} of {cols}x{rows}"
+
+    def next_tile(
+        self, shape: tuple[int, int], proposals: Regions, sched: Any, step: int, tracked: Any = ()
+    ) -> SearchPlan | None:
+        """The sweep's next tile as a plan of its own, for the time a frame has left once its search is done, at
+        the largest resolution predicted to fit at sampling ``step`` with the mandatory units after it (its
+        verification is optional, as every verification after the frame's first); None when it fits at none
+        (or there is no sweep under way). The tile keeps the round's grid; ``proposals`` (less the boxes of
+        the ``tracked`` outlines) are clipped to it, or it is searched whole where there are none."""
+        if not self.sweep or self._grid is None or sched.budget_ms is None:
+            return None
+        h, w = shape[:2]
+        tile = sweep_tiles(w, h, *self._grid)[self._tile % (self._grid[0] * self._grid[1])]
+        boxes = self._without(proposals, tracked, w, h)
+        keep, clipped = clip_boxes(boxes.boxes, tile)
+        part = Regions(clipped, boxes.scores[keep]) if keep.any() else Regions.from_boxes([tile])
+        pixels = union_area(part, (h, w))
+        cap = self.frame_cap(sched)
+        left, margin = self._left(sched, cap, pixels, step, verify=False)  # its verification is optional
+        work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
+        scale = fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left)
+        if sched.cost.expected(self.stage, work * scale * scale) + margin > left:
+            return None
+        cols, rows = self._grid
+        skipped = (SkipRecord("region", "sweep", f"tile {tile} of {cols}x{rows}"),)
+        return SearchPlan(part, scale, cap, int(pixels), step, skipped)
 
     def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
         """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left."""
@@ -295,27 +323,30 @@ class SearchPlanner:
                 return max(1, v)
         return max(1, n // 3)
 
-    def _left(self, sched: Any, cap: int | None, pixels: float, step: int) -> tuple[float, float]:
+    def _left(self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True) -> tuple[float, float]:
         """The time left for extraction once the mandatory units after it have their typical time, for the
         keypoints expected from ``pixels`` at ``step`` (at most ``cap``); and the margin the plan keeps for
-        its tail (the units' and extraction's)."""
+        its tail (the units' and extraction's). ``verify``: a first verification is among those units."""
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
         if cap:
             n = min(n, float(cap))
-        after, var = self._after(sched, n, min(n, self.retrieval_voters))
+        after, var = self._after(sched, n, min(n, self.retrieval_voters), verify)
         return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
-    def _after(self, sched: Any, n_features: float, voters: float) -> tuple[float, float]:
+    def _after(self, sched: Any, n_features: float, voters: float, verify: bool = True) -> tuple[float, float]:
         """Typical time of the mandatory units after extraction (the features tracked objects explain, retrieval
-        for a catalogue, matching, the first verification) and the sum of their squared margins.
+        for a catalogue, matching, and with ``verify`` the first verification) and the sum of their squared
+        margins.
 
         Each stage's margin is its own high quantile over its typical time. The stages' deviations are
         close to independent, so the frame's tail is their root sum of squares: the plain sum of the
         margins would hold back time that frames almost never need.
         """
         cost = sched.cost
-        units = [("explained", n_features), ("matching", n_features), ("verify", FIRST_VERIFY_MATCHES)]
+        units = [("explained", n_features), ("matching", n_features)]
+        if verify:
+            units.append(("verify", FIRST_VERIFY_MATCHES))
         if self.retrieval_voters:
             units.append(("retrieval", voters))
         after = sum(cost.expected(stage, size) for stage, size in units)

@@ -25,6 +25,10 @@ __all__ = ["SecondLooks", "CONFIRM_PIXELS"]
 #: stays bounded. Only a search at full resolution that does not find a roughly anchored track ends it.
 CONFIRM_PIXELS = 25_000
 
+#: Frames given to a confirmation that left it out for the budget, in a row, before one runs on its typical
+#: time (see :meth:`SecondLooks.confirm`).
+RELEARN_AFTER = 4
+
 
 class SecondLooks:
     """The recognizer's searches beyond the primary one (see the module notes).
@@ -55,6 +59,7 @@ class SecondLooks:
         self.primary = self.kinds[0]
         self._names = names
         self._indexes: dict[str, int] | None = None
+        self._left_out = 0  # frames given to a confirmation in a row that left it out for the budget
 
     def search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
         """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
@@ -107,9 +112,10 @@ class SecondLooks:
         full-resolution search does not find ends (``"unconfirmed"``): its detection was wrong, and a track
         would repeat it frame after frame.
 
-        On a frame given to the confirmation (``turn``: the search for new objects waits), it runs when its
-        typical time fits what is left, not only its high quantile: a unit admitted by its quantile alone
-        would, after one slow run, never run again to unlearn it, and the tracks would go unconfirmed."""
+        On a frame given to the confirmation (``turn``: the search for new objects waits) after
+        :data:`RELEARN_AFTER` such frames in a row left it out, it runs when its typical time fits what is
+        left, not only its high quantile: a unit admitted by its quantile alone would, after one slow run,
+        never run again to unlearn it, and the tracks would go unconfirmed."""
         t = tracker.confirmation(frame)
         h, w = state.shape
         box = None if t is None else outline_box(t.corners, 0.1, w, h)
@@ -118,14 +124,16 @@ class SecondLooks:
         px = (box[2] - box[0]) * (box[3] - box[1])
         scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
         size = px * scale * scale
-        sure = turn and state.budget_ms is not None and sched.cost.expected("confirm", size) <= sched.remaining()
+        sure = turn and self._left_out >= RELEARN_AFTER and sched.cost.expected("confirm", size) <= sched.remaining()
         v = sched.run(
             "confirm", self._confirmed, state, box, t, scale, tracker, frame,
             size=size, subject=t.name, mandatory=sure,
         )  # fmt: skip
         if isinstance(v, SkipRecord):
             tracker.postpone(t)  # it stays first in line
+            self._left_out += turn
             return
+        self._left_out = 0
         if v is None and t.rough and scale == 1.0:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
