@@ -46,7 +46,7 @@ from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.searches import SecondLooks
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
 from objrec.realtime.tracker import Tracker, TrackParams, unexplained
-from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection, SkipRecord
+from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection, SearchPlan, SkipRecord
 
 __all__ = ["Recognizer"]
 
@@ -288,39 +288,13 @@ class Recognizer:
         sched.record(plan.skipped)
         if plan.empty:
             return
-        feats = sched.run(
-            "features", self.features.extract, state.image, self.primary, plan,
-            size=plan_work(plan), mandatory=True, stage=f"features_{self.primary}",
-        )  # fmt: skip
-        self.planner.observe(plan, len(feats))
-        self.planner.advance(plan)
-        feats = sched.run("explained", unexplained, feats, tracker.outlines(), size=len(feats), mandatory=True)
-        state.features[self.primary] = feats
+        feats = state.features[self.primary] = search_features(self, state, sched, plan)
         state.candidates = tracker.prioritise(self._match(feats, sched))
         state.mandatory_ms = sched.elapsed()
         self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
         self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
-        if any(r.reason == "sweep" for r in plan.skipped):
-            self._more_tiles(state, sched, proposals, plan.sample_step)
-
-    def _more_tiles(self, state: FrameState, sched: FrameScheduler, proposals: Regions, step: int) -> None:
-        """The time a frame's search leaves goes to the sweep's next tiles, one after another while the next is
-        predicted to fit with its matching and first verification (:meth:`SearchPlanner.next_tile`): the
-        search plans for the typical frame's tail, so most frames end with room for more of the sweep."""
-        tracker = self.tracker
-        for _ in range(MAX_EXTRA_TILES):
-            plan = self.planner.next_tile(state.shape, proposals, sched, step, tracker.outlines())
-            if plan is None:
-                return
-            feats = sched.run(
-                "features", self.features.extract, state.image, self.primary, plan,
-                size=plan_work(plan), mandatory=True, stage=f"features_{self.primary}",
-            )  # fmt: skip
-            self.planner.advance(plan)
-            feats = sched.run("explained", unexplained, feats, tracker.outlines(), size=len(feats), mandatory=True)
-            candidates = tracker.prioritise(self._match(feats, sched))
-            self.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)
-            self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
+        if any(r.reason == "sweep" for r in plan.skipped):  # the rest of the budget goes to more of the sweep
+            more_tiles(self, state, sched, proposals, plan.sample_step)
 
     def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
         """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting
@@ -375,6 +349,34 @@ class Recognizer:
         self.tracker.reset()
         if self.smoother is not None:
             self.smoother.reset()
+
+
+def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, plan: SearchPlan) -> Features:
+    """The primary features where ``plan`` says (the planner learns their density and moves its sweep on), less
+    those inside tracked outlines, each a mandatory unit."""
+    feats = sched.run(
+        "features", rec.features.extract, state.image, rec.primary, plan,
+        size=plan_work(plan), mandatory=True, stage=f"features_{rec.primary}",
+    )  # fmt: skip
+    rec.planner.observe(plan, len(feats))
+    rec.planner.advance(plan)
+    outlines = rec.tracker.outlines()
+    return sched.run("explained", unexplained, feats, outlines, size=len(feats), mandatory=True)
+
+
+def more_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler, proposals: Regions, step: int) -> None:
+    """The time ``rec``'s search of a frame leaves goes to the sweep's next tiles, one after another while the
+    next is predicted to fit with the mandatory units after it (``SearchPlanner.next_tile``; their
+    verification is optional): a frame's search plans for the typical tail, so most frames end with room."""
+    tracker = rec.tracker
+    for _ in range(MAX_EXTRA_TILES):
+        plan = rec.planner.next_tile(state.shape, proposals, sched, step, tracker.outlines())
+        if plan is None:
+            return
+        feats = search_features(rec, state, sched, plan)
+        candidates = tracker.prioritise(rec._match(feats, sched))
+        rec.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)
+        rec.guided.run(state.verdicts, rec.matchers[rec.primary], feats, sched)
 
 
 def by_object(detections: list[Detection], lost: list[LostTrack]) -> tuple[list[Detection], list[LostTrack]]:

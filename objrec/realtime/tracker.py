@@ -445,17 +445,9 @@ class Tracker:
         """The outcome of a full-quality search for track ``t``'s object, found as ``d``: within ``reanchor_px``
         it confirms the track; beyond, the track is re-anchored on ``d`` (same id, ``state="detected"``) and
         ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the frame
-        confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter) or,
-        without a clear difference, ``d`` has fewer inliers than the detection the track was anchored on (a
-        track anchored on a degraded search is re-anchored then too)."""
-        rough, t.rough = t.rough, False
-        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks:
-            self._confirmed(t, d, gray, frame)
-            return detections
-        preferred = self._prefers_track(t, d, gray)
-        if preferred is None and not rough:
-            preferred = d.inliers < t.anchor_inliers  # no clear difference: the better-supported of the two
-        if preferred:
+        confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
+        t.rough = False
+        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or self._prefers_track(t, d, gray):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)

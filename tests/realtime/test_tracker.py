@@ -332,26 +332,6 @@ def test_appearance_checks_of_tracks_anchored_together_are_spread_over_the_frame
     assert len(t.tracks) == 6 and max(gaps) <= p.appearance_every + 2
 
 
-def test_a_confirmation_with_less_support_than_the_anchor_does_not_move_the_track(model, background):
-    """Beyond the tolerance and with no appearance check to tell the two apart, a full-quality search that
-    found the object on fewer inliers than the track's anchor leaves the track where it is; one with as many
-    re-anchors it."""
-    t = Tracker(params=TrackParams(confirm_every=15))
-    size = _size(model)
-    Hm = _place(model, 300, 240, 0.5)
-    gray = _render(model, background, Hm, 0)
-    out, _ = _start(t, model, gray, Hm)
-    track = t.tracks[0]
-    track.rough = False  # anchored at full quality
-    off = np.array([[1, 0, 6.0], [0, 1, 0], [0, 0, 1]]) @ Hm
-    weak = Detection("cover", 0.9, track.anchor_inliers - 1, off, map_points(off, model_corners(*size)), 1.0)
-    dets = t.reanchor(track, weak, out, gray, 1)
-    assert dets == out and t.tracks[0] is track and np.allclose(track.homography, Hm)
-    strong = Detection("cover", 0.9, track.anchor_inliers, off, map_points(off, model_corners(*size)), 1.0)
-    dets = t.reanchor(track, strong, out, gray, 2)
-    assert dets[0].state == "detected" and np.allclose(dets[0].corners, strong.corners)
-
-
 def test_a_confirmation_left_out_for_the_budget_keeps_its_place_in_line(model, background):
     """:meth:`Tracker.postpone` undoes the choice of :meth:`Tracker.confirmation`: the same track is due
     first in the next frame, instead of waiting ``confirm_every`` frames as if it had been confirmed."""
