@@ -38,6 +38,7 @@ from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
 from objrec.modeldb.records import split_key
 from objrec.pose import Camera, with_pose
+from objrec.realtime.align import ModelTemplates
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
@@ -191,10 +192,12 @@ class Recognizer:
         )
         self._set_prefilter(prefilter, adapt_prefilter, adapt_params)
         self.clock = clock or PerfClock()
-        # A confirmation's cost is learned from its first runs (its search is of one box, unlike any other).
-        self.scheduler = FrameScheduler(budget_ms, CostModel(prior_ms={"confirm": 0.0}), self.clock, safety_ms=2.0)
+        # A confirmation's and a realignment's costs are learned from their first runs (unlike any other unit).
+        self.scheduler = FrameScheduler(
+            budget_ms, CostModel(prior_ms={"confirm": 0.0, "realign": 0.0}), self.clock, safety_ms=2.0
+        )
         self.degrade = DegradeController(budget_ms)
-        self.tracker = Tracker(track, track_params, appearance=self.verifier.appearance)
+        self.tracker = Tracker(track, track_params, self.verifier.appearance, ModelTemplates(self.db.image))
         if not isinstance(smooth, bool | SmoothParams):
             raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
         params = SmoothParams() if smooth is True else smooth or None
@@ -274,6 +277,7 @@ class Recognizer:
         )  # fmt: skip
         state.lost += lost
         self.looks.confirm(state, sched, tracker, self.frames, turn)
+        self.looks.realign(state, sched, tracker, self.frames)
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
         """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a

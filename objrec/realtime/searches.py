@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import cv2
 import numpy as np
 
 from objrec.boxes import outline_box
+from objrec.realtime.align import due, realign_in
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import plan_work
 from objrec.types import Detection, Features, SkipRecord
@@ -137,6 +139,18 @@ class SecondLooks:
         if v is None and t.rough and scale == 1.0:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
+
+    def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+        """The track due for realignment with its model (:func:`~objrec.realtime.align.due`),
+        as an optional unit sized by its outline's area; a realigned track's detection in the frame moves with
+        it."""
+        t = due(tracker, frame)
+        if t is None:
+            return
+        area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
+        moved = sched.run("realign", realign_in, tracker, t, state.image.host, frame, size=area, subject=t.name)
+        if moved is True:
+            state.detections = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.detections]
 
     def _confirmed(
         self, state: FrameState, box: tuple[int, int, int, int], t: Any, scale: float, tracker: Any, frame: int

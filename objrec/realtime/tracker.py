@@ -35,6 +35,7 @@ import numpy as np
 from objrec.backend import to_numpy
 from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
+from objrec.realtime.align import ModelTemplates
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.solid_track import SolidTrack
 from objrec.types import Candidate, Detection, Features, LostTrack, Regions
@@ -80,6 +81,11 @@ class TrackParams:
         A detection starts a track only when at least this share of its object is in the frame: the
         outline of an object mostly outside is extrapolated from a small part and would be followed with
         that error (it is reported as detected, without a track, until more of it comes into view).
+    realign_every : int
+        Frames between realignments of a track's homography with the object's model image
+        (:func:`~objrec.realtime.align.realign`: drift and an anchor's extrapolation taken out), one track
+        per frame at most, the longest waiting first, as an optional unit (:func:`~objrec.realtime.align.due`);
+        0 never realigns. Needs the tracker's ``templates``.
     lost_window_frames : int
         For this many frames after a track ends, its last outline is searched first by the detector.
     confirm_every : int
@@ -103,6 +109,7 @@ class TrackParams:
     min_edge_agreement: float = 0.5
     min_visible: float = 0.25
     min_anchor_visible: float = 0.5
+    realign_every: int = 5
     lost_window_frames: int = 6
     confirm_every: int = 15
     confirm_visible_gain: float = 0.15
@@ -133,6 +140,7 @@ class Track:
     anchor_inliers: int = 0  # inliers of the detection it was anchored on
     rough: bool = True  # anchored on a detection of a degraded search, not yet confirmed at full quality
     seeded: int = 0  # points after the last replenishment
+    realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
 
@@ -201,14 +209,18 @@ class Tracker:
     params : TrackParams, optional
     appearance : callable, optional
         The appearance check (see :data:`AppearanceCheck`); without it only the geometry is checked.
+    templates : ModelTemplates, optional
+        The objects' model images, for realigning tracks (``TrackParams.realign``).
     """
 
     def __init__(
-        self, enabled: bool = True, params: TrackParams | None = None, appearance: AppearanceCheck | None = None
-    ) -> None:
+        self, enabled: bool = True, params: TrackParams | None = None, appearance: AppearanceCheck | None = None,
+        templates: ModelTemplates | None = None,
+    ) -> None:  # fmt: skip
         self.enabled = enabled
         self.params = params or TrackParams()
         self.appearance = appearance
+        self.templates = templates
         self.flow = PointFlow(self.params.flow)
         self.tracks: list[Track | SolidTrack] = []
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)

@@ -1,0 +1,190 @@
+"""A track's homography realigned with the object's enrolled image: drift and extrapolation taken out.
+
+Optical flow from frame to frame follows the texture that was under each point in the previous frame, so a
+track's outline inherits every frame's small error (drift), and a track anchored on a detection of a partly
+visible object inherits that detection's extrapolation of the rest. Following the points from the model
+instead corrects both: the model image is rendered into the frame through the track's homography, and
+pyramidal Lucas-Kanade (OpenCV's ``calcOpticalFlowPyrLK``, forward and backward) finds where the rendered
+model's strong corners really are in the frame; a robust refit of the homography to those positions is the
+realigned track. Both images are normalised to the same mean and spread over the object, since a printed and
+photographed object differs from its enrolled image in brightness and contrast, which Lucas-Kanade does not
+tolerate.
+
+:class:`ModelTemplates` keeps each tracked object's model image in gray, at most
+:data:`TEMPLATE_SIDE` pixels on its long side (an object seldom covers more of a frame), so a realignment
+reads the database once per object.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+
+from objrec.boxes import map_points, model_corners
+
+__all__ = ["ModelTemplates", "realign", "realign_track", "due", "realign_in", "TEMPLATE_SIDE", "MAX_SHIFT"]
+
+#: Model images are kept at most this many pixels on their long side.
+TEMPLATE_SIDE = 512
+#: A realignment that moves a corner of the outline by more than this share of its side is not trusted:
+#: Lucas-Kanade's pyramid converges over smaller errors, and a larger move means it followed something else.
+MAX_SHIFT = 0.2
+#: A point whose backward flow returns further than this (pixels) from where it started is dropped.
+FB_MAX_PX = 1.0
+#: The refit's RANSAC threshold (frame pixels).
+REFIT_PX = 2.0
+#: At least this many points must agree with the refit, and at least :data:`MIN_AGREE` of those followed.
+MIN_POINTS = 8
+MIN_AGREE = 0.5
+#: Lucas-Kanade's window and pyramid: wide enough to converge over a drift of a few tens of pixels.
+WIN_SIZE = 21
+MAX_LEVEL = 3
+#: Corners of the rendered model followed into the frame.
+POINTS = 48
+#: Pixels around the outline that the rendered model and the frame crop keep.
+MARGIN = 16
+
+
+class ModelTemplates:
+    """Gray model images for realignment, read once per object through ``read(name) -> image`` (BGR or gray
+    uint8) and kept for the ``capacity`` objects used most recently.
+
+    Each entry is ``(gray, scale)``: the image resized by ``scale`` (model pixels to template pixels).
+    """
+
+    def __init__(self, read: Callable[[str], np.ndarray], capacity: int = 64) -> None:
+        self.read = read
+        self.capacity = capacity
+        self._cache: OrderedDict[str, tuple[np.ndarray, float]] = OrderedDict()
+
+    def get(self, name: str) -> tuple[np.ndarray, float]:
+        if name in self._cache:
+            self._cache.move_to_end(name)
+            return self._cache[name]
+        img = self.read(name)
+        gray = img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+        scale = min(1.0, TEMPLATE_SIDE / max(gray.shape[:2]))
+        if scale < 1.0:
+            size = (max(1, round(gray.shape[1] * scale)), max(1, round(gray.shape[0] * scale)))
+            gray = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
+        self._cache[name] = (gray, scale)
+        if len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
+        return gray, scale
+
+
+def _normalised(img: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``img`` with its mean and spread over ``mask`` mapped to 128 and 40 (uint8)."""
+    a = img.astype(np.float32)
+    vals = a[mask]
+    mu, sd = float(vals.mean()), float(vals.std()) + 1e-3
+    return np.clip(128.0 + 40.0 * (a - mu) / sd, 0, 255).astype(np.uint8)
+
+
+def realign(
+    frame_gray: np.ndarray,
+    template: tuple[np.ndarray, float],
+    H: np.ndarray,
+    model_size: tuple[int, int],
+    hidden: Sequence[np.ndarray] = (),
+) -> np.ndarray | None:
+    """``H`` (model pixels to frame pixels) realigned with the model: the model, rendered through ``H``
+    (``template``: :meth:`ModelTemplates.get`), gives up to :data:`POINTS` strong corners, which are followed
+    from it into ``frame_gray``; the homography is refitted to where they are. Parts inside the ``hidden``
+    outlines (objects in front) are not used. None when too few points agree or the outline would move by
+    more than :data:`MAX_SHIFT` of its side."""
+    gray, scale = template
+    w, h = model_size
+    corners = map_points(H, model_corners(w, h))
+    fh, fw = frame_gray.shape[:2]
+    x0, y0 = np.maximum(np.floor(corners.min(axis=0)).astype(int) - MARGIN, 0)
+    x1, y1 = np.minimum(np.ceil(corners.max(axis=0)).astype(int) + MARGIN, [fw, fh])
+    if x1 - x0 < 2 * WIN_SIZE or y1 - y0 < 2 * WIN_SIZE:
+        return None
+    to_crop = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]]) @ H
+    M = to_crop @ np.diag([1.0 / scale, 1.0 / scale, 1.0])  # template pixels to crop pixels
+    size = (int(x1 - x0), int(y1 - y0))
+    rendered = cv2.warpPerspective(gray, M, size, flags=cv2.INTER_LINEAR)
+    inside = cv2.warpPerspective(np.full(gray.shape[:2], 255, np.uint8), M, size, flags=cv2.INTER_NEAREST)
+    for q in hidden:
+        poly = np.round(np.asarray(q, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)
+        cv2.fillPoly(inside, [poly.reshape(-1, 1, 2)], 0)
+    mask = inside > 0
+    if mask.sum() < WIN_SIZE * WIN_SIZE:
+        return None
+    crop = frame_gray[y0:y1, x0:x1]
+    a, b = _normalised(rendered, mask), _normalised(crop, mask)
+    # Around the object the rendered model shows the frame itself: windows reaching over the outline then
+    # compare background with background, not with an empty border.
+    a = np.where(mask, a, b)
+    # Corners of the rendered model, away from its border (a window there would hold the background too).
+    inner = cv2.erode(mask.astype(np.uint8), np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
+    side = np.sqrt(max(cv2.contourArea(corners.astype(np.float32)), 1.0))
+    spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
+    p0 = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
+    if p0 is None or len(p0) < MIN_POINTS:
+        return None
+    p0 = p0.astype(np.float32).reshape(-1, 1, 2)
+    src = map_points(np.linalg.inv(to_crop), p0.reshape(-1, 2).astype(np.float64))
+    kw = {
+        "winSize": (WIN_SIZE, WIN_SIZE),
+        "maxLevel": MAX_LEVEL,
+        "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01),
+    }
+    p1, st1, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, None, **kw)
+    back, st2, _ = cv2.calcOpticalFlowPyrLK(b, a, p1, None, **kw)
+    fb = np.linalg.norm((back - p0).reshape(-1, 2), axis=1)
+    good = (st1.ravel() == 1) & (st2.ravel() == 1) & (fb <= FB_MAX_PX)
+    if int(good.sum()) < MIN_POINTS:
+        return None
+    dst = p1.reshape(-1, 2)[good].astype(np.float64) + [x0, y0]
+    H2, inl = cv2.findHomography(src[good], dst, cv2.RANSAC, REFIT_PX, maxIters=500, confidence=0.995)
+    if H2 is None or not np.all(np.isfinite(H2)) or abs(H2[2, 2]) < 1e-12:
+        return None
+    n = int(inl.sum())
+    if n < MIN_POINTS or n < MIN_AGREE * int(good.sum()):
+        return None
+    H2 = H2 / H2[2, 2]
+    if np.linalg.norm(map_points(H2, model_corners(w, h)) - corners, axis=1).max() > MAX_SHIFT * side:
+        return None
+    return H2
+
+
+def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:
+    """Realign the planar track ``t`` (a :class:`~objrec.realtime.tracker.Track`) in the frame ``gray``
+    (:func:`realign`): its points move onto the realigned homography, and its motion from the frame before
+    keeps its size. Whether it was realigned."""
+    H = t.homography
+    H2 = realign(gray, templates.get(t.name), H, t.model_size, hidden)
+    if H2 is None:
+        return False
+    if t.previous is not None:
+        t.previous = H2 @ np.linalg.inv(H) @ t.previous
+    t.homography = H2
+    t.pts = map_points(H2, t.model_pts).astype(np.float32)
+    return True
+
+
+def due(tracker: Any, frame: int) -> Any:
+    """The planar track of ``tracker`` (a :class:`~objrec.realtime.tracker.Tracker`) to realign in frame
+    ``frame``: realigned ``realign_every`` frames ago or more (or never), the longest waiting first; None
+    when there is none, or realignment is off or has no model images."""
+    every = tracker.params.realign_every
+    if not tracker.enabled or not every or tracker.templates is None:
+        return None
+    waiting = [
+        t for t in tracker.tracks if hasattr(t, "realigned") and (t.realigned < 0 or frame - t.realigned >= every)
+    ]
+    return min(waiting, key=lambda t: t.realigned) if waiting else None
+
+
+def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
+    """Realign ``tracker``'s track ``t`` in ``gray`` (frame number ``frame``) with the other tracks' outlines
+    hidden (:func:`realign_track`); whether it moved."""
+    t.realigned = frame
+    hidden = [o.corners for o in tracker.tracks if o is not t]
+    return realign_track(t, gray, tracker.templates, hidden)

@@ -1,0 +1,92 @@
+"""Realigning a track with its model (Lucas-Kanade from the rendered model) against ground-truth homographies."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from objrec.boxes import map_points, model_corners
+from objrec.data import sample_background, sample_objects
+from objrec.realtime.align import ModelTemplates, due, realign, realign_in
+from objrec.realtime.tracker import Tracker, TrackParams
+from objrec.types import Detection
+
+W, H = 640, 480
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """A tilted view of the cover, printed and photographed: another gamma, contrast and brightness, noise."""
+    model = cv2.cvtColor(sample_objects()["cover"], cv2.COLOR_BGR2GRAY)
+    h, w = model.shape
+    bg = cv2.cvtColor(sample_background((W, H), seed=5), cv2.COLOR_BGR2GRAY)
+    src = model_corners(w, h).astype(np.float32)
+    dst = np.float32([[200, 110], [420, 130], [430, 380], [190, 360]])
+    Ht = cv2.getPerspectiveTransform(src, dst).astype(np.float64)
+    warped = cv2.warpPerspective(model, Ht, (W, H), flags=cv2.INTER_LINEAR)
+    inside = cv2.warpPerspective(np.full((h, w), 255, np.uint8), Ht, (W, H), flags=cv2.INTER_NEAREST)
+    img = bg.copy()
+    img[inside > 0] = warped[inside > 0]
+    img = 30 + 0.8 * 255 * (img / 255.0) ** 0.8
+    img = np.clip(img + np.random.default_rng(0).normal(0, 3, img.shape), 0, 255).astype(np.uint8)
+    return img, model, Ht, (w, h)
+
+
+def _err(Ha, Hb, size):
+    a, b = map_points(Ha, model_corners(*size)), map_points(Hb, model_corners(*size))
+    return float(np.linalg.norm(a - b, axis=1).max())
+
+
+def _drifted(Ht, dx, dy, grow=1.02):
+    return np.array([[grow, 0, dx - 6.0], [0, grow, dy - 5.0], [0, 0, 1.0]]) @ Ht
+
+
+@pytest.mark.parametrize("shift", [(0.0, 0.0), (4.0, -3.0), (8.0, 6.0), (-10.0, 5.0), (15.0, -12.0)])
+def test_a_drifted_homography_is_brought_back_to_the_truth(scene, shift):
+    """Off by up to about 20 px (a shift and 2% of scale), through a change of brightness, contrast and gamma:
+    back within a pixel of the true corners."""
+    img, model, Ht, size = scene
+    start = _drifted(Ht, *shift)
+    out = realign(img, ModelTemplates(lambda n: model).get("cover"), start, size)
+    assert out is not None and _err(out, Ht, size) < 1.0 < _err(start, Ht, size)
+
+
+def test_an_outline_far_from_the_object_is_not_realigned(scene):
+    """Where the model does not meet its object, nothing agrees or the move exceeds MAX_SHIFT: no realignment."""
+    img, model, Ht, size = scene
+    away = np.array([[1.0, 0.0, 180.0], [0.0, 1.0, 40.0], [0.0, 0.0, 1.0]]) @ Ht
+    assert realign(img, ModelTemplates(lambda n: model).get("cover"), away, size) is None
+
+
+def test_a_hidden_object_is_not_realigned(scene):
+    img, model, Ht, size = scene
+    outline = map_points(Ht, model_corners(*size))
+    assert realign(img, ModelTemplates(lambda n: model).get("cover"), _drifted(Ht, 4, 4), size, [outline]) is None
+
+
+def test_templates_are_read_once_and_kept_small():
+    reads = []
+    big = np.zeros((1200, 900, 3), np.uint8)
+    t = ModelTemplates(lambda n: reads.append(n) or big, capacity=2)
+    gray, scale = t.get("a")
+    assert gray.ndim == 2 and max(gray.shape) == 512 and scale == pytest.approx(512 / 1200)
+    t.get("a"), t.get("b"), t.get("c"), t.get("a")
+    assert reads == ["a", "b", "c", "a"]  # "a" gave way to "c" beyond the capacity
+
+
+def test_a_drifted_track_is_realigned_when_due_and_its_points_follow(scene):
+    """The tracker's track with a drifted homography: due at once, realigned within a pixel, its points on the
+    realigned homography; not due again for realign_every frames."""
+    img, model, Ht, size = scene
+    tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
+    start = _drifted(Ht, 8.0, -6.0)
+    d = Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)
+    tracker.absorb([d], [], img, 0, lambda n: size)
+    t = due(tracker, 0)
+    assert t is tracker.tracks[0]
+    assert realign_in(tracker, t, img, 0)
+    assert _err(t.homography, Ht, size) < 1.0
+    assert np.allclose(t.pts, map_points(t.homography, t.model_pts), atol=1e-3)
+    assert due(tracker, 4) is None and due(tracker, 5) is t
+    assert due(Tracker(params=TrackParams(realign_every=0), templates=tracker.templates), 9) is None
