@@ -187,4 +187,7 @@ def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     hidden (:func:`realign_track`); whether it moved."""
     t.realigned = frame
     hidden = [o.corners for o in tracker.tracks if o is not t]
-    return realign_track(t, gray, tracker.templates, hidden)
+    moved = realign_track(t, gray, tracker.templates, hidden)
+    if moved:
+        t.aligned = frame
+    return moved

@@ -27,6 +27,9 @@ __all__ = ["SecondLooks", "CONFIRM_PIXELS"]
 #: stays bounded. Only a search at full resolution that does not find a roughly anchored track ends it.
 CONFIRM_PIXELS = 25_000
 
+#: At most this many tracks are realigned with their models in one frame.
+MAX_REALIGNS = 4
+
 #: Frames given to a confirmation that left it out for the budget, in a row, before one runs on its typical
 #: time (see :meth:`SecondLooks.confirm`).
 RELEARN_AFTER = 4
@@ -141,16 +144,19 @@ class SecondLooks:
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
     def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
-        """The track due for realignment with its model (:func:`~objrec.realtime.align.due`),
-        as an optional unit sized by its outline's area; a realigned track's detection in the frame moves with
-        it."""
-        t = due(tracker, frame)
-        if t is None:
-            return
-        area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
-        moved = sched.run("realign", realign_in, tracker, t, state.image.host, frame, size=area, subject=t.name)
-        if moved is True:
-            state.detections = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.detections]
+        """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest
+        waiting first, each an optional unit sized by its outline's area, up to :data:`MAX_REALIGNS` while they
+        fit; a realigned track's detection in the frame moves with it."""
+        for _ in range(MAX_REALIGNS):
+            t = due(tracker, frame)
+            if t is None:
+                return
+            area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
+            moved = sched.run("realign", realign_in, tracker, t, state.image.host, frame, size=area, subject=t.name)
+            if isinstance(moved, SkipRecord):
+                return
+            if moved:
+                state.detections = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.detections]
 
     def _confirmed(
         self, state: FrameState, box: tuple[int, int, int, int], t: Any, scale: float, tracker: Any, frame: int

@@ -141,6 +141,7 @@ class Track:
     rough: bool = True  # anchored on a detection of a degraded search, not yet confirmed at full quality
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
+    aligned: int = -1  # the frame of its last realignment that moved it onto the model
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
 
@@ -456,10 +457,12 @@ class Tracker:
     ) -> list[Detection]:
         """The outcome of a full-quality search for track ``t``'s object, found as ``d``: within ``reanchor_px``
         it confirms the track; beyond, the track is re-anchored on ``d`` (same id, ``state="detected"``) and
-        ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the frame
-        confirms the track's outline clearly better than ``d``'s (the appearance check as the arbiter)."""
+        ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the track was
+        realigned with its model within ``realign_every`` frames (dense alignment is the more accurate of the
+        two) or the frame confirms the track's outline clearly better than ``d``'s (the appearance check)."""
         t.rough = False
-        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or self._prefers_track(t, d, gray):
+        aligned = _aligned(t, frame, self.params.realign_every)
+        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or aligned or self._prefers_track(t, d, gray):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -572,6 +575,12 @@ def _normalised(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     d = x - c
     k = np.sqrt(2.0) / max(float(np.sqrt((d * d).sum(axis=1)).mean()), 1e-12)
     return d * k, c, k
+
+
+def _aligned(t: Track | SolidTrack, frame: int, every: int) -> bool:
+    """Whether ``t`` was realigned with its model within the last ``every`` frames (0: realignment is off)."""
+    last = getattr(t, "aligned", -1)
+    return every > 0 and last >= 0 and frame - last <= every
 
 
 def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:

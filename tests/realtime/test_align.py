@@ -90,3 +90,21 @@ def test_a_drifted_track_is_realigned_when_due_and_its_points_follow(scene):
     assert np.allclose(t.pts, map_points(t.homography, t.model_pts), atol=1e-3)
     assert due(tracker, 4) is None and due(tracker, 5) is t
     assert due(Tracker(params=TrackParams(realign_every=0), templates=tracker.templates), 9) is None
+
+
+def test_a_track_just_realigned_is_not_moved_by_a_confirmation_that_disagrees(scene):
+    """Within realign_every frames of a realignment the track is the more accurate of the two: a confirmation
+    6 px off confirms it instead of moving it; later, with no appearance check to arbitrate, it moves it."""
+    img, model, Ht, size = scene
+    tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
+    start = _drifted(Ht, 5.0, 5.0)
+    d = Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)
+    out, _ = tracker.absorb([d], [], img, 0, lambda n: size)
+    t = tracker.tracks[0]
+    assert realign_in(tracker, t, img, 0) and t.aligned == 0
+    off = np.array([[1.0, 0.0, 6.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]) @ Ht
+    confirmation = Detection("cover", 0.9, 40, off, map_points(off, model_corners(*size)), 1.0)
+    tracker.reanchor(t, confirmation, out, img, 3)
+    assert tracker.tracks[0] is t and _err(t.homography, Ht, size) < 1.0
+    dets = tracker.reanchor(t, confirmation, out, img, 6)
+    assert dets[0].state == "detected" and np.allclose(dets[0].corners, confirmation.corners)
