@@ -26,7 +26,16 @@ import numpy as np
 
 from objrec.boxes import map_points, model_corners
 
-__all__ = ["ModelTemplates", "realign", "realign_track", "due", "realign_in", "TEMPLATE_SIDE", "MAX_SHIFT"]
+__all__ = [
+    "ModelTemplates",
+    "realign",
+    "realign_track",
+    "due",
+    "realign_in",
+    "aligned_within",
+    "TEMPLATE_SIDE",
+    "MAX_SHIFT",
+]
 
 #: Model images are kept at most this many pixels on their long side.
 TEMPLATE_SIDE = 512
@@ -191,3 +200,9 @@ def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     if moved:
         t.aligned = frame
     return moved
+
+
+def aligned_within(t: Any, frame: int, every: int) -> bool:
+    """Whether track ``t`` was realigned with its model within the last ``every`` frames (0: never is)."""
+    last = getattr(t, "aligned", -1)
+    return every > 0 and last >= 0 and frame - last <= every

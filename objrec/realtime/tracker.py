@@ -35,12 +35,16 @@ import numpy as np
 from objrec.backend import to_numpy
 from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
-from objrec.realtime.align import ModelTemplates
+from objrec.realtime.align import ModelTemplates, aligned_within
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.solid_track import SolidTrack
 from objrec.types import Candidate, Detection, Features, LostTrack, Regions
 
 __all__ = ["TrackParams", "Track", "Tracker", "unexplained", "fit_homography"]
+
+#: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
+#: this many times ``reanchor_px`` (a detection's own error); beyond, the track is the likelier to be wrong.
+ALIGNED_TRUST = 4.0
 
 #: Shares of confirmed model edges closer than this do not tell two outlines of one object apart.
 APPEARANCE_MARGIN = 0.05
@@ -458,11 +462,13 @@ class Tracker:
         """The outcome of a full-quality search for track ``t``'s object, found as ``d``: within ``reanchor_px``
         it confirms the track; beyond, the track is re-anchored on ``d`` (same id, ``state="detected"``) and
         ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the track was
-        realigned with its model within ``realign_every`` frames (dense alignment is the more accurate of the
-        two) or the frame confirms the track's outline clearly better than ``d``'s (the appearance check)."""
+        realigned with its model within ``realign_every`` frames and they disagree by no more than
+        :data:`ALIGNED_TRUST` times ``reanchor_px`` (dense alignment is then the more accurate of the two), or
+        the frame confirms the track's outline clearly better than ``d``'s (the appearance check)."""
         t.rough = False
-        aligned = _aligned(t, frame, self.params.realign_every)
-        if _agree(t, d, self.params.reanchor_px) or t not in self.tracks or aligned or self._prefers_track(t, d, gray):
+        p = self.params
+        aligned = aligned_within(t, frame, p.realign_every) and _agree(t, d, ALIGNED_TRUST * p.reanchor_px)
+        if _agree(t, d, p.reanchor_px) or t not in self.tracks or aligned or self._prefers_track(t, d, gray):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -575,12 +581,6 @@ def _normalised(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     d = x - c
     k = np.sqrt(2.0) / max(float(np.sqrt((d * d).sum(axis=1)).mean()), 1e-12)
     return d * k, c, k
-
-
-def _aligned(t: Track | SolidTrack, frame: int, every: int) -> bool:
-    """Whether ``t`` was realigned with its model within the last ``every`` frames (0: realignment is off)."""
-    last = getattr(t, "aligned", -1)
-    return every > 0 and last >= 0 and frame - last <= every
 
 
 def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:
