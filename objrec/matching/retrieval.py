@@ -78,6 +78,7 @@ from objrec.modeldb.index_files import (
     StaleIndexError,
     checked_index_file,
     faiss_module,
+    manifest_header,
     read_faiss_index,
     read_manifest,
 )
@@ -294,14 +295,7 @@ class RetrievalIndex:
         )
         self.source = final
         manifest = {
-            "format": FORMAT,
-            "schema_version": SCHEMA_VERSION,
-            "kind": self.kind,
-            "dim": self.dim,
-            "codes": self.codes,
-            "params": self.params.to_dict(),
-            "trained_for": self.trained_for,
-            "database_id": self.database_id,
+            **manifest_header(FORMAT, SCHEMA_VERSION, self),
             "array": {"file": final.name, "sha256": digest},
         }
         if self.objects is not None:

@@ -51,6 +51,7 @@ from objrec.modeldb.index_files import (
     RetrievalIndexError,
     StaleIndexError,
     faiss_module,
+    manifest_header,
     read_faiss_index,
 )
 
@@ -388,14 +389,7 @@ class DatabaseIndex:
     def save_manifest(self) -> Path:
         """Write ``index.json`` (the commit point) atomically, then delete files it no longer names."""
         m = {
-            "format": FORMAT,
-            "schema_version": SCHEMA_VERSION,
-            "kind": self.kind,
-            "dim": self.dim,
-            "codes": self.codes,
-            "params": self.params.to_dict(),
-            "trained_for": self.trained_for,
-            "database_id": self.database_id,
+            **manifest_header(FORMAT, SCHEMA_VERSION, self),
             "codec": {"file": self.codec_file, "sha256": self.codec_sha256},
             "segments": [s.entry() for s in self.segments],
             "removed": sorted(int(x) for x in self.removed),

@@ -20,6 +20,7 @@ __all__ = [
     "REINDEX_HINT",
     "faiss_module",
     "read_manifest",
+    "manifest_header",
     "checked_index_file",
     "read_faiss_index",
 ]
@@ -49,6 +50,21 @@ def faiss_module() -> Any:
     except ImportError as exc:  # pragma: no cover - a dependency of objrec
         raise ImportError("objrec's retrieval index needs faiss-cpu (pip install faiss-cpu)") from exc
     return faiss
+
+
+def manifest_header(fmt: str, schema_version: int, index: Any) -> dict[str, Any]:
+    """The fields every retrieval-index manifest starts with: its format and schema, and what ``index`` (a
+    database's segmented index or a single-file one) was built as and for."""
+    return {
+        "format": fmt,
+        "schema_version": schema_version,
+        "kind": index.kind,
+        "dim": index.dim,
+        "codes": index.codes,
+        "params": index.params.to_dict(),
+        "trained_for": index.trained_for,
+        "database_id": index.database_id,
+    }
 
 
 def read_manifest(folder: Path, fmt: str, schema_version: int, database_id: str | None = None) -> dict[str, Any]:

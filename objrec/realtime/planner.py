@@ -58,6 +58,18 @@ def _largest_tile(w: int, h: int, cols: int, rows: int) -> int:
     return max((t[2] - t[0]) * (t[3] - t[1]) for t in sweep_tiles(w, h, cols, rows))
 
 
+def _in_tile(
+    windows: Regions, proposals: Regions, tile: tuple[int, int, int, int], shape: tuple[int, int]
+) -> tuple[Regions, float]:
+    """What the sweep searches in ``tile``: the ``windows`` and the ``proposals`` clipped to the tile (the whole
+    tile when both are none), and the pixels they cover."""
+    keep, clipped = clip_boxes(proposals.boxes, tile)
+    part = windows.concat(Regions(clipped, proposals.scores[keep]))
+    if not len(part):  # nothing proposed in the tile: the sweep searches all of it
+        part = Regions.from_boxes([tile])
+    return part, union_area(part, shape)
+
+
 #: Under a budget, an escalation searches its box at a resolution that keeps at least this many pixels
 #: (about 160 a side, twice that in SIFT's first octave, which doubles its input): the bound a track's
 #: confirmation keeps too (``objrec.realtime.searches.CONFIRM_PIXELS``).
@@ -221,11 +233,8 @@ class SearchPlanner:
                 break
         self._grid = (cols, rows)
         tile = tiles[self._tile % len(tiles)]
-        keep, clipped = clip_boxes(boxes.boxes[n_windows:], tile)
-        part = windows.concat(Regions(clipped, boxes.scores[n_windows:][keep]))
-        if not len(part):  # nothing proposed in the tile: the sweep searches all of it
-            part = Regions.from_boxes([tile])
-        pixels = union_area(part, (h, w))
+        proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
+        part, pixels = _in_tile(windows, proposed, tile, (h, w))
         scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
         return part, pixels, scale, f"tile {tile} of {cols}x{rows}"
 
@@ -241,10 +250,7 @@ class SearchPlanner:
             return None
         h, w = shape[:2]
         tile = sweep_tiles(w, h, *self._grid)[self._tile % (self._grid[0] * self._grid[1])]
-        boxes = self._without(proposals, tracked, w, h)
-        keep, clipped = clip_boxes(boxes.boxes, tile)
-        part = Regions(clipped, boxes.scores[keep]) if keep.any() else Regions.from_boxes([tile])
-        pixels = union_area(part, (h, w))
+        part, pixels = _in_tile(Regions.empty(), self._without(proposals, tracked, w, h), tile, (h, w))
         cap = self.frame_cap(sched)
         left, margin = self._left(sched, cap, pixels, step, verify=False)  # its verification is optional
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))

@@ -87,9 +87,9 @@ class TrackParams:
         that error (it is reported as detected, without a track, until more of it comes into view).
     realign_every : int
         Frames between realignments of a track's homography with the object's model image
-        (:func:`~objrec.realtime.align.realign`: drift and an anchor's extrapolation taken out), one track
-        per frame at most, the longest waiting first, as an optional unit (:func:`~objrec.realtime.align.due`);
-        0 never realigns. Needs the tracker's ``templates``.
+        (:func:`~objrec.realtime.align.realign`: drift and an anchor's extrapolation taken out), the longest
+        waiting first, each an optional unit (``SecondLooks.realign``); a new track is due at once; 0 never
+        realigns. Needs the tracker's ``templates``.
     lost_window_frames : int
         For this many frames after a track ends, its last outline is searched first by the detector.
     confirm_every : int
@@ -215,7 +215,7 @@ class Tracker:
     appearance : callable, optional
         The appearance check (see :data:`AppearanceCheck`); without it only the geometry is checked.
     templates : ModelTemplates, optional
-        The objects' model images, for realigning tracks (``TrackParams.realign``).
+        The objects' model images, for realigning tracks (``TrackParams.realign_every``).
     """
 
     def __init__(
