@@ -261,9 +261,13 @@ class Recognizer:
                 "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
             )
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
-        # Under a budget, with objects tracked, every other frame goes to a track's confirmation when one is
-        # due instead of the search for new objects: both fit a frame's budget, seldom together.
-        turn = state.budget_ms is not None and self.frames % 2 == 1 and tracker.confirmation_due(self.frames)
+        # Under a budget, every other frame goes to a track's confirmation when one is due and fits, instead of
+        # the search for new objects: both fit a frame's budget, seldom together.
+        turn = (
+            state.budget_ms is not None
+            and self.frames % 2 == 1
+            and self.looks.confirm_fits(state, sched, tracker, self.frames)
+        )
         if not turn:
             self._detect(state, sched)
         if self.adapter is not None and self.adapter.safety_due():
@@ -276,8 +280,9 @@ class Recognizer:
             size=len(found), mandatory=True,
         )  # fmt: skip
         state.lost += lost
-        self.looks.confirm(state, sched, tracker, self.frames, turn)
+        # Realignment first: it is the cheaper of the two and the more accurate (dense, at full resolution).
         self.looks.realign(state, sched, tracker, self.frames)
+        self.looks.confirm(state, sched, tracker, self.frames)
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
         """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a
@@ -286,7 +291,7 @@ class Recognizer:
         (h, w), tracker = state.shape, self.tracker
         if tracker.tracks and sched.remaining() <= 0.0:  # the tracks took the frame; the sweep waits
             return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
-        proposals = self._propose(state, sched)
+        proposals = propose(self, state, sched)
         args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)
         plan = state.plan = sched.run("plan", self.planner.plan, *args, tracker.outlines(), mandatory=True)
         sched.record(plan.skipped)
@@ -335,14 +340,6 @@ class Recognizer:
         shortlist = sched.run("retrieval", matcher.shortlist, feats, voters, size=voters, mandatory=True)
         return sched.run("matching", matcher.candidates, feats, shortlist, size=len(feats), mandatory=True)
 
-    def _propose(self, state: FrameState, sched: FrameScheduler) -> Regions:
-        """The prefilter's regions, best first (the whole frame without a prefilter)."""
-        if self.prefilter is None:
-            h, w = state.shape
-            return Regions.full(w, h)
-        state.proposals = sched.run("prefilter", self.prefilter.propose, state.frame, mandatory=True)
-        return state.proposals
-
     def _model_size(self, name: str) -> tuple[int, int]:
         """The (width, height) of ``name``'s model image."""
         info = self.db.info(name)
@@ -353,6 +350,20 @@ class Recognizer:
         self.tracker.reset()
         if self.smoother is not None:
             self.smoother.reset()
+
+
+def propose(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> Regions:
+    """``rec``'s prefilter regions of the frame, best first: the whole frame without a prefilter, or where the
+    sweep's tile is cheaper to search whole (``SearchPlanner.prefilter_pays``; an adapting prefilter runs on
+    every frame, it learns from each)."""
+    h, w = state.shape
+    if rec.prefilter is None:
+        return Regions.full(w, h)
+    if rec.adapter is None and not rec.planner.prefilter_pays(sched):
+        sched.record([SkipRecord("prefilter", "sweep", "the tile is cheaper to search whole")])
+        return Regions.full(w, h)
+    state.proposals = sched.run("prefilter", rec.prefilter.propose, state.frame, mandatory=True)
+    return state.proposals
 
 
 def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, plan: SearchPlan) -> Features:

@@ -544,7 +544,7 @@ class FrameResult:
         Work that was not done to keep the budget.
     prefilter_boxes : list of [x0, y0, x1, y1] or None
         The boxes the prefilter kept in this frame (its own output, before tracking windows are added);
-        None when the recognizer runs without a prefilter.
+        None when the recognizer runs without a prefilter or left it out of this frame (see ``skipped``).
     prefilter_rejected : float or None
         The share of the frame's area outside ``prefilter_boxes``.
     lost : list of LostTrack

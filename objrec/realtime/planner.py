@@ -141,6 +141,8 @@ class SearchPlanner:
         self.min_sweep_scale = min_sweep_scale
         self._tile = 0  # the sweep's next tile
         self._grid: tuple[int, int] | None = None  # the grid of the sweep's round under way
+        self._sweeping = False  # the last plan searched a tile of the sweep
+        self._tile_work = 0.0  # the cost-model size of the round's largest tile at the last sweep's scale and step
 
     def plan(
         self,
@@ -200,7 +202,10 @@ class SearchPlanner:
                         break
                 regions, pixels, scale, tile = swept
                 step = tile_step
+                largest = _largest_tile(w, h, *self._grid)  # type: ignore[misc]
+                self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=step))
                 skipped.append(SkipRecord("region", "sweep", tile))
+        self._sweeping = any(r.reason == "sweep" for r in skipped)
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
@@ -260,6 +265,20 @@ class SearchPlanner:
         cols, rows = self._grid
         skipped = (SkipRecord("region", "sweep", f"tile {tile} of {cols}x{rows}"),)
         return SearchPlan(part, scale, cap, int(pixels), step, skipped)
+
+    def prefilter_pays(self, sched: Any) -> bool:
+        """Whether the prefilter is worth running before this frame's plan: always, except while the sweep is
+        under way under a budget and the prefilter's typical time is at least the extraction time it could
+        save, the extraction of the largest tile of the round's grid (at the resolution and sampling step of
+        the last tile searched) less that of nothing. A tile is then cheaper to search whole than to
+        prefilter first; once the search no longer sweeps (the time left grows), the prefilter runs again."""
+        if not (self.sweep and self._sweeping and self._grid and sched.budget_ms is not None):
+            return True
+        cost = sched.cost
+        if cost.samples("prefilter") < cost.min_samples or cost.samples(self.stage) < cost.min_samples:
+            return True
+        saving = cost.expected(self.stage, self._tile_work) - cost.expected(self.stage, 0.0)
+        return cost.expected("prefilter") < saving
 
     def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
         """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from objrec.types import SkipRecord
 
-__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler", "UnitRecord", "OVERHEAD"]
+__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler", "UnitRecord", "OVERHEAD", "RELEARN_AFTER"]
 
 
 class PerfClock:
@@ -30,6 +30,10 @@ class PerfClock:
 
 #: The cost-model stage of a frame's work outside its units (see :class:`FrameScheduler`).
 OVERHEAD = "frame_overhead"
+
+#: An optional unit left out for the budget in this many frames in a row is admitted in the next frame where its
+#: typical time fits (see :meth:`FrameScheduler.run`).
+RELEARN_AFTER = 4
 
 #: ``FrameScheduler.start``'s default budget: the one the scheduler was made with (None means no budget).
 _CONFIGURED: Any = object()
@@ -209,7 +213,10 @@ class FrameScheduler:
 
     Every unit is run through :meth:`run`: mandatory units always run, optional ones only when predicted
     to fit; each one's time teaches the cost model and is added to the frame's per-stage timings; every
-    unit left out becomes a :class:`~objrec.types.SkipRecord`.
+    unit left out becomes a :class:`~objrec.types.SkipRecord`. A unit offered with ``relearn`` and left out
+    in :data:`RELEARN_AFTER` frames in a row runs in the next frame where its typical time (the line without
+    the quantile margin) fits: admitted by its high quantile alone it would, after one slow run, never run
+    again to unlearn it.
 
     Parameters
     ----------
@@ -239,11 +246,14 @@ class FrameScheduler:
         self.timings: dict[str, float] = {}
         self.unit_ms = 0.0  # the time this frame's units took
         self.lag_ms = 0.0
+        self.frame = 0  # frames started
+        self._left_out: dict[str, tuple[int, int]] = {}  # stage -> (frames in a row left out, the last of them)
 
     def start(self, t0: float | None = None, budget_ms: Any = _CONFIGURED) -> None:
         """Start a frame; ``t0`` is when the frame was handed over (default: now). ``budget_ms`` is the frame's
         budget (a number or None); by default the one the scheduler was made with."""
         self.t0 = self.clock.now() if t0 is None else t0
+        self.frame += 1
         self.budget_ms = self.default_budget_ms if budget_ms is _CONFIGURED else budget_ms
         self.records = []
         self.skipped = []
@@ -290,21 +300,28 @@ class FrameScheduler:
         stage: str | None = None,
         subject: str = "",
         timing: str | None = None,
+        relearn: bool = False,
     ) -> Any:
         """Run ``fn(*args)`` if mandatory or predicted to fit, and learn its time. Returns its result, or the
         :class:`~objrec.types.SkipRecord` of the unit when it was left out (also kept in ``skipped``).
 
         ``stage`` names the cost-model entry (default ``unit``): units of one kind share it. ``timing``
         names the entry of the frame's timings the time is added to (default ``stage``). ``subject`` says
-        what the unit was for (an object name, a region) in the records.
+        what the unit was for (an object name, a region) in the records. ``relearn``: after
+        :data:`RELEARN_AFTER` frames in a row that left the stage out, it runs where its typical time fits
+        (for units that keep tracks right, which must not starve after one slow run).
         """
         stage = stage or unit
         predicted = self.cost.predict(stage, size)
-        if not mandatory and self.budget_ms is not None and predicted > self.remaining():
-            self.records.append(UnitRecord(unit, subject, predicted, None, False, False))
-            record = SkipRecord(unit, "budget", subject, predicted)
-            self.skipped.append(record)
-            return record
+        if not mandatory and self.budget_ms is not None and predicted > (left := self.remaining()):
+            n, last = self._left_out.get(stage, (0, -1))
+            if not relearn or n - (last == self.frame) < RELEARN_AFTER or self.cost.expected(stage, size) > left:
+                self._left_out[stage] = (n + (last != self.frame), self.frame)
+                self.records.append(UnitRecord(unit, subject, predicted, None, False, False))
+                record = SkipRecord(unit, "budget", subject, predicted)
+                self.skipped.append(record)
+                return record
+        self._left_out.pop(stage, None)
         t = self.clock.now()
         result = fn(*args)
         actual = self.clock.now() - t

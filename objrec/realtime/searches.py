@@ -30,10 +30,6 @@ CONFIRM_PIXELS = 25_000
 #: At most this many tracks are realigned with their models in one frame.
 MAX_REALIGNS = 4
 
-#: Frames given to a confirmation that left it out for the budget, in a row, before one runs on its typical
-#: time (see :meth:`SecondLooks.confirm`).
-RELEARN_AFTER = 4
-
 
 class SecondLooks:
     """The recognizer's searches beyond the primary one (see the module notes).
@@ -64,7 +60,6 @@ class SecondLooks:
         self.primary = self.kinds[0]
         self._names = names
         self._indexes: dict[str, int] | None = None
-        self._left_out = 0  # frames given to a confirmation in a row that left it out for the budget
 
     def search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
         """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
@@ -110,38 +105,44 @@ class SecondLooks:
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
 
-    def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int, turn: bool = False) -> None:
+    def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
         """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
         in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it
-        (:meth:`~objrec.realtime.tracker.Tracker.reanchor`). A track anchored on a degraded search that a
-        full-resolution search does not find ends (``"unconfirmed"``): its detection was wrong, and a track
-        would repeat it frame after frame.
-
-        On a frame given to the confirmation (``turn``: the search for new objects waits) after
-        :data:`RELEARN_AFTER` such frames in a row left it out, it runs when its typical time fits what is
-        left, not only its high quantile: a unit admitted by its quantile alone would, after one slow run,
-        never run again to unlearn it, and the tracks would go unconfirmed."""
+        (:meth:`~objrec.realtime.tracker.Tracker.reanchor`, with the tolerance of the box's resolution). A
+        track anchored on a degraded search that a full-resolution search does not find ends
+        (``"unconfirmed"``): its detection was wrong, and a track would repeat it frame after frame. A
+        confirmation left out for the budget keeps the track first in line."""
         t = tracker.confirmation(frame)
-        h, w = state.shape
-        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+        box, scale, size = self._confirm_box(state, t)
         if box is None:
             return
-        px = (box[2] - box[0]) * (box[3] - box[1])
-        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
-        size = px * scale * scale
-        sure = turn and self._left_out >= RELEARN_AFTER and sched.cost.expected("confirm", size) <= sched.remaining()
-        v = sched.run(
-            "confirm", self._confirmed, state, box, t, scale, tracker, frame,
-            size=size, subject=t.name, mandatory=sure,
-        )  # fmt: skip
+        args = (state, box, t, scale, tracker, frame)
+        v = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
         if isinstance(v, SkipRecord):
             tracker.postpone(t)  # it stays first in line
-            self._left_out += turn
             return
-        self._left_out = 0
         if v is None and t.rough and scale == 1.0:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
+
+    def confirm_fits(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> bool:
+        """Whether a track is due for confirmation in ``frame`` and its confirmation's typical time fits what is
+        left of the frame: a frame is given to a confirmation instead of the search for new objects only
+        then (one that cannot run would leave the frame idle)."""
+        box, _, size = self._confirm_box(state, tracker.confirmation_due(frame))
+        return box is not None and sched.cost.expected("confirm", size) <= sched.remaining()
+
+    @staticmethod
+    def _confirm_box(state: FrameState, t: Any) -> tuple[Any, float, float]:
+        """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at
+        most :data:`CONFIRM_PIXELS`) and the pixels searched; ``(None, 1.0, 0.0)`` without a box."""
+        h, w = state.shape
+        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+        if box is None:
+            return None, 1.0, 0.0
+        px = (box[2] - box[0]) * (box[3] - box[1])
+        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
+        return box, scale, px * scale * scale
 
     def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
         """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest
@@ -152,7 +153,8 @@ class SecondLooks:
             if t is None:
                 return
             area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
-            moved = sched.run("realign", realign_in, tracker, t, state.image.host, frame, size=area, subject=t.name)
+            args = (tracker, t, state.image.host, frame)
+            moved = sched.run("realign", realign_in, *args, size=area, subject=t.name, relearn=True)
             if isinstance(moved, SkipRecord):
                 return
             if moved:
@@ -169,7 +171,7 @@ class SecondLooks:
         for c in self.matchers[self.primary].candidates(feats, [self._index(t.name)]):
             v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
             if isinstance(v, Detection):
-                state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame)
+                state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame, scale)
                 return v
         return None
 

@@ -428,14 +428,10 @@ class Tracker:
         anchored on the part then visible; the rest of its outline was extrapolated). Of those due, the
         roughly anchored first, then the one waiting longest. See :meth:`reanchor` for the outcome.
         """
-        if not self.enabled:
-            return None
-        waiting = [t for t in self.tracks if self._due(t, frame)]
-        if not waiting:
-            return None
-        t = min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked)))
-        self._asked_before = (t, t.asked)
-        t.asked = frame
+        t = self.confirmation_due(frame)
+        if t is not None:
+            self._asked_before = (t, t.asked)
+            t.asked = frame
         return t
 
     def postpone(self, t: Track | SolidTrack) -> None:
@@ -452,23 +448,27 @@ class Tracker:
         grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
         return t.rough or frame - last >= p.confirm_every or grown
 
-    def confirmation_due(self, frame: int) -> bool:
-        """Whether a track is due for confirmation in frame ``frame`` (see :meth:`confirmation`)."""
-        return self.enabled and any(self._due(t, frame) for t in self.tracks)
+    def confirmation_due(self, frame: int) -> Track | None:
+        """The track :meth:`confirmation` would choose in frame ``frame``, not yet chosen; None when none is due."""
+        waiting = [t for t in self.tracks if self._due(t, frame)] if self.enabled else []
+        return min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked))) if waiting else None
 
     def reanchor(
-        self, t: Track, d: Detection, detections: list[Detection], gray: np.ndarray, frame: int
+        self, t: Track, d: Detection, detections: list[Detection], gray: np.ndarray, frame: int, scale: float = 1.0
     ) -> list[Detection]:
-        """The outcome of a full-quality search for track ``t``'s object, found as ``d``: within ``reanchor_px``
-        it confirms the track; beyond, the track is re-anchored on ``d`` (same id, ``state="detected"``) and
-        ``d`` replaces the track's detection in the frame's ``detections`` (returned), unless the track was
-        realigned with its model within ``realign_every`` frames and they disagree by no more than
-        :data:`ALIGNED_TRUST` times ``reanchor_px`` (dense alignment is then the more accurate of the two), or
-        the frame confirms the track's outline clearly better than ``d``'s (the appearance check)."""
+        """The outcome of a full-quality search for track ``t``'s object, found as ``d`` by a search at resolution
+        ``scale``: within ``reanchor_px / scale`` (a corner found at a lower resolution is as uncertain in
+        frame pixels as it is coarser) it confirms the track; beyond, the track is re-anchored on ``d`` (same
+        id, ``state="detected"``) and ``d`` replaces the track's detection in the frame's ``detections``
+        (returned), unless the track was realigned with its model within ``realign_every`` frames and they
+        disagree by no more than :data:`ALIGNED_TRUST` times that (dense alignment is then the more accurate of
+        the two), or the frame confirms the track's outline clearly better than ``d``'s (the appearance
+        check)."""
         t.rough = False
         p = self.params
-        aligned = aligned_within(t, frame, p.realign_every) and _agree(t, d, ALIGNED_TRUST * p.reanchor_px)
-        if _agree(t, d, p.reanchor_px) or t not in self.tracks or aligned or self._prefers_track(t, d, gray):
+        tol = p.reanchor_px / min(1.0, max(scale, 1e-3))
+        aligned = aligned_within(t, frame, p.realign_every) and _agree(t, d, ALIGNED_TRUST * tol)
+        if _agree(t, d, tol) or t not in self.tracks or aligned or self._prefers_track(t, d, gray):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)

@@ -179,3 +179,23 @@ def test_a_sweep_tile_without_proposals_is_searched_whole_and_costed_at_its_pixe
         whole_tiles += x1 <= 320 and y1 <= 240 and x1 > 0
         planner.advance(plan)
     assert whole_tiles >= 1
+
+
+@pytest.mark.parametrize("prefilter_ms, pays", [(2.0, True), (30.0, False)])
+def test_the_prefilter_runs_during_a_sweep_only_when_it_can_save_its_own_time(prefilter_ms, pays):
+    """While the sweep is under way the prefilter can save at most the extraction of a tile (at the scale and
+    step the sweep uses) over extracting nothing: at 1 ms per 2000 px a tile of at most 66,000 px saves less
+    than 33 ms, so a 30 ms prefilter is left out and a 2 ms one runs; before any sweep, and without a
+    budget, it always runs."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    sched = _sched(33.0)
+    for px in (1e4, 2e4, 4e4):
+        sched.cost.observe("features_surf", px, px / 2000.0)
+    for _ in range(3):
+        sched.cost.observe("prefilter", 1.0, prefilter_ms)
+    assert planner.prefilter_pays(sched)  # no sweep under way yet
+    plan = planner.plan((480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(33.0), sched)
+    saving = sched.cost.expected("features_surf", plan_work(plan)) - sched.cost.expected("features_surf", 0.0)
+    assert any(r.reason == "sweep" for r in plan.skipped) and 2.0 < saving < 30.0
+    assert planner.prefilter_pays(sched) == pays
+    assert planner.prefilter_pays(_sched(None))  # without a budget there is no sweep to weigh it against

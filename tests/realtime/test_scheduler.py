@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
+from objrec.realtime.scheduler import RELEARN_AFTER, CostModel, FakeClock, FrameScheduler
 from objrec.types import SkipRecord
 
 
@@ -205,3 +205,29 @@ def test_without_learned_overhead_the_safety_margin_is_kept():
     sched.start()
     clock.advance(1.0)
     assert sched.reserve() == 2.5 and sched.remaining() == pytest.approx(26.5)
+
+
+@pytest.mark.parametrize("typical_ms", [8.0, 16.0])
+def test_a_unit_left_out_in_frames_in_a_row_runs_again_on_its_typical_time(typical_ms):
+    """One slow run lifts a unit's high quantile above the room its frames leave. Offered with ``relearn``, it
+    is left out, offered twice a frame (one frame counts once), for RELEARN_AFTER frames; in the next frame it
+    runs when its typical time fits the room (so the model can unlearn the slow run), and never when that
+    does not fit either. Offered without ``relearn`` it is always left out."""
+    clock, log = FakeClock(), []
+    s = FrameScheduler(33.0, CostModel(min_samples=3), clock, safety_ms=0.0)
+    for ms in (typical_ms, typical_ms + 0.2, typical_ms - 0.2, typical_ms + 0.1, typical_ms - 0.1, 30.0):
+        s.cost.observe("look", 1.0, ms)
+    ran = []
+    for _ in range(2 * RELEARN_AFTER + 2):
+        s.start()
+        clock.advance(33.0 - 12.0)  # 12 ms of room
+        assert s.cost.predict("look") > 12.0
+        assert isinstance(s.run("look", _unit(clock, 0.0, log, "look")), SkipRecord)  # not offered to relearn
+        out = [s.run("look", _unit(clock, 0.0, log, "look"), relearn=True) for _ in range(2)]
+        ran.append(sum(not isinstance(o, SkipRecord) for o in out))
+        if ran[-1]:
+            break
+    if typical_ms <= 12.0:
+        assert ran == [0] * RELEARN_AFTER + [1]
+    else:
+        assert ran == [0] * (2 * RELEARN_AFTER + 2) and not log

@@ -9,8 +9,8 @@ import pytest
 from objrec.features.extract import FrameImage
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import ESCALATION_PIXELS, SearchPlanner, plan_work
-from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
-from objrec.realtime.searches import RELEARN_AFTER, SecondLooks
+from objrec.realtime.scheduler import RELEARN_AFTER, CostModel, FakeClock, FrameScheduler
+from objrec.realtime.searches import SecondLooks
 from objrec.types import Candidate, Features, Rejection, SkipRecord
 
 
@@ -137,31 +137,46 @@ class _OneTrack:
         self.postponed += 1
 
 
-def _confirm_sched(room_ms):
-    """A 33 ms frame with ``room_ms`` left; the confirmation usually costs 8 ms, once 30 ms."""
+def _confirm_sched():
+    """A 33 ms scheduler whose confirmation usually costs 8 ms, once 30 ms."""
     clock = FakeClock()
     s = FrameScheduler(33.0, CostModel(min_samples=3), clock, safety_ms=0.0)
     for ms in (8.0, 8.2, 7.8, 8.1, 7.9, 30.0):
         s.cost.observe("confirm", 25_000, ms)
-    s.start()
-    clock.advance(33.0 - room_ms)
-    return s
+    return s, clock
 
 
-@pytest.mark.parametrize("turn", [False, True])
-def test_a_confirmation_left_out_on_frames_given_to_it_runs_again_on_its_typical_time(turn):
-    """One slow confirmation lifts the unit's high quantile above the room left: it is left out (the track
-    keeps its place in line). After RELEARN_AFTER frames given to it in a row have left it out, the next
-    such frame runs it on its typical time, so the cost model can unlearn the slow run; frames that were
-    not given to it never do."""
+def test_a_confirmation_left_out_for_the_budget_runs_again_on_its_typical_time():
+    """One slow confirmation lifts the unit's high quantile above the room a frame leaves: it is left out (the
+    track keeps its place in line). After RELEARN_AFTER frames in a row have left it out, the next frame
+    where its typical time fits runs it, so the cost model can unlearn the slow run."""
     state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 33.0)
     stage, tracker = _BoxStage(), _OneTrack()
     looks = SecondLooks(stage, {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], ["cover"])
+    sched, clock = _confirm_sched()
     for frame in range(RELEARN_AFTER + 1):
-        sched = _confirm_sched(room_ms=15.0)
+        sched.start()
+        clock.advance(33.0 - 15.0)
         assert sched.cost.expected("confirm", 25_000) <= 15.0 < sched.cost.predict("confirm", 25_000)
-        looks.confirm(state, sched, tracker, frame, turn=turn)
-        ran = frame == RELEARN_AFTER and turn
+        looks.confirm(state, sched, tracker, frame)
+        ran = frame == RELEARN_AFTER
         assert len(stage.boxes) == int(ran)
         assert [r.unit for r in sched.skipped if r.unit == "confirm"] == ([] if ran else ["confirm"])
-    assert tracker.postponed == (RELEARN_AFTER if turn else RELEARN_AFTER + 1)
+    assert tracker.postponed == RELEARN_AFTER
+
+
+@pytest.mark.parametrize("room_ms, due, fits", [(15.0, True, True), (5.0, True, False), (15.0, False, False)])
+def test_a_frame_goes_to_a_confirmation_only_when_one_is_due_and_its_typical_time_fits(room_ms, due, fits):
+    """The recognizer gives a frame to a confirmation instead of the search for new objects only when a track
+    is due and the confirmation's typical time (8 ms here) fits what the frame has left: one that cannot
+    run would leave the frame idle."""
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 33.0)
+    tracker = _OneTrack()
+    tracker.confirmation_due = lambda frame: tracker.track if due else None
+    looks = SecondLooks(
+        _BoxStage(), {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], ["cover"]
+    )
+    sched, clock = _confirm_sched()
+    sched.start()
+    clock.advance(33.0 - room_ms)
+    assert looks.confirm_fits(state, sched, tracker, 0) == fits

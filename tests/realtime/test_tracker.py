@@ -347,3 +347,23 @@ def test_a_confirmation_left_out_for_the_budget_keeps_its_place_in_line(model, b
     t.postpone(first)
     assert t.confirmation(16) is first
     assert t.confirmation(17) is not first  # asked at 16: the other track's turn
+
+
+@pytest.mark.parametrize("scale, moves", [(1.0, True), (0.5, False)])
+def test_a_confirmation_at_a_lower_resolution_re_anchors_only_beyond_its_own_uncertainty(
+    model, background, scale, moves
+):
+    """A confirmation that searched its box at resolution ``scale`` places corners ``1 / scale`` times as
+    coarsely in frame pixels: a 3 px disagreement re-anchors the track after a search at full resolution
+    (beyond ``reanchor_px`` = 2), and confirms it as it is after one at half resolution (within 4 px)."""
+    t = Tracker(params=TrackParams(reanchor_px=2.0))
+    size = _size(model)
+    a = _place(model, 320, 240, 0.5)
+    gray = _render(model, background, a, 0)
+    out, _ = t.absorb([_detection("cover", a, size)], [], gray, 0, lambda n: size)
+    track = t.tracks[0]
+    off = np.array([[1, 0, 3.0], [0, 1, 0], [0, 0, 1]]) @ track.homography
+    dets = t.reanchor(track, _detection("cover", off, size), out, gray, 1, scale)
+    corners = map_points(off if moves else a, model_corners(*size))
+    assert len(dets) == 1 and np.allclose(dets[0].corners, corners, atol=1e-6)
+    assert dets[0].state == ("detected" if moves else out[0].state)
