@@ -192,9 +192,12 @@ class Recognizer:
         )
         self._set_prefilter(prefilter, adapt_prefilter, adapt_params)
         self.clock = clock or PerfClock()
-        # A confirmation's and a realignment's costs are learned from their first runs (unlike any other unit).
+        # The costs of a confirmation, a realignment and a re-acquisition are learned from their first runs.
         self.scheduler = FrameScheduler(
-            budget_ms, CostModel(prior_ms={"confirm": 0.0, "realign": 0.0}), self.clock, safety_ms=2.0
+            budget_ms,
+            CostModel(prior_ms=dict.fromkeys(("confirm", "realign", "reacquire"), 0.0)),
+            self.clock,
+            safety_ms=2.0,
         )
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(track, track_params, self.verifier.appearance, ModelTemplates(self.db.image))
@@ -260,6 +263,8 @@ class Recognizer:
             state.tracked, state.lost = sched.run(
                 "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
             )
+        # Lost objects looked for where they were first: faster than the search finds them (one or two a frame).
+        self.looks.reacquire(state, sched, tracker, self.frames)
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
         # Under a budget, every other frame goes to a track's confirmation when one is due and fits, instead of
         # the search for new objects: both fit a frame's budget, seldom together.
@@ -280,7 +285,7 @@ class Recognizer:
             size=len(found), mandatory=True,
         )  # fmt: skip
         state.lost += lost
-        # Realignment first: it is the cheaper of the two and the more accurate (dense, at full resolution).
+        # Realignment first: cheaper than a confirmation, and more accurate (dense, at full resolution).
         self.looks.realign(state, sched, tracker, self.frames)
         self.looks.confirm(state, sched, tracker, self.frames)
 

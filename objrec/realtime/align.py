@@ -106,6 +106,17 @@ def realign(
     from it into ``frame_gray``; the homography is refitted to where they are. Parts inside the ``hidden``
     outlines (objects in front) are not used. None when too few points agree or the outline would move by
     more than :data:`MAX_SHIFT` of its side."""
+    return realign_support(frame_gray, template, H, model_size, hidden)[0]
+
+
+def realign_support(
+    frame_gray: np.ndarray,
+    template: tuple[np.ndarray, float],
+    H: np.ndarray,
+    model_size: tuple[int, int],
+    hidden: Sequence[np.ndarray] = (),
+) -> tuple[np.ndarray | None, int]:
+    """:func:`realign` with the number of points that agree with the refitted homography (0 without one)."""
     gray, scale = template
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
@@ -113,7 +124,7 @@ def realign(
     x0, y0 = np.maximum(np.floor(corners.min(axis=0)).astype(int) - MARGIN, 0)
     x1, y1 = np.minimum(np.ceil(corners.max(axis=0)).astype(int) + MARGIN, [fw, fh])
     if x1 - x0 < 2 * WIN_SIZE or y1 - y0 < 2 * WIN_SIZE:
-        return None
+        return None, 0
     to_crop = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]]) @ H
     M = to_crop @ np.diag([1.0 / scale, 1.0 / scale, 1.0])  # template pixels to crop pixels
     size = (int(x1 - x0), int(y1 - y0))
@@ -124,7 +135,7 @@ def realign(
         cv2.fillPoly(inside, [poly.reshape(-1, 1, 2)], 0)
     mask = inside > 0
     if mask.sum() < WIN_SIZE * WIN_SIZE:
-        return None
+        return None, 0
     crop = frame_gray[y0:y1, x0:x1]
     a, b = _normalised(rendered, mask), _normalised(crop, mask)
     # Around the object the rendered model shows the frame itself: windows reaching over the outline then
@@ -136,7 +147,7 @@ def realign(
     spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
     p0 = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
     if p0 is None or len(p0) < MIN_POINTS:
-        return None
+        return None, 0
     p0 = p0.astype(np.float32).reshape(-1, 1, 2)
     src = map_points(np.linalg.inv(to_crop), p0.reshape(-1, 2).astype(np.float64))
     kw = {
@@ -149,18 +160,18 @@ def realign(
     fb = np.linalg.norm((back - p0).reshape(-1, 2), axis=1)
     good = (st1.ravel() == 1) & (st2.ravel() == 1) & (fb <= FB_MAX_PX)
     if int(good.sum()) < MIN_POINTS:
-        return None
+        return None, 0
     dst = p1.reshape(-1, 2)[good].astype(np.float64) + [x0, y0]
     H2, inl = cv2.findHomography(src[good], dst, cv2.RANSAC, REFIT_PX, maxIters=500, confidence=0.995)
     if H2 is None or not np.all(np.isfinite(H2)) or abs(H2[2, 2]) < 1e-12:
-        return None
+        return None, 0
     n = int(inl.sum())
     if n < MIN_POINTS or n < MIN_AGREE * int(good.sum()):
-        return None
+        return None, 0
     H2 = H2 / H2[2, 2]
     if np.linalg.norm(map_points(H2, model_corners(w, h)) - corners, axis=1).max() > MAX_SHIFT * side:
-        return None
-    return H2
+        return None, 0
+    return H2, n
 
 
 def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:

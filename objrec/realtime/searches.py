@@ -18,6 +18,7 @@ from objrec.boxes import outline_box
 from objrec.realtime.align import due, realign_in
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import plan_work
+from objrec.realtime.reacquire import reacquire, waiting
 from objrec.types import Detection, Features, SkipRecord
 
 __all__ = ["SecondLooks", "CONFIRM_PIXELS"]
@@ -60,6 +61,7 @@ class SecondLooks:
         self.primary = self.kinds[0]
         self._names = names
         self._indexes: dict[str, int] | None = None
+        self._sought: dict[str, int] = {}  # object name -> the frame its lost track's object was last looked for
 
     def search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
         """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
@@ -143,6 +145,22 @@ class SecondLooks:
         px = (box[2] - box[0]) * (box[3] - box[1])
         scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
         return box, scale, px * scale * scale
+
+    def reacquire(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+        """The objects of tracks lost lately looked for where they were (:mod:`objrec.realtime.reacquire`), the
+        least recently looked for first, each an optional unit sized by its outline's area, up to
+        :data:`MAX_REALIGNS` while they fit: those found start new tracks and join the frame's tracked
+        detections (``state.tracked``), the tracks that gave way to them its lost ones."""
+        gray = state.image.host
+        for t in waiting(tracker, frame, self._sought)[:MAX_REALIGNS]:
+            self._sought[t.name] = frame
+            area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
+            d = sched.run("reacquire", reacquire, tracker, t, gray, size=area, subject=t.name, relearn=True)
+            if isinstance(d, SkipRecord):
+                break
+            if d is not None:
+                new, ended = tracker.absorb([d], [], gray, frame, lambda name, size=t.model_size: size)
+                state.tracked, state.lost = state.tracked + new, state.lost + ended
 
     def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
         """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest

@@ -229,8 +229,8 @@ class Tracker:
         self.flow = PointFlow(self.params.flow)
         self.tracks: list[Track | SolidTrack] = []
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
-        self._next_id = 1
-        self._frame = -1  # the frame the flow last saw
+        self.ended: dict[str, tuple[Track | SolidTrack, int, str]] = {}  # name -> (its last track, frame, reason)
+        self._next_id, self._frame = 1, -1  # the next track's id; the frame the flow last saw
         self._asked_before: tuple[Track | SolidTrack, int] | None = None  # the last confirmation's choice
 
     @property
@@ -313,7 +313,7 @@ class Tracker:
         return self._end(t, reason, frame)
 
     def _end(self, t: Track, reason: str, frame: int) -> LostTrack:
-        self.recent[t.name] = (t.corners, frame)
+        self.recent[t.name], self.ended[t.name] = (t.corners, frame), (t, frame, reason)
         return LostTrack(t.track_id, t.name, reason)
 
     def absorb(
@@ -501,9 +501,9 @@ class Tracker:
         """Forget every track (a new, unrelated sequence of frames follows)."""
         self.tracks.clear()
         self.recent.clear()
+        self.ended.clear()
         self.flow.forget()
-        self._frame = -1
-        self._asked_before = None
+        self._frame, self._asked_before = -1, None
 
 
 def anchor_track(

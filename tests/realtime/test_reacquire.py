@@ -1,0 +1,118 @@
+"""Re-acquisition of lost tracks by alignment, against ground-truth homographies: an object back where its
+track ended is found at its true place; one that is gone, covered, or another object is not."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from objrec.boxes import map_points, model_corners
+from objrec.data import sample_background, sample_objects
+from objrec.matching.verify import edge_agreement
+from objrec.realtime.align import ModelTemplates
+from objrec.realtime.reacquire import REACQUIRE_AGREEMENT, REACQUIRE_FRAMES, reacquire, waiting
+from objrec.realtime.tracker import Tracker, TrackParams
+from objrec.types import Detection
+
+W, H = 640, 480
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {n: cv2.cvtColor(sample_objects()[n], cv2.COLOR_BGR2GRAY) for n in ("cover", "pagoda")}
+
+
+@pytest.fixture(scope="module")
+def background():
+    return cv2.cvtColor(sample_background((W, H), seed=5), cv2.COLOR_BGR2GRAY)
+
+
+def _place(model, x, y, scale=0.7, angle=8.0):
+    h, w = model.shape
+    A = cv2.getRotationMatrix2D((w / 2, h / 2), angle, scale)
+    A[:, 2] += (x - w / 2, y - h / 2)
+    return np.vstack([A, [0, 0, 1]])
+
+
+def _render(background, placed, seed, patch=None):
+    """``background`` with each (model, H) of ``placed`` drawn, a grey patch (x0, y0, x1, y1) over it, noise."""
+    img = background.copy()
+    for model, Hm in placed:
+        h, w = model.shape
+        warped = cv2.warpPerspective(model, Hm, (W, H), flags=cv2.INTER_LINEAR)
+        inside = cv2.warpPerspective(np.full((h, w), 255, np.uint8), Hm, (W, H), flags=cv2.INTER_NEAREST)
+        img[inside > 0] = warped[inside > 0]
+    if patch is not None:
+        x0, y0, x1, y1 = patch
+        img[y0:y1, x0:x1] = 90
+    noise = np.random.default_rng(seed).normal(0, 2.0, img.shape)
+    return np.clip(img + noise, 0, 255).astype(np.uint8)
+
+
+def _tracker(models):
+    thumbs = {n: cv2.resize(m, (128, 128), interpolation=cv2.INTER_AREA) for n, m in models.items()}
+
+    def appearance(gray, name, Hm, size, hidden):
+        return edge_agreement(gray, thumbs[name], Hm, size, hidden)[0]
+
+    return Tracker(params=TrackParams(), appearance=appearance, templates=ModelTemplates(models.__getitem__))
+
+
+def _lost(models, background, reason="support"):
+    """A tracker whose track of the cover (placed at 320, 240) ended in frame 0 for ``reason``."""
+    t = _tracker(models)
+    model = models["cover"]
+    size = model.shape[1], model.shape[0]
+    Hm = _place(model, 320, 240)
+    gray = _render(background, [(model, Hm)], 0)
+    d = Detection("cover", 0.9, 40, Hm, map_points(Hm, model_corners(*size)), 1.0)
+    t.absorb([d], [], gray, 0, lambda n: size)
+    t.drop(t.tracks[0], reason, 0)
+    return t, Hm, size
+
+
+def _err(Ha, Hb, size):
+    c = model_corners(*size)
+    return float(np.linalg.norm(map_points(Ha, c) - map_points(Hb, c), axis=1).max())
+
+
+@pytest.mark.parametrize("dx, dy", [(0.0, 0.0), (9.0, -6.0)])
+def test_an_object_back_near_where_its_track_ended_is_found_at_its_true_place(models, background, dx, dy):
+    t, Hm, size = _lost(models, background)
+    truth = np.array([[1, 0, dx], [0, 1, dy], [0, 0, 1]]) @ Hm
+    gray = _render(background, [(models["cover"], truth)], 3)
+    (ghost,) = waiting(t, 5, {})
+    d = reacquire(t, ghost, gray)
+    assert d is not None and d.name == "cover" and d.score >= REACQUIRE_AGREEMENT
+    assert _err(d.homography, truth, size) <= 1.0
+    assert np.allclose(d.corners, map_points(d.homography, model_corners(*size)))
+
+
+def test_an_object_gone_covered_or_replaced_is_not_found(models, background):
+    t, Hm, size = _lost(models, background)
+    (ghost,) = waiting(t, 5, {})
+    assert reacquire(t, ghost, _render(background, [], 3)) is None  # gone
+    c = map_points(Hm, model_corners(*size))
+    x0, y0 = c.min(axis=0).astype(int)
+    x1, y1 = c.max(axis=0).astype(int)
+    half = (x0 - 5, y0 - 5, (x0 + x1) // 2, y1 + 5)  # the left half covered by a plain patch
+    assert reacquire(t, ghost, _render(background, [(models["cover"], Hm)], 3, half)) is None
+    pagoda = models["pagoda"]
+    s = (y1 - y0) / pagoda.shape[0]
+    other = _place(pagoda, 320, 240, s, 0.0)  # another object where the cover was
+    assert reacquire(t, ghost, _render(background, [(pagoda, other)], 3)) is None
+
+
+def test_only_tracks_lost_for_support_or_view_are_looked_for_and_only_for_a_while(models, background):
+    t, _, _ = _lost(models, background, "appearance")
+    assert waiting(t, 1, {}) == []
+    t, _, _ = _lost(models, background, "visibility")
+    assert [g.name for g in waiting(t, REACQUIRE_FRAMES, {})] == ["cover"]
+    assert waiting(t, REACQUIRE_FRAMES + 1, {}) == [] and "cover" not in t.ended  # forgotten
+    t, Hm, size = _lost(models, background)
+    gray = _render(background, [(models["cover"], Hm)], 4)
+    (ghost,) = waiting(t, 2, {})
+    found, lost = t.absorb([reacquire(t, ghost, gray)], [], gray, 2, lambda n: size)
+    assert [d.state for d in found] == ["detected"] and not lost
+    assert waiting(t, 3, {}) == []  # tracked again: no longer looked for
