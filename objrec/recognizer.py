@@ -266,13 +266,9 @@ class Recognizer:
         # Lost objects looked for where they were first: faster than the search finds them (one or two a frame).
         self.looks.reacquire(state, sched, tracker, self.frames)
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
-        # Under a budget, every other frame goes to a track's confirmation when one is due and fits, instead of
-        # the search for new objects: both fit a frame's budget, seldom together.
-        turn = (
-            state.budget_ms is not None
-            and self.frames % 2 == 1
-            and self.looks.confirm_fits(state, sched, tracker, self.frames)
-        )
+        # Under a budget, every other frame goes to the tracks when a confirmation is due, instead of the search
+        # for new objects: realignment, then the confirmation (both fit a frame's budget, seldom with a search).
+        turn = state.budget_ms is not None and self.frames % 2 == 1 and tracker.confirmation_due(self.frames)
         if not turn:
             self._detect(state, sched)
         if self.adapter is not None and self.adapter.safety_due():

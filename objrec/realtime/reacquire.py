@@ -2,7 +2,7 @@
 
 A camera swung quickly blurs the frame and moves every object at once: the tracks lose their points and end
 together, and when the view comes back the detector would have to find each object again, one search at a
-time. Most of them are back where they were. A track that ended for lack of support or of view is kept
+time. Most of them are back where they were. A track that ended for lack of support is kept
 for :data:`REACQUIRE_FRAMES` frames, and its object is looked for where it was last: the model is rendered
 through the track's last homography and aligned with the frame (:func:`~objrec.realtime.align.realign_support`,
 pyramidal Lucas-Kanade followed by a RANSAC refit). An alignment has no descriptor matches behind it, so it
@@ -32,9 +32,10 @@ REACQUIRE_FRAMES = 30
 #: homography (the detector's own verification asks for half, with its matches' evidence besides).
 REACQUIRE_AGREEMENT = 0.8
 #: The reasons a track ends for which its object is looked for again: its points were lost (blur, fast
-#: motion, a cover passing over it) or it left the view. A track that failed its appearance check, gave way
-#: to others or was not confirmed is not.
-REASONS = ("support", "visibility")
+#: motion, a cover passing over it). An object that left the view comes back elsewhere than where it left
+#: (the edge of the frame); a track that failed its appearance check, gave way to others or was not
+#: confirmed is not looked for either.
+REASONS = ("support",)
 
 
 def waiting(tracker: Any, frame: int, sought: dict[str, int]) -> list[Any]:

@@ -127,13 +127,6 @@ class SecondLooks:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
-    def confirm_fits(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> bool:
-        """Whether a track is due for confirmation in ``frame`` and its confirmation's typical time fits what is
-        left of the frame: a frame is given to a confirmation instead of the search for new objects only
-        then (one that cannot run would leave the frame idle)."""
-        box, _, size = self._confirm_box(state, tracker.confirmation_due(frame))
-        return box is not None and sched.cost.expected("confirm", size) <= sched.remaining()
-
     @staticmethod
     def _confirm_box(state: FrameState, t: Any) -> tuple[Any, float, float]:
         """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at
@@ -155,7 +148,7 @@ class SecondLooks:
         for t in waiting(tracker, frame, self._sought)[:MAX_REALIGNS]:
             self._sought[t.name] = frame
             area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
-            d = sched.run("reacquire", reacquire, tracker, t, gray, size=area, subject=t.name, relearn=True)
+            d = sched.run("reacquire", reacquire, tracker, t, gray, size=area, subject=t.name)
             if isinstance(d, SkipRecord):
                 break
             if d is not None:

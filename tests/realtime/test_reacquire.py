@@ -104,10 +104,14 @@ def test_an_object_gone_covered_or_replaced_is_not_found(models, background):
     assert reacquire(t, ghost, _render(background, [(pagoda, other)], 3)) is None
 
 
-def test_only_tracks_lost_for_support_or_view_are_looked_for_and_only_for_a_while(models, background):
-    t, _, _ = _lost(models, background, "appearance")
+@pytest.mark.parametrize("reason", ["appearance", "visibility", "capacity", "unconfirmed"])
+def test_tracks_ended_for_other_reasons_than_support_are_not_looked_for(models, background, reason):
+    t, _, _ = _lost(models, background, reason)
     assert waiting(t, 1, {}) == []
-    t, _, _ = _lost(models, background, "visibility")
+
+
+def test_tracks_lost_for_support_are_looked_for_for_a_while_until_tracked_again(models, background):
+    t, _, _ = _lost(models, background)
     assert [g.name for g in waiting(t, REACQUIRE_FRAMES, {})] == ["cover"]
     assert waiting(t, REACQUIRE_FRAMES + 1, {}) == [] and "cover" not in t.ended  # forgotten
     t, Hm, size = _lost(models, background)

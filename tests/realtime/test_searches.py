@@ -163,20 +163,3 @@ def test_a_confirmation_left_out_for_the_budget_runs_again_on_its_typical_time()
         assert len(stage.boxes) == int(ran)
         assert [r.unit for r in sched.skipped if r.unit == "confirm"] == ([] if ran else ["confirm"])
     assert tracker.postponed == RELEARN_AFTER
-
-
-@pytest.mark.parametrize("room_ms, due, fits", [(15.0, True, True), (5.0, True, False), (15.0, False, False)])
-def test_a_frame_goes_to_a_confirmation_only_when_one_is_due_and_its_typical_time_fits(room_ms, due, fits):
-    """The recognizer gives a frame to a confirmation instead of the search for new objects only when a track
-    is due and the confirmation's typical time (8 ms here) fits what the frame has left: one that cannot
-    run would leave the frame idle."""
-    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 33.0)
-    tracker = _OneTrack()
-    tracker.confirmation_due = lambda frame: tracker.track if due else None
-    looks = SecondLooks(
-        _BoxStage(), {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], ["cover"]
-    )
-    sched, clock = _confirm_sched()
-    sched.start()
-    clock.advance(33.0 - room_ms)
-    assert looks.confirm_fits(state, sched, tracker, 0) == fits
