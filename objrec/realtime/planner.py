@@ -15,10 +15,18 @@ from typing import Any
 import numpy as np
 
 from objrec.boxes import clip_boxes, outline_box, subtract_boxes, union_area
-from objrec.realtime.degrade import DegradeController, fit_scale
+from objrec.realtime.degrade import SCALE_LEVELS, DegradeController, fit_scale
 from objrec.types import Regions, SearchPlan, SkipRecord
 
-__all__ = ["SearchPlanner", "plan_work", "sweep_tiles", "SWEEP_GRIDS", "COARSE_SAMPLING_COST", "ESCALATION_PIXELS"]
+__all__ = [
+    "SearchPlanner",
+    "plan_work",
+    "sweep_tiles",
+    "escalation_plan",
+    "SWEEP_GRIDS",
+    "COARSE_SAMPLING_COST",
+    "ESCALATION_PIXELS",
+]
 
 #: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
 #: drop to a quarter, while the integral image, the description and per-call costs do not shrink
@@ -77,6 +85,35 @@ ESCALATION_PIXELS = 25_000
 
 #: The matches the first verification is sized at before the frame's candidates exist.
 FIRST_VERIFY_MATCHES = 100
+
+
+def _less_tracked(proposals: Regions, tracked: Any, w: int, h: int) -> Regions:
+    """``proposals`` less the bounding boxes of the ``tracked`` outlines."""
+    holes = [b for b in (outline_box(np.asarray(q), 0.0, w, h) for q in tracked) if b is not None]
+    if not holes or not len(proposals):
+        return proposals
+    pieces, parent = subtract_boxes(proposals.boxes, holes)
+    return Regions(pieces, proposals.scores[parent])
+
+
+def escalation_plan(box: tuple[int, int, int, int], sched: Any = None, stage: str = "") -> SearchPlan:
+    """One unsure box searched by a secondary detector whose extraction is the cost model's ``stage``.
+
+    Without a budget (or ``sched``), at full resolution. Under one, at the largest resolution whose
+    predicted cost fits the time left, but never below :data:`ESCALATION_PIXELS` (a smaller box keeps
+    full resolution): a large object keeps its detail at a lower resolution, and a box that does not
+    fit even there is left to the scheduler to skip. A lower resolution is recorded in the plan's
+    ``skipped``.
+    """
+    px = (box[2] - box[0]) * (box[3] - box[1])
+    scale = 1.0
+    if sched is not None and sched.budget_ms is not None and px > 0:
+        floor = min(1.0, float(np.sqrt(ESCALATION_PIXELS / px)))
+        fit = float(np.sqrt(sched.cost.largest_size(stage, sched.remaining()) / px))
+        # Two decimals: crops of nearly the same size from frame to frame resize to the same shapes.
+        scale = max(floor, np.floor(min(1.0, fit) * 100.0) / 100.0)
+    skipped = () if scale >= 1.0 else (SkipRecord("full_resolution", "budget", f"{scale:.2f}"),)
+    return SearchPlan(Regions.from_boxes([box]), scale=float(scale), pixels=px, skipped=skipped)
 
 
 class SearchPlanner:
@@ -175,7 +212,11 @@ class SearchPlanner:
         if len(proposals) > n:
             why = "degrade" if n < self.max_regions else "max_regions"
             skipped.append(SkipRecord("region", why, f"{len(proposals) - n} of {len(proposals)}"))
-        boxes = windows.concat(self._without(proposals[:n], tracked, w, h))
+        if sched.budget_ms is not None and len(windows) > 1:
+            windows, cut = self._fitting_windows(windows, (h, w), sched)
+            if cut:
+                skipped.append(SkipRecord("window", "budget", f"{cut} of {cut + len(windows)}"))
+        boxes = windows.concat(_less_tracked(proposals[:n], tracked, w, h))
         if not len(boxes):
             return SearchPlan(Regions.empty(), skipped=tuple(skipped))
         pixels = union_area(boxes, (h, w))
@@ -212,14 +253,24 @@ class SearchPlanner:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
         return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped))
 
-    @staticmethod
-    def _without(proposals: Regions, tracked: Any, w: int, h: int) -> Regions:
-        """``proposals`` less the bounding boxes of the ``tracked`` outlines."""
-        holes = [b for b in (outline_box(np.asarray(q), 0.0, w, h) for q in tracked) if b is not None]
-        if not holes or not len(proposals):
-            return proposals
-        pieces, parent = subtract_boxes(proposals.boxes, holes)
-        return Regions(pieces, proposals.scores[parent])
+    def _fitting_windows(self, windows: Regions, shape: tuple[int, int], sched: Any) -> tuple[Regions, int]:
+        """The most recent of the ``windows`` (first ones) whose union, searched at the lowest resolution and the
+        coarse step, is predicted to fit the time left with the units after it, at least one; and how many
+        were left out. After many tracks end at once (a quick swing of the camera) their windows together
+        would cost more than the frame has; the objects still lost are looked for in later frames."""
+        cost = sched.cost
+        if cost.samples(self.stage) < cost.min_samples:
+            return windows, 0
+        s = SCALE_LEVELS[-1]
+        for k in range(len(windows), 1, -1):
+            px = union_area(windows[:k], shape)
+            left, margin = self._left(sched, self.frame_cap(sched), px * s * s, 2)
+            if (
+                cost.expected(self.stage, plan_work(SearchPlan(None, s, pixels=int(px), sample_step=2))) + margin
+                <= left
+            ):
+                return windows[:k], len(windows) - k
+        return windows[:1], len(windows) - 1
 
     def _sweep_tile(
         self, boxes: Regions, n_windows: int, shape: tuple[int, int], sched: Any, cap: int | None, step: int, level: Any
@@ -255,7 +306,7 @@ class SearchPlanner:
             return None
         h, w = shape[:2]
         tile = sweep_tiles(w, h, *self._grid)[self._tile % (self._grid[0] * self._grid[1])]
-        part, pixels = _in_tile(Regions.empty(), self._without(proposals, tracked, w, h), tile, (h, w))
+        part, pixels = _in_tile(Regions.empty(), _less_tracked(proposals, tracked, w, h), tile, (h, w))
         cap = self.frame_cap(sched)
         left, margin = self._left(sched, cap, pixels, step, verify=False)  # its verification is optional
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
@@ -304,25 +355,7 @@ class SearchPlanner:
         step = primary.sample_step if primary is not None and not primary.empty else (self.sample_step or 1)
         return SearchPlan(None, pixels=h * w, max_features=self.frame_cap(sched), sample_step=step)
 
-    @staticmethod
-    def escalation_plan(box: tuple[int, int, int, int], sched: Any = None, stage: str = "") -> SearchPlan:
-        """One unsure box searched by a secondary detector whose extraction is the cost model's ``stage``.
-
-        Without a budget (or ``sched``), at full resolution. Under one, at the largest resolution whose
-        predicted cost fits the time left, but never below :data:`ESCALATION_PIXELS` (a smaller box keeps
-        full resolution): a large object keeps its detail at a lower resolution, and a box that does not
-        fit even there is left to the scheduler to skip. A lower resolution is recorded in the plan's
-        ``skipped``.
-        """
-        px = (box[2] - box[0]) * (box[3] - box[1])
-        scale = 1.0
-        if sched is not None and sched.budget_ms is not None and px > 0:
-            floor = min(1.0, float(np.sqrt(ESCALATION_PIXELS / px)))
-            fit = float(np.sqrt(sched.cost.largest_size(stage, sched.remaining()) / px))
-            # Two decimals: crops of nearly the same size from frame to frame resize to the same shapes.
-            scale = max(floor, np.floor(min(1.0, fit) * 100.0) / 100.0)
-        skipped = () if scale >= 1.0 else (SkipRecord("full_resolution", "budget", f"{scale:.2f}"),)
-        return SearchPlan(Regions.from_boxes([box]), scale=float(scale), pixels=px, skipped=skipped)
+    escalation_plan = staticmethod(escalation_plan)  # the module's function, where a planner is at hand
 
     def observe(self, plan: SearchPlan, n_features: int) -> None:
         """Learn the keypoints a frame gives per pixel extracted at the plan's sampling step: the time of the

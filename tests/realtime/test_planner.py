@@ -199,3 +199,21 @@ def test_the_prefilter_runs_during_a_sweep_only_when_it_can_save_its_own_time(pr
     assert any(r.reason == "sweep" for r in plan.skipped) and 2.0 < saving < 30.0
     assert planner.prefilter_pays(sched) == pays
     assert planner.prefilter_pays(_sched(None))  # without a budget there is no sweep to weigh it against
+
+
+def test_windows_beyond_what_fits_wait_and_the_most_recent_are_searched():
+    """Six windows of tracks lost at once (300 x 300 px each, apart) at 1 ms per 2000 px of extraction: at the
+    lowest resolution and the coarse step each costs about 14 ms, so a 33 ms frame searches the two most
+    recent (listed first) and records the other four as left out; without a budget all are searched."""
+    windows = Regions.from_boxes([[x, y, x + 300, y + 300] for y in (0, 400) for x in (0, 400, 800)])
+    sched = _sched(33.0)
+    for px in (1e4, 2e4, 4e4):
+        sched.cost.observe("features_surf", px, px / 2000.0)
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    plan = planner.plan((720, 1280), windows, Regions.empty(), DegradeController(33.0), sched)
+    assert plan.regions.boxes.tolist() == windows.boxes[:2].tolist()
+    assert [(r.unit, r.reason, r.subject) for r in plan.skipped if r.unit == "window"] == [
+        ("window", "budget", "4 of 6")
+    ]
+    free = SearchPlanner("surf").plan((720, 1280), windows, Regions.empty(), DegradeController(None), _sched(None))
+    assert free.pixels == 6 * 300 * 300 and not [r for r in free.skipped if r.unit == "window"]
