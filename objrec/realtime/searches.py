@@ -155,13 +155,14 @@ class SecondLooks:
                 new, ended = tracker.absorb([d], [], gray, frame, lambda name, size=t.model_size: size)
                 state.tracked, state.lost = state.tracked + new, state.lost + ended
 
-    def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+    def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int, new_only: bool = False) -> None:
         """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest
-        waiting first, each an optional unit sized by its outline's area, up to :data:`MAX_REALIGNS` while they
-        fit; a realigned track's detection in the frame moves with it."""
+        waiting first (tracks never realigned before all others), each an optional unit sized by its
+        outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``: only tracks never realigned. A
+        realigned track's detection in the frame (tracked or final) moves with it."""
         for _ in range(MAX_REALIGNS):
             t = due(tracker, frame)
-            if t is None:
+            if t is None or new_only and t.realigned >= 0:
                 return
             area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
             args = (tracker, t, state.image.host, frame)
@@ -169,6 +170,7 @@ class SecondLooks:
             if isinstance(moved, SkipRecord):
                 return
             if moved:
+                state.tracked = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.tracked]
                 state.detections = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.detections]
 
     def _confirmed(

@@ -108,3 +108,31 @@ def test_a_track_just_realigned_is_not_moved_by_a_confirmation_that_disagrees(sc
     assert tracker.tracks[0] is t and _err(t.homography, Ht, size) < 1.0
     dets = tracker.reanchor(t, confirmation, out, img, 6)
     assert dets[0].state == "detected" and np.allclose(dets[0].corners, confirmation.corners)
+
+
+def test_before_the_search_only_tracks_never_realigned_are_realigned_and_their_detections_move(scene):
+    """``SecondLooks.realign(..., new_only=True)`` (the frame's start): a new track, anchored 8 px off, is
+    realigned to within a pixel of the truth and its tracked detection moves with it; a track realigned
+    before and due again waits for the frame's end."""
+    from objrec.features.extract import FrameImage
+    from objrec.realtime.frame import FrameState
+    from objrec.realtime.planner import SearchPlanner
+    from objrec.realtime.scheduler import FrameScheduler
+    from objrec.realtime.searches import SecondLooks
+
+    img, model, Ht, size = scene
+    tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
+    start = _drifted(Ht, 8.0, -6.0)
+    tracker.absorb(
+        [Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)], [], img, 0, lambda n: size
+    )
+    looks = SecondLooks(None, {}, None, None, SearchPlanner("surf"), ["surf"], ["cover"])
+    t = tracker.tracks[0]
+    state = FrameState(img, FrameImage(img), None)
+    state.tracked = [t.detection("tracked")]
+    looks.realign(state, FrameScheduler(None), tracker, 1, new_only=True)
+    assert _err(t.homography, Ht, size) < 1.0 and t.realigned == 1
+    assert np.allclose(state.tracked[0].corners, map_points(t.homography, model_corners(*size)))
+    t.homography = _drifted(Ht, 8.0, -6.0)  # drifted again and due again (6 frames on), but not new
+    looks.realign(state, FrameScheduler(None), tracker, 7, new_only=True)
+    assert t.realigned == 1 and _err(t.homography, Ht, size) > 5.0
