@@ -100,23 +100,12 @@ def realign(
     H: np.ndarray,
     model_size: tuple[int, int],
     hidden: Sequence[np.ndarray] = (),
-) -> np.ndarray | None:
-    """``H`` (model pixels to frame pixels) realigned with the model: the model, rendered through ``H``
-    (``template``: :meth:`ModelTemplates.get`), gives up to :data:`POINTS` strong corners, which are followed
-    from it into ``frame_gray``; the homography is refitted to where they are. Parts inside the ``hidden``
-    outlines (objects in front) are not used. None when too few points agree or the outline would move by
-    more than :data:`MAX_SHIFT` of its side."""
-    return realign_support(frame_gray, template, H, model_size, hidden)[0]
-
-
-def realign_support(
-    frame_gray: np.ndarray,
-    template: tuple[np.ndarray, float],
-    H: np.ndarray,
-    model_size: tuple[int, int],
-    hidden: Sequence[np.ndarray] = (),
 ) -> tuple[np.ndarray | None, int]:
-    """:func:`realign` with the number of points that agree with the refitted homography (0 without one)."""
+    """``H`` (model pixels to frame pixels) realigned with the model, and the number of points that agree with
+    it: the model, rendered through ``H`` (``template``: :meth:`ModelTemplates.get`), gives up to
+    :data:`POINTS` strong corners, which are followed from it into ``frame_gray``; the homography is refitted
+    to where they are. Parts inside the ``hidden`` outlines (objects in front) are not used. ``(None, 0)``
+    when too few points agree or the outline would move by more than :data:`MAX_SHIFT` of its side."""
     gray, scale = template
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
@@ -179,7 +168,7 @@ def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: S
     (:func:`realign`): its points move onto the realigned homography, and its motion from the frame before
     keeps its size. Whether it was realigned."""
     H = t.homography
-    H2 = realign(gray, templates.get(t.name), H, t.model_size, hidden)
+    H2 = realign(gray, templates.get(t.name), H, t.model_size, hidden)[0]
     if H2 is None:
         return False
     if t.previous is not None:

@@ -178,8 +178,9 @@ class SearchPlanner:
         self.min_sweep_scale = min_sweep_scale
         self._tile = 0  # the sweep's next tile
         self._grid: tuple[int, int] | None = None  # the grid of the sweep's round under way
-        self._sweeping = False  # the last plan searched a tile of the sweep
-        self._tile_work = 0.0  # the cost-model size of the round's largest tile at the last sweep's scale and step
+        # The cost-model size of the round's largest tile at the last plan's scale and step; 0 when the last plan
+        # searched no tile of the sweep.
+        self._tile_work = 0.0
 
     def plan(
         self,
@@ -226,6 +227,7 @@ class SearchPlanner:
         cap = self.frame_cap(sched, level.feature_share)
         step = fixed or (2 if sched.budget_ms is not None and degrade.level else 1)
         scale = level.scale
+        self._tile_work = 0.0
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
             cost = sched.cost
             left, margin = self._left(sched, cap, pixels, step)
@@ -246,7 +248,6 @@ class SearchPlanner:
                 largest = _largest_tile(w, h, *self._grid)  # type: ignore[misc]
                 self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=step))
                 skipped.append(SkipRecord("region", "sweep", tile))
-        self._sweeping = any(r.reason == "sweep" for r in skipped)
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
@@ -323,7 +324,7 @@ class SearchPlanner:
         save, the extraction of the largest tile of the round's grid (at the resolution and sampling step of
         the last tile searched) less that of nothing. A tile is then cheaper to search whole than to
         prefilter first; once the search no longer sweeps (the time left grows), the prefilter runs again."""
-        if not (self.sweep and self._sweeping and self._grid and sched.budget_ms is not None):
+        if not (self.sweep and self._tile_work > 0.0 and sched.budget_ms is not None):
             return True
         cost = sched.cost
         if cost.samples("prefilter") < cost.min_samples or cost.samples(self.stage) < cost.min_samples:

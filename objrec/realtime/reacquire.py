@@ -4,7 +4,7 @@ A camera swung quickly blurs the frame and moves every object at once: the track
 together, and when the view comes back the detector would have to find each object again, one search at a
 time. Most of them are back where they were. A track that ended for lack of support is kept
 for :data:`REACQUIRE_FRAMES` frames, and its object is looked for where it was last: the model is rendered
-through the track's last homography and aligned with the frame (:func:`~objrec.realtime.align.realign_support`,
+through the track's last homography and aligned with the frame (:func:`~objrec.realtime.align.realign`,
 pyramidal Lucas-Kanade followed by a RANSAC refit). An alignment has no descriptor matches behind it, so it
 counts only when the appearance check confirms at least :data:`REACQUIRE_AGREEMENT` of the model's strong
 edges in view (a sharp view of the object confirms nearly all of them; an alignment caught on a blurred or
@@ -20,7 +20,7 @@ import numpy as np
 
 from objrec.boxes import map_points, model_corners
 from objrec.matching.verify import visible_part
-from objrec.realtime.align import realign_support
+from objrec.realtime.align import realign
 from objrec.types import Detection
 
 __all__ = ["REACQUIRE_FRAMES", "REACQUIRE_AGREEMENT", "REASONS", "waiting", "reacquire"]
@@ -60,7 +60,7 @@ def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:
     notes): a detection of it, or None. Other tracks' outlines are hidden from the alignment and from the
     appearance check."""
     hidden = [o.corners for o in tracker.tracks]
-    H, support = realign_support(gray, tracker.templates.get(t.name), t.homography, t.model_size, hidden)
+    H, support = realign(gray, tracker.templates.get(t.name), t.homography, t.model_size, hidden)
     if H is None:
         return None
     share = tracker.appearance(gray, t.name, H, t.model_size, hidden)

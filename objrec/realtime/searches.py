@@ -115,9 +115,13 @@ class SecondLooks:
         (``"unconfirmed"``): its detection was wrong, and a track would repeat it frame after frame. A
         confirmation left out for the budget keeps the track first in line."""
         t = tracker.confirmation(frame)
-        box, scale, size = self._confirm_box(state, t)
+        h, w = state.shape
+        box = None if t is None else outline_box(t.corners, 0.1, w, h)
         if box is None:
             return
+        px = (box[2] - box[0]) * (box[3] - box[1])
+        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
+        size = px * scale * scale
         args = (state, box, t, scale, tracker, frame)
         v = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
         if isinstance(v, SkipRecord):
@@ -126,18 +130,6 @@ class SecondLooks:
         if v is None and t.rough and scale == 1.0:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
-
-    @staticmethod
-    def _confirm_box(state: FrameState, t: Any) -> tuple[Any, float, float]:
-        """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at
-        most :data:`CONFIRM_PIXELS`) and the pixels searched; ``(None, 1.0, 0.0)`` without a box."""
-        h, w = state.shape
-        box = None if t is None else outline_box(t.corners, 0.1, w, h)
-        if box is None:
-            return None, 1.0, 0.0
-        px = (box[2] - box[0]) * (box[3] - box[1])
-        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
-        return box, scale, px * scale * scale
 
     def reacquire(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
         """The objects of tracks lost lately looked for where they were (:mod:`objrec.realtime.reacquire`), the

@@ -48,7 +48,7 @@ def test_a_drifted_homography_is_brought_back_to_the_truth(scene, shift):
     back within a pixel of the true corners."""
     img, model, Ht, size = scene
     start = _drifted(Ht, *shift)
-    out = realign(img, ModelTemplates(lambda n: model).get("cover"), start, size)
+    out = realign(img, ModelTemplates(lambda n: model).get("cover"), start, size)[0]
     assert out is not None and _err(out, Ht, size) < 1.0 < _err(start, Ht, size)
 
 
@@ -56,13 +56,13 @@ def test_an_outline_far_from_the_object_is_not_realigned(scene):
     """Where the model does not meet its object, nothing agrees or the move exceeds MAX_SHIFT: no realignment."""
     img, model, Ht, size = scene
     away = np.array([[1.0, 0.0, 180.0], [0.0, 1.0, 40.0], [0.0, 0.0, 1.0]]) @ Ht
-    assert realign(img, ModelTemplates(lambda n: model).get("cover"), away, size) is None
+    assert realign(img, ModelTemplates(lambda n: model).get("cover"), away, size)[0] is None
 
 
 def test_a_hidden_object_is_not_realigned(scene):
     img, model, Ht, size = scene
     outline = map_points(Ht, model_corners(*size))
-    assert realign(img, ModelTemplates(lambda n: model).get("cover"), _drifted(Ht, 4, 4), size, [outline]) is None
+    assert realign(img, ModelTemplates(lambda n: model).get("cover"), _drifted(Ht, 4, 4), size, [outline])[0] is None
 
 
 def test_templates_are_read_once_and_kept_small():
