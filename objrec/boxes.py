@@ -9,8 +9,10 @@ array of boxes, so this module depends on nothing else of objrec.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
+import cv2
 import numpy as np
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "outline_inside_box",
     "map_points",
     "model_corners",
+    "inner_boxes",
+    "seen_region",
 ]
 
 #: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
@@ -169,6 +173,54 @@ def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tu
     lo, hi = outline.min(axis=0), outline.max(axis=0)
     g = (hi - lo) * grow
     return clip_box(*(lo - g), *(hi + g), width, height)
+
+
+def _row_span(pts: list[tuple[float, float]], y: float) -> tuple[float, float] | None:
+    """The columns where the horizontal line at ``y`` crosses a convex outline's edges (None if it misses)."""
+    xs = []
+    for (px, py), (rx, ry) in zip(pts, pts[1:] + pts[:1], strict=True):
+        if py != ry and min(py, ry) <= y <= max(py, ry):
+            xs.append(px + (y - py) * (rx - px) / (ry - py))
+    return (min(xs), max(xs)) if xs else None
+
+
+def inner_boxes(outline: np.ndarray, width: int, height: int, rows: int = 6) -> list[tuple[int, int, int, int]]:
+    """Boxes inside a convex outline ((N, 2) points), clipped to the frame: its height cut into ``rows`` bands
+    (fewer for a low outline), each narrowed to the columns the outline covers over the whole band. Across a
+    band a convex outline's left edge is furthest right, and its right edge furthest left, at the band's top
+    or bottom line, so the box between them lies inside the outline (to the pixel the rounding adds). Bands
+    narrower or lower than :data:`MIN_BOX_SIDE` are dropped; an upright rectangle is covered whole, a rotated
+    one mostly. Plain Python: an outline has a few corners, and this runs for every tracked object per plan."""
+    pts = [(float(x), float(y)) for x, y in np.asarray(outline, np.float64).reshape(-1, 2).tolist()]
+    top, bottom = math.ceil(min(p[1] for p in pts)), math.floor(max(p[1] for p in pts))
+    rows = max(1, min(rows, (bottom - top) // MIN_BOX_SIDE))
+    edges = [top + (bottom - top) * k // rows for k in range(rows + 1)]
+    out: list[tuple[int, int, int, int]] = []
+    for y0, y1 in zip(edges[:-1], edges[1:], strict=True):
+        a, b = _row_span(pts, y0), _row_span(pts, y1)
+        if a is None or b is None:
+            continue
+        box = clip_box(math.ceil(max(a[0], b[0])), y0, math.floor(min(a[1], b[1])), y1, width, height)
+        if box is not None and out and out[-1][3] == box[1] and (out[-1][0], out[-1][2]) == (box[0], box[2]):
+            box, out = (box[0], out[-1][1], box[2], box[3]), out[:-1]  # one box for bands of the same columns
+        if box is not None:
+            out.append(box)
+    return out
+
+
+def seen_region(outline: np.ndarray, pts: np.ndarray, grow: float = 1.5) -> np.ndarray:
+    """The part of a convex ``outline`` ((N, 2)) where a tracked object's points ``pts`` ((k, 2)) are: their
+    convex hull grown by ``grow`` about its centre (the points keep off the object's border), cut to the
+    outline; the outline itself with fewer than 3 points. Where another object covers part of the tracked one
+    the tracked points there are lost, so this leaves the covering object out."""
+    q = np.asarray(outline, np.float32).reshape(-1, 2)
+    p = np.asarray(pts, np.float32).reshape(-1, 2)
+    if len(p) < 3:
+        return q
+    hull = cv2.convexHull(p).reshape(-1, 2)
+    c = hull.mean(axis=0)
+    area, inter = cv2.intersectConvexConvex(q, (c + grow * (hull - c)).astype(np.float32))
+    return q if inter is None or area <= 0.0 else inter.reshape(-1, 2)
 
 
 def points_box(

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import resolve_backend
-from objrec.boxes import outline_box
+from objrec.boxes import outline_box, seen_region
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.second_chance import GuidedStage
@@ -273,6 +273,8 @@ class Recognizer:
         turn = state.budget_ms is not None and self.frames % 2 == 1 and tracker.confirmation_due(self.frames)
         if not turn:
             self._detect(state, sched)
+        else:
+            turn_tiles(self, state, sched)
         if self.adapter is not None and self.adapter.safety_due():
             self.looks.safety(state, sched, self.adapter)
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
@@ -296,7 +298,7 @@ class Recognizer:
             return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
         proposals = propose(self, state, sched)
         args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)
-        plan = state.plan = sched.run("plan", self.planner.plan, *args, tracker.outlines(), mandatory=True)
+        plan = state.plan = sched.run("plan", self.planner.plan, *args, seen_outlines(tracker), mandatory=True)
         sched.record(plan.skipped)
         if plan.empty:
             return
@@ -377,24 +379,45 @@ def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, p
         size=plan_work(plan), mandatory=True, stage=f"features_{rec.primary}",
     )  # fmt: skip
     rec.planner.observe(plan, len(feats))
-    rec.planner.advance(plan)
-    outlines = rec.tracker.outlines()
+    rec.planner.rounds.advance(plan)
+    outlines = seen_outlines(rec.tracker)
     return sched.run("explained", unexplained, feats, outlines, size=len(feats), mandatory=True)
 
 
-def more_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler, proposals: Regions, step: int) -> None:
-    """The time ``rec``'s search of a frame leaves goes to the sweep's next tiles, one after another while the
-    next is predicted to fit with the mandatory units after it (``SearchPlanner.next_tile``; their
-    verification is optional): a frame's search plans for the typical tail, so most frames end with room."""
+def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> None:
+    """A frame given to the tracks (their realignment and confirmation) searches the sweep's next tiles in the
+    time those leave them (:meth:`~objrec.realtime.searches.SecondLooks.turn_reserve`), the whole tiles, as
+    after a search."""
+    if not rec.tracker.tracks or not rec.planner.sweep:
+        return
+    reserve = rec.looks.turn_reserve(state, sched, rec.tracker, rec.frames)
+    h, w = state.shape
+    more_tiles(rec, state, sched, Regions.full(w, h), rec.planner.rounds.step, reserve)
+
+
+def more_tiles(
+    rec: Recognizer, state: FrameState, sched: FrameScheduler, proposals: Regions, step: int, reserve: float = 0.0
+) -> None:
+    """The time ``rec``'s search of a frame leaves (less ``reserve`` ms for later units) goes to the sweep's next
+    tiles, one after another while the next is predicted to fit with the mandatory units after it
+    (``SearchPlanner.next_tile``; their verification is optional): a frame's search plans for the typical
+    tail, so most frames end with room."""
     tracker = rec.tracker
     for _ in range(MAX_EXTRA_TILES):
-        plan = rec.planner.next_tile(state.shape, proposals, sched, step, tracker.outlines())
+        plan = rec.planner.next_tile(state.shape, proposals, sched, step, seen_outlines(tracker), reserve)
         if plan is None:
             return
         feats = search_features(rec, state, sched, plan)
         candidates = tracker.prioritise(rec._match(feats, sched))
         rec.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)
         rec.guided.run(state.verdicts, rec.matchers[rec.primary], feats, sched)
+
+
+def seen_outlines(tracker: Any) -> list[np.ndarray]:
+    """The parts of the tracked objects' outlines where their points are (:func:`~objrec.boxes.seen_region`):
+    what the search leaves out and the features it drops as explained. An object in front of a tracked one
+    is then still looked for."""
+    return [seen_region(t.corners, t.pts) for t in tracker.tracks]
 
 
 def by_object(detections: list[Detection], lost: list[LostTrack]) -> tuple[list[Detection], list[LostTrack]]:

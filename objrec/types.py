@@ -195,8 +195,7 @@ class Regions:
     boxes : (N, 4) int32
         ``(x0, y0, x1, y1)`` in pixels, x1/y1 exclusive.
     scores : (N,) float32
-        Prefilter score of each box (higher is more likely to hold an object).
-    """
+        Prefilter score of each box (higher is more likely to hold an object)."""
 
     boxes: np.ndarray
     scores: np.ndarray
@@ -263,6 +262,8 @@ class SearchPlan:
         SURF's first-octave sampling step (see :class:`~objrec.features.SURF`; other detectors ignore it).
     skipped : tuple of SkipRecord
         What the plan leaves out of the frame (regions beyond the count, full resolution, fine sampling).
+    crop : tuple of int or None
+        ``(x0, y0, x1, y1)``: a sweep tile, extracted alone (``regions`` inside it) with no margin around it.
     """
 
     regions: Regions | None
@@ -271,6 +272,7 @@ class SearchPlan:
     pixels: int = 0
     sample_step: int = 1
     skipped: tuple[SkipRecord, ...] = ()
+    crop: tuple[int, int, int, int] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.scale <= 1.0:
@@ -582,10 +584,8 @@ class FrameResult:
 
 
 class Failure:
-    """A falsy value that carries why an estimation failed (scikit-image's ``FailedEstimation`` idea).
-
-    ``reason`` is a short machine-readable code (e.g. ``"too_few_matches"``), ``detail`` a sentence.
-    """
+    """A falsy value that carries why an estimation failed (scikit-image's ``FailedEstimation`` idea):
+    ``reason`` is a short machine-readable code (e.g. ``"too_few_matches"``), ``detail`` a sentence."""
 
     __slots__ = ("reason", "detail")
 

@@ -15,6 +15,7 @@ import cv2
 import numpy as np
 
 from objrec.backend import get_array_module, is_device_array, resolve_backend, to_device
+from objrec.boxes import union_area
 from objrec.types import Features, Regions, SearchPlan
 
 __all__ = ["FeatureStage", "FrameImage", "detector_kinds", "KIND_ORDER"]
@@ -137,6 +138,8 @@ class FeatureStage:
         if plan.empty:
             return Features.empty(det.descriptor_size, kind)
         img = image.array()
+        if plan.crop is not None:
+            return self._extract_in_crop(det, self._boxes_native[kind], img, plan, kw)
         if plan.regions is not None and self._boxes_native[kind]:
             return self._extract_within(det, img, plan.regions, plan.scale, kw)
         if plan.regions is None:
@@ -183,6 +186,26 @@ class FeatureStage:
         crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
         inside = Regions(b - np.array([x0, y0, x0, y0], b.dtype), regions.scores)
         f = cls._extract_frame(det, crop, inside, scale, kw)
+        return f.shifted(x0, y0) if len(f) else f
+
+    @classmethod
+    def _extract_in_crop(cls, det: Any, native: bool, img: Any, plan: SearchPlan, kw: dict) -> Features:
+        """``plan.regions`` searched in ``plan.crop`` alone: the whole crop where they cover it, else the regions
+        (by the detector itself where it restricts its own work, one crop each otherwise)."""
+        x0, y0, x1, y1 = plan.crop  # type: ignore[misc]
+        xp = get_array_module(img)
+        crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
+        regions = plan.regions
+        if regions is not None:
+            inside = Regions(regions.boxes - np.array([x0, y0, x0, y0], regions.boxes.dtype), regions.scores)
+            whole = union_area(inside, crop.shape[:2]) >= crop.shape[0] * crop.shape[1]
+            regions = None if whole else inside
+        if regions is not None and not native:
+            parts = [cls._extract_crop(det, crop, box, plan.scale, kw) for box in regions.boxes.tolist()]
+            parts = [p for p in parts if len(p)]
+            f = Features.concatenate(parts) if parts else Features.empty(det.descriptor_size, det.kind)
+        else:
+            f = cls._extract_frame(det, crop, regions, plan.scale, kw)
         return f.shifted(x0, y0) if len(f) else f
 
     @staticmethod

@@ -9,13 +9,13 @@ prefilter, and the escalation of the secondary detector to an unsure box. It rea
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
-from objrec.boxes import clip_boxes, outline_box, subtract_boxes, union_area
+from objrec.boxes import inner_boxes, subtract_boxes, union_area
 from objrec.realtime.degrade import SCALE_LEVELS, DegradeController, fit_scale
+from objrec.realtime.sweep import COARSE_SUBJECT, COARSE_SWEEP_SCALE, SWEEP_GRIDS, Sweep, largest_tile, sweep_tiles
 from objrec.types import Regions, SearchPlan, SkipRecord
 
 __all__ = [
@@ -40,44 +40,6 @@ def plan_work(plan: SearchPlan) -> float:
     return plan.pixels * plan.scale * plan.scale * (COARSE_SAMPLING_COST if plan.sample_step == 2 else 1.0)
 
 
-#: The sweep's grids (columns, rows), coarsest first.
-SWEEP_GRIDS = ((2, 1), (2, 2), (3, 2), (3, 3), (4, 3))
-#: Tiles of the sweep overlap by this share of the frame's width (columns) and height (rows).
-SWEEP_OVERLAP = 0.15
-
-
-@functools.lru_cache(maxsize=64)
-def sweep_tiles(w: int, h: int, cols: int, rows: int) -> tuple[tuple[int, int, int, int], ...]:
-    """The tiles of a ``cols`` x ``rows`` grid over a ``w`` x ``h`` frame, each grown by half the overlap per
-    side (clipped), in reading order. A stream's frames keep their size, so each grid is made once."""
-    ox, oy = SWEEP_OVERLAP * w / 2, SWEEP_OVERLAP * h / 2
-    out = []
-    for r in range(rows):
-        for c in range(cols):
-            x0, x1 = w * c / cols - ox, w * (c + 1) / cols + ox
-            y0, y1 = h * r / rows - oy, h * (r + 1) / rows + oy
-            out.append((max(0, int(x0)), max(0, int(y0)), min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1)))))
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=64)
-def _largest_tile(w: int, h: int, cols: int, rows: int) -> int:
-    """The pixels of the largest tile of :func:`sweep_tiles`."""
-    return max((t[2] - t[0]) * (t[3] - t[1]) for t in sweep_tiles(w, h, cols, rows))
-
-
-def _in_tile(
-    windows: Regions, proposals: Regions, tile: tuple[int, int, int, int], shape: tuple[int, int]
-) -> tuple[Regions, float]:
-    """What the sweep searches in ``tile``: the ``windows`` and the ``proposals`` clipped to the tile (the whole
-    tile when both are none), and the pixels they cover."""
-    keep, clipped = clip_boxes(proposals.boxes, tile)
-    part = windows.concat(Regions(clipped, proposals.scores[keep]))
-    if not len(part):  # nothing proposed in the tile: the sweep searches all of it
-        part = Regions.from_boxes([tile])
-    return part, union_area(part, shape)
-
-
 #: Under a budget, an escalation searches its box at a resolution that keeps at least this many pixels
 #: (about 160 a side, twice that in SIFT's first octave, which doubles its input): the bound a track's
 #: confirmation keeps too (``objrec.realtime.searches.CONFIRM_PIXELS``).
@@ -88,8 +50,9 @@ FIRST_VERIFY_MATCHES = 100
 
 
 def _less_tracked(proposals: Regions, tracked: Any, w: int, h: int) -> Regions:
-    """``proposals`` less the bounding boxes of the ``tracked`` outlines."""
-    holes = [b for b in (outline_box(np.asarray(q), 0.0, w, h) for q in tracked) if b is not None]
+    """``proposals`` less the insides of the ``tracked`` outlines (a few boxes each, :func:`inner_boxes`): a
+    rotated object's bounding box holds much of its neighbours, which the search must still see."""
+    holes = [b for q in tracked for b in inner_boxes(np.asarray(q), w, h)]
     if not holes or not len(proposals):
         return proposals
     pieces, parent = subtract_boxes(proposals.boxes, holes)
@@ -143,10 +106,10 @@ class SearchPlanner:
         or the cost model predicts that step 1 does not fit; resolution drops only after that (coarser
         sampling keeps the objects' large and medium scales, a lower resolution loses the small objects).
     sweep : bool
-        Under a budget, when the search would otherwise drop below ``min_sweep_scale``, search one tile of
-        a grid over the frame per frame instead (the tiles in turn, so the whole frame is swept every few
-        frames at full resolution; tracking windows are searched in every frame). Off, every frame's plan
-        covers all of the search by itself and owes nothing to the frames before (no tracking).
+        Under a budget, when the search would otherwise drop below ``min_sweep_scale``, search one part of
+        the sweep per frame instead (:mod:`objrec.realtime.sweep`: tiles in turn, and the whole frame at a low
+        resolution between them; tracking windows are searched in every frame). Off, every frame's plan covers
+        all of the search by itself and owes nothing to the frames before (no tracking).
     min_sweep_scale : float
         The resolution below which the sweep takes over.
     """
@@ -176,8 +139,8 @@ class SearchPlanner:
         self._density: dict[int, float] = {}  # keypoints per extracted pixel, per sampling step
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
-        self._tile = 0  # the sweep's next tile
-        self._grid: tuple[int, int] | None = None  # the grid of the sweep's round under way
+        self.rounds = Sweep(min_sweep_scale)  # where the sweep stands
+        self.swept = SkipRecord("region", "sweep", "")  # the record of the sweep's last part planned
         # The cost-model size of the round's largest tile at the last plan's scale and step; 0 when the last plan
         # searched no tile of the sweep.
         self._tile_work = 0.0
@@ -228,6 +191,7 @@ class SearchPlanner:
         step = fixed or (2 if sched.budget_ms is not None and degrade.level else 1)
         scale = level.scale
         self._tile_work = 0.0
+        crop = None
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
             cost = sched.cost
             left, margin = self._left(sched, cap, pixels, step)
@@ -237,22 +201,14 @@ class SearchPlanner:
             work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
             if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
-                # Tiles at the fine step first: what a sweep finds is followed for many frames with the
-                # accuracy it was found at; the coarse step only when the smallest tile does not fit.
-                for tile_step in sorted({fixed or 1, step}):
-                    swept = self._sweep_tile(boxes, len(windows), (h, w), sched, cap, tile_step, level)
-                    if swept[2] >= self.min_sweep_scale:
-                        break
-                regions, pixels, scale, tile = swept
-                step = tile_step
-                largest = _largest_tile(w, h, *self._grid)  # type: ignore[misc]
-                self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=step))
-                skipped.append(SkipRecord("region", "sweep", tile))
+                args = (boxes, len(windows), (h, w), sched, cap, sorted({fixed or 1, step}), level.scale)
+                regions, pixels, scale, step, crop = self._sweep_part(*args)
+                skipped.append(self.swept)
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
-        return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped))
+        return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop)
 
     def _fitting_windows(self, windows: Regions, shape: tuple[int, int], sched: Any) -> tuple[Regions, int]:
         """The most recent of the ``windows`` (first ones) whose union, searched at the lowest resolution and the
@@ -273,57 +229,69 @@ class SearchPlanner:
                 return windows[:k], len(windows) - k
         return windows[:1], len(windows) - 1
 
-    def _sweep_tile(
-        self, boxes: Regions, n_windows: int, shape: tuple[int, int], sched: Any, cap: int | None, step: int, level: Any
-    ) -> tuple[Regions | None, float, float, str]:
-        """The windows plus this frame's tile of the sweep: the coarsest grid of :data:`SWEEP_GRIDS` whose
-        largest tile (with the windows) fits at ``min_sweep_scale`` or better (the finest otherwise), so that
-        one grid serves a whole round while the time left holds; tiles overlap by :data:`SWEEP_OVERLAP` of
-        the frame, so an object of that size lies whole in one."""
+    def _sweep_part(
+        self,
+        boxes: Regions,
+        n_windows: int,
+        shape: tuple[int, int],
+        sched: Any,
+        cap: int | None,
+        steps: list[int],
+        top: float,
+    ) -> tuple[Regions | None, float, float, int, tuple[int, int, int, int] | None]:
+        """This frame's part of the sweep (:class:`~objrec.realtime.sweep.Sweep`): the coarse pass over ``boxes``
+        when it is due and fits, else the windows plus the round's next tile at a resolution up to ``top``, at
+        the finer of ``steps`` first (what a sweep finds is followed for many frames with the accuracy it was found at;
+        the coarse step only when the tile does not fit). Returns the regions, pixels, scale, step and crop;
+        the part's record is :attr:`swept`."""
         h, w = shape
-        windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
-        win_px = union_area(windows, (h, w))
-        for cols, rows in SWEEP_GRIDS:
-            tiles = sweep_tiles(w, h, cols, rows)
-            largest = _largest_tile(w, h, cols, rows)
-            if min(level.scale, self._fitting_scale(sched, cap, largest + win_px, step)) >= self.min_sweep_scale:
+        rounds = self.rounds
+        pixels = union_area(boxes, shape)
+        regions: Regions | None = boxes
+        if pixels > self.whole_frame_fraction * h * w:
+            regions, pixels = None, h * w
+        coarse = rounds.coarse_step(self, sched, cap, pixels, steps)
+        if coarse is not None:
+            rounds.step, s = coarse, COARSE_SWEEP_SCALE
+            self._tile_work = plan_work(SearchPlan(None, s, pixels=int(pixels), sample_step=coarse))
+            self.swept = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
+            return regions, pixels, s, coarse, None
+        for tile_step in steps:
+            part, pixels, scale, subject, crop = rounds.tile(self, boxes, n_windows, shape, sched, cap, tile_step, top)
+            if scale >= self.min_sweep_scale:
                 break
-        self._grid = (cols, rows)
-        tile = tiles[self._tile % len(tiles)]
-        proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
-        part, pixels = _in_tile(windows, proposed, tile, (h, w))
-        scale = min(level.scale, self._fitting_scale(sched, cap, pixels, step))
-        return part, pixels, scale, f"tile {tile} of {cols}x{rows}"
+        rounds.step = tile_step
+        largest = largest_tile(w, h, *rounds.grid)  # type: ignore[misc]
+        self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))
+        self.swept = SkipRecord("region", "sweep", subject)
+        return part, pixels, scale, tile_step, crop
 
     def next_tile(
-        self, shape: tuple[int, int], proposals: Regions, sched: Any, step: int, tracked: Any = ()
+        self, shape: tuple[int, int], proposals: Regions, sched: Any, step: int, tracked: Any = (), reserve: float = 0.0
     ) -> SearchPlan | None:
-        """The sweep's next tile as a plan of its own, for the time a frame has left once its search is done, at
-        the largest resolution predicted to fit at sampling ``step`` with the mandatory units after it (its
-        verification is optional, as every verification after the frame's first); None when it fits at none
-        (or there is no sweep under way). The tile keeps the round's grid; ``proposals`` (less the boxes of
-        the ``tracked`` outlines) are clipped to it, or it is searched whole where there are none."""
-        if not self.sweep or self._grid is None or sched.budget_ms is None:
+        """The sweep's next part as a plan of its own (:meth:`~objrec.realtime.sweep.Sweep.next_plan`) for the
+        time a frame has left once its search is done, less ``reserve``: ``proposals`` less the boxes inside
+        the ``tracked`` outlines; None without a sweep under way or when it does not fit."""
+        if not self.sweep or sched.budget_ms is None:
             return None
         h, w = shape[:2]
-        tile = sweep_tiles(w, h, *self._grid)[self._tile % (self._grid[0] * self._grid[1])]
-        part, pixels = _in_tile(Regions.empty(), _less_tracked(proposals, tracked, w, h), tile, (h, w))
-        cap = self.frame_cap(sched)
-        left, margin = self._left(sched, cap, pixels, step, verify=False)  # its verification is optional
-        work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
-        scale = fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left)
-        if sched.cost.expected(self.stage, work * scale * scale) + margin > left:
-            return None
-        cols, rows = self._grid
-        skipped = (SkipRecord("region", "sweep", f"tile {tile} of {cols}x{rows}"),)
-        return SearchPlan(part, scale, cap, int(pixels), step, skipped)
+        rest = _less_tracked(proposals, tracked, w, h)
+        return self.rounds.next_plan(self, (h, w), rest, sched, self.frame_cap(sched), step, reserve)
+
+    def fits(self, sched: Any, cap: int | None, pixels: float, scale: float, step: int, **kw: Any) -> bool:
+        """Whether extracting ``pixels`` at ``scale`` and ``step`` is predicted to fit the time left less
+        ``reserve`` (keyword, default 0), with the mandatory units after it (``verify``, default True: a first
+        verification among them)."""
+        verify, reserve = kw.get("verify", True), kw.get("reserve", 0.0)
+        left, margin = self._left(sched, cap, pixels * scale * scale, step, verify)
+        work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
+        return sched.cost.expected(self.stage, work) + margin <= left - reserve
 
     def prefilter_pays(self, sched: Any) -> bool:
-        """Whether the prefilter is worth running before this frame's plan: always, except while the sweep is
-        under way under a budget and the prefilter's typical time is at least the extraction time it could
-        save, the extraction of the largest tile of the round's grid (at the resolution and sampling step of
-        the last tile searched) less that of nothing. A tile is then cheaper to search whole than to
-        prefilter first; once the search no longer sweeps (the time left grows), the prefilter runs again."""
+        """Whether the prefilter is worth running before this frame's plan: always, except under a budget while
+        the sweep is under way and the prefilter's typical time is at least the extraction time it could save
+        (that of the sweep's last part, at its resolution and step, less that of nothing): the part is then
+        cheaper to search whole; once the search no longer sweeps, the prefilter runs again."""
         if not (self.sweep and self._tile_work > 0.0 and sched.budget_ms is not None):
             return True
         cost = sched.cost
@@ -332,16 +300,14 @@ class SearchPlanner:
         saving = cost.expected(self.stage, self._tile_work) - cost.expected(self.stage, 0.0)
         return cost.expected("prefilter") < saving
 
-    def _fitting_scale(self, sched: Any, cap: int | None, pixels: float, step: int) -> float:
-        """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left."""
-        left, margin = self._left(sched, cap, pixels, step)
+    def fitting_scale(
+        self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True, reserve: float = 0.0
+    ) -> float:
+        """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left
+        less ``reserve`` (the smallest when none does)."""
+        left, margin = self._left(sched, cap, pixels, step, verify)
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
-        return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left)
-
-    def advance(self, plan: SearchPlan) -> None:
-        """The sweep moves on to its next tile once a plan that searched one was carried out."""
-        if any(r.unit == "region" and r.reason == "sweep" for r in plan.skipped):
-            self._tile += 1
+        return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left - reserve)
 
     def frame_cap(self, sched: Any, share: float = 1.0) -> int | None:
         """The feature cap of a search under the frame's budget (None without a budget or a cap)."""

@@ -107,6 +107,25 @@ class SecondLooks:
                 self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
                 self.guided.run(verdicts, self.matchers[kind], out[0], sched)
 
+    def turn_reserve(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> float:
+        """What a frame given to the tracks keeps for their realignment and confirmation due: each one's
+        predicted time (the high quantile, sized as :meth:`realign` and :meth:`confirm` size them) where it
+        fits the time left after the one before, as the scheduler will admit them; none where it does not."""
+        units, (h, w) = [], state.shape
+        t = due(tracker, frame)
+        if t is not None:
+            units.append(("realign", float(cv2.contourArea(np.asarray(t.corners, np.float32)))))
+        t = tracker.confirmation_due(frame)
+        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+        if box is not None:
+            units.append(("confirm", float(min((box[2] - box[0]) * (box[3] - box[1]), CONFIRM_PIXELS))))
+        ms, left = 0.0, sched.remaining()
+        for stage, size in units:
+            p = sched.cost.predict(stage, size)
+            if p <= left - ms:
+                ms += p
+        return ms
+
     def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
         """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
         in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it

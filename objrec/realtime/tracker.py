@@ -526,7 +526,7 @@ def anchor_track(
 
 
 def unexplained(feats: Features, outlines: list[np.ndarray]) -> Features:
-    """``feats`` less those inside any of the ``outlines`` ((4, 2) convex quadrilaterals): what the tracked
+    """``feats`` less those inside any of the ``outlines`` ((N, 2) convex polygons): what the tracked
     objects do not already explain, for retrieval and matching to look for other objects in (a second copy of
     a tracked object among them)."""
     if not outlines or not len(feats):

@@ -8,7 +8,8 @@ import numpy as np
 
 from objrec.imageio import to_gray
 from objrec.realtime.guard import collect_in_slack
-from objrec.realtime.planner import SWEEP_GRIDS, SearchPlanner, plan_work, sweep_tiles
+from objrec.realtime.planner import SearchPlanner, plan_work
+from objrec.realtime.sweep import COARSE_SWEEP_SCALE, SWEEP_GRIDS, sweep_tiles
 from objrec.types import Regions, SearchPlan
 
 __all__ = ["warm_up", "ESCALATION_SHARES"]
@@ -67,16 +68,20 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
 
 
 def _sweep_tiles(recognizer: Any, image: Any, step: int | None) -> None:
-    """The primary extraction on one tile of each grid of the sweep (``SWEEP_GRIDS``) at sampling ``step``, each
-    a scheduler unit of a frame without a budget: the cost model learns the extraction across the sizes the
-    sweep asks it to predict, not at the whole frame's size alone (with objects tracked, a search predicted
-    not to fit is left out, so a prediction learned at one size only would never be corrected)."""
+    """The primary extraction on one tile of each grid of the sweep (``SWEEP_GRIDS``, searched as the sweep
+    searches them, each a crop of its own) and on the sweep's coarse pass at sampling ``step``, each a scheduler
+    unit of a frame without a budget: the cost model learns the extraction across the sizes the sweep asks it
+    to predict, not at the whole frame's size alone (with objects tracked, a search predicted not to fit is
+    left out, so a prediction learned at one size only would never be corrected)."""
     sched, primary = recognizer.scheduler, recognizer.primary
     h, w = image.host.shape[:2]
-    for cols, rows in SWEEP_GRIDS:
-        tile = sweep_tiles(w, h, cols, rows)[0]
-        px = (tile[2] - tile[0]) * (tile[3] - tile[1])
-        plan = SearchPlan(Regions.from_boxes([tile]), pixels=px, sample_step=step or 1)
+    tiles = [sweep_tiles(w, h, cols, rows)[0] for cols, rows in SWEEP_GRIDS]
+    plans = [
+        SearchPlan(Regions.from_boxes([t]), pixels=(t[2] - t[0]) * (t[3] - t[1]), sample_step=step or 1, crop=t)
+        for t in tiles
+    ]
+    plans.append(SearchPlan(None, COARSE_SWEEP_SCALE, pixels=w * h, sample_step=step or 1))
+    for plan in plans:
         sched.start(None, None)
         sched.run(
             "features", recognizer.features.extract, image, primary, plan,

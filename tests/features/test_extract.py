@@ -97,6 +97,26 @@ def test_sift_crops_are_shifted_into_the_frame(gray):
     assert np.all((got.xy >= [40, 30]) & (got.xy < [240, 200]))
 
 
+@pytest.mark.parametrize("kind", ["surf", "sift"])
+def test_a_plans_crop_is_searched_alone_and_shifted_into_the_frame(gray, kind):
+    """A plan with a crop (a tile of the sweep) gives the detector's own features of that crop and nothing
+    from around it, in frame pixels; regions inside the crop restrict the search as they do on a frame."""
+    stage = FeatureStage({kind: {"hessian_threshold": 400} if kind == "surf" else {}}, backend="cpu")
+    image = stage.frame_image(gray)
+    crop = (40, 30, 240, 200)
+    det = SURF(400, backend="cpu") if kind == "surf" else SIFT(backend="cpu")
+    alone = np.ascontiguousarray(gray[30:200, 40:240])
+    got = stage.extract(image, kind, SearchPlan(Regions.from_boxes([crop]), pixels=1, crop=crop))
+    ref = det.detect_and_compute(alone)
+    assert len(got) == len(ref) > 10
+    np.testing.assert_allclose(got.xy, ref.xy + np.float32([40, 30]))
+    np.testing.assert_array_equal(got.descriptors, ref.descriptors)
+    if kind == "surf":
+        part = SearchPlan(Regions.from_boxes([(60, 50, 180, 150)]), pixels=1, crop=crop)
+        ref = det.detect_and_compute(alone, regions=Regions.from_boxes([(20, 20, 140, 120)]))
+        np.testing.assert_allclose(stage.extract(image, kind, part).xy, ref.xy + np.float32([40, 30]))
+
+
 def test_lower_resolution_comes_back_in_full_resolution_pixels(gray):
     stage = FeatureStage({"surf": {"hessian_threshold": 400}}, backend="cpu")
     image = stage.frame_image(gray)

@@ -3,12 +3,20 @@ sampling step, then resolution, coarsened only when the cost model says the mand
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import union_area
+from objrec.boxes import regions_to_mask, union_area
 from objrec.realtime.degrade import DegradeController
-from objrec.realtime.planner import COARSE_SAMPLING_COST, ESCALATION_PIXELS, SearchPlanner, plan_work
+from objrec.realtime.planner import (
+    COARSE_SAMPLING_COST,
+    COARSE_SUBJECT,
+    COARSE_SWEEP_SCALE,
+    ESCALATION_PIXELS,
+    SearchPlanner,
+    plan_work,
+)
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
 from objrec.types import Regions
 
@@ -89,29 +97,67 @@ def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
     assert no_budget.sample_step == 1 and no_budget.scale == 1.0
 
 
-def test_sweep_searches_one_full_resolution_tile_per_frame_and_covers_the_frame():
-    """With the sweep on and a learned cost of 1 ms per 2000 px, a 33 ms budget fits neither the whole frame
-    nor it at a usable resolution: each plan is one tile of a grid at full resolution and the fine step, the
-    tiles move on once carried out, and over one round they cover the frame (overlapping)."""
-    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
-    covered = np.zeros((480, 640), bool)
-    tiles = []
-    for _ in range(12):
+def _swept(planner, n, ms_per_px=1 / 2000.0, shape=(480, 640), tracked=()):
+    """``n`` plans of ``planner`` in frames of ``shape``, each with a fresh 33 ms budget and an extraction cost of
+    ``ms_per_px`` ms per pixel of work, each carried out (advanced) after it was made."""
+    plans = []
+    for _ in range(n):
         sched = _sched(33.0)
         for px in (1e4, 2e4, 4e4):
-            sched.cost.observe("features_surf", px, px / 2000.0)
-        plan = planner.plan((480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(33.0), sched)
+            sched.cost.observe("features_surf", px, px * ms_per_px)
+        h, w = shape
+        plan = planner.plan(shape, Regions.empty(), Regions.full(w, h), DegradeController(33.0), sched, tracked=tracked)
+        plans.append(plan)
+        planner.rounds.advance(plan)
+    return plans
+
+
+def test_sweep_takes_turns_between_full_resolution_tiles_and_a_coarse_pass_of_the_frame():
+    """With the sweep on and a learned cost of 1 ms per 2000 px, a 33 ms budget fits neither the whole frame
+    nor it at a usable resolution. The plans then take turns: one tile of a grid at full resolution and the
+    fine step, searched as a crop of its own, then the whole frame at the coarse pass's resolution (an object
+    larger than the tiles' overlap seldom lies whole in one tile). Over one round the tiles cover the frame,
+    and the next round repeats them in the same order."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    plans = _swept(planner, 24)
+    tiles, coarse = plans[0::2], plans[1::2]
+    covered = np.zeros((480, 640), bool)
+    boxes = []
+    for plan in tiles:
         assert plan.scale == 1.0 and plan.sample_step == 1
         assert plan.pixels < 66_000  # predicted to fit
-        sweep = [r for r in plan.skipped if r.unit == "region" and r.reason == "sweep"]
-        assert len(sweep) == 1
+        assert [r.subject.startswith("tile") for r in plan.skipped if r.reason == "sweep"] == [True]
         ((x0, y0, x1, y1),) = plan.regions.boxes.tolist()
+        assert plan.crop == (x0, y0, x1, y1)
         covered[y0:y1, x0:x1] = True
-        tiles.append((x0, y0, x1, y1))
-        planner.advance(plan)
+        boxes.append((x0, y0, x1, y1))
     assert covered.all()
-    n = len(set(tiles))
-    assert tiles[:n] == tiles[n : 2 * n] or 2 * n > len(tiles)  # the round repeats in the same order
+    n = len(set(boxes))
+    assert boxes[:n] == boxes[n : 2 * n] or 2 * n > len(boxes)  # the round repeats in the same order
+    for plan in coarse:
+        assert plan.regions is None and plan.scale == COARSE_SWEEP_SCALE and plan.crop is None
+        subjects = [r.subject for r in plan.skipped if r.reason == "sweep"]
+        assert subjects == [f"{COARSE_SUBJECT} at {COARSE_SWEEP_SCALE:g}"]
+
+
+def test_without_room_for_the_coarse_pass_the_sweep_searches_tiles_only():
+    """At 1 ms per 500 px the coarse pass (the frame at half resolution, even at the coarse step) is predicted
+    at over 40 ms: it never fits a 33 ms frame, and every plan searches the next tile."""
+    plans = _swept(SearchPlanner("surf", feature_cap=1500, sweep=True), 8, ms_per_px=1 / 500.0)
+    for plan in plans:
+        assert [r.subject.startswith("tile") for r in plan.skipped if r.reason == "sweep"] == [True]
+    assert len({tuple(p.regions.boxes[0].tolist()) for p in plans}) == 8  # one new tile per frame
+
+
+def test_a_round_of_the_sweep_keeps_its_grid_when_the_time_left_changes():
+    """The grid is chosen when a round starts; a frame with more time left in the middle of the round still
+    searches that round's next tile (else the round would skip tiles and leave parts of the frame unseen)."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    first = _swept(planner, 2)[0]
+    grid = [r.subject for r in first.skipped if r.reason == "sweep"][0].split(" of ")[1]
+    roomy = _swept(planner, 2, ms_per_px=1 / 4000.0)[0]  # twice the room: a coarser grid would fit
+    assert [r.subject for r in roomy.skipped if r.reason == "sweep"][0].endswith(f" of {grid}")
+    assert roomy.regions.boxes.tolist() != first.regions.boxes.tolist()  # the round's next tile
 
 
 def test_tracked_boxes_are_cut_out_of_the_proposals():
@@ -126,6 +172,27 @@ def test_tracked_boxes_are_cut_out_of_the_proposals():
     for x0, y0, x1, y1 in plan.regions.boxes.tolist():
         mask[y0:y1, x0:x1] = True
     assert not mask[100:400, 100:500].any() and mask.sum() == 640 * 480 - 400 * 300
+
+
+def test_a_rotated_tracked_object_leaves_its_neighbours_in_the_search():
+    """A tracked object turned by 40 degrees: the search leaves out pixels inside its outline only, so the
+    corners of its bounding box, where a neighbouring object may lie, are still searched; most of the outline
+    is left out."""
+    outline = cv2.boxPoints(((320.0, 240.0), (300.0, 200.0), 40.0))
+    planner = SearchPlanner("surf", whole_frame_fraction=1.0)  # boxes, however much of the frame they cover
+    plan = planner.plan(
+        (480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(None), _sched(None), tracked=[outline]
+    )
+    searched = regions_to_mask(plan.regions.boxes, (480, 640))
+    inside = np.zeros((480, 640), np.uint8)
+    cv2.fillConvexPoly(inside, np.round(outline).astype(np.int32), 1)
+    inside = inside.astype(bool)
+    x0, y0 = np.floor(outline.min(axis=0)).astype(int)
+    x1, y1 = np.ceil(outline.max(axis=0)).astype(int)
+    in_box = np.zeros_like(inside)
+    in_box[y0:y1, x0:x1] = True
+    assert searched[in_box & ~inside].mean() > 0.9  # the box's corners outside the outline
+    assert searched[inside].mean() < 0.5
 
 
 def _escalation_sched(budget, used_ms):
@@ -177,7 +244,7 @@ def test_a_sweep_tile_without_proposals_is_searched_whole_and_costed_at_its_pixe
         assert plan.pixels == union_area(plan.regions, (480, 640)) > 0
         ((x0, y0, x1, y1),) = plan.regions.boxes.tolist() if len(plan.regions) == 1 else ((0, 0, 0, 0),)
         whole_tiles += x1 <= 320 and y1 <= 240 and x1 > 0
-        planner.advance(plan)
+        planner.rounds.advance(plan)
     assert whole_tiles >= 1
 
 
@@ -217,3 +284,19 @@ def test_windows_beyond_what_fits_wait_and_the_most_recent_are_searched():
     ]
     free = SearchPlanner("surf").plan((720, 1280), windows, Regions.empty(), DegradeController(None), _sched(None))
     assert free.pixels == 6 * 300 * 300 and not [r for r in free.skipped if r.unit == "window"]
+
+
+def test_the_next_tile_keeps_the_reserve_for_units_after_it():
+    """A frame's extra tile of the sweep is planned only when it fits the time left less what later units were
+    given (``reserve``): the same frame with 20 ms kept for them gets none."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    _swept(planner, 2)  # a round under way (a tile, then the coarse pass): a tile is due next
+    sched = _sched(33.0)
+    for px in (1e4, 2e4, 4e4):
+        sched.cost.observe("features_surf", px, px / 2000.0)
+    full = Regions.full(640, 480)
+    plan = planner.next_tile((480, 640), full, sched, 1)
+    assert plan is not None and plan.crop is not None
+    cost = sched.cost.expected("features_surf", plan_work(plan))
+    assert 33.0 - 20.0 < cost  # does not fit with 20 ms kept
+    assert planner.next_tile((480, 640), full, sched, 1, reserve=20.0) is None

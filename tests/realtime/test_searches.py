@@ -163,3 +163,37 @@ def test_a_confirmation_left_out_for_the_budget_runs_again_on_its_typical_time()
         assert len(stage.boxes) == int(ran)
         assert [r.unit for r in sched.skipped if r.unit == "confirm"] == ([] if ran else ["confirm"])
     assert tracker.postponed == RELEARN_AFTER
+
+
+class _DueTracker(_OneTrack):
+    """One track due for both realignment and confirmation (for :meth:`SecondLooks.turn_reserve`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.track.realigned = -1
+        self.tracks = [self.track]
+        self.enabled, self.templates = True, {}
+        self.params = type("P", (), {"realign_every": 5})()
+
+    def confirmation_due(self, frame):
+        return self.track
+
+
+@pytest.mark.parametrize("room, held", [(30.0, "both"), (7.0, "realign"), (3.0, "none")])
+def test_a_frame_given_to_the_tracks_keeps_what_their_units_are_predicted_to_take(room, held):
+    """The realignment (5 ms for this outline) and the confirmation (8 ms) are kept their predicted times where
+    each fits the time left after the one before, as the scheduler will admit them; nothing is kept for a unit
+    that will not run."""
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 33.0)
+    tracker = _DueTracker()
+    looks = SecondLooks(_BoxStage(), {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], [])
+    clock = FakeClock()
+    sched = FrameScheduler(33.0, CostModel(min_samples=3, quantile=0.5), clock, safety_ms=0.0)
+    area = 150.0 * 180.0  # the outline of _OneTrack
+    for _ in range(3):
+        sched.cost.observe("realign", area, 5.0)
+        sched.cost.observe("confirm", 25_000, 8.0)
+    sched.start()
+    clock.advance(33.0 - room)
+    want = {"both": 13.0, "realign": 5.0, "none": 0.0}[held]
+    assert looks.turn_reserve(state, sched, tracker, 10) == pytest.approx(want, abs=1e-6)

@@ -6,7 +6,15 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import map_points, model_corners, regions_to_mask, subtract_boxes, union_area
+from objrec.boxes import (
+    inner_boxes,
+    map_points,
+    model_corners,
+    regions_to_mask,
+    seen_region,
+    subtract_boxes,
+    union_area,
+)
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.flow import FlowParams, PointFlow
 from objrec.realtime.tracker import Tracker, TrackParams, fit_homography, unexplained
@@ -216,6 +224,44 @@ def test_subtracted_boxes_cover_exactly_the_box_less_the_holes():
         want = regions_to_mask(boxes, (310, 310)) & ~regions_to_mask(np.array(holes), (310, 310))
         assert (regions_to_mask(pieces, (310, 310)) == want).all()
         assert len(parent) == len(pieces) and all(0 <= i < len(boxes) for i in parent)
+
+
+def test_inner_boxes_lie_inside_a_convex_outline_and_cover_most_of_it():
+    """Against the outline rasterised by OpenCV: random convex quadrilaterals (homographies of a rectangle)
+    and rotated rectangles, at least 100 px a side; every pixel of the boxes lies inside the outline (1 px
+    for the rounding), an upright rectangle is covered whole and a rotated one for the most part."""
+    rng = np.random.default_rng(7)
+    for k in range(200):
+        if k % 2:
+            c = np.array([200.0, 160.0]) + rng.uniform(-20, 20, 2)
+            w, h, a = rng.uniform(100, 250), rng.uniform(100, 200), rng.uniform(0, 180)
+            q = cv2.boxPoints(((float(c[0]), float(c[1])), (w, h), a))
+        else:
+            q = model_corners(200, 150) + np.array([100, 80]) + rng.uniform(-25, 25, (4, 2))
+        inside = np.zeros((H, W), np.uint8)
+        cv2.fillConvexPoly(inside, np.round(q).astype(np.int32), 1)
+        inside = cv2.dilate(inside, np.ones((3, 3), np.uint8)).astype(bool)  # the rounding's pixel
+        boxes = inner_boxes(q, W, H)
+        mask = regions_to_mask(np.array(boxes).reshape(-1, 4), (H, W))
+        assert not (mask & ~inside).any()
+        assert mask.sum() >= 0.5 * cv2.contourArea(q.astype(np.float32))
+    upright = model_corners(200, 100) + np.array([50, 60])
+    assert inner_boxes(upright, W, H) == [(50, 60, 250, 160)]
+
+
+def test_the_seen_region_of_a_partly_covered_track_leaves_the_cover_out():
+    """Points spread over a whole object give most of its outline; points over its left half only (another object
+    covers the right half, where the points were lost) give a region that keeps to the left, within the
+    outline."""
+    q = model_corners(200, 100) + np.array([100, 100])
+    rng = np.random.default_rng(2)
+    everywhere = rng.uniform([112, 106], [288, 194], (24, 2))
+    full = seen_region(q, everywhere)
+    assert cv2.contourArea(full.astype(np.float32)) >= 0.9 * 200 * 100
+    left = seen_region(q, everywhere[everywhere[:, 0] < 190])
+    assert left[:, 0].max() < 240 and left[:, 0].min() >= 100 - 1e-3
+    assert cv2.contourArea(left.astype(np.float32)) < 0.7 * 200 * 100
+    np.testing.assert_array_equal(seen_region(q, everywhere[:2]), q.astype(np.float32))
 
 
 def test_union_area_counts_the_pixels_a_mask_of_the_boxes_covers():

@@ -1,0 +1,179 @@
+"""The sweep: under a budget too tight for the whole frame, the search for new objects covers it over frames.
+
+Each frame searches one part of the sweep as a plan of its own, in turn: a tile of a grid over the frame at
+full detail (the grid chosen as a round of tiles starts, the coarsest whose tiles fit), then the coarse pass,
+the whole frame at :data:`COARSE_SWEEP_SCALE`, when it fits. A tile finds an object no larger than the tiles'
+overlap at full detail; an object larger than that seldom lies whole in one tile, and its parts rarely hold
+enough matches, while the coarse pass sees it whole where it still spans many pixels. A frame at half
+resolution and the coarse sampling step costs about as much as one tile.
+
+The sweep keeps its place from frame to frame; the :class:`~objrec.realtime.planner.SearchPlanner` asks it
+for each frame's part and prices the part with its cost model (``planner.fitting_scale``, ``planner.fits``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from objrec.boxes import clip_boxes, union_area
+from objrec.types import Regions, SearchPlan, SkipRecord
+
+__all__ = ["Sweep", "sweep_tiles", "SWEEP_GRIDS", "SWEEP_OVERLAP", "COARSE_SWEEP_SCALE", "COARSE_SUBJECT"]
+
+#: The sweep's grids (columns, rows), coarsest first.
+SWEEP_GRIDS = ((2, 1), (2, 2), (3, 2), (3, 3), (4, 3))
+#: Tiles of the sweep overlap by this share of the frame's width (columns) and height (rows).
+SWEEP_OVERLAP = 0.15
+#: The resolution of the sweep's coarse pass over the whole frame.
+COARSE_SWEEP_SCALE = 0.5
+#: The subject of the coarse pass's record (a tile's names the tile and its grid).
+COARSE_SUBJECT = "whole frame"
+
+
+@functools.lru_cache(maxsize=64)
+def sweep_tiles(w: int, h: int, cols: int, rows: int) -> tuple[tuple[int, int, int, int], ...]:
+    """The tiles of a ``cols`` x ``rows`` grid over a ``w`` x ``h`` frame, each grown by half the overlap per
+    side (clipped), in reading order. A stream's frames keep their size, so each grid is made once."""
+    ox, oy = SWEEP_OVERLAP * w / 2, SWEEP_OVERLAP * h / 2
+    out = []
+    for r in range(rows):
+        for c in range(cols):
+            x0, x1 = w * c / cols - ox, w * (c + 1) / cols + ox
+            y0, y1 = h * r / rows - oy, h * (r + 1) / rows + oy
+            out.append((max(0, int(x0)), max(0, int(y0)), min(w, int(np.ceil(x1))), min(h, int(np.ceil(y1)))))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def largest_tile(w: int, h: int, cols: int, rows: int) -> int:
+    """The pixels of the largest tile of :func:`sweep_tiles`."""
+    return max((t[2] - t[0]) * (t[3] - t[1]) for t in sweep_tiles(w, h, cols, rows))
+
+
+def _in_tile(
+    windows: Regions, proposals: Regions, tile: tuple[int, int, int, int], shape: tuple[int, int]
+) -> tuple[Regions, float]:
+    """What the sweep searches in ``tile``: the ``windows`` and the ``proposals`` clipped to the tile (the whole
+    tile when both are none), and the pixels they cover."""
+    keep, clipped = clip_boxes(proposals.boxes, tile)
+    part = windows.concat(Regions(clipped, proposals.scores[keep]))
+    if not len(part):  # nothing proposed in the tile: the sweep searches all of it
+        part = Regions.from_boxes([tile])
+    return part, union_area(part, shape)
+
+
+def _crop_of(part: Regions, tile: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
+    """``tile`` when all of ``part`` lies inside it: the tile is then searched as a crop of its own (its
+    neighbours overlap it, so it needs no margin); None when a window reaches outside it."""
+    b = part.boxes
+    inside = bool((b[:, 0] >= tile[0]).all() and (b[:, 1] >= tile[1]).all())
+    inside = inside and bool((b[:, 2] <= tile[2]).all() and (b[:, 3] <= tile[3]).all())
+    return tile if inside else None
+
+
+class Sweep:
+    """Where the sweep stands: the round's grid, its next tile, whether the coarse pass is due.
+
+    Parameters
+    ----------
+    min_scale : float
+        A round's grid is the coarsest whose largest tile fits at this resolution or better.
+    """
+
+    def __init__(self, min_scale: float) -> None:
+        self.min_scale = min_scale
+        self.tile_index = 0  # the round's next tile
+        self.grid: tuple[int, int] | None = None  # the grid of the round under way
+        self.coarse_due = False  # the coarse pass comes next (it takes turns with the tiles)
+        self.step = 1  # the sampling step of the last part planned
+
+    def tile(
+        self,
+        planner: Any,
+        boxes: Regions,
+        n_windows: int,
+        shape: tuple[int, int],
+        sched: Any,
+        cap: int | None,
+        step: int,
+        level_scale: float,
+    ) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
+        """The windows (the first ``n_windows`` of ``boxes``) plus this frame's tile, the rest of ``boxes``
+        clipped to it: the regions, their pixels, the resolution that fits (at most ``level_scale``), the
+        record's subject and the crop. The grid is chosen when a round starts; within a round the tiles come
+        in turn, so that it covers the frame whatever the time left does meanwhile. Tiles overlap by
+        :data:`SWEEP_OVERLAP` of the frame, so an object of that size lies whole in one."""
+        h, w = shape
+        windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
+        if self.grid is None or self.tile_index % (self.grid[0] * self.grid[1]) == 0:
+            win_px = union_area(windows, (h, w))
+            for cols, rows in SWEEP_GRIDS:
+                fit = planner.fitting_scale(sched, cap, largest_tile(w, h, cols, rows) + win_px, step)
+                if min(level_scale, fit) >= self.min_scale:
+                    break
+            self.grid, self.tile_index = (cols, rows), 0
+        cols, rows = self.grid
+        tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
+        proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
+        part, pixels = _in_tile(windows, proposed, tile, (h, w))
+        scale = min(level_scale, planner.fitting_scale(sched, cap, pixels, step))
+        return part, pixels, scale, f"tile {tile} of {cols}x{rows}", _crop_of(part, tile)
+
+    def coarse_step(self, planner: Any, sched: Any, cap: int | None, pixels: float, steps: list[int]) -> int | None:
+        """The finest of ``steps`` at which the coarse pass over ``pixels`` is predicted to fit the time left with
+        the mandatory units after it, when the coarse pass is due; None otherwise."""
+        if not self.coarse_due:
+            return None
+        for step in steps:
+            if planner.fits(sched, cap, pixels, COARSE_SWEEP_SCALE, step):
+                return step
+        return None
+
+    def next_plan(
+        self,
+        planner: Any,
+        shape: tuple[int, int],
+        rest: Regions,
+        sched: Any,
+        cap: int | None,
+        step: int,
+        reserve: float,
+    ) -> SearchPlan | None:
+        """The sweep's next part over ``rest`` (the search's regions less the tracked objects) as a plan of its own
+        at ``step``, for the time a frame has left once its search is done, less ``reserve`` (its verification
+        is optional, as every verification after the frame's first): the coarse pass when due, else the next
+        tile at the largest resolution that fits. None when it fits at none, or no round is under way."""
+        if self.grid is None:
+            return None
+        h, w = shape
+        if self.coarse_due:
+            pixels = union_area(rest, shape) if len(rest) else 0.0
+            regions: Regions | None = rest
+            if not len(rest) or pixels > planner.whole_frame_fraction * h * w:
+                regions, pixels = None, float(h * w)
+            s = COARSE_SWEEP_SCALE
+            if not planner.fits(sched, cap, pixels, s, step, verify=False, reserve=reserve):
+                return None
+            record = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
+            return SearchPlan(regions, s, cap, int(pixels), step, (record,))
+        cols, rows = self.grid
+        tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
+        part, pixels = _in_tile(Regions.empty(), rest, tile, (h, w))
+        scale = planner.fitting_scale(sched, cap, pixels, step, verify=False, reserve=reserve)
+        if not planner.fits(sched, cap, pixels, scale, step, verify=False, reserve=reserve):
+            return None
+        skipped = (SkipRecord("region", "sweep", f"tile {tile} of {cols}x{rows}"),)
+        return SearchPlan(part, scale, cap, int(pixels), step, skipped, _crop_of(part, tile))
+
+    def advance(self, plan: SearchPlan) -> None:
+        """The sweep moves on once a plan that searched part of it was carried out: after a tile the coarse pass
+        is due, after the coarse pass the next tile."""
+        for r in plan.skipped:
+            if r.unit == "region" and r.reason == "sweep":
+                coarse = r.subject.startswith(COARSE_SUBJECT)
+                self.tile_index += 0 if coarse else 1
+                self.coarse_due = not coarse
+                return
