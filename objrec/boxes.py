@@ -32,7 +32,8 @@ __all__ = [
     "map_points",
     "model_corners",
     "inner_boxes",
-    "seen_region",
+    "covered_region",
+    "inside_polygons",
 ]
 
 #: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
@@ -208,19 +209,35 @@ def inner_boxes(outline: np.ndarray, width: int, height: int, rows: int = 6) -> 
     return out
 
 
-def seen_region(outline: np.ndarray, pts: np.ndarray, grow: float = 1.5) -> np.ndarray:
-    """The part of a convex ``outline`` ((N, 2)) where a tracked object's points ``pts`` ((k, 2)) are: their
-    convex hull grown by ``grow`` about its centre (the points keep off the object's border), cut to the
-    outline; the outline itself with fewer than 3 points. Where another object covers part of the tracked one
-    the tracked points there are lost, so this leaves the covering object out."""
-    q = np.asarray(outline, np.float32).reshape(-1, 2)
-    p = np.asarray(pts, np.float32).reshape(-1, 2)
+def covered_region(homography: np.ndarray, model_pts: np.ndarray, grow: float = 1.2) -> np.ndarray | None:
+    """Where a tracked object lost points lately, in frame pixels: the convex hull of the lost points' model
+    positions (``model_pts`` (k, 2)) mapped by the track's ``homography``, grown by ``grow`` about its centre
+    (the points keep apart). Another object in front covers the tracked one there, so its features are not the
+    tracked object's to explain. None for fewer than 3 points."""
+    p = np.asarray(model_pts, np.float64).reshape(-1, 2)
     if len(p) < 3:
-        return q
-    hull = cv2.convexHull(p).reshape(-1, 2)
+        return None
+    hull = cv2.convexHull(map_points(homography, p).astype(np.float32)).reshape(-1, 2)
     c = hull.mean(axis=0)
-    area, inter = cv2.intersectConvexConvex(q, (c + grow * (hull - c)).astype(np.float32))
-    return q if inter is None or area <= 0.0 else inter.reshape(-1, 2)
+    return (c + grow * (hull - c)).astype(np.float32)
+
+
+def inside_polygons(xy: np.ndarray, polygons: list[np.ndarray]) -> np.ndarray:
+    """Which of the points ``xy`` (n, 2) lie inside any of the convex ``polygons`` ((N, 2) each, either winding)."""
+    xy = np.asarray(xy, np.float32).reshape(-1, 2)
+    inside = np.zeros(len(xy), bool)
+    for q in polygons:
+        path = np.float32(q).reshape(-1, 2)
+        lo, hi = path.min(axis=0), path.max(axis=0)
+        near = np.flatnonzero(np.all((xy >= lo) & (xy <= hi), axis=1))  # only these can lie inside
+        if not len(near):
+            continue
+        # Same-side test against each edge of the convex polygon.
+        e = np.roll(path, -1, axis=0) - path
+        d = xy[near, None, :] - path[None, :, :]
+        cross = e[None, :, 0] * d[:, :, 1] - e[None, :, 1] * d[:, :, 0]
+        inside[near] |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
+    return inside
 
 
 def points_box(

@@ -23,12 +23,13 @@ policy of its own.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from objrec.backend import resolve_backend
-from objrec.boxes import outline_box, seen_region
+from objrec.backend import resolve_backend, to_numpy
+from objrec.boxes import covered_region, inside_polygons, outline_box
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.second_chance import GuidedStage
@@ -46,7 +47,7 @@ from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
 from objrec.realtime.searches import SecondLooks
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
-from objrec.realtime.tracker import Tracker, TrackParams, unexplained
+from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection, SearchPlan, SkipRecord
 
 __all__ = ["Recognizer"]
@@ -298,7 +299,7 @@ class Recognizer:
             return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
         proposals = propose(self, state, sched)
         args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)
-        plan = state.plan = sched.run("plan", self.planner.plan, *args, seen_outlines(tracker), mandatory=True)
+        plan = state.plan = sched.run("plan", self.planner.plan, *args, *explained(tracker), mandatory=True)
         sched.record(plan.skipped)
         if plan.empty:
             return
@@ -380,8 +381,8 @@ def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, p
     )  # fmt: skip
     rec.planner.observe(plan, len(feats))
     rec.planner.rounds.advance(plan)
-    outlines = seen_outlines(rec.tracker)
-    return sched.run("explained", unexplained, feats, outlines, size=len(feats), mandatory=True)
+    outlines, covered = explained(rec.tracker)
+    return sched.run("explained", unexplained, feats, outlines, covered, size=len(feats), mandatory=True)
 
 
 def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> None:
@@ -404,7 +405,7 @@ def more_tiles(
     tail, so most frames end with room."""
     tracker = rec.tracker
     for _ in range(MAX_EXTRA_TILES):
-        plan = rec.planner.next_tile(state.shape, proposals, sched, step, seen_outlines(tracker), reserve)
+        plan = rec.planner.next_tile(state.shape, proposals, sched, step, *explained(tracker), reserve=reserve)
         if plan is None:
             return
         feats = search_features(rec, state, sched, plan)
@@ -413,11 +414,34 @@ def more_tiles(
         rec.guided.run(state.verdicts, rec.matchers[rec.primary], feats, sched)
 
 
-def seen_outlines(tracker: Any) -> list[np.ndarray]:
-    """The parts of the tracked objects' outlines where their points are (:func:`~objrec.boxes.seen_region`):
-    what the search leaves out and the features it drops as explained. An object in front of a tracked one
-    is then still looked for."""
-    return [seen_region(t.corners, t.pts) for t in tracker.tracks]
+def explained(tracker: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The tracked objects' outlines, which the search leaves out and whose features it drops as explained, and
+    the parts of them other objects may cover (where the tracks lost points lately,
+    :func:`~objrec.boxes.covered_region`), which it still searches: an object in front of a tracked one is
+    then found."""
+    outlines, covered = [], []
+    for t in tracker.tracks:
+        outlines.append(t.corners)
+        lost = getattr(t, "lost_pts", None)
+        region = None if not lost else covered_region(t.homography, np.concatenate(list(lost)))
+        if region is not None:
+            covered.append(region)
+    return outlines, covered
+
+
+def unexplained(feats: Features, outlines: list[np.ndarray], covered: Sequence[np.ndarray] = ()) -> Features:
+    """``feats`` less those inside any of the tracked ``outlines`` ((N, 2) convex polygons) but not inside any of
+    the ``covered`` parts: what the tracked objects do not already explain, for retrieval and matching to look
+    for other objects in (a second copy of a tracked object among them, an object in front of one)."""
+    if not outlines or not len(feats):
+        return feats
+    xy = to_numpy(feats.xy)
+    drop = inside_polygons(xy, outlines)
+    if covered and drop.any():
+        drop &= ~inside_polygons(xy, covered)
+    if not drop.any():
+        return feats
+    return feats.subset(feats.xp.asarray(np.flatnonzero(~drop)))
 
 
 def by_object(detections: list[Detection], lost: list[LostTrack]) -> tuple[list[Detection], list[LostTrack]]:

@@ -24,7 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
+from objrec.boxes import inside_polygons, map_points, model_corners
 
 __all__ = [
     "ModelTemplates",
@@ -191,11 +191,26 @@ def due(tracker: Any, frame: int) -> Any:
     return min(waiting, key=lambda t: t.realigned) if waiting else None
 
 
+def hiders(tracks: Sequence[Any], outline: np.ndarray, skip: Any = None) -> list[np.ndarray]:
+    """The outlines of the ``tracks`` (but ``skip``) that may hide part of an object at ``outline``: all of them
+    but those that lost points inside ``outline`` lately (``lost_pts``): the object is in front of those."""
+    q = [np.asarray(outline, np.float32)]
+    out = []
+    for o in tracks:
+        if o is skip:
+            continue
+        lost = getattr(o, "lost_pts", None)
+        pts = np.concatenate(list(lost)) if lost else np.zeros((0, 2))
+        if len(pts) < 3 or int(inside_polygons(map_points(o.homography, pts), q).sum()) < 3:
+            out.append(o.corners)
+    return out
+
+
 def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     """Realign ``tracker``'s track ``t`` in ``gray`` (frame number ``frame``) with the other tracks' outlines
     hidden (:func:`realign_track`); whether it moved."""
     t.realigned = frame
-    hidden = [o.corners for o in tracker.tracks if o is not t]
+    hidden = hiders(tracker.tracks, t.corners, t)
     moved = realign_track(t, gray, tracker.templates, hidden)
     if moved:
         t.aligned = frame

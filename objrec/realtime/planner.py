@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.boxes import inner_boxes, subtract_boxes, union_area
+from objrec.boxes import inner_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import SCALE_LEVELS, DegradeController, fit_scale
 from objrec.realtime.sweep import COARSE_SUBJECT, COARSE_SWEEP_SCALE, SWEEP_GRIDS, Sweep, largest_tile, sweep_tiles
 from objrec.types import Regions, SearchPlan, SkipRecord
@@ -49,10 +49,15 @@ ESCALATION_PIXELS = 25_000
 FIRST_VERIFY_MATCHES = 100
 
 
-def _less_tracked(proposals: Regions, tracked: Any, w: int, h: int) -> Regions:
-    """``proposals`` less the insides of the ``tracked`` outlines (a few boxes each, :func:`inner_boxes`): a
-    rotated object's bounding box holds much of its neighbours, which the search must still see."""
+def _less_tracked(proposals: Regions, tracked: Any, w: int, h: int, covered: Any = ()) -> Regions:
+    """``proposals`` less the insides of the ``tracked`` outlines (a few boxes each, :func:`inner_boxes`: a
+    rotated object's bounding box holds much of its neighbours, which the search must still see), but for the
+    bounding boxes of the ``covered`` parts of them (where another object may be in front)."""
     holes = [b for q in tracked for b in inner_boxes(np.asarray(q), w, h)]
+    if holes and len(covered):
+        keep = [outline_box(np.asarray(c), 0.0, w, h) for c in covered]
+        cut, _ = subtract_boxes(np.array(holes), [b for b in keep if b is not None])
+        holes = [tuple(b) for b in cut.tolist()]
     if not holes or not len(proposals):
         return proposals
     pieces, parent = subtract_boxes(proposals.boxes, holes)
@@ -77,6 +82,23 @@ def escalation_plan(box: tuple[int, int, int, int], sched: Any = None, stage: st
         scale = max(floor, np.floor(min(1.0, fit) * 100.0) / 100.0)
     skipped = () if scale >= 1.0 else (SkipRecord("full_resolution", "budget", f"{scale:.2f}"),)
     return SearchPlan(Regions.from_boxes([box]), scale=float(scale), pixels=px, skipped=skipped)
+
+
+def fitting_windows(planner: Any, windows: Regions, shape: tuple[int, int], sched: Any) -> tuple[Regions, int]:
+    """The most recent of the ``windows`` (first ones) whose union, searched at the lowest resolution and the
+    coarse step, is predicted to fit the time left with the units after it, at least one; and how many
+    were left out. After many tracks end at once (a quick swing of the camera) their windows together
+    would cost more than the frame has; the objects still lost are looked for in later frames."""
+    cost = sched.cost
+    if cost.samples(planner.stage) < cost.min_samples:
+        return windows, 0
+    s = SCALE_LEVELS[-1]
+    for k in range(len(windows), 1, -1):
+        px = union_area(windows[:k], shape)
+        left, margin = planner._left(sched, planner.frame_cap(sched), px * s * s, 2)
+        if cost.expected(planner.stage, plan_work(SearchPlan(None, s, pixels=int(px), sample_step=2))) + margin <= left:
+            return windows[:k], len(windows) - k
+    return windows[:1], len(windows) - 1
 
 
 class SearchPlanner:
@@ -154,6 +176,7 @@ class SearchPlanner:
         sched: Any,
         sample_step: int | None = None,
         tracked: list[np.ndarray] | tuple = (),
+        covered: list[np.ndarray] | tuple = (),
     ) -> SearchPlan:
         """The primary search's plan for a frame of ``shape`` (rows, cols).
 
@@ -163,8 +186,8 @@ class SearchPlanner:
         and the first verification, but only then: both lose small objects. ``sched`` (a
         :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
         its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
-        The bounding boxes of the ``tracked`` outlines (frame pixels) are cut out of the proposals: the
-        tracking stage follows those objects.
+        Boxes inside the ``tracked`` outlines (frame pixels) are cut out of the proposals, the tracking stage
+        follows those objects, except where they may be ``covered`` by others (:func:`_less_tracked`).
         """
         h, w = shape[:2]
         fixed = self.sample_step if sample_step is None else sample_step
@@ -177,10 +200,10 @@ class SearchPlanner:
             why = "degrade" if n < self.max_regions else "max_regions"
             skipped.append(SkipRecord("region", why, f"{len(proposals) - n} of {len(proposals)}"))
         if sched.budget_ms is not None and len(windows) > 1:
-            windows, cut = self._fitting_windows(windows, (h, w), sched)
+            windows, cut = fitting_windows(self, windows, (h, w), sched)
             if cut:
                 skipped.append(SkipRecord("window", "budget", f"{cut} of {cut + len(windows)}"))
-        boxes = windows.concat(_less_tracked(proposals[:n], tracked, w, h))
+        boxes = windows.concat(_less_tracked(proposals[:n], tracked, w, h, covered))
         if not len(boxes):
             return SearchPlan(Regions.empty(), skipped=tuple(skipped))
         pixels = union_area(boxes, (h, w))
@@ -209,25 +232,6 @@ class SearchPlanner:
         if scale < 1.0:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
         return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop)
-
-    def _fitting_windows(self, windows: Regions, shape: tuple[int, int], sched: Any) -> tuple[Regions, int]:
-        """The most recent of the ``windows`` (first ones) whose union, searched at the lowest resolution and the
-        coarse step, is predicted to fit the time left with the units after it, at least one; and how many
-        were left out. After many tracks end at once (a quick swing of the camera) their windows together
-        would cost more than the frame has; the objects still lost are looked for in later frames."""
-        cost = sched.cost
-        if cost.samples(self.stage) < cost.min_samples:
-            return windows, 0
-        s = SCALE_LEVELS[-1]
-        for k in range(len(windows), 1, -1):
-            px = union_area(windows[:k], shape)
-            left, margin = self._left(sched, self.frame_cap(sched), px * s * s, 2)
-            if (
-                cost.expected(self.stage, plan_work(SearchPlan(None, s, pixels=int(px), sample_step=2))) + margin
-                <= left
-            ):
-                return windows[:k], len(windows) - k
-        return windows[:1], len(windows) - 1
 
     def _sweep_part(
         self,
@@ -267,15 +271,23 @@ class SearchPlanner:
         return part, pixels, scale, tile_step, crop
 
     def next_tile(
-        self, shape: tuple[int, int], proposals: Regions, sched: Any, step: int, tracked: Any = (), reserve: float = 0.0
+        self,
+        shape: tuple[int, int],
+        proposals: Regions,
+        sched: Any,
+        step: int,
+        tracked: Any = (),
+        covered: Any = (),
+        reserve: float = 0.0,
     ) -> SearchPlan | None:
         """The sweep's next part as a plan of its own (:meth:`~objrec.realtime.sweep.Sweep.next_plan`) for the
         time a frame has left once its search is done, less ``reserve``: ``proposals`` less the boxes inside
-        the ``tracked`` outlines; None without a sweep under way or when it does not fit."""
+        the ``tracked`` outlines (but their ``covered`` parts); None without a sweep under way or when it does
+        not fit."""
         if not self.sweep or sched.budget_ms is None:
             return None
         h, w = shape[:2]
-        rest = _less_tracked(proposals, tracked, w, h)
+        rest = _less_tracked(proposals, tracked, w, h, covered)
         return self.rounds.next_plan(self, (h, w), rest, sched, self.frame_cap(sched), step, reserve)
 
     def fits(self, sched: Any, cap: int | None, pixels: float, scale: float, step: int, **kw: Any) -> bool:

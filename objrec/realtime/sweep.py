@@ -144,8 +144,9 @@ class Sweep:
     ) -> SearchPlan | None:
         """The sweep's next part over ``rest`` (the search's regions less the tracked objects) as a plan of its own
         at ``step``, for the time a frame has left once its search is done, less ``reserve`` (its verification
-        is optional, as every verification after the frame's first): the coarse pass when due, else the next
-        tile at the largest resolution that fits. None when it fits at none, or no round is under way."""
+        is optional, as every verification after the frame's first): the coarse pass when due and it fits, else
+        the next tile at the largest resolution that fits. None when that fits at none, or no round is under
+        way."""
         if self.grid is None:
             return None
         h, w = shape
@@ -155,10 +156,9 @@ class Sweep:
             if not len(rest) or pixels > planner.whole_frame_fraction * h * w:
                 regions, pixels = None, float(h * w)
             s = COARSE_SWEEP_SCALE
-            if not planner.fits(sched, cap, pixels, s, step, verify=False, reserve=reserve):
-                return None
-            record = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
-            return SearchPlan(regions, s, cap, int(pixels), step, (record,))
+            if planner.fits(sched, cap, pixels, s, step, verify=False, reserve=reserve):
+                record = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
+                return SearchPlan(regions, s, cap, int(pixels), step, (record,))
         cols, rows = self.grid
         tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
         part, pixels = _in_tile(Regions.empty(), rest, tile, (h, w))

@@ -26,25 +26,28 @@ track's support is low, and otherwise confirms it and gives it new points.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
 
-from objrec.backend import to_numpy
 from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
-from objrec.realtime.align import ModelTemplates, aligned_within
+from objrec.realtime.align import ModelTemplates, aligned_within, hiders
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.solid_track import SolidTrack
-from objrec.types import Candidate, Detection, Features, LostTrack, Regions
+from objrec.types import Candidate, Detection, LostTrack, Regions
 
-__all__ = ["TrackParams", "Track", "Tracker", "unexplained", "fit_homography"]
+__all__ = ["TrackParams", "Track", "Tracker", "fit_homography", "COVERED_FRAMES"]
 
 #: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
 #: this many times ``reanchor_px`` (a detection's own error); beyond, the track is the likelier to be wrong.
 ALIGNED_TRUST = 4.0
+
+#: A track remembers where it lost points (model pixels) over this many frames: another object may cover it there.
+COVERED_FRAMES = 15
 
 #: Shares of confirmed model edges closer than this do not tell two outlines of one object apart.
 APPEARANCE_MARGIN = 0.05
@@ -148,6 +151,7 @@ class Track:
     aligned: int = -1  # the frame of its last realignment that moved it onto the model
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
+    lost_pts: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # model points lost, per frame
 
     @property
     def corners(self) -> np.ndarray:
@@ -190,6 +194,7 @@ class Track:
         visible = visible_part(H, corners, *t.model_size, shape)[2]
         if visible < p.min_visible:
             return "visibility"
+        t.lost_pts.append(np.concatenate([t.model_pts[~good], src[~inl]]))
         t.previous, t.homography = t.homography, H
         # The points continue from where the refit puts them: each point's own flow error does not carry
         # over to the next frame, only the homography's (averaged over all the points).
@@ -299,7 +304,7 @@ class Tracker:
         """Top ``t`` up with new corners inside its outline (mapped back onto the model)."""
         want = self.params.points - len(t.pts)
         if want >= max(4, self.params.points // 4):
-            new = seed_points(gray, t.corners, want, avoid=t.pts, hidden=[o.corners for o in self.tracks if o is not t])
+            new = seed_points(gray, t.corners, want, avoid=t.pts, hidden=hiders(self.tracks, t.corners, t))
             if len(new):
                 back = map_points(np.linalg.inv(t.homography), new).astype(np.float32)
                 t.model_pts = np.concatenate([t.model_pts, back])
@@ -369,8 +374,7 @@ class Tracker:
         return None
 
     def _appearance(self, t: Track, H: np.ndarray, gray: np.ndarray) -> float:
-        hidden = [o.corners for o in self.tracks if o is not t]
-        return self.appearance(gray, t.name, H, t.model_size, hidden)
+        return self.appearance(gray, t.name, H, t.model_size, hiders(self.tracks, t.corners, t))
 
     def _confirmed(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray, frame: int) -> None:
         """Track ``t`` confirmed by the detection ``d``; a track without a plane gets new points with it."""
@@ -412,7 +416,7 @@ class Tracker:
         if d.visible_fraction < self.params.min_anchor_visible:
             return None
         tid = old.track_id if old is not None else self._next_id
-        others = [o.corners for o in self.tracks if old is None or o is not old]
+        others = hiders(self.tracks, d.corners, old)
         new = anchor_track(d, gray, frame, size, tid, others, self.params)
         if new is not None:
             new.asked, self._next_id = (old.asked, self._next_id) if old is not None else (-1, tid + 1)
@@ -523,30 +527,6 @@ def anchor_track(
         tid, d.name, size, d.homography, model, pts, d.score, frame, frame, v,
         seeded=len(pts), visible=v, anchor_inliers=d.inliers,
     )  # fmt: skip
-
-
-def unexplained(feats: Features, outlines: list[np.ndarray]) -> Features:
-    """``feats`` less those inside any of the ``outlines`` ((N, 2) convex polygons): what the tracked
-    objects do not already explain, for retrieval and matching to look for other objects in (a second copy of
-    a tracked object among them)."""
-    if not outlines or not len(feats):
-        return feats
-    xy = to_numpy(feats.xy).astype(np.float32)
-    inside = np.zeros(len(xy), bool)
-    for q in outlines:
-        path = np.float32(q)
-        lo, hi = path.min(axis=0), path.max(axis=0)
-        near = np.flatnonzero(np.all((xy >= lo) & (xy <= hi), axis=1))  # only these can lie inside
-        if not len(near):
-            continue
-        # Same-side test against each edge of the convex outline (corners in either winding order).
-        e = np.roll(path, -1, axis=0) - path
-        d = xy[near, None, :] - path[None, :, :]
-        cross = e[None, :, 0] * d[:, :, 1] - e[None, :, 1] * d[:, :, 0]
-        inside[near] |= np.all(cross >= 0, axis=1) | np.all(cross <= 0, axis=1)
-    if not inside.any():
-        return feats
-    return feats.subset(feats.xp.asarray(np.flatnonzero(~inside)))
 
 
 def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:

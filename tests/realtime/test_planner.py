@@ -300,3 +300,17 @@ def test_the_next_tile_keeps_the_reserve_for_units_after_it():
     cost = sched.cost.expected("features_surf", plan_work(plan))
     assert 33.0 - 20.0 < cost  # does not fit with 20 ms kept
     assert planner.next_tile((480, 640), full, sched, 1, reserve=20.0) is None
+
+
+def test_when_the_coarse_pass_is_due_but_does_not_fit_the_next_tile_is_searched():
+    """At the fine step the coarse pass (76,800 px of work at 1 ms per 2000 px: over 33 ms) does not fit a
+    frame's remaining time; the frame then searches the round's next tile rather than nothing, and the coarse
+    pass stays due."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    (first,) = _swept(planner, 1)  # a tile: the coarse pass is due next
+    sched = _sched(33.0)
+    for px in (1e4, 2e4, 4e4):
+        sched.cost.observe("features_surf", px, px / 2000.0)
+    plan = planner.next_tile((480, 640), Regions.full(640, 480), sched, 1)
+    assert plan is not None and plan.crop is not None and plan.crop != first.crop
+    assert planner.rounds.coarse_due

@@ -11,13 +11,13 @@ from objrec.boxes import (
     map_points,
     model_corners,
     regions_to_mask,
-    seen_region,
     subtract_boxes,
     union_area,
 )
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.flow import FlowParams, PointFlow
-from objrec.realtime.tracker import Tracker, TrackParams, fit_homography, unexplained
+from objrec.realtime.tracker import Tracker, TrackParams, fit_homography
+from objrec.recognizer import explained, unexplained
 from objrec.types import Candidate, Detection, Features
 
 W, H = 640, 480
@@ -249,19 +249,29 @@ def test_inner_boxes_lie_inside_a_convex_outline_and_cover_most_of_it():
     assert inner_boxes(upright, W, H) == [(50, 60, 250, 160)]
 
 
-def test_the_seen_region_of_a_partly_covered_track_leaves_the_cover_out():
-    """Points spread over a whole object give most of its outline; points over its left half only (another object
-    covers the right half, where the points were lost) give a region that keeps to the left, within the
-    outline."""
-    q = model_corners(200, 100) + np.array([100, 100])
-    rng = np.random.default_rng(2)
-    everywhere = rng.uniform([112, 106], [288, 194], (24, 2))
-    full = seen_region(q, everywhere)
-    assert cv2.contourArea(full.astype(np.float32)) >= 0.9 * 200 * 100
-    left = seen_region(q, everywhere[everywhere[:, 0] < 190])
-    assert left[:, 0].max() < 240 and left[:, 0].min() >= 100 - 1e-3
-    assert cv2.contourArea(left.astype(np.float32)) < 0.7 * 200 * 100
-    np.testing.assert_array_equal(seen_region(q, everywhere[:2]), q.astype(np.float32))
+def test_features_where_a_track_lost_points_are_left_for_the_search(model, background):
+    """A tracked cover with another object sliding over its right half: the track loses its points there, and
+    the features in that part (the other object's) are no longer explained by the track, while those of the
+    part still in view are; the region where it lost points lies in the covered half."""
+    t = Tracker()
+    Hm = _place(model, 320, 240, 0.7)
+    _start(t, model, _render(model, background, Hm, 0), Hm)
+    q = t.outlines()[0]
+    mid = float(q[:, 0].mean())
+    other = cv2.cvtColor(sample_objects()["pagoda"], cv2.COLOR_BGR2GRAY)
+    patch = cv2.resize(other, (220, int(q[:, 1].max() - q[:, 1].min()) + 40))
+    for k in range(1, 6):  # the other object's left edge slides to the middle of the cover
+        x0 = int(q[:, 0].max() - (q[:, 0].max() - mid) * k / 5)
+        t.step(_render(model, background, Hm, k, occluder=(x0, int(q[:, 1].min()) - 20, patch)), k)
+    outlines, covered = explained(t)
+    assert len(covered) == 1 and covered[0][:, 0].mean() > mid
+    rng = np.random.default_rng(3)
+    xy = rng.uniform(q.min(axis=0) + 10, q.max(axis=0) - 10, (300, 2)).astype(np.float32)
+    n = len(xy)
+    feats = Features(xy, np.ones(n), np.zeros(n), np.ones(n), np.zeros(n), np.ones(n), np.zeros((n, 64)), "surf")
+    kept = unexplained(feats, outlines, covered).xy
+    assert (kept[:, 0] > mid).mean() > 0.75 and len(kept) > 0.2 * n  # what is kept lies mostly in the covered half
+    assert len(kept) < 0.8 * n  # the half still in view stays explained
 
 
 def test_union_area_counts_the_pixels_a_mask_of_the_boxes_covers():
