@@ -20,7 +20,7 @@ import numpy as np
 
 from objrec.boxes import map_points, model_corners
 from objrec.matching.verify import visible_part
-from objrec.realtime.align import realign
+from objrec.realtime.align import hiders, realign
 from objrec.types import Detection
 
 __all__ = ["REACQUIRE_FRAMES", "REACQUIRE_AGREEMENT", "REASONS", "waiting", "reacquire"]
@@ -40,17 +40,23 @@ REASONS = ("support",)
 
 def waiting(tracker: Any, frame: int, sought: dict[str, int]) -> list[Any]:
     """The ended planar tracks of ``tracker`` whose objects are looked for in frame ``frame``: ended for one of
-    :data:`REASONS` within :data:`REACQUIRE_FRAMES` frames, not tracked now, the least recently looked for
-    first (``sought``: object name to the frame it was last looked for). Older ones are forgotten."""
+    :data:`REASONS` within :data:`REACQUIRE_FRAMES` frames, not tracked now, and last seen at least as much in
+    view as a new track needs (``min_anchor_visible``: one leaving the frame would be found in vain), the least
+    recently looked for first (``sought``: object name to the frame it was last looked for). Older ones are
+    forgotten."""
     if not tracker.enabled or tracker.templates is None or tracker.appearance is None:
         return []
     for name in [n for n, (_, ended, _) in tracker.ended.items() if frame - ended > REACQUIRE_FRAMES]:
         del tracker.ended[name]
     tracked = {t.name for t in tracker.tracks}
+    least = tracker.params.min_anchor_visible  # an object less in view than this would not anchor a track
     out = [
         t
         for t, _, why in tracker.ended.values()
-        if why in REASONS and t.name not in tracked and getattr(t, "homography", None) is not None
+        if why in REASONS
+        and t.name not in tracked
+        and getattr(t, "homography", None) is not None
+        and getattr(t, "visible", 1.0) >= least
     ]
     return sorted(out, key=lambda t: sought.get(t.name, -1))
 
@@ -59,7 +65,7 @@ def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:
     """The object of the ended track ``t`` looked for in ``gray`` where ``t`` last placed it (see the module
     notes): a detection of it, or None. Other tracks' outlines are hidden from the alignment and from the
     appearance check."""
-    hidden = [o.corners for o in tracker.tracks]
+    hidden = hiders(tracker.tracks, t.corners)
     H, support = realign(gray, tracker.templates.get(t.name), t.homography, t.model_size, hidden)
     if H is None:
         return None

@@ -120,3 +120,14 @@ def test_tracks_lost_for_support_are_looked_for_for_a_while_until_tracked_again(
     found, lost = t.absorb([reacquire(t, ghost, gray)], [], gray, 2, lambda n: size)
     assert [d.state for d in found] == ["detected"] and not lost
     assert waiting(t, 3, {}) == []  # tracked again: no longer looked for
+
+
+def test_a_track_that_ended_mostly_out_of_view_is_not_looked_for(models, background):
+    """An object last seen less in view than a new track needs (``min_anchor_visible``) was leaving the frame:
+    aligning its model where it was could find it only too little in view to track, so it is not looked for."""
+    t, _, _ = _lost(models, background)
+    (ghost,) = waiting(t, 1, {})
+    ghost.visible = t.params.min_anchor_visible - 0.01
+    assert waiting(t, 2, {}) == []
+    ghost.visible = t.params.min_anchor_visible
+    assert [g.name for g in waiting(t, 3, {})] == ["cover"]
