@@ -315,7 +315,7 @@ class Recognizer:
         """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting
         prefilter learn from the frame (from the corners as verified)."""
         verdicts = state.verdicts
-        found = state.detections
+        found = reportable(self.tracker, state.detections, state.budget_ms)
         shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
         if self.camera is not None:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
@@ -412,6 +412,27 @@ def more_tiles(
         candidates = tracker.prioritise(rec._match(feats, sched))
         rec.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)
         rec.guided.run(state.verdicts, rec.matchers[rec.primary], feats, sched)
+
+
+def reportable(tracker: Any, found: list[Detection], budget_ms: float | None) -> list[Detection]:
+    """The frame's detections to report. Under a budget a new track's detection waits until a look at full
+    quality has agreed with it: a realignment that succeeded (``Track.aligned``) or a confirmation (no longer
+    ``rough``). A search under a budget places a new object from few inliers at a lower resolution, at
+    times tens of pixels off, and a track is never drawn where its object is not; the realignment comes first
+    thing in the next frame. A track once reported stays reported; tracks without realignment (solid) are
+    reported at once, as is everything without a budget."""
+    if budget_ms is None:
+        return found
+    tracks = {t.track_id: t for t in tracker.tracks}
+    out = []
+    for d in found:
+        t = tracks.get(d.track_id)
+        if t is not None and not t.shown:
+            if t.rough and getattr(t, "aligned", 0) < 0:
+                continue
+            t.shown = True
+        out.append(d)
+    return out
 
 
 def explained(tracker: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -294,3 +294,28 @@ def test_two_copies_of_one_object_become_two_tracks_as_the_first_is_masked(db):
     a, b = seen.values()
     assert float(np.abs(a - b).max()) > 100.0  # two places, not one copy twice
     assert len([t for t in rec.tracker.tracks if t.name == "cover"]) == 2
+
+
+def test_under_a_budget_a_new_track_is_reported_once_a_full_quality_look_agrees():
+    """A new track's detection waits while the track is roughly anchored and never realigned; it is reported
+    once a realignment succeeded or a confirmation agreed, and from then on whatever happens; a detection
+    without a track, and every detection without a budget, is reported at once."""
+    from types import SimpleNamespace
+
+    from objrec.recognizer import reportable
+    from objrec.types import Detection
+
+    def det(tid):
+        q = np.array([[0, 0], [10, 0], [10, 10], [0, 10]], np.float64)
+        return Detection("cover", 1.0, 20, np.eye(3), q, track_id=tid)
+
+    new = SimpleNamespace(track_id=1, rough=True, aligned=-1, shown=False)
+    confirmed = SimpleNamespace(track_id=2, rough=False, aligned=-1, shown=False)
+    tracker = SimpleNamespace(tracks=[new, confirmed])
+    found = [det(1), det(2), det(None)]
+    assert [d.track_id for d in reportable(tracker, found, 33.0)] == [2, None]
+    assert [d.track_id for d in reportable(tracker, found, None)] == [1, 2, None]
+    new.aligned = 7  # realigned in frame 7
+    assert [d.track_id for d in reportable(tracker, found, 33.0)] == [1, 2, None]
+    new.aligned = -1  # re-anchored later on a rough detection: once reported, it stays reported
+    assert [d.track_id for d in reportable(tracker, found, 33.0)] == [1, 2, None]

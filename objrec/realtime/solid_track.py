@@ -65,6 +65,7 @@ class SolidTrack:
     asked: int = -1
     anchor_inliers: int = 0
     rough: bool = True
+    shown: bool = False
     seeded: int = 0
     visible: float = 1.0
     anchored_visible: float = 1.0

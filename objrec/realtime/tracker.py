@@ -146,6 +146,7 @@ class Track:
     asked: int = -1  # the last frame the detector was asked to confirm it
     anchor_inliers: int = 0  # inliers of the detection it was anchored on
     rough: bool = True  # anchored on a detection of a degraded search, not yet confirmed at full quality
+    shown: bool = False  # reported in a frame's result (see objrec.recognizer.reportable)
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
     aligned: int = -1  # the frame of its last realignment that moved it onto the model
@@ -411,8 +412,8 @@ class Tracker:
         return None
 
     def _start(self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | None):
-        """A track for ``d`` (keeping ``old``'s id when it re-anchors one), or None when too few points can be
-        followed on it."""
+        """A track for ``d`` (keeping ``old``'s id, and whether it was reported, when it re-anchors one), or None
+        when too few points can be followed on it."""
         if d.visible_fraction < self.params.min_anchor_visible:
             return None
         tid = old.track_id if old is not None else self._next_id
@@ -420,6 +421,7 @@ class Tracker:
         new = anchor_track(d, gray, frame, size, tid, others, self.params)
         if new is not None:
             new.asked, self._next_id = (old.asked, self._next_id) if old is not None else (-1, tid + 1)
+            new.shown = old is not None and old.shown
         return new
 
     def confirmation(self, frame: int) -> Track | None:

@@ -135,9 +135,11 @@ def test_a_detection_confirms_within_tolerance_and_re_anchors_beyond(model, back
     dets, _ = t.absorb([_detection("cover", near, size)], tracked, gray, 1, lambda n: size)
     assert [(d.state, d.track_id) for d in dets] == [("tracked", tid)]  # confirmed: the track's own corners
     far = np.array([[1, 0, 5.0], [0, 1, 0], [0, 0, 1]]) @ Hm
+    t.tracks[0].shown = True  # reported in a frame's result
     dets, _ = t.absorb([_detection("cover", far, size)], tracked, gray, 1, lambda n: size)
     assert [(d.state, d.track_id) for d in dets] == [("detected", tid)]  # re-anchored, same track
     assert np.allclose(dets[0].corners, map_points(far, model_corners(*size)))
+    assert t.tracks[0].shown  # ... still reported (objrec.recognizer.reportable)
 
 
 def test_two_copies_are_two_tracks_and_capacity_gives_way_to_the_new(model, background):
