@@ -291,8 +291,8 @@ class Recognizer:
         self.looks.confirm(state, sched, tracker, self.frames)
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
-        """The primary search: the planner's plan (with objects tracked, their boxes cut out and, under a
-        budget, one tile of the sweep sized to the time left), features, retrieval and matching, verification
+        """The primary search: the planner's plan (with objects tracked, boxes inside them cut out and, under a
+        budget, one part of the sweep sized to the time left), features, retrieval and matching, verification
         and guided matching."""
         (h, w), tracker = state.shape, self.tracker
         if tracker.tracks and sched.remaining() <= 0.0:  # the tracks took the frame; the sweep waits
@@ -386,9 +386,8 @@ def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, p
 
 
 def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> None:
-    """A frame given to the tracks (their realignment and confirmation) searches the sweep's next tiles in the
-    time those leave them (:meth:`~objrec.realtime.searches.SecondLooks.turn_reserve`), the whole tiles, as
-    after a search."""
+    """A frame given to the tracks (their realignment and confirmation) searches the sweep's next parts in the
+    time those leave (:meth:`~objrec.realtime.searches.SecondLooks.turn_reserve`), as after a search."""
     if not rec.tracker.tracks or not rec.planner.sweep:
         return
     reserve = rec.looks.turn_reserve(state, sched, rec.tracker, rec.frames)

@@ -163,8 +163,8 @@ class SearchPlanner:
         self.min_sweep_scale = min_sweep_scale
         self.rounds = Sweep(min_sweep_scale)  # where the sweep stands
         self.swept = SkipRecord("region", "sweep", "")  # the record of the sweep's last part planned
-        # The cost-model size of the round's largest tile at the last plan's scale and step; 0 when the last plan
-        # searched no tile of the sweep.
+        # The cost-model size of the sweep's last part (a tile: the round's largest, at the plan's scale and step;
+        # or the coarse pass); 0 when the last plan searched no part of the sweep.
         self._tile_work = 0.0
 
     def plan(
