@@ -209,15 +209,14 @@ def inner_boxes(outline: np.ndarray, width: int, height: int, rows: int = 6) -> 
     return out
 
 
-def covered_region(homography: np.ndarray, model_pts: np.ndarray, grow: float = 1.2) -> np.ndarray | None:
-    """Where a tracked object lost points lately, in frame pixels: the convex hull of the lost points' model
-    positions (``model_pts`` (k, 2)) mapped by the track's ``homography``, grown by ``grow`` about its centre
-    (the points keep apart). Another object in front covers the tracked one there, so its features are not the
-    tracked object's to explain. None for fewer than 3 points."""
-    p = np.asarray(model_pts, np.float64).reshape(-1, 2)
+def covered_region(points: np.ndarray, grow: float = 1.2) -> np.ndarray | None:
+    """Where a tracked object lost points lately (``points`` (k, 2), frame pixels): their convex hull grown by
+    ``grow`` about its centre (the points keep apart). Another object in front covers the tracked one there,
+    so its features are not the tracked object's to explain. None for fewer than 3 points."""
+    p = np.asarray(points, np.float32).reshape(-1, 2)
     if len(p) < 3:
         return None
-    hull = cv2.convexHull(map_points(homography, p).astype(np.float32)).reshape(-1, 2)
+    hull = cv2.convexHull(p).reshape(-1, 2)
     c = hull.mean(axis=0)
     return (c + grow * (hull - c)).astype(np.float32)
 

@@ -39,7 +39,7 @@ from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
 from objrec.modeldb.records import split_key
 from objrec.pose import Camera, with_pose
-from objrec.realtime.align import ModelTemplates
+from objrec.realtime.align import ModelTemplates, lost_points
 from objrec.realtime.degrade import DegradeController
 from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
@@ -291,15 +291,15 @@ class Recognizer:
         self.looks.confirm(state, sched, tracker, self.frames)
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
-        """The primary search: the planner's plan (with objects tracked, boxes inside them cut out and, under a
-        budget, one part of the sweep sized to the time left), features, retrieval and matching, verification
-        and guided matching."""
+        """The primary search: the planner's plan (boxes inside tracked objects cut out; under a budget one part
+        of the sweep sized to the time left), features, retrieval and matching, verification, guided matching."""
         (h, w), tracker = state.shape, self.tracker
         if tracker.tracks and sched.remaining() <= 0.0:  # the tracks took the frame; the sweep waits
             return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
         proposals = propose(self, state, sched)
+        state.explained = explained(tracker)
         args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)
-        plan = state.plan = sched.run("plan", self.planner.plan, *args, *explained(tracker), mandatory=True)
+        plan = state.plan = sched.run("plan", self.planner.plan, *args, *state.explained, mandatory=True)
         sched.record(plan.skipped)
         if plan.empty:
             return
@@ -381,8 +381,7 @@ def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, p
     )  # fmt: skip
     rec.planner.observe(plan, len(feats))
     rec.planner.rounds.advance(plan)
-    outlines, covered = explained(rec.tracker)
-    return sched.run("explained", unexplained, feats, outlines, covered, size=len(feats), mandatory=True)
+    return sched.run("explained", unexplained, feats, *state.explained, size=len(feats), mandatory=True)
 
 
 def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> None:
@@ -391,6 +390,7 @@ def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> Non
     if not rec.tracker.tracks or not rec.planner.sweep:
         return
     reserve = rec.looks.turn_reserve(state, sched, rec.tracker, rec.frames)
+    state.explained = explained(rec.tracker)
     h, w = state.shape
     more_tiles(rec, state, sched, Regions.full(w, h), rec.planner.rounds.step, reserve)
 
@@ -404,7 +404,7 @@ def more_tiles(
     tail, so most frames end with room."""
     tracker = rec.tracker
     for _ in range(MAX_EXTRA_TILES):
-        plan = rec.planner.next_tile(state.shape, proposals, sched, step, *explained(tracker), reserve=reserve)
+        plan = rec.planner.next_tile(state.shape, proposals, sched, step, *state.explained, reserve=reserve)
         if plan is None:
             return
         feats = search_features(rec, state, sched, plan)
@@ -439,14 +439,8 @@ def explained(tracker: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
     the parts of them other objects may cover (where the tracks lost points lately,
     :func:`~objrec.boxes.covered_region`), which it still searches: an object in front of a tracked one is
     then found."""
-    outlines, covered = [], []
-    for t in tracker.tracks:
-        outlines.append(t.corners)
-        lost = getattr(t, "lost_pts", None)
-        region = None if not lost else covered_region(t.homography, np.concatenate(list(lost)))
-        if region is not None:
-            covered.append(region)
-    return outlines, covered
+    regions = [covered_region(lost_points(t)) for t in tracker.tracks]
+    return [t.corners for t in tracker.tracks], [r for r in regions if r is not None]
 
 
 def unexplained(feats: Features, outlines: list[np.ndarray], covered: Sequence[np.ndarray] = ()) -> Features:

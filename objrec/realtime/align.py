@@ -191,17 +191,25 @@ def due(tracker: Any, frame: int) -> Any:
     return min(waiting, key=lambda t: t.realigned) if waiting else None
 
 
+def lost_points(t: Any) -> np.ndarray:
+    """Where track ``t`` lost points over the last frames (``lost_pts``, model pixels), in frame pixels through
+    its homography: (k, 2), empty for a track that keeps no such record (a solid one)."""
+    lost = getattr(t, "lost_pts", None)
+    if not lost:
+        return np.zeros((0, 2))
+    return map_points(t.homography, np.concatenate(list(lost)))
+
+
 def hiders(tracks: Sequence[Any], outline: np.ndarray, skip: Any = None) -> list[np.ndarray]:
     """The outlines of the ``tracks`` (but ``skip``) that may hide part of an object at ``outline``: all of them
-    but those that lost points inside ``outline`` lately (``lost_pts``): the object is in front of those."""
+    but those that lost points inside ``outline`` lately (:func:`lost_points`): the object is in front of those."""
     q = [np.asarray(outline, np.float32)]
     out = []
     for o in tracks:
         if o is skip:
             continue
-        lost = getattr(o, "lost_pts", None)
-        pts = np.concatenate(list(lost)) if lost else np.zeros((0, 2))
-        if len(pts) < 3 or int(inside_polygons(map_points(o.homography, pts), q).sum()) < 3:
+        pts = lost_points(o)
+        if len(pts) < 3 or int(inside_polygons(pts, q).sum()) < 3:
             out.append(o.corners)
     return out
 

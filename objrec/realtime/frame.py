@@ -51,6 +51,9 @@ class FrameState:
         The frame's detections: the tracked ones and the detector's, met with the tracks.
     lost : list of LostTrack
         The tracks that ended in this frame.
+    explained : tuple of (list, list)
+        The tracked outlines the search leaves out and the parts of them others may cover
+        (``objrec.recognizer.explained``), taken once the tracks are settled for the search.
     """
 
     frame: np.ndarray
@@ -66,6 +69,7 @@ class FrameState:
     tracked: list[Detection] = field(default_factory=list)
     detections: list[Detection] = field(default_factory=list)
     lost: list[LostTrack] = field(default_factory=list)
+    explained: tuple[list[np.ndarray], list[np.ndarray]] = field(default_factory=lambda: ([], []))
 
     def __post_init__(self) -> None:
         self.verdicts = FrameVerdicts(self.shape, self.image.host)

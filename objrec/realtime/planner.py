@@ -15,15 +15,13 @@ import numpy as np
 
 from objrec.boxes import inner_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import SCALE_LEVELS, DegradeController, fit_scale
-from objrec.realtime.sweep import COARSE_SUBJECT, COARSE_SWEEP_SCALE, SWEEP_GRIDS, Sweep, largest_tile, sweep_tiles
+from objrec.realtime.sweep import COARSE_SUBJECT, COARSE_SWEEP_SCALE, Sweep, largest_tile, whole_or_boxes
 from objrec.types import Regions, SearchPlan, SkipRecord
 
 __all__ = [
     "SearchPlanner",
     "plan_work",
-    "sweep_tiles",
     "escalation_plan",
-    "SWEEP_GRIDS",
     "COARSE_SAMPLING_COST",
     "ESCALATION_PIXELS",
 ]
@@ -92,11 +90,8 @@ def fitting_windows(planner: Any, windows: Regions, shape: tuple[int, int], sche
     cost = sched.cost
     if cost.samples(planner.stage) < cost.min_samples:
         return windows, 0
-    s = SCALE_LEVELS[-1]
     for k in range(len(windows), 1, -1):
-        px = union_area(windows[:k], shape)
-        left, margin = planner._left(sched, planner.frame_cap(sched), px * s * s, 2)
-        if cost.expected(planner.stage, plan_work(SearchPlan(None, s, pixels=int(px), sample_step=2))) + margin <= left:
+        if planner.fits(sched, planner.frame_cap(sched), union_area(windows[:k], shape), SCALE_LEVELS[-1], 2):
             return windows[:k], len(windows) - k
     return windows[:1], len(windows) - 1
 
@@ -162,7 +157,6 @@ class SearchPlanner:
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
         self.rounds = Sweep(min_sweep_scale)  # where the sweep stands
-        self.swept = SkipRecord("region", "sweep", "")  # the record of the sweep's last part planned
         # The cost-model size of the sweep's last part (a tile: the round's largest, at the plan's scale and step;
         # or the coarse pass); 0 when the last plan searched no part of the sweep.
         self._tile_work = 0.0
@@ -206,10 +200,7 @@ class SearchPlanner:
         boxes = windows.concat(_less_tracked(proposals[:n], tracked, w, h, covered))
         if not len(boxes):
             return SearchPlan(Regions.empty(), skipped=tuple(skipped))
-        pixels = union_area(boxes, (h, w))
-        regions: Regions | None = boxes
-        if pixels > self.whole_frame_fraction * h * w:
-            regions, pixels = None, h * w
+        regions, pixels = whole_or_boxes(boxes, (h, w), self.whole_frame_fraction)
         cap = self.frame_cap(sched, level.feature_share)
         step = fixed or (2 if sched.budget_ms is not None and degrade.level else 1)
         scale = level.scale
@@ -225,8 +216,8 @@ class SearchPlanner:
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
             if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
                 args = (boxes, len(windows), (h, w), sched, cap, sorted({fixed or 1, step}), level.scale)
-                regions, pixels, scale, step, crop = self._sweep_part(*args)
-                skipped.append(self.swept)
+                regions, pixels, scale, step, crop, record = self._sweep_part(*args)
+                skipped.append(record)
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
@@ -242,24 +233,20 @@ class SearchPlanner:
         cap: int | None,
         steps: list[int],
         top: float,
-    ) -> tuple[Regions | None, float, float, int, tuple[int, int, int, int] | None]:
+    ) -> tuple[Regions | None, float, float, int, tuple[int, int, int, int] | None, SkipRecord]:
         """This frame's part of the sweep (:class:`~objrec.realtime.sweep.Sweep`): the coarse pass over ``boxes``
         when it is due and fits, else the windows plus the round's next tile at a resolution up to ``top``, at
-        the finer of ``steps`` first (what a sweep finds is followed for many frames with the accuracy it was found at;
-        the coarse step only when the tile does not fit). Returns the regions, pixels, scale, step and crop;
-        the part's record is :attr:`swept`."""
+        the finer of ``steps`` first (what a sweep finds is followed for many frames with the accuracy it was
+        found at; the coarse step only when the tile does not fit). Returns the regions, pixels, scale, step,
+        crop and the part's record."""
         h, w = shape
         rounds = self.rounds
-        pixels = union_area(boxes, shape)
-        regions: Regions | None = boxes
-        if pixels > self.whole_frame_fraction * h * w:
-            regions, pixels = None, h * w
+        regions, pixels = whole_or_boxes(boxes, shape, self.whole_frame_fraction)
         coarse = rounds.coarse_step(self, sched, cap, pixels, steps)
         if coarse is not None:
             rounds.step, s = coarse, COARSE_SWEEP_SCALE
             self._tile_work = plan_work(SearchPlan(None, s, pixels=int(pixels), sample_step=coarse))
-            self.swept = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
-            return regions, pixels, s, coarse, None
+            return regions, pixels, s, coarse, None, SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
         for tile_step in steps:
             part, pixels, scale, subject, crop = rounds.tile(self, boxes, n_windows, shape, sched, cap, tile_step, top)
             if scale >= self.min_sweep_scale:
@@ -267,8 +254,7 @@ class SearchPlanner:
         rounds.step = tile_step
         largest = largest_tile(w, h, *rounds.grid)  # type: ignore[misc]
         self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))
-        self.swept = SkipRecord("region", "sweep", subject)
-        return part, pixels, scale, tile_step, crop
+        return part, pixels, scale, tile_step, crop, SkipRecord("region", "sweep", subject)
 
     def next_tile(
         self,
@@ -290,11 +276,19 @@ class SearchPlanner:
         rest = _less_tracked(proposals, tracked, w, h, covered)
         return self.rounds.next_plan(self, (h, w), rest, sched, self.frame_cap(sched), step, reserve)
 
-    def fits(self, sched: Any, cap: int | None, pixels: float, scale: float, step: int, **kw: Any) -> bool:
+    def fits(
+        self,
+        sched: Any,
+        cap: int | None,
+        pixels: float,
+        scale: float,
+        step: int,
+        *,
+        verify: bool = True,
+        reserve: float = 0,
+    ) -> bool:
         """Whether extracting ``pixels`` at ``scale`` and ``step`` is predicted to fit the time left less
-        ``reserve`` (keyword, default 0), with the mandatory units after it (``verify``, default True: a first
-        verification among them)."""
-        verify, reserve = kw.get("verify", True), kw.get("reserve", 0.0)
+        ``reserve``, with the mandatory units after it (``verify``: a first verification among them)."""
         left, margin = self._left(sched, cap, pixels * scale * scale, step, verify)
         work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
         return sched.cost.expected(self.stage, work) + margin <= left - reserve

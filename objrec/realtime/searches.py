@@ -111,14 +111,13 @@ class SecondLooks:
         """What a frame given to the tracks keeps for their realignment and confirmation due: each one's
         predicted time (the high quantile, sized as :meth:`realign` and :meth:`confirm` size them) where it
         fits the time left after the one before, as the scheduler will admit them; none where it does not."""
-        units, (h, w) = [], state.shape
+        units = []
         t = due(tracker, frame)
         if t is not None:
-            units.append(("realign", float(cv2.contourArea(np.asarray(t.corners, np.float32)))))
-        t = tracker.confirmation_due(frame)
-        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+            units.append(("realign", _area(t)))
+        box, _, size = _confirm_box(state, tracker.confirmation_due(frame))
         if box is not None:
-            units.append(("confirm", float(min((box[2] - box[0]) * (box[3] - box[1]), CONFIRM_PIXELS))))
+            units.append(("confirm", size))
         ms, left = 0.0, sched.remaining()
         for stage, size in units:
             p = sched.cost.predict(stage, size)
@@ -134,13 +133,9 @@ class SecondLooks:
         (``"unconfirmed"``): its detection was wrong, and a track would repeat it frame after frame. A
         confirmation left out for the budget keeps the track first in line."""
         t = tracker.confirmation(frame)
-        h, w = state.shape
-        box = None if t is None else outline_box(t.corners, 0.1, w, h)
+        box, scale, size = _confirm_box(state, t)
         if box is None:
             return
-        px = (box[2] - box[0]) * (box[3] - box[1])
-        scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
-        size = px * scale * scale
         args = (state, box, t, scale, tracker, frame)
         v = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
         if isinstance(v, SkipRecord):
@@ -158,8 +153,7 @@ class SecondLooks:
         gray = state.image.host
         for t in waiting(tracker, frame, self._sought)[:MAX_REALIGNS]:
             self._sought[t.name] = frame
-            area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
-            d = sched.run("reacquire", reacquire, tracker, t, gray, size=area, subject=t.name)
+            d = sched.run("reacquire", reacquire, tracker, t, gray, size=_area(t), subject=t.name)
             if isinstance(d, SkipRecord):
                 break
             if d is not None:
@@ -175,9 +169,8 @@ class SecondLooks:
             t = due(tracker, frame)
             if t is None or new_only and t.realigned >= 0:
                 return
-            area = float(cv2.contourArea(np.asarray(t.corners, np.float32)))
             args = (tracker, t, state.image.host, frame)
-            moved = sched.run("realign", realign_in, *args, size=area, subject=t.name, relearn=True)
+            moved = sched.run("realign", realign_in, *args, size=_area(t), subject=t.name, relearn=True)
             if isinstance(moved, SkipRecord):
                 return
             if moved:
@@ -203,3 +196,21 @@ class SecondLooks:
         if self._indexes is None:
             self._indexes = {n: i for i, n in enumerate(self._names)}
         return self._indexes[name]
+
+
+def _area(t: Any) -> float:
+    """The area of track ``t``'s outline: the size a realignment or a re-acquisition is costed at."""
+    return float(cv2.contourArea(np.asarray(t.corners, np.float32)))
+
+
+def _confirm_box(state: FrameState, t: Any) -> tuple[Any, float, float]:
+    """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at most
+    :data:`CONFIRM_PIXELS`) and the pixels searched, the size the unit is costed at; ``(None, 1.0, 0.0)`` without
+    a track or a box."""
+    h, w = state.shape
+    box = None if t is None else outline_box(t.corners, 0.1, w, h)
+    if box is None:
+        return None, 1.0, 0.0
+    px = (box[2] - box[0]) * (box[3] - box[1])
+    scale = 1.0 if state.budget_ms is None else min(1.0, float(np.sqrt(CONFIRM_PIXELS / px)))
+    return box, scale, px * scale * scale

@@ -21,7 +21,16 @@ import numpy as np
 from objrec.boxes import clip_boxes, union_area
 from objrec.types import Regions, SearchPlan, SkipRecord
 
-__all__ = ["Sweep", "sweep_tiles", "SWEEP_GRIDS", "SWEEP_OVERLAP", "COARSE_SWEEP_SCALE", "COARSE_SUBJECT"]
+__all__ = [
+    "Sweep",
+    "sweep_tiles",
+    "largest_tile",
+    "whole_or_boxes",
+    "SWEEP_GRIDS",
+    "SWEEP_OVERLAP",
+    "COARSE_SWEEP_SCALE",
+    "COARSE_SUBJECT",
+]
 
 #: The sweep's grids (columns, rows), coarsest first.
 SWEEP_GRIDS = ((2, 1), (2, 2), (3, 2), (3, 3), (4, 3))
@@ -63,6 +72,16 @@ def _in_tile(
     if not len(part):  # nothing proposed in the tile: the sweep searches all of it
         part = Regions.from_boxes([tile])
     return part, union_area(part, shape)
+
+
+def whole_or_boxes(boxes: Regions, shape: tuple[int, int], fraction: float) -> tuple[Regions | None, float]:
+    """``boxes`` and the pixels they cover, or None (the whole frame) and its pixels where they cover more than
+    ``fraction`` of it or nothing: a pass over most of a frame costs as much as one over all of it."""
+    h, w = shape
+    pixels = union_area(boxes, shape) if len(boxes) else 0.0
+    if not len(boxes) or pixels > fraction * h * w:
+        return None, float(h * w)
+    return boxes, float(pixels)
 
 
 def _crop_of(part: Regions, tile: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
@@ -151,10 +170,7 @@ class Sweep:
             return None
         h, w = shape
         if self.coarse_due:
-            pixels = union_area(rest, shape) if len(rest) else 0.0
-            regions: Regions | None = rest
-            if not len(rest) or pixels > planner.whole_frame_fraction * h * w:
-                regions, pixels = None, float(h * w)
+            regions, pixels = whole_or_boxes(rest, shape, planner.whole_frame_fraction)
             s = COARSE_SWEEP_SCALE
             if planner.fits(sched, cap, pixels, s, step, verify=False, reserve=reserve):
                 record = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
