@@ -278,7 +278,13 @@ def main() -> None:
     )
     p.add_argument("--chunk", type=int, default=500, help="objects per enroll_many call (a resume point)")
     p.add_argument("--seed", type=int, default=0, help="series of the generated distractors")
-    p.add_argument("--vtest-step", type=int, default=5, help="every k-th vtest.avi frame is a distractor")
+    p.add_argument(
+        "--vtest-step",
+        type=int,
+        default=5,
+        help="every k-th vtest.avi frame is a distractor; 0: none, and none in the generated objects either "
+        "(a catalogue for bench_tracking.py --db, whose scenes play vtest.avi behind the covers)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--items", help=argparse.SUPPRESS)

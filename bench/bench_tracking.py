@@ -23,7 +23,9 @@ detections drawn while hidden; frames to report lost (``occlusion``, ``leave``);
 (``pan``, ``occlusion``, ``leave``).
 
 ``--catalogue none`` enrols the scenes' covers; ``334`` the 100 SMVS references and the 234 ``dvd_covers``
-(as ``objrec eval catalogue:`` names them); ``--db PATH`` uses an existing database holding covers 001-050.
+(as ``objrec eval catalogue:`` names them); ``--db PATH`` uses an existing database holding covers 001-050 and
+nothing drawn from ``vtest.avi``, which the scenes play behind the covers (a detection of such an object counts as
+false): ``bench/bench_catalogue_sizes.py --vtest-step 0`` builds one.
 Writes ``--out/results.json``, ``results.md``, ``tracking.png`` and annotated frames in ``frames/``.
 
     python bench/bench_tracking.py --scenes shelf3,still --frames 40 --size 640x480 --out /tmp/bt

@@ -73,13 +73,15 @@ def vtest_frames(data: Path, cache: Path, step: int) -> list[Path]:
 
 
 def real_distractors(data: Path, cache: Path, vtest_step: int = 5) -> list[tuple[str, Path]]:
-    """(name, path) of every real distractor image, in :data:`REAL_SOURCES` order, then the vtest frames."""
+    """(name, path) of every real distractor image, in :data:`REAL_SOURCES` order, then the vtest frames (none
+    when ``vtest_step`` is 0)."""
     items = []
     for tag, folder, pattern in REAL_SOURCES:
         for p in sorted((data / folder).glob(pattern)):
             stem = f"{p.parent.name}_{p.stem}" if "/" in pattern else p.stem
             items.append((f"{tag}_{stem}", p))
-    items += [(f"vtest_{p.stem}", p) for p in vtest_frames(data, cache, vtest_step)]
+    if vtest_step > 0:
+        items += [(f"vtest_{p.stem}", p) for p in vtest_frames(data, cache, vtest_step)]
     return items
 
 
@@ -116,9 +118,9 @@ def catalogue_items(
         sources = [p for _, p in real]
         k = short
         while True:  # generated objects, more when some of them are skipped
-            gen = [
-                (f"gen_{i:06d}", p) for i, p in enumerate(write_distractors(cache / f"gen_{seed}", k, sources, seed))
-            ]
+            # Generated objects draw on the real ones: without the vtest frames they are another series.
+            folder = cache / (f"gen_{seed}" if vtest_step > 0 else f"gen_{seed}_novtest")
+            gen = [(f"gen_{i:06d}", p) for i, p in enumerate(write_distractors(folder, k, sources, seed))]
             kept = [(name, p) for name, p in gen if name not in skip]
             if len(kept) >= short:
                 break

@@ -133,3 +133,21 @@ def test_catalogue_plan_extends_and_skips(shared_data, tmp_path):
     skipped = catalogue_items(shared_data, tmp_path, 300, vtest_step=100, skip={big[150][0]})
     assert skipped == big[:150] + big[151:301]
     assert any(n.startswith("vtest_") for n, _ in real) and any(n.startswith("coil_") for n, _ in real)
+
+
+def test_without_vtest_no_object_draws_on_the_video(shared_data, tmp_path, monkeypatch):
+    """``vtest_step=0``: neither the real distractors nor the generated objects (crops and tiles of the real ones)
+    use a vtest.avi frame, and the generated series is kept apart from the one that does."""
+    import catalogue_plan
+    import distractor_images
+
+    refs = catalogue_plan.load_catalogue(shared_data / "smvs_dvd").references
+    real = catalogue_plan.real_distractors(shared_data, tmp_path, vtest_step=0)
+    assert real and not any(n.startswith("vtest_") for n, _ in real)
+    read = []
+    real_imread = cv2.imread
+    monkeypatch.setattr(distractor_images.cv2, "imread", lambda p, *a: read.append(str(p)) or real_imread(p, *a))
+    items = catalogue_plan.catalogue_items(shared_data, tmp_path, len(refs) + len(real) + 10, vtest_step=0)
+    assert [n for n, _ in items[-10:]] == [f"gen_{i:06d}" for i in range(10)]
+    assert read and not any("vtest" in p for p in read)  # the tiles and warps read their sources
+    assert all("novtest" in p for _, p in items[-10:])
