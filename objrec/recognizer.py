@@ -56,6 +56,11 @@ __all__ = ["Recognizer"]
 MAX_EXTRA_TILES = 3
 
 
+#: Units whose costs are learned from their first runs (their prior admits the first): a confirmation, a
+#: realignment, a re-acquisition, and a read of shortlisted objects (from the disk, or once read ahead).
+FIRST_RUN_TEACHES = ("confirm", "realign", "reacquire", "read", "read_ahead")
+
+
 class Recognizer:
     """Recognise enrolled objects in frames, within an optional per-frame latency budget.
 
@@ -193,10 +198,9 @@ class Recognizer:
         )
         self._set_prefilter(prefilter, adapt_prefilter, adapt_params)
         self.clock = clock or PerfClock()
-        # The costs of a confirmation, a realignment and a re-acquisition are learned from their first runs.
         self.scheduler = FrameScheduler(
             budget_ms,
-            CostModel(prior_ms=dict.fromkeys(("confirm", "realign", "reacquire"), 0.0)),
+            CostModel(prior_ms=dict.fromkeys(FIRST_RUN_TEACHES, 0.0)),
             self.clock,
             safety_ms=2.0,
         )
@@ -344,6 +348,7 @@ class Recognizer:
             return sched.run("matching", matcher.candidates, feats, size=len(feats), mandatory=True)
         voters = self.planner.voters(len(feats), sched)
         shortlist = sched.run("retrieval", matcher.shortlist, feats, voters, size=voters, mandatory=True)
+        shortlist = read_shortlist(matcher, shortlist, sched)
         return sched.run("matching", matcher.candidates, feats, shortlist, size=len(feats), mandatory=True)
 
     def _model_size(self, name: str) -> tuple[int, int]:
@@ -370,6 +375,26 @@ def propose(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> Region
         return Regions.full(w, h)
     state.proposals = sched.run("prefilter", rec.prefilter.propose, state.frame, mandatory=True)
     return state.proposals
+
+
+def read_shortlist(matcher: ShortlistMatcher, shortlist: np.ndarray, sched: FrameScheduler) -> np.ndarray:
+    """The shortlisted objects to match in this frame: those whose descriptors are in memory, and the others once
+    read. Reading one from the database is a unit of its own (``read``): from the page cache an object takes a
+    millisecond or two, from the disk up to tens, more than a frame can wait for several. The objects are read
+    best first while the next is predicted to fit (a unit left out frame after frame is tried again where its
+    typical time fits, so that it learns when the disk has become quicker); the kernel is asked to fetch the rest
+    without the frame waiting (:meth:`~objrec.matching.stored.StoredMatcher.read_ahead`), this frame matches
+    without them, and a later frame that shortlists them reads them from the page cache: such reads are
+    learned apart (stage ``read_ahead``), since they do not wait on the disk."""
+    unread = matcher.unread(shortlist)
+    for k, i in enumerate(unread):
+        stage = "read_ahead" if matcher.read_ahead_before(i) else "read"
+        done = sched.run("read", matcher.read, [i], stage=stage, subject=f"object {i}", timing="matching", relearn=True)
+        if isinstance(done, SkipRecord):
+            later = unread[k:]
+            matcher.read_ahead(later)
+            return np.asarray([j for j in np.asarray(shortlist).tolist() if j not in set(later)], np.int64)
+    return shortlist
 
 
 def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, plan: SearchPlan) -> Features:

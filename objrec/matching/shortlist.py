@@ -166,6 +166,24 @@ class ShortlistMatcher:
         chosen.sort(key=lambda i: rank[int(groups[i])])  # stable: each object's views keep their order
         return objs[np.asarray(chosen, np.int64)] if chosen else np.zeros(0, np.int64)
 
+    def unread(self, objects: Any) -> list[int]:
+        """Of ``objects`` (indices), those a match must read from the database first (none when every object's
+        descriptors are in memory)."""
+        unread = getattr(self.matcher, "unread", None)
+        return [] if unread is None else unread(objects)
+
+    def read(self, objects: Any) -> None:
+        """Read ``objects`` (indices) into memory (see :meth:`unread`)."""
+        self.matcher.read(objects)
+
+    def read_ahead(self, objects: Any) -> None:
+        """Have the kernel start reading ``objects`` (indices) without waiting (see :meth:`unread`)."""
+        self.matcher.read_ahead(objects)
+
+    def read_ahead_before(self, i: int) -> bool:
+        """Whether object ``i`` was read ahead and not read since (see :meth:`unread`)."""
+        return self.matcher.read_ahead_before(i)
+
     def candidates(self, scene: Features, shortlist: Any = None) -> list[Candidate]:
         """Ratio-test matches against the shortlisted objects (retrieved here when not given), in its order."""
         if shortlist is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,8 @@ class StoredMatcher:
         # Kept for the next frames: a video's shortlist seldom changes from one frame to the next, a matcher
         # costs its descriptors' copy and norms to make, and an object its read and float32 conversion.
         self._matcher_of = functools.lru_cache(RECENT_MATCHERS)(self._make_matcher)
-        self._model = functools.lru_cache(CACHED_OBJECTS)(lambda i: db.get_kind(self.names[i], kind))
+        self._read: OrderedDict[int, Any] = OrderedDict()  # object index -> its features, least recent first
+        self._ahead: OrderedDict[int, None] = OrderedDict()  # objects read ahead and not read since, oldest first
 
     def __len__(self) -> int:
         return int(self.counts.sum())
@@ -81,6 +83,43 @@ class StoredMatcher:
     def object_counts(self) -> np.ndarray:
         """Descriptors of each object (int64, in object order)."""
         return self.counts
+
+    def _model(self, i: int) -> Any:
+        """Object ``i`` with its features of the matcher's kind, read from the database unless in memory (the
+        :data:`CACHED_OBJECTS` most recently used stay)."""
+        m = self._read.get(i)
+        if m is None:
+            m = self._read[i] = self.db.get_kind(self.names[i], self.kind)
+            self._ahead.pop(i, None)
+            if len(self._read) > CACHED_OBJECTS:
+                self._read.popitem(last=False)
+        self._read.move_to_end(i)
+        return m
+
+    def unread(self, objects: Any) -> list[int]:
+        """Of ``objects`` (indices), those whose features are not in memory: matching them reads them first."""
+        return [int(i) for i in np.asarray(objects, np.int64).reshape(-1) if int(i) not in self._read]
+
+    def read(self, objects: Any) -> None:
+        """Read ``objects`` (indices) into memory, each checked against its content hash on its first read."""
+        for i in np.asarray(objects, np.int64).reshape(-1):
+            self._model(int(i))
+
+    def read_ahead(self, objects: Any) -> None:
+        """Have the kernel start reading ``objects`` (indices) from disk without waiting for them
+        (:meth:`objrec.modeldb.ModelDB.read_ahead`), so that a read of them a little later is quick."""
+        objects = [int(i) for i in np.asarray(objects, np.int64).reshape(-1)]
+        self.db.read_ahead(self.names[i] for i in objects)
+        for i in objects:
+            self._ahead[i] = None
+            self._ahead.move_to_end(i)
+        while len(self._ahead) > CACHED_OBJECTS:
+            self._ahead.popitem(last=False)
+
+    def read_ahead_before(self, i: int) -> bool:
+        """Whether object ``i`` was read ahead (:meth:`read_ahead`) and not read since: its pages are then likely
+        in memory, and its read is quick."""
+        return int(i) in self._ahead
 
     def _make_matcher(self, objects: tuple[int, ...]) -> DatabaseMatcher:
         models = [self._model(i) for i in objects]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -104,6 +104,13 @@ class DatabaseReads:
         for a matcher that keeps its own cache of the objects it matches."""
         self._check_kind(kind)
         return self.store.model_object(name, [kind], False)
+
+    def read_ahead(self, names: Iterable[str]) -> None:
+        """Start reading the named records' rows (record keys, or objects' names for their first views) into the
+        page cache without waiting for them: a :meth:`get_kind` of them a little later does not wait on the
+        disk. Unknown names raise KeyError."""
+        for name in names:
+            self.store.read_ahead(name)
 
     def _check_kind(self, kind: str) -> None:
         if kind not in self.store.manifest["detectors"]:

@@ -60,6 +60,9 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
         # The passes' confirmations searched whole boxes at full resolution, which a budget never asks for: their
         # times would keep the unit out (its prior admits it, and the stream's own runs teach it).
         recognizer.scheduler.cost.forget("confirm")
+        # Its reads of shortlisted objects came from wherever the database's pages were; the frames' own reads
+        # teach the unit (its prior admits the first).
+        recognizer.scheduler.cost.forget("read")
         recognizer.tracker.reset()
         recognizer.degrade.reset()
         if getattr(recognizer, "adapter", None) is not None:
