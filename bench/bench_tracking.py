@@ -17,7 +17,9 @@ smoothing sees the camera's time steps.
 
 Metrics per scene and mode (definitions in ``bench/tracking_metrics.py``): found share of fully visible
 object-frames at 3 px and 10 px, overall and from frame 30 on; median and p95 corner error; jitter on
-``still`` (``corners`` and ``raw_corners``); latency p50/p99 and late frames; tracking ms per tracked object
+``still`` (``corners`` and ``raw_corners``); latency p50/p99 and late frames, each late frame put down to the
+unit that ran furthest over its prediction or to the work outside the units
+(``tracking_metrics.late_cause``); tracking ms per tracked object
 beside a full-frame detection of the primary detector measured in the same run; false detections and
 detections drawn while hidden; frames to report lost (``occlusion``, ``leave``); frames to re-acquire
 (``pan``, ``occlusion``, ``leave``).
@@ -25,7 +27,8 @@ detections drawn while hidden; frames to report lost (``occlusion``, ``leave``);
 ``--catalogue none`` enrols the scenes' covers; ``334`` the 100 SMVS references and the 234 ``dvd_covers``
 (as ``objrec eval catalogue:`` names them); ``--db PATH`` uses an existing database holding covers 001-050 and
 nothing drawn from ``vtest.avi``, which the scenes play behind the covers (a detection of such an object counts as
-false): ``bench/bench_catalogue_sizes.py --vtest-step 0`` builds one.
+false): ``bench/bench_catalogue_sizes.py --vtest-step 0`` builds one. ``--cold`` drops the database's files from the
+page cache before each scene (``posix_fadvise(POSIX_FADV_DONTNEED)`` on each), as after a reboot.
 Writes ``--out/results.json``, ``results.md``, ``tracking.png`` and annotated frames in ``frames/``.
 
     python bench/bench_tracking.py --scenes shelf3,still --frames 40 --size 640x480 --out /tmp/bt
@@ -50,7 +53,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from tracking_metrics import TOLERANCES, Det, FrameLog, scene_metrics  # noqa: E402
+from procmem import drop_page_cache, tree_files  # noqa: E402
+from tracking_metrics import TOLERANCES, Det, FrameLog, late_cause, scene_metrics  # noqa: E402
 from tracking_scenes import (  # noqa: E402
     SWING_FRAMES,
     ShelfStream,
@@ -101,6 +105,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--annotate", type=int, default=3, help="annotated frames per scene (0: none)")
     ap.add_argument("--out", default="bench-tracking-out")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="drop the database's files from the page cache before each scene (posix_fadvise DONTNEED on each)",
+    )
     args = ap.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in args.modes if m not in MODES]
@@ -192,9 +201,11 @@ class ObjrecMode:
         smooth = bool(args.smooth and track)
         self.rec = Recognizer(db, budget_ms=budget, backend=args.backend, track=track, smooth=smooth, clock=self.clock)
         self.rec.warmup(frame_shape)
+        self.outside: list[float] = []  # each frame's time outside its units
 
     def reset(self) -> None:
         self.rec.reset()
+        self.outside = []
 
     def process(self, index: int, image: np.ndarray):
         t0 = index * 1000.0 / FPS
@@ -203,6 +214,11 @@ class ObjrecMode:
         dets = [Det(d.name, d.corners, d.raw_corners, d.state, d.track_id) for d in r.detections]
         lost = [t.name for t in r.lost]
         log = FrameLog(index, dets, r.latency_ms, not r.deadline_met, float(r.timings_ms.get("track", 0.0)), lost)
+        ran = [(u.unit, u.predicted_ms, u.actual_ms, u.mandatory) for u in self.rec.scheduler.records if u.admitted]
+        outside = r.latency_ms - sum(a for _, _, a, _ in ran)
+        self.outside.append(outside)
+        if log.late:
+            log.cause = late_cause(ran, outside, float(np.median(self.outside)))
         return log, r.detections
 
 
@@ -407,10 +423,11 @@ def render_markdown(doc: dict) -> str:
             f"{_num(tr['track_ms_per_object'], 2)} ({_num(tr['track_ms_per_frame'], 2)} per frame)",
             _pct(tr["tracked_share"]),
             f"{tr['track_ids']} / {tr['lost_reports']}",
+            ", ".join(f"{k} {v}" for k, v in (m.get("late_causes") or {}).items()) or "-",
         ]
 
     cols = ["scene", "mode", "frames", "latency p50 / p99 ms", "late", "track ms per object", "tracked detections"]
-    cols += ["tracks / reported lost"]
+    cols += ["tracks / reported lost", "late frames by cause"]
     lines += _table("Time", cols, _rows(doc, timing))
     events = _rows(
         doc, lambda m: [_events(m, "lost", "kept"), _events(m, "reacquire", "never")], ("occlusion", "leave", "pan")
@@ -542,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             kind, ms = detection_ms(db, stream.frame(0).image, args.backend)
             doc["detector"] = {"kind": kind, "median_ms": ms}
             print(f"full-frame detection ({kind}, {size}): {ms:.1f} ms (median of 5)")
+        if args.cold:
+            drop_page_cache(tree_files(Path(db.path)))
         logs, truths = run_scene(stream, modes, args, out)
         metrics = {m: scene_metrics(logs[m], truths, spec.kind, args.frames, stream.sharp_from) for m in logs}
         doc["scenes"][spec.name] = {

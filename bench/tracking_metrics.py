@@ -64,6 +64,7 @@ class FrameLog:
     late: bool
     track_ms: float = 0.0
     lost: list[str] = field(default_factory=list)
+    cause: str | None = None  # a late frame's cause (:func:`late_cause`)
 
 
 def _best(dets: list[Det], name: str, truth: np.ndarray, attr: str = "corners") -> tuple[float, float, Det | None]:
@@ -250,6 +251,32 @@ def _event_summary(frames: list[int], censored: int, label: str) -> dict:
     }
 
 
+#: A late frame's cause when its time outside the units was more over the frame's typical such time than any
+#: unit was over its prediction.
+OUTSIDE_UNITS = "outside units"
+
+
+def late_cause(units: list[tuple[str, float, float, bool]], outside_ms: float, typical_outside_ms: float) -> str:
+    """What made a late frame late: the unit that ran furthest over its prediction (``units``: name, predicted
+    ms, actual ms, mandatory; ``"<name> (mandatory)"`` for a unit run whatever its prediction), or
+    :data:`OUTSIDE_UNITS` when the frame's time outside its units (``outside_ms``) exceeded the typical
+    (``typical_outside_ms``) by more."""
+    best, over = OUTSIDE_UNITS, outside_ms - typical_outside_ms
+    for name, predicted, actual, mandatory in units:
+        if actual - predicted > over:
+            best, over = name + (" (mandatory)" if mandatory else ""), actual - predicted
+    return best
+
+
+def late_causes(logs: list[FrameLog]) -> dict[str, int]:
+    """Late frames per cause (:func:`late_cause`), most frequent first."""
+    counts: dict[str, int] = {}
+    for g in logs:
+        if g.late and g.cause:
+            counts[g.cause] = counts.get(g.cause, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def scene_metrics(
     logs: list[FrameLog], truths: list[Truth], kind: str, n_frames: int, sharp_from: int | None = None
 ) -> dict:
@@ -259,6 +286,7 @@ def scene_metrics(
         "false": false_detections(logs, truths),
         "latency": latency(logs),
         "tracking": tracking(logs),
+        "late_causes": late_causes(logs),
     }
     every = len(logs) == n_frames and all(g.index == i for i, g in enumerate(logs))
     if kind == "still":

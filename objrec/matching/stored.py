@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,8 @@ class StoredMatcher:
         self._matcher_of = functools.lru_cache(RECENT_MATCHERS)(self._make_matcher)
         self._read: OrderedDict[int, Any] = OrderedDict()  # object index -> its features, least recent first
         self._ahead: OrderedDict[int, None] = OrderedDict()  # objects read ahead and not read since, oldest first
+        self._advisor: ThreadPoolExecutor | None = None  # gives the read-ahead advice (made on first use)
+        self._advised: list[Future] = []  # its pending advice
 
     def __len__(self) -> int:
         return int(self.counts.sum())
@@ -106,15 +109,26 @@ class StoredMatcher:
             self._model(int(i))
 
     def read_ahead(self, objects: Any) -> None:
-        """Have the kernel start reading ``objects`` (indices) from disk without waiting for them
-        (:meth:`objrec.modeldb.ModelDB.read_ahead`), so that a read of them a little later is quick."""
+        """Have the kernel start reading ``objects`` (indices) from disk (:meth:`objrec.modeldb.ModelDB.read_ahead`)
+        so that a read of them a little later is quick. The advice is given by a thread of its own and this
+        returns at once: giving it maps a shard file not mapped yet, which reads the file's header from the
+        disk."""
         objects = [int(i) for i in np.asarray(objects, np.int64).reshape(-1)]
-        self.db.read_ahead(self.names[i] for i in objects)
+        if self._advisor is None:
+            self._advisor = ThreadPoolExecutor(1, thread_name_prefix="objrec-read-ahead")
+        self._advised.append(self._advisor.submit(self.db.read_ahead, [self.names[i] for i in objects]))
+        self._advised = [f for f in self._advised if not f.done()]
         for i in objects:
             self._ahead[i] = None
             self._ahead.move_to_end(i)
         while len(self._ahead) > CACHED_OBJECTS:
             self._ahead.popitem(last=False)
+
+    def settle(self) -> None:
+        """Wait until the advice of every :meth:`read_ahead` so far has been given (its errors raised here)."""
+        for f in self._advised:
+            f.result()
+        self._advised = []
 
     def read_ahead_before(self, i: int) -> bool:
         """Whether object ``i`` was read ahead (:meth:`read_ahead`) and not read since: its pages are then likely

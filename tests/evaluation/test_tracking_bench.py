@@ -97,3 +97,19 @@ def test_scores_by_hand():
     assert m["latency"]["late"] == 1 and m["latency"]["p50_ms"] == pytest.approx(14.5)
     # Skipped frames: no lost or re-acquired frames.
     assert scene_metrics(logs[::2], truths, "leave", 10)["lost"] is None
+
+
+def test_a_late_frame_is_put_down_to_what_ran_furthest_over():
+    from tracking_metrics import OUTSIDE_UNITS, late_cause, late_causes
+
+    units = [("features", 6.0, 7.0, True), ("read", 1.0, 9.0, False), ("verify", 0.5, 3.0, True)]
+    assert late_cause(units, outside_ms=3.0, typical_outside_ms=2.5) == "read"  # 8 ms over, vs 2.5 and 1
+    assert late_cause(units[2:], outside_ms=3.0, typical_outside_ms=2.5) == "verify (mandatory)"
+    assert late_cause(units, outside_ms=40.0, typical_outside_ms=2.5) == OUTSIDE_UNITS  # a stall between units
+    assert late_cause([], outside_ms=1.0, typical_outside_ms=2.5) == OUTSIDE_UNITS
+    logs = [
+        FrameLog(i, [], 40.0, late, cause=c)
+        for i, (late, c) in enumerate([(True, "read"), (False, None), (True, "read"), (True, OUTSIDE_UNITS)])
+    ]
+    assert late_causes(logs) == {"read": 2, OUTSIDE_UNITS: 1}
+    assert list(late_causes(logs)) == ["read", OUTSIDE_UNITS]

@@ -130,6 +130,7 @@ def test_the_matcher_knows_what_it_has_read_and_read_ahead(catalogue, monkeypatc
     stored.read([1])
     assert stored.unread([3, 1, 4]) == [3, 4]
     stored.read_ahead([3])
+    stored.settle()
     assert asked == [["c3"]] and stored.read_ahead_before(3) and not stored.read_ahead_before(4)
     stored.candidates(feats, among=[3, 4])  # a match reads what it matches
     assert stored.unread([3, 1, 4]) == [] and not stored.read_ahead_before(3)
