@@ -157,6 +157,7 @@ class SearchPlanner:
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
         self.rounds = Sweep(min_sweep_scale)  # where the sweep stands
+        self._rest: tuple | None = None  # next_tile's last proposals, outlines, covered parts, size and cut
         # The cost-model size of the sweep's last part (a tile: the round's largest, at the plan's scale and step;
         # or the coarse pass); 0 when the last plan searched no part of the sweep.
         self._tile_work = 0.0
@@ -273,8 +274,11 @@ class SearchPlanner:
         if not self.sweep or sched.budget_ms is None:
             return None
         h, w = shape[:2]
-        rest = _less_tracked(proposals, tracked, w, h, covered)
-        return self.rounds.next_plan(self, (h, w), rest, sched, self.frame_cap(sched), step, reserve)
+        # A frame's extra parts ask with the same proposals and outlines: they are cut once.
+        key, last = (proposals, tracked, covered), self._rest
+        if last is None or any(a is not b for a, b in zip(last[:3], key, strict=True)) or last[3] != (w, h):
+            last = self._rest = (*key, (w, h), _less_tracked(proposals, tracked, w, h, covered))
+        return self.rounds.next_plan(self, (h, w), last[4], sched, self.frame_cap(sched), step, reserve)
 
     def fits(
         self,

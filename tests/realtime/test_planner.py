@@ -314,3 +314,34 @@ def test_when_the_coarse_pass_is_due_but_does_not_fit_the_next_tile_is_searched(
     plan = planner.next_tile((480, 640), Regions.full(640, 480), sched, 1)
     assert plan is not None and plan.crop is not None and plan.crop != first.crop
     assert planner.rounds.coarse_due
+
+
+def test_the_next_tile_cuts_out_the_tracked_objects_it_is_given_not_those_of_an_earlier_call():
+    """The cut of the tracked outlines is kept between a frame's calls with the same proposals and outlines;
+    another frame's outlines (a new list) are cut anew: a tracked object moved over the tile is left out of it,
+    and the part it left is searched again."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    _swept(planner, 2)  # a tile is due next: the first of the round's grid, at the top left
+    sched = _sched(33.0)
+    for px in (1e4, 2e4, 4e4):
+        sched.cost.observe("features_surf", px, px / 2000.0)
+    full = Regions.full(640, 480)
+    here = [np.array([[0, 0], [150, 0], [150, 150], [0, 150]], np.float64)]
+    there = [np.array([[400, 300], [550, 300], [550, 450], [400, 450]], np.float64)]
+
+    def covered_by(tracked):
+        planner.rounds.tile_index -= planner.rounds.tile_index > 0  # the same tile again
+        planner.rounds.coarse_due = False
+        plan = planner.next_tile((480, 640), full, sched, 1, tracked, [])
+        assert plan is not None and plan.crop is not None
+        mask = np.zeros((480, 640), bool)
+        for x0, y0, x1, y1 in plan.regions.boxes.tolist():
+            mask[y0:y1, x0:x1] = True
+        return mask
+
+    first = covered_by(here)
+    assert not first[20:130, 20:130].any()  # inside the tracked outline: cut out
+    again = covered_by(here)
+    assert np.array_equal(first, again)
+    moved = covered_by(there)  # a new frame: the object is elsewhere, and the tile is searched where it was
+    assert moved[20:130, 20:130].all()
