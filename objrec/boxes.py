@@ -102,8 +102,9 @@ def union_area(regions: Any, shape: tuple[int, int]) -> int:
     """Pixels of a frame of ``shape`` covered by the union of the boxes.
 
     Exact, on the grid the boxes' own edges make (coordinate compression): a cell of that grid is either
-    inside some box or outside all of them, so the area is the sum of the covered cells' areas. Its cost
-    grows with the number of boxes, not with the frame's pixels.
+    inside some box or outside all of them, so the area is the sum of the covered cells' areas. The boxes are
+    drawn onto that grid as corner differences whose running sums count the boxes over each cell, so the cost
+    grows with the grid's cells and the boxes, not with the frame's pixels.
     """
     h, w = shape[:2]
     b = _boxes_of(regions).astype(np.int64).reshape(-1, 4)
@@ -118,9 +119,14 @@ def union_area(regions: Any, shape: tuple[int, int]) -> int:
         return 0
     xs = np.unique(b[:, [0, 2]])
     ys = np.unique(b[:, [1, 3]])
-    cx = (xs[:-1, None] >= b[None, :, 0]) & (xs[:-1, None] < b[None, :, 2])  # (cells in x, boxes)
-    cy = (ys[:-1, None] >= b[None, :, 1]) & (ys[:-1, None] < b[None, :, 3])
-    covered = (cy[:, None, :] & cx[None, :, :]).any(axis=2)  # (cells in y, cells in x)
+    ix0, ix1 = np.searchsorted(xs, b[:, 0]), np.searchsorted(xs, b[:, 2])
+    iy0, iy1 = np.searchsorted(ys, b[:, 1]), np.searchsorted(ys, b[:, 3])
+    # +1 at each box's top-left cell and past its bottom-right, -1 past its other two edges.
+    nx = len(xs)
+    corners = np.concatenate([iy0 * nx + ix0, iy1 * nx + ix1, iy0 * nx + ix1, iy1 * nx + ix0])
+    signs = np.repeat([1.0, 1.0, -1.0, -1.0], len(b))
+    count = np.bincount(corners, signs, len(ys) * nx).reshape(len(ys), nx)
+    covered = count.cumsum(axis=0).cumsum(axis=1)[:-1, :-1] > 0.5  # (cells in y, cells in x): boxes over each
     return int(np.diff(ys) @ covered @ np.diff(xs))
 
 

@@ -47,15 +47,20 @@ ESCALATION_PIXELS = 25_000
 FIRST_VERIFY_MATCHES = 100
 
 
-def _less_tracked(proposals: Regions, tracked: Any, w: int, h: int, covered: Any = ()) -> Regions:
-    """``proposals`` less the insides of the ``tracked`` outlines (a few boxes each, :func:`inner_boxes`: a
-    rotated object's bounding box holds much of its neighbours, which the search must still see), but for the
-    bounding boxes of the ``covered`` parts of them (where another object may be in front)."""
+def tracked_holes(tracked: Any, w: int, h: int, covered: Any = ()) -> list[tuple[int, int, int, int]]:
+    """The insides of the ``tracked`` outlines (a few boxes each, :func:`inner_boxes`: a rotated object's bounding
+    box holds much of its neighbours, which the search must still see), less the bounding boxes of the
+    ``covered`` parts of them (where another object may be in front)."""
     holes = [b for q in tracked for b in inner_boxes(np.asarray(q), w, h)]
     if holes and len(covered):
         keep = [outline_box(np.asarray(c), 0.0, w, h) for c in covered]
         cut, _ = subtract_boxes(np.array(holes), [b for b in keep if b is not None])
         holes = [tuple(b) for b in cut.tolist()]
+    return holes
+
+
+def _less_holes(proposals: Regions, holes: list[tuple[int, int, int, int]]) -> Regions:
+    """``proposals`` less the ``holes`` (:func:`tracked_holes`)."""
     if not holes or not len(proposals):
         return proposals
     pieces, parent = subtract_boxes(proposals.boxes, holes)
@@ -157,7 +162,7 @@ class SearchPlanner:
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
         self.rounds = Sweep(min_sweep_scale)  # where the sweep stands
-        self._rest: tuple | None = None  # next_tile's last proposals, outlines, covered parts, size and cut
+        self._holes: tuple | None = None  # the last outlines, covered parts and frame size asked about, and holes
         # The cost-model size of the sweep's last part (a tile: the round's largest, at the plan's scale and step;
         # or the coarse pass); 0 when the last plan searched no part of the sweep.
         self._tile_work = 0.0
@@ -182,7 +187,7 @@ class SearchPlanner:
         :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
         its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
         Boxes inside the ``tracked`` outlines (frame pixels) are cut out of the proposals, the tracking stage
-        follows those objects, except where they may be ``covered`` by others (:func:`_less_tracked`).
+        follows those objects, except where they may be ``covered`` by others (:func:`tracked_holes`).
         """
         h, w = shape[:2]
         fixed = self.sample_step if sample_step is None else sample_step
@@ -198,7 +203,7 @@ class SearchPlanner:
             windows, cut = fitting_windows(self, windows, (h, w), sched)
             if cut:
                 skipped.append(SkipRecord("window", "budget", f"{cut} of {cut + len(windows)}"))
-        boxes = windows.concat(_less_tracked(proposals[:n], tracked, w, h, covered))
+        boxes = windows.concat(_less_holes(proposals[:n], self._holes_of(tracked, w, h, covered)))
         if not len(boxes):
             return SearchPlan(Regions.empty(), skipped=tuple(skipped))
         regions, pixels = whole_or_boxes(boxes, (h, w), self.whole_frame_fraction)
@@ -274,11 +279,16 @@ class SearchPlanner:
         if not self.sweep or sched.budget_ms is None:
             return None
         h, w = shape[:2]
-        # A frame's extra parts ask with the same proposals and outlines: they are cut once.
-        key, last = (proposals, tracked, covered), self._rest
-        if last is None or any(a is not b for a, b in zip(last[:3], key, strict=True)) or last[3] != (w, h):
-            last = self._rest = (*key, (w, h), _less_tracked(proposals, tracked, w, h, covered))
-        return self.rounds.next_plan(self, (h, w), last[4], sched, self.frame_cap(sched), step, reserve)
+        rest = _less_holes(proposals, self._holes_of(tracked, w, h, covered))
+        return self.rounds.next_plan(self, (h, w), rest, sched, self.frame_cap(sched), step, reserve)
+
+    def _holes_of(self, tracked: Any, w: int, h: int, covered: Any) -> list[tuple[int, int, int, int]]:
+        """:func:`tracked_holes`, kept while the same outlines are asked about: a frame's plan and its extra
+        sweep parts are given the frame's outlines and covered parts (the same lists)."""
+        last = self._holes
+        if last is None or last[0] is not tracked or last[1] is not covered or last[2] != (w, h):
+            last = self._holes = (tracked, covered, (w, h), tracked_holes(tracked, w, h, covered))
+        return last[3]
 
     def fits(
         self,
