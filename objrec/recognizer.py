@@ -391,9 +391,9 @@ def read_shortlist(matcher: ShortlistMatcher, shortlist: np.ndarray, sched: Fram
         stage = "read_ahead" if matcher.read_ahead_before(i) else "read"
         done = sched.run("read", matcher.read, [i], stage=stage, subject=f"object {i}", timing="matching", relearn=True)
         if isinstance(done, SkipRecord):
-            later = unread[k:]
-            matcher.read_ahead(later)
-            return np.asarray([j for j in np.asarray(shortlist).tolist() if j not in set(later)], np.int64)
+            matcher.read_ahead(unread[k:])
+            later = set(unread[k:])
+            return np.asarray([j for j in np.asarray(shortlist).tolist() if j not in later], np.int64)
     return shortlist
 
 
