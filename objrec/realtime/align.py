@@ -23,6 +23,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+from scipy.special import fdtri
 
 from objrec.boxes import inside_polygons, map_points, model_corners
 
@@ -35,6 +36,7 @@ __all__ = [
     "aligned_within",
     "TEMPLATE_SIDE",
     "MAX_SHIFT",
+    "significant",
 ]
 
 #: Model images are kept at most this many pixels on their long side.
@@ -56,6 +58,13 @@ MAX_LEVEL = 3
 POINTS = 48
 #: Pixels around the outline that the rendered model and the frame crop keep.
 MARGIN = 16
+#: A refit replaces the track's homography only when it explains the followed points better than the track's
+#: own homography by more than chance would at this significance (an F-test of the refit's 8 parameters,
+#: :func:`significant`). Below it the track is already on the model within the points' noise, and moving it
+#: would only add the refit's noise: the far corners of a homography fitted to points on part of an object
+#: scatter by pixels from one refit to the next on an unmoving object. Strict, since the points' errors are
+#: not independent (a printed object differs from its model in the same way under neighbouring windows).
+SIGNIFICANCE = 0.999
 
 
 class ModelTemplates:
@@ -160,7 +169,27 @@ def realign(
     H2 = H2 / H2[2, 2]
     if np.linalg.norm(map_points(H2, model_corners(w, h)) - corners, axis=1).max() > MAX_SHIFT * side:
         return None, 0
+    keep = inl.ravel().astype(bool)
+    if not significant(src[good][keep], dst[keep], H, H2):
+        return np.asarray(H, np.float64), n
     return H2, n
+
+
+def significant(src: np.ndarray, dst: np.ndarray, H: np.ndarray, H2: np.ndarray, level: float = SIGNIFICANCE) -> bool:
+    """Whether the refit ``H2`` explains the points ``src -> dst`` (model to frame pixels, the refit's inliers)
+    better than ``H`` by more than noise would: an F-test at ``level`` of the drop in the squared residuals
+    per parameter against the refit's residual variance. ``H`` is taken for an estimate as precise as the
+    refit (an earlier refit of the same kind, carried by the flow), not for the truth: the difference of two
+    such estimates varies twice as much as one, so the drop is held against twice the refit's share."""
+    m = len(src)
+    dof = 2 * m - 8
+    if dof <= 0:
+        return True
+    ssr0 = float(np.sum((dst - map_points(H, src)) ** 2))
+    ssr1 = float(np.sum((dst - map_points(H2, src)) ** 2))
+    if ssr1 <= 0.0:
+        return ssr0 > 0.0
+    return (ssr0 - ssr1) / 8.0 > 2.0 * fdtri(8, dof, level) * ssr1 / dof
 
 
 def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:

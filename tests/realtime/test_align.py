@@ -8,7 +8,7 @@ import pytest
 
 from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
-from objrec.realtime.align import ModelTemplates, due, realign, realign_in
+from objrec.realtime.align import ModelTemplates, due, realign, realign_in, significant
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection
 
@@ -18,6 +18,11 @@ W, H = 640, 480
 @pytest.fixture(scope="module")
 def scene():
     """A tilted view of the cover, printed and photographed: another gamma, contrast and brightness, noise."""
+    return _render(0)
+
+
+def _render(seed):
+    """:func:`scene` with the sensor noise drawn from ``seed``."""
     model = cv2.cvtColor(sample_objects()["cover"], cv2.COLOR_BGR2GRAY)
     h, w = model.shape
     bg = cv2.cvtColor(sample_background((W, H), seed=5), cv2.COLOR_BGR2GRAY)
@@ -29,7 +34,7 @@ def scene():
     img = bg.copy()
     img[inside > 0] = warped[inside > 0]
     img = 30 + 0.8 * 255 * (img / 255.0) ** 0.8
-    img = np.clip(img + np.random.default_rng(0).normal(0, 3, img.shape), 0, 255).astype(np.uint8)
+    img = np.clip(img + np.random.default_rng(seed).normal(0, 3, img.shape), 0, 255).astype(np.uint8)
     return img, model, Ht, (w, h)
 
 
@@ -50,6 +55,58 @@ def test_a_drifted_homography_is_brought_back_to_the_truth(scene, shift):
     start = _drifted(Ht, *shift)
     out = realign(img, ModelTemplates(lambda n: model).get("cover"), start, size)[0]
     assert out is not None and _err(out, Ht, size) < 1.0 < _err(start, Ht, size)
+
+
+def test_a_track_on_its_object_is_left_where_it_is_through_new_sensor_noise(scene):
+    """Realigned until it stops moving, the track sits on the model within the points' noise; realigned again
+    in frames of the same still scene with other noise, one after the other as a track is, it keeps its
+    homography in nearly every frame (its own estimate carries the noise of the frame it came from, so one
+    move may be called for), where a refit would move its corners by the refit's own noise in every frame."""
+    img, model, Ht, size = scene
+    templates = ModelTemplates(lambda n: model)
+    H1 = _drifted(Ht, 4.0, -3.0)
+    for _ in range(3):
+        H1 = realign(img, templates.get("cover"), H1, size)[0]
+    assert H1 is not None and _err(H1, Ht, size) < 0.5
+    moves = 0
+    for seed in range(1, 7):
+        again, n = realign(_render(seed)[0], templates.get("cover"), H1, size)
+        assert n > 0 and _err(again, Ht, size) < 0.5
+        moves += not np.array_equal(again, H1)
+        H1 = again
+    assert moves <= 1
+
+
+@pytest.mark.parametrize("shift", [(1.5, 0.0), (0.0, -1.5)])
+def test_a_small_drift_is_still_taken_out(scene, shift):
+    """A track off by a pixel and a half (well within what a detection's tolerance lets stand) is moved back
+    onto the object: the points' noise does not hide a shift of the whole object."""
+    img, model, Ht, size = scene
+    start = np.array([[1.0, 0.0, shift[0]], [0.0, 1.0, shift[1]], [0.0, 0.0, 1.0]]) @ Ht
+    out = realign(img, ModelTemplates(lambda n: model).get("cover"), start, size)[0]
+    assert out is not None and _err(out, Ht, size) < 0.5 * _err(start, Ht, size)
+
+
+@pytest.mark.parametrize("level", [0.9, 0.99])
+def test_significance_holds_its_level_on_points_that_only_carry_noise(level):
+    """Points on a homography plus Gaussian noise, seen twice: the track's homography is the least-squares fit
+    to the first sight, the refit that to the second. The refit is called significant in about ``1 - level``
+    of the trials (the F distribution's own rate), and a shift of the whole second sight by twice the
+    noise's size is called significant every time."""
+    rng = np.random.default_rng(7)
+    Ht = np.array([[0.9, 0.1, 200.0], [-0.05, 1.1, 120.0], [1e-4, 2e-4, 1.0]])
+    trials, hits, shifted = 1500, 0, 0
+    for _ in range(trials):
+        src = rng.uniform(0, 300, (40, 2))
+        H1, _ = cv2.findHomography(src, map_points(Ht, src) + rng.normal(0, 0.3, (40, 2)), 0)
+        dst = map_points(Ht, src) + rng.normal(0, 0.3, (40, 2))
+        H2, _ = cv2.findHomography(src, dst, 0)
+        hits += significant(src, dst, H1, H2, level)
+        moved = dst + [0.6, 0.0]
+        H3, _ = cv2.findHomography(src, moved, 0)
+        shifted += significant(src, moved, H1, H3, level)
+    assert abs(hits / trials - (1 - level)) < 3 * np.sqrt(level * (1 - level) / trials) + 0.01
+    assert shifted == trials
 
 
 def test_an_outline_far_from_the_object_is_not_realigned(scene):
