@@ -143,9 +143,11 @@ def test_found_objects_are_tracked_in_the_next_frames_and_not_without_tracking(d
         r = rec.process(scene.image)
         assert {d.name: (d.state, d.track_id) for d in r.detections} == {n: ("tracked", i) for n, i in ids.items()}
         assert "track" in r.timings_ms and not r.lost
-        for d in r.detections:  # the same frame again: the tracks stay on their anchors
+        for d in r.detections:  # the same frame again: the tracks stay on their anchors or come closer to the truth
             anchor = next(a for a in first.detections if a.name == d.name)
-            assert np.linalg.norm(d.corners - anchor.corners, axis=1).max() < 0.5
+            err = [float(np.linalg.norm(x.corners - scene.truth(d.name).corners, axis=1).max()) for x in (d, anchor)]
+            assert np.linalg.norm(d.corners - anchor.corners, axis=1).max() < 0.5 or err[0] < err[1]
+            assert err[0] < max(err[1], 0.5)
     plain = Recognizer(db, budget_ms=None, track=False)
     for _ in range(2):
         r = plain.process(scene.image)

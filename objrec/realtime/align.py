@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import fdtri
 
 from objrec.boxes import inside_polygons, map_points, model_corners
+from objrec.realtime.flow import seed_points
 
 __all__ = [
     "ModelTemplates",
@@ -33,6 +34,7 @@ __all__ = [
     "realign_track",
     "due",
     "realign_in",
+    "unsettled",
     "aligned_within",
     "TEMPLATE_SIDE",
     "MAX_SHIFT",
@@ -58,6 +60,11 @@ MAX_LEVEL = 3
 POINTS = 48
 #: Pixels around the outline that the rendered model and the frame crop keep.
 MARGIN = 16
+#: A realignment that moves a corner of the outline by more than this (frame pixels) is repeated, in the same
+#: frame while it fits: Lucas-Kanade started that far off stops short of the object by a share of the distance (a first
+#: realignment of a track anchored by a search under a budget moves it by several pixels, and the next one
+#: by a tenth or more of that), until a realignment finds it where it is.
+AGAIN_PX = 1.0
 #: A refit replaces the track's homography only when it explains the followed points better than the track's
 #: own homography by more than chance would at this significance (an F-test of the refit's 8 parameters,
 #: :func:`significant`). Below it the track is already on the model within the points' noise, and moving it
@@ -209,15 +216,24 @@ def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: S
 
 def due(tracker: Any, frame: int) -> Any:
     """The planar track of ``tracker`` (a :class:`~objrec.realtime.tracker.Tracker`) to realign in frame
-    ``frame``: realigned ``realign_every`` frames ago or more (or never), the longest waiting first; None
-    when there is none, or realignment is off or has no model images."""
+    ``frame``: never realigned, or moved far by its last realignment (:data:`AGAIN_PX`; in the same frame too,
+    where the budget allows), or realigned ``realign_every`` frames ago or more; in that order, the longest
+    waiting first within each; None when there is none, or realignment is off or has no model images."""
     every = tracker.params.realign_every
     if not tracker.enabled or not every or tracker.templates is None:
         return None
-    waiting = [
-        t for t in tracker.tracks if hasattr(t, "realigned") and (t.realigned < 0 or frame - t.realigned >= every)
-    ]
-    return min(waiting, key=lambda t: t.realigned) if waiting else None
+    waiting = [t for t in tracker.tracks if hasattr(t, "realigned") and _waits(t, frame, every)]
+    return min(waiting, key=lambda t: (t.realigned >= 0, not unsettled(t), t.realigned)) if waiting else None
+
+
+def unsettled(t: Any) -> bool:
+    """Whether track ``t`` has not yet been realigned onto its model: never realigned, or moved far by its
+    last realignment (:data:`AGAIN_PX`)."""
+    return t.realigned < 0 or getattr(t, "again", False)
+
+
+def _waits(t: Any, frame: int, every: int) -> bool:
+    return unsettled(t) or frame - t.realigned >= every
 
 
 def lost_points(t: Any) -> np.ndarray:
@@ -245,13 +261,30 @@ def hiders(tracks: Sequence[Any], outline: np.ndarray, skip: Any = None) -> list
 
 def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     """Realign ``tracker``'s track ``t`` in ``gray`` (frame number ``frame``) with the other tracks' outlines
-    hidden (:func:`realign_track`); whether it moved."""
+    hidden (:func:`realign_track`); whether it was realigned. A realignment that moved a corner by more than
+    :data:`AGAIN_PX` leaves the track due again, with new points (:func:`_reseed`)."""
     t.realigned = frame
     hidden = hiders(tracker.tracks, t.corners, t)
+    before = t.corners
     moved = realign_track(t, gray, tracker.templates, hidden)
+    t.again = bool(moved) and float(np.linalg.norm(t.corners - before, axis=1).max()) > AGAIN_PX
+    if t.again:
+        _reseed(t, gray, tracker.params, hidden)
     if moved:
         t.aligned = frame
     return moved
+
+
+def _reseed(t: Any, gray: np.ndarray, params: Any, hidden: Sequence[np.ndarray]) -> None:
+    """Track ``t``'s points chosen anew on the frame's strong corners inside its realigned outline. Its points
+    were corners of the frame where the homography before put them; moved with the outline by pixels they
+    sit beside those corners, on texture that Lucas-Kanade follows poorly, and the next frames' refits
+    wander by as much. Kept as they are when too few corners are found."""
+    pts = seed_points(gray, t.corners, params.points, hidden=hidden)
+    if len(pts) >= params.min_points:
+        t.pts = pts
+        t.model_pts = map_points(np.linalg.inv(t.homography), pts).astype(np.float32)
+        t.seeded = len(pts)
 
 
 def aligned_within(t: Any, frame: int, every: int) -> bool:

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from objrec.boxes import outline_box
-from objrec.realtime.align import due, realign_in
+from objrec.realtime.align import due, realign_in, unsettled
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import plan_work
 from objrec.realtime.reacquire import reacquire, waiting
@@ -163,11 +163,12 @@ class SecondLooks:
     def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int, new_only: bool = False) -> None:
         """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest
         waiting first (tracks never realigned before all others), each an optional unit sized by its
-        outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``: only tracks never realigned. A
+        outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``: only tracks not yet realigned
+        onto their models (:func:`~objrec.realtime.align.unsettled`). A
         realigned track's detection in the frame (tracked or final) moves with it."""
         for _ in range(MAX_REALIGNS):
             t = due(tracker, frame)
-            if t is None or new_only and t.realigned >= 0:
+            if t is None or new_only and not unsettled(t):
                 return
             args = (tracker, t, state.image.host, frame)
             moved = sched.run("realign", realign_in, *args, size=_area(t), subject=t.name, relearn=True)

@@ -43,7 +43,8 @@ from objrec.types import Candidate, Detection, LostTrack, Regions
 __all__ = ["TrackParams", "Track", "Tracker", "fit_homography", "COVERED_FRAMES"]
 
 #: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
-#: this many times ``reanchor_px`` (a detection's own error); beyond, the track is the likelier to be wrong.
+#: this many times ``reanchor_px`` (a detection's own error); beyond, the appearance check decides (see
+#: ``Tracker._trusted``).
 ALIGNED_TRUST = 4.0
 
 #: A track remembers where it lost points (model pixels) over this many frames: another object may cover it there.
@@ -150,6 +151,7 @@ class Track:
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
     aligned: int = -1  # the frame of its last realignment that moved it onto the model
+    again: bool = False  # its last realignment moved it far: it is realigned again in the next frame
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
     lost_pts: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # model points lost, per frame
@@ -466,15 +468,12 @@ class Tracker:
         ``scale``: within ``reanchor_px / scale`` (a corner found at a lower resolution is as uncertain in
         frame pixels as it is coarser) it confirms the track; beyond, the track is re-anchored on ``d`` (same
         id, ``state="detected"``) and ``d`` replaces the track's detection in the frame's ``detections``
-        (returned), unless the track was realigned with its model within ``realign_every`` frames and they
-        disagree by no more than :data:`ALIGNED_TRUST` times that (dense alignment is then the more accurate of
-        the two), or the frame confirms the track's outline clearly better than ``d``'s (the appearance
-        check)."""
+        (returned), unless the track stands against it (:meth:`_trusted`: a recent realignment with its
+        model, or the appearance check)."""
         t.rough = False
         p = self.params
         tol = p.reanchor_px / min(1.0, max(scale, 1e-3))
-        aligned = aligned_within(t, frame, p.realign_every) and _agree(t, d, ALIGNED_TRUST * tol)
-        if _agree(t, d, tol) or t not in self.tracks or aligned or self._prefers_track(t, d, gray):
+        if _agree(t, d, tol) or t not in self.tracks or self._trusted(t, d, gray, frame, tol):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -483,6 +482,18 @@ class Tracker:
         new.rough = False  # anchored on a full-quality search
         self.tracks[self.tracks.index(t)] = new
         return [new.detection("detected") if x.track_id == t.track_id else x for x in detections]
+
+    def _trusted(self, t: Track, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
+        """Whether track ``t`` stands against the confirmation ``d`` that disagrees with it beyond ``tol``: the
+        frame confirms its outline clearly better (the appearance check), or it was realigned with its model
+        within ``realign_every`` frames and either they disagree by no more than :data:`ALIGNED_TRUST` times
+        ``tol`` or the appearance check cannot tell them apart. A realignment found the whole model where the
+        track is; a confirmation's inliers may hold a part of it only, and its far corners then follow."""
+        aligned = aligned_within(t, frame, self.params.realign_every)
+        if aligned and _agree(t, d, ALIGNED_TRUST * tol):
+            return True
+        prefers = self._prefers_track(t, d, gray)
+        return bool(prefers) or (aligned and prefers is None)
 
     def outlines(self) -> list[np.ndarray]:
         """The tracked objects' outlines (4, 2) in the current frame: the detector need not search them."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import cv2
 import numpy as np
 import pytest
@@ -134,18 +136,25 @@ def test_templates_are_read_once_and_kept_small():
 
 def test_a_drifted_track_is_realigned_when_due_and_its_points_follow(scene):
     """The tracker's track with a drifted homography: due at once, realigned within a pixel, its points on the
-    realigned homography; not due again for realign_every frames."""
+    realigned homography; moved that far, due again at once, first in line before a track waiting for its
+    turn; left where it is by that one, not due again for realign_every frames."""
     img, model, Ht, size = scene
     tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
     start = _drifted(Ht, 8.0, -6.0)
     d = Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)
     tracker.absorb([d], [], img, 0, lambda n: size)
-    t = due(tracker, 0)
+    t = due(tracker, 10)
     assert t is tracker.tracks[0]
-    assert realign_in(tracker, t, img, 0)
+    assert realign_in(tracker, t, img, 10)
     assert _err(t.homography, Ht, size) < 1.0
-    assert np.allclose(t.pts, map_points(t.homography, t.model_pts), atol=1e-3)
-    assert due(tracker, 4) is None and due(tracker, 5) is t
+    assert np.allclose(t.pts, map_points(t.homography, t.model_pts), atol=1e-3)  # new points, on the model
+    assert t.again and due(tracker, 10) is t
+    other = SimpleNamespace(realigned=3, again=False)  # realigned before t, and waiting for its turn in frame 10
+    tracker.tracks.append(other)
+    assert due(tracker, 10) is t
+    tracker.tracks.remove(other)
+    assert realign_in(tracker, t, img, 10) and not t.again
+    assert due(tracker, 14) is None and due(tracker, 15) is t
     assert due(Tracker(params=TrackParams(realign_every=0), templates=tracker.templates), 9) is None
 
 
@@ -167,10 +176,40 @@ def test_a_track_just_realigned_is_not_moved_by_a_confirmation_that_disagrees(sc
     assert dets[0].state == "detected" and np.allclose(dets[0].corners, confirmation.corners)
 
 
+@pytest.mark.parametrize("judged, kept", [("alike", True), ("detection", False)])
+def test_a_track_realigned_lately_stands_against_a_confirmation_far_off_unless_it_looks_worse(scene, judged, kept):
+    """A confirmation 16 px off (beyond ALIGNED_TRUST times the tolerance) of a track realigned two frames
+    before: where the appearance check cannot tell the two outlines apart the track stays; where it confirms
+    the detection's outline clearly better the track is re-anchored on it. Without a recent realignment,
+    an undecided check re-anchors it."""
+    img, model, Ht, size = scene
+    scores = {"alike": (0.9, 0.9), "detection": (0.6, 0.9)}[judged]
+    off = np.array([[1.0, 0.0, 16.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]) @ Ht
+
+    def appearance(gray, name, H, model_size, hidden):
+        return scores[1] if np.allclose(H, off) else scores[0]
+
+    tracker = Tracker(
+        params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model), appearance=appearance
+    )
+    d = Detection("cover", 0.9, 40, Ht, map_points(Ht, model_corners(*size)), 1.0)
+    out, _ = tracker.absorb([d], [], img, 0, lambda n: size)
+    t = tracker.tracks[0]
+    assert realign_in(tracker, t, img, 0) and t.aligned == 0
+    confirmation = Detection("cover", 0.9, 60, off, map_points(off, model_corners(*size)), 1.0)
+    dets = tracker.reanchor(t, confirmation, out, img, 2)
+    moved = np.allclose(dets[0].corners, confirmation.corners)
+    assert (tracker.tracks[0] is t and not moved) == kept and (moved != kept)
+    if kept:
+        dets = tracker.reanchor(t, confirmation, out, img, 9)
+        assert tracker.tracks[0] is not t and np.allclose(dets[0].corners, confirmation.corners)
+
+
 def test_before_the_search_only_tracks_never_realigned_are_realigned_and_their_detections_move(scene):
     """``SecondLooks.realign(..., new_only=True)`` (the frame's start): a new track, anchored 8 px off, is
-    realigned to within a pixel of the truth and its tracked detection moves with it; a track realigned
-    before and due again waits for the frame's end."""
+    realigned to within a pixel of the truth and its tracked detection moves with it, and having moved that
+    far is realigned again at once, until a realignment leaves it; a track settled before and due again
+    waits for the frame's end."""
     from objrec.features.extract import FrameImage
     from objrec.realtime.frame import FrameState
     from objrec.realtime.planner import SearchPlanner
@@ -187,9 +226,22 @@ def test_before_the_search_only_tracks_never_realigned_are_realigned_and_their_d
     t = tracker.tracks[0]
     state = FrameState(img, FrameImage(img), None)
     state.tracked = [t.detection("tracked")]
-    looks.realign(state, FrameScheduler(None), tracker, 1, new_only=True)
+    moves = []
+    looks.realign(state, _Counting(moves), tracker, 1, new_only=True)
     assert _err(t.homography, Ht, size) < 1.0 and t.realigned == 1
     assert np.allclose(state.tracked[0].corners, map_points(t.homography, model_corners(*size)))
-    t.homography = _drifted(Ht, 8.0, -6.0)  # drifted again and due again (6 frames on), but not new
+    assert moves == ["realign", "realign"] and not t.again  # moved 8 px: looked at again, and settled
+    t.homography = _drifted(Ht, 8.0, -6.0)  # drifted again and due again (6 frames on), but settled before
     looks.realign(state, FrameScheduler(None), tracker, 7, new_only=True)
     assert t.realigned == 1 and _err(t.homography, Ht, size) > 5.0
+
+
+class _Counting:
+    """A scheduler without a budget that lists the units it runs."""
+
+    def __init__(self, units):
+        self.units = units
+
+    def run(self, unit, fn, *args, **kw):
+        self.units.append(unit)
+        return fn(*args)
