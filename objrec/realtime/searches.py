@@ -147,18 +147,26 @@ class SecondLooks:
 
     def reacquire(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
         """The objects of tracks lost lately looked for where they were (:mod:`objrec.realtime.reacquire`), the
-        least recently looked for first, each an optional unit sized by its outline's area, up to
-        :data:`MAX_REALIGNS` while they fit: those found start new tracks and join the frame's tracked
-        detections (``state.tracked``), the tracks that gave way to them its lost ones."""
+        least recently looked for first, each an optional unit sized by its outline's area, while they fit and
+        until :data:`MAX_REALIGNS` were not found (a view still blurred or covered costs no more than that; a
+        sharp view back after a swing of the camera gives back every object that fits): those found start new
+        tracks and join the frame's tracked detections (``state.tracked``), the tracks that gave way to them
+        its lost ones."""
         gray = state.image.host
-        for t in waiting(tracker, frame, self._sought)[:MAX_REALIGNS]:
+        failed = 0
+        for t in waiting(tracker, frame, self._sought):
+            if failed >= MAX_REALIGNS:
+                break
             self._sought[t.name] = frame
             d = sched.run("reacquire", reacquire, tracker, t, gray, size=_area(t), subject=t.name)
             if isinstance(d, SkipRecord):
                 break
-            if d is not None:
-                new, ended = tracker.absorb([d], [], gray, frame, lambda name, size=t.model_size: size)
-                state.tracked, state.lost = state.tracked + new, state.lost + ended
+            if d is None:
+                failed += 1
+                continue
+            new, ended = tracker.absorb([d], [], gray, frame, lambda name, size=t.model_size: size)
+            state.tracked, state.lost = state.tracked + new, state.lost + ended
+            _aligned_now(tracker, new, frame)
 
     def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int, new_only: bool = False) -> None:
         """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest
@@ -197,6 +205,16 @@ class SecondLooks:
         if self._indexes is None:
             self._indexes = {n: i for i, n in enumerate(self._names)}
         return self._indexes[name]
+
+
+def _aligned_now(tracker: Any, detections: list, frame: int) -> None:
+    """The tracks of ``detections`` (new ones, from re-acquisitions) count as realigned with their models in
+    ``frame``: a re-acquisition is that alignment, confirmed by the appearance check, so they are reported at
+    once and not realigned again before their turn."""
+    ids = {d.track_id for d in detections}
+    for t in tracker.tracks:
+        if t.track_id in ids and hasattr(t, "aligned"):
+            t.aligned = t.realigned = frame
 
 
 def _area(t: Any) -> float:

@@ -37,6 +37,7 @@ from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
 from objrec.realtime.align import ModelTemplates, aligned_within, hiders
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
+from objrec.realtime.reacquire import learn_motion
 from objrec.realtime.solid_track import SolidTrack
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
@@ -44,7 +45,7 @@ __all__ = ["TrackParams", "Track", "Tracker", "fit_homography", "COVERED_FRAMES"
 
 #: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
 #: this many times ``reanchor_px`` (a detection's own error); beyond, the appearance check decides (see
-#: ``Tracker._trusted``).
+#: :func:`_trusted`).
 ALIGNED_TRUST = 4.0
 
 #: A track remembers where it lost points (model pixels) over this many frames: another object may cover it there.
@@ -238,6 +239,7 @@ class Tracker:
         self.tracks: list[Track | SolidTrack] = []
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
         self.ended: dict[str, tuple[Track | SolidTrack, int, str]] = {}  # name -> (its last track, frame, reason)
+        self.motion: dict[int, np.ndarray] = {}  # frame tracks ended in -> the view's move since (reacquire)
         self._next_id, self._frame = 1, -1  # the next track's id; the frame the flow last saw
         self._asked_before: tuple[Track | SolidTrack, int] | None = None  # the last confirmation's choice
 
@@ -342,6 +344,7 @@ class Tracker:
             return list(found), []
         out, lost = [], []
         for d in found:
+            learn_motion(self, d)
             t = self._owner(d)
             if t is not None and self._keeps(t, d, gray):
                 self._confirmed(t, d, gray, frame)
@@ -468,12 +471,12 @@ class Tracker:
         ``scale``: within ``reanchor_px / scale`` (a corner found at a lower resolution is as uncertain in
         frame pixels as it is coarser) it confirms the track; beyond, the track is re-anchored on ``d`` (same
         id, ``state="detected"``) and ``d`` replaces the track's detection in the frame's ``detections``
-        (returned), unless the track stands against it (:meth:`_trusted`: a recent realignment with its
+        (returned), unless the track stands against it (:func:`_trusted`: a recent realignment with its
         model, or the appearance check)."""
         t.rough = False
         p = self.params
         tol = p.reanchor_px / min(1.0, max(scale, 1e-3))
-        if _agree(t, d, tol) or t not in self.tracks or self._trusted(t, d, gray, frame, tol):
+        if _agree(t, d, tol) or t not in self.tracks or _trusted(self, t, d, gray, frame, tol):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -482,18 +485,6 @@ class Tracker:
         new.rough = False  # anchored on a full-quality search
         self.tracks[self.tracks.index(t)] = new
         return [new.detection("detected") if x.track_id == t.track_id else x for x in detections]
-
-    def _trusted(self, t: Track, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
-        """Whether track ``t`` stands against the confirmation ``d`` that disagrees with it beyond ``tol``: the
-        frame confirms its outline clearly better (the appearance check), or it was realigned with its model
-        within ``realign_every`` frames and either they disagree by no more than :data:`ALIGNED_TRUST` times
-        ``tol`` or the appearance check cannot tell them apart. A realignment found the whole model where the
-        track is; a confirmation's inliers may hold a part of it only, and its far corners then follow."""
-        aligned = aligned_within(t, frame, self.params.realign_every)
-        if aligned and _agree(t, d, ALIGNED_TRUST * tol):
-            return True
-        prefers = self._prefers_track(t, d, gray)
-        return bool(prefers) or (aligned and prefers is None)
 
     def outlines(self) -> list[np.ndarray]:
         """The tracked objects' outlines (4, 2) in the current frame: the detector need not search them."""
@@ -519,8 +510,22 @@ class Tracker:
         self.tracks.clear()
         self.recent.clear()
         self.ended.clear()
+        self.motion.clear()
         self.flow.forget()
         self._frame, self._asked_before = -1, None
+
+
+def _trusted(tracker: Tracker, t: Track, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
+    """Whether ``tracker``'s track ``t`` stands against the confirmation ``d`` that disagrees with it beyond
+    ``tol``: the frame confirms its outline clearly better (the appearance check), or it was realigned with its
+    model within ``realign_every`` frames and either they disagree by no more than :data:`ALIGNED_TRUST` times
+    ``tol`` or the appearance check cannot tell them apart. A realignment found the whole model where the track
+    is; a confirmation's inliers may hold a part of it only, and its far corners then follow."""
+    aligned = aligned_within(t, frame, tracker.params.realign_every)
+    if aligned and _agree(t, d, ALIGNED_TRUST * tol):
+        return True
+    prefers = tracker._prefers_track(t, d, gray)
+    return bool(prefers) or (aligned and prefers is None)
 
 
 def anchor_track(

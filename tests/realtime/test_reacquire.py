@@ -11,7 +11,7 @@ from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
 from objrec.matching.verify import edge_agreement
 from objrec.realtime.align import ModelTemplates
-from objrec.realtime.reacquire import REACQUIRE_AGREEMENT, REACQUIRE_FRAMES, reacquire, waiting
+from objrec.realtime.reacquire import REACQUIRE_AGREEMENT, REACQUIRE_FRAMES, moved_since, reacquire, waiting
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection
 
@@ -131,3 +131,28 @@ def test_a_track_that_ended_mostly_out_of_view_is_not_looked_for(models, backgro
     assert waiting(t, 2, {}) == []
     ghost.visible = t.params.min_anchor_visible
     assert [g.name for g in waiting(t, 3, {})] == ["cover"]
+
+
+def test_an_object_lost_with_another_is_looked_for_where_the_view_moved_once_that_one_is_found(models, background):
+    """Two objects lost in the same frame (a swing of the camera), the view then moved by 70 px: aligned where
+    its track ended, the pagoda is not found (too far for Lucas-Kanade); once the cover is found again (by a
+    detection), the view's motion it shows moves the pagoda's last place, and the pagoda is found at its
+    true place. An object lost at another time does not take that motion."""
+    t = _tracker(models)
+    sizes = {n: (m.shape[1], m.shape[0]) for n, m in models.items()}
+    placed = {"cover": _place(models["cover"], 170, 200, 0.45), "pagoda": _place(models["pagoda"], 420, 220, 0.45)}
+    gray = _render(background, [(models[n], Hm) for n, Hm in placed.items()], 0)
+    dets = [Detection(n, 0.9, 40, Hm, map_points(Hm, model_corners(*sizes[n])), 1.0) for n, Hm in placed.items()]
+    t.absorb(dets, [], gray, 0, sizes.__getitem__)
+    for track in list(t.tracks):
+        t.drop(track, "support", 0)
+    move = np.array([[1.0, 0.0, 70.0], [0.0, 1.0, 12.0], [0.0, 0.0, 1.0]])
+    truth = {n: move @ Hm for n, Hm in placed.items()}
+    gray = _render(background, [(models[n], Hm) for n, Hm in truth.items()], 1)
+    ghost = {g.name: g for g in waiting(t, 3, {})}
+    assert moved_since(t, 0) is None and reacquire(t, ghost["pagoda"], gray) is None
+    found = Detection("cover", 0.9, 40, truth["cover"], map_points(truth["cover"], model_corners(*sizes["cover"])), 1.0)
+    t.absorb([found], [], gray, 3, sizes.__getitem__)
+    assert np.allclose(moved_since(t, 0), move, atol=1e-6) and moved_since(t, 5) is None
+    d = reacquire(t, ghost["pagoda"], gray)
+    assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0

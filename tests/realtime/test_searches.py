@@ -197,3 +197,46 @@ def test_a_frame_given_to_the_tracks_keeps_what_their_units_are_predicted_to_tak
     clock.advance(33.0 - room)
     want = {"both": 13.0, "realign": 5.0, "none": 0.0}[held]
     assert looks.turn_reserve(state, sched, tracker, 10) == pytest.approx(want, abs=1e-6)
+
+
+class _LostTracker:
+    """Lost objects to look for; the tracks their re-acquisitions start."""
+
+    def __init__(self, names):
+        ghost = {"model_size": (100, 100), "corners": np.float32([[0, 0], [9, 0], [9, 9], [0, 9]])}
+        self.lost = [type("Ghost", (), {"name": n, **ghost})() for n in names]
+        self.tracks = []
+
+    def absorb(self, found, tracked, gray, frame, model_size):
+        (d,) = found
+        t = type("T", (), {"track_id": len(self.tracks) + 1, "aligned": -1, "realigned": -1, "name": d.name})()
+        self.tracks.append(t)
+        return [type("D", (), {"track_id": t.track_id, "name": d.name})()], []
+
+
+@pytest.mark.parametrize("back", [{"a", "b", "c", "d", "e", "f", "g"}, set()])
+def test_re_acquisition_goes_on_while_objects_are_found_and_stops_after_a_few_are_not(monkeypatch, back):
+    """Seven lost objects, all back in view: all are looked for and found in one frame, and their tracks count
+    as realigned in it (reported at once); none back (the view still blurred): the search stops after
+    MAX_REALIGNS attempts."""
+    import objrec.realtime.searches as searches
+
+    names = ["a", "b", "c", "d", "e", "f", "g"]
+    tried = []
+
+    def fake(tracker, t, gray):
+        tried.append(t.name)
+        return type("Det", (), {"name": t.name})() if t.name in back else None
+
+    monkeypatch.setattr(searches, "waiting", lambda tracker, frame, sought: list(tracker.lost))
+    monkeypatch.setattr(searches, "reacquire", fake)
+    tracker = _LostTracker(names)
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), None)
+    state.tracked, state.lost = [], []
+    looks = SecondLooks(_BoxStage(), {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], [])
+    looks.reacquire(state, FrameScheduler(None), tracker, 7)
+    if back:
+        assert tried == names and [d.name for d in state.tracked] == names
+        assert all(t.aligned == t.realigned == 7 for t in tracker.tracks)
+    else:
+        assert tried == names[: searches.MAX_REALIGNS] and state.tracked == []
