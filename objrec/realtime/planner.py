@@ -46,6 +46,13 @@ ESCALATION_PIXELS = 25_000
 #: The matches the first verification is sized at before the frame's candidates exist.
 FIRST_VERIFY_MATCHES = 100
 
+#: The share of its voters a plan keeps retrieval's time for (the search itself then takes what fits, see
+#: ``SearchPlanner.voters``). Retrieval costs in proportion to its voters, and the strongest half of them still
+#: put the photographed object on a shortlist of a few about as often as all do, while a coarser extraction
+#: (SURF's step 2, a lower resolution) loses the small and distant objects: at a large catalogue, where
+#: retrieval takes a third of a frame, the time is better spent on the extraction's detail.
+PLANNED_VOTERS = 0.5
+
 
 def tracked_holes(tracked: Any, w: int, h: int, covered: Any = ()) -> list[tuple[int, int, int, int]]:
     """The insides of the ``tracked`` outlines (a few boxes each, :func:`inner_boxes`: a rotated object's bounding
@@ -370,13 +377,14 @@ class SearchPlanner:
 
     def _left(self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True) -> tuple[float, float]:
         """The time left for extraction once the mandatory units after it have their typical time, for the
-        keypoints expected from ``pixels`` at ``step`` (at most ``cap``); and the margin the plan keeps for
-        its tail (the units' and extraction's). ``verify``: a first verification is among those units."""
+        keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval with :data:`PLANNED_VOTERS`
+        of its voters; and the margin the plan keeps for its tail (the units' and extraction's). ``verify``: a
+        first verification is among those units."""
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
         if cap:
             n = min(n, float(cap))
-        after, var = self._after(sched, n, min(n, self.retrieval_voters), verify)
+        after, var = self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify)
         return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
     def _after(self, sched: Any, n_features: float, voters: float, verify: bool = True) -> tuple[float, float]:

@@ -14,6 +14,7 @@ from objrec.realtime.planner import (
     COARSE_SUBJECT,
     COARSE_SWEEP_SCALE,
     ESCALATION_PIXELS,
+    PLANNED_VOTERS,
     SearchPlanner,
     plan_work,
 )
@@ -82,6 +83,27 @@ def test_sampling_then_resolution_coarsen_only_when_the_learned_cost_would_not_f
     huge, skipped = plan(300)  # 90 ms at step 1, 49.5 ms at step 2, 27.8 ms at step 2 and 0.75
     assert (huge.sample_step, huge.scale) == (2, 0.75) and ("full_resolution", "degrade") in skipped
     assert plan_work(huge) == pytest.approx(300 * 300 * 0.75**2 * COARSE_SAMPLING_COST)  # the pixels extracted from
+
+
+def test_a_catalogue_plan_keeps_time_for_half_of_retrievals_voters_not_all():
+    """Retrieval learned at 0.05 ms a voter (15 ms for all 300), extraction at 1 ms per 1000 px: a 150 px box
+    (22.5 ms) keeps full detail with time for half the voters (7.5 ms) in a 33 ms frame, where time for all of
+    them would have coarsened it; a larger box is coarsened still."""
+    planner = SearchPlanner("surf", feature_cap=1500, retrieval_voters=300)
+
+    def plan(side):
+        sched = _sched(33.0)
+        _learned(sched)
+        for v in (100, 200, 300):
+            sched.cost.observe("retrieval", v, 0.05 * v)
+        box = Regions.from_boxes([[0, 0, side, side]])
+        return planner.plan((480, 640), Regions.empty(), box, DegradeController(33.0), sched)
+
+    assert 22.5 + 15.0 > 33.0 >= 22.5 + 15.0 * PLANNED_VOTERS
+    fine = plan(150)
+    assert (fine.sample_step, fine.scale) == (1, 1.0)
+    coarse = plan(170)  # 28.9 ms at step 1: with 7.5 ms of retrieval it does not fit
+    assert coarse.sample_step == 2
 
 
 def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
