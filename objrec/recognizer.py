@@ -256,10 +256,12 @@ class Recognizer:
         the warm-up runs its frames without a budget at each step."""
         sched = self.scheduler
         sched.start(t0, budget_ms)
+        # The result is assembled and the latency taken inside the guard too: the frame's allocations, made with
+        # the collector off, would otherwise start a collection in the first allocation after it, in the frame.
         with frame_guard():
             state = FrameState(frame, self.features.frame_image(to_gray(check_frame(frame))), budget_ms, sample_step)
             self._recognize(state, sched)
-        return self._finish(state, sched)
+            return self._finish(state, sched)
 
     def _recognize(self, state: FrameState, sched: FrameScheduler) -> None:
         """The stages of one frame, each given what the frame record holds and its result written back."""
