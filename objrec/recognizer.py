@@ -270,7 +270,7 @@ class Recognizer:
             state.tracked, state.lost = sched.run(
                 "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
             )
-        # Lost objects looked for where they were first, faster than the search finds them (one or two a frame);
+        # Lost objects looked for where they were first, faster than the search finds them (while they are found);
         # and the tracks found last frame realigned: a search under a budget places corners a few pixels off.
         self.looks.reacquire(state, sched, tracker, self.frames)
         self.looks.realign(state, sched, tracker, self.frames, new_only=True)
