@@ -252,12 +252,10 @@ class Recognizer:
     def process_with(
         self, frame: np.ndarray, t0: float | None, budget_ms: float | None, sample_step: int | None
     ) -> FrameResult:
-        """:meth:`process` with this frame's budget and SURF sampling step given (None: the planner chooses);
-        the warm-up runs its frames without a budget at each step."""
+        """:meth:`process` with the frame's budget and SURF step given (None: the planner's); the result is made
+        in the frame guard too, or the frame's garbage would be collected at its first allocation, in the frame."""
         sched = self.scheduler
         sched.start(t0, budget_ms)
-        # The result is assembled and the latency taken inside the guard too: the frame's allocations, made with
-        # the collector off, would otherwise start a collection in the first allocation after it, in the frame.
         with frame_guard():
             state = FrameState(frame, self.features.frame_image(to_gray(check_frame(frame))), budget_ms, sample_step)
             self._recognize(state, sched)

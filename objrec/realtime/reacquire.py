@@ -74,10 +74,21 @@ def waiting(tracker: Any, frame: int, sought: dict[str, int]) -> list[Any]:
 
 def last_seen(tracker: Any, t: Any) -> np.ndarray:
     """Where the object of the ended track ``t`` is looked for: its last homography, moved as the view moved
-    since, when an object lost with it has been found again (:func:`moved_since`)."""
+    since, when an object lost in the same frame has been found again (:func:`moved_since`); or else its
+    homography in an earlier frame (``Track.history``) where other objects were lost, moved as the view moved
+    since then: a track that followed a swing of the camera for a frame or two longer than the others ended
+    further along it, where the object no longer is."""
     ended = tracker.ended.get(t.name)
-    M = None if ended is None or ended[0] is not t else moved_since(tracker, ended[1])
-    return t.homography if M is None else M @ t.homography
+    if ended is None or ended[0] is not t:
+        return t.homography
+    M = moved_since(tracker, ended[1])
+    if M is not None:
+        return M @ t.homography
+    for frame, H in reversed(getattr(t, "history", ())):
+        M = moved_since(tracker, frame + 1, within=0)  # tracks that ended in the frame after this one's
+        if M is not None:
+            return M @ H
+    return t.homography
 
 
 def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:

@@ -11,6 +11,7 @@ from the first frame, and the points themselves continue from where the flow put
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import cv2
@@ -73,6 +74,7 @@ class SolidTrack:
     step_motion: np.ndarray | None = None
 
     homography = None  # no plane: the interface of a planar track, for code that serves both
+    history: deque = field(default_factory=lambda: deque(maxlen=1))  # (frame, None): as a planar track's
 
     @classmethod
     def anchor(

@@ -156,6 +156,7 @@ class Track:
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
     lost_pts: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # model points lost, per frame
+    history: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # (frame, homography) followed
 
     @property
     def corners(self) -> np.ndarray:
@@ -256,14 +257,14 @@ class Tracker:
         pts = np.concatenate([t.pts for t in self.tracks])
         guess = np.concatenate([t.predict() for t in self.tracks])
         moved, good = self.flow.track(gray, pts, guess)
-        lost, kept = [], []
-        start = 0
+        lost, kept, start = [], [], 0
         for t in self.tracks:
             k = len(t.pts)
             why = t.follow(moved[start : start + k], good[start : start + k], gray.shape[:2], self.params)
             start += k
             if why is None:
                 kept.append(t)
+                t.history.append((frame, t.homography))
             else:
                 lost.append(self._end(t, why, frame))
         self.tracks = kept

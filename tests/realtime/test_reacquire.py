@@ -156,3 +156,32 @@ def test_an_object_lost_with_another_is_looked_for_where_the_view_moved_once_tha
     assert np.allclose(moved_since(t, 0), move, atol=1e-6) and moved_since(t, 5) is None
     d = reacquire(t, ghost["pagoda"], gray)
     assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0
+
+
+def test_an_object_followed_further_into_a_swing_is_looked_for_from_where_it_was_when_the_others_were_lost(
+    models, background
+):
+    """The cover's track ends in frame 1 (its last place is frame 0's); the pagoda's track follows the swing
+    150 px further before it ends in frame 3. The view then settles 40 px from where it started. Once the cover
+    is found again, the pagoda is looked for from its place in frame 0 moved as the view moved (its track's
+    history), and found; from its last place alone it is not."""
+    t = _tracker(models)
+    sizes = {n: (m.shape[1], m.shape[0]) for n, m in models.items()}
+    placed = {"cover": _place(models["cover"], 170, 200, 0.45), "pagoda": _place(models["pagoda"], 420, 220, 0.45)}
+    gray = _render(background, [(models[n], Hm) for n, Hm in placed.items()], 0)
+    dets = [Detection(n, 0.9, 40, Hm, map_points(Hm, model_corners(*sizes[n])), 1.0) for n, Hm in placed.items()]
+    t.absorb(dets, [], gray, 0, sizes.__getitem__)
+    cover, pagoda = sorted(t.tracks, key=lambda x: x.name)
+    pagoda.history.append((0, pagoda.homography))
+    t.drop(cover, "support", 1)
+    pagoda.homography = np.array([[1.0, 0.0, 150.0], [0.0, 1.0, 20.0], [0.0, 0.0, 1.0]]) @ placed["pagoda"]
+    t.drop(pagoda, "support", 3)
+    move = np.array([[1.0, 0.0, 40.0], [0.0, 1.0, -8.0], [0.0, 0.0, 1.0]])
+    truth = {n: move @ Hm for n, Hm in placed.items()}
+    gray = _render(background, [(models[n], Hm) for n, Hm in truth.items()], 1)
+    found = Detection("cover", 0.9, 40, truth["cover"], map_points(truth["cover"], model_corners(*sizes["cover"])), 1.0)
+    t.absorb([found], [], gray, 5, sizes.__getitem__)
+    d = reacquire(t, pagoda, gray)
+    assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0
+    pagoda.history.clear()
+    assert reacquire(t, pagoda, gray) is None
