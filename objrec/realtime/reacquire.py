@@ -10,6 +10,14 @@ counts only when the appearance check confirms at least :data:`REACQUIRE_AGREEME
 edges in view (a sharp view of the object confirms nearly all of them; an alignment caught on a blurred or
 half-moved view, or on another object, far fewer). The object then starts a new track, as a detection
 would (``state="detected"``).
+
+Objects that stay where they are keep their places relative to each other, whatever the camera does. When a
+track ends, its place relative to each object still followed is remembered (:func:`remember_layout`); while
+one of those is followed (again), it places the lost object (:func:`placed`), which is then looked for there
+rather than where it was last: after a swing of the camera the first object found again brings back the
+others, objects that left the view are looked for as the view comes back to them (for
+:data:`LAYOUT_FRAMES` frames), and an object under a passing hand is looked for where its neighbours, shaken
+with the camera, say it is.
 """
 
 from __future__ import annotations
@@ -30,8 +38,11 @@ __all__ = [
     "waiting",
     "reacquire",
     "last_seen",
-    "learn_motion",
-    "moved_since",
+    "placed",
+    "remember_layout",
+    "LAYOUT_REASONS",
+    "LAYOUT_FRAMES",
+    "LAYOUT_RETRY",
 ]
 
 #: A lost track's object is looked for where it was for this many frames after the track ended (a second at
@@ -40,60 +51,107 @@ REACQUIRE_FRAMES = 30
 #: The least share of the model's strong edges in view the frame must confirm through a re-acquired
 #: homography (the detector's own verification asks for half, with its matches' evidence besides).
 REACQUIRE_AGREEMENT = 0.8
-#: The reasons a track ends for which its object is looked for again: its points were lost (blur, fast
-#: motion, a cover passing over it). An object that left the view comes back elsewhere than where it left
-#: (the edge of the frame); a track that failed its appearance check, gave way to others or was not
+#: The reasons a track ends for which its object is looked for again where it was: its points were lost
+#: (blur, fast motion, a cover passing over it). An object that left the view comes back elsewhere than where
+#: it left (the edge of the frame); a track that failed its appearance check, gave way to others or was not
 #: confirmed is not looked for either.
 REASONS = ("support",)
+#: The reasons a track ends for which its object is looked for where the objects seen with it place it
+#: (:func:`remember_layout`): lost points, or the object left the view (it comes back where its neighbours
+#: say, when they are followed again).
+LAYOUT_REASONS = ("support", "visibility")
+#: An object placed by its neighbours is looked for for this many frames after its track ended (ten seconds
+#: at 30 frames a second), and at most once in :data:`LAYOUT_RETRY` frames once :data:`REACQUIRE_FRAMES` have
+#: passed: an object taken away is not looked for in every frame.
+LAYOUT_FRAMES = 300
+LAYOUT_RETRY = 5
 
 
-def waiting(tracker: Any, frame: int, sought: dict[str, int]) -> list[Any]:
-    """The ended planar tracks of ``tracker`` whose objects are looked for in frame ``frame``: ended for one of
-    :data:`REASONS` within :data:`REACQUIRE_FRAMES` frames, not tracked now, and last seen at least as much in
-    view as a new track needs (``min_anchor_visible``: one leaving the frame would be found in vain), the least
-    recently looked for first (``sought``: object name to the frame it was last looked for). Older ones are
-    forgotten, with what was learned of the view's motion since they ended."""
+def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, int] | None = None) -> list[Any]:
+    """The ended planar tracks of ``tracker`` whose objects are looked for in frame ``frame`` (of ``shape``
+    rows and columns), not tracked now and where they are looked for (:func:`last_seen`) at least as much in
+    view as a new track needs (``min_anchor_visible``: an object mostly out of view would be found in vain):
+    those ended for one of :data:`REASONS` within :data:`REACQUIRE_FRAMES` frames; and those ended for one of
+    :data:`LAYOUT_REASONS` within :data:`LAYOUT_FRAMES` frames that an object followed now places
+    (:func:`placed`), at most once in :data:`LAYOUT_RETRY` frames after the first :data:`REACQUIRE_FRAMES`.
+    The least recently looked for come first (``sought``: object name to the frame it was last looked for).
+    Older ones are forgotten, with their places in the layout."""
     if not tracker.enabled or tracker.templates is None or tracker.appearance is None:
         return []
-    for name in [n for n, (_, ended, _) in tracker.ended.items() if frame - ended > REACQUIRE_FRAMES]:
+    for name in [n for n, (_, ended, _) in tracker.ended.items() if frame - ended > LAYOUT_FRAMES]:
         del tracker.ended[name]
-    for f in [f for f in tracker.motion if frame - f > REACQUIRE_FRAMES]:
-        del tracker.motion[f]
     tracked = {t.name for t in tracker.tracks}
+    known = set(tracker.ended) | tracked
+    for pair in [p for p in tracker.layout if not set(p) <= known]:
+        del tracker.layout[pair]
     least = tracker.params.min_anchor_visible  # an object less in view than this would not anchor a track
-    out = [
-        t
-        for t, _, why in tracker.ended.values()
-        if why in REASONS
-        and t.name not in tracked
-        and getattr(t, "homography", None) is not None
-        and getattr(t, "visible", 1.0) >= least
-    ]
+    out = []
+    for t, ended, why in tracker.ended.values():
+        if t.name in tracked or getattr(t, "homography", None) is None:
+            continue
+        recent = frame - ended <= REACQUIRE_FRAMES
+        by_layout = why in LAYOUT_REASONS and placed(tracker, t) is not None
+        if not (by_layout or (recent and why in REASONS)):
+            continue
+        if by_layout and not recent and frame - sought.get(t.name, -LAYOUT_RETRY) < LAYOUT_RETRY:
+            continue
+        w, h = t.model_size
+        H = last_seen(tracker, t)
+        seen = t.visible if shape is None or H is t.homography else _in_view(H, w, h, shape)
+        if seen >= least:
+            out.append(t)
     return sorted(out, key=lambda t: sought.get(t.name, -1))
 
 
+def _in_view(H: np.ndarray, w: int, h: int, shape: tuple[int, int]) -> float:
+    return float(visible_part(H, map_points(H, model_corners(w, h)), w, h, shape)[2])
+
+
 def last_seen(tracker: Any, t: Any) -> np.ndarray:
-    """Where the object of the ended track ``t`` is looked for: its last homography, moved as the view moved
-    since, when an object lost in the same frame has been found again (:func:`moved_since`); or else its
-    homography in an earlier frame (``Track.history``) where other objects were lost, moved as the view moved
-    since then: a track that followed a swing of the camera for a frame or two longer than the others ended
-    further along it, where the object no longer is."""
-    ended = tracker.ended.get(t.name)
-    if ended is None or ended[0] is not t:
-        return t.homography
-    M = moved_since(tracker, ended[1])
-    if M is not None:
-        return M @ t.homography
-    for frame, H in reversed(getattr(t, "history", ())):
-        M = moved_since(tracker, frame + 1, within=0)  # tracks that ended in the frame after this one's
-        if M is not None:
-            return M @ H
-    return t.homography
+    """Where the object of the ended track ``t`` is looked for: where an object followed now places it
+    (:func:`placed`), or else its last homography."""
+    H = placed(tracker, t)
+    return t.homography if H is None else H
+
+
+def placed(tracker: Any, t: Any) -> np.ndarray | None:
+    """The homography at which the objects followed now place the object of the ended track ``t``: the first
+    tracked (planar) object it was seen with, times its place relative to that one (:func:`remember_layout`);
+    None when there is none. Objects that stay where they are (a shelf, a desk, a wall) keep their places
+    relative to each other whatever the camera does, so one object followed again tells where the others
+    are: after a swing of the camera, when a hand moves off one, when the view comes back to them."""
+    for o in tracker.tracks:
+        Ho = getattr(o, "homography", None)
+        if Ho is None:
+            continue
+        R = tracker.layout.get((o.name, t.name))
+        if R is None and (back := tracker.layout.get((t.name, o.name))) is not None:
+            R = np.linalg.inv(back)
+        if R is not None:
+            return Ho @ R
+    return None
+
+
+def remember_layout(tracker: Any, t: Any) -> None:
+    """At the end of the planar track ``t``: its place relative to each planar track of ``tracker`` still followed
+    (``tracker.layout[(other, t)]``: ``t``'s model to the other's model), both from the last frame ``t`` was
+    followed in (``Track.history``; a track that followed a swing of the camera a frame longer than the others
+    had moved on). A relation stays as it was taken: when the other one ends later, the two are no longer
+    seen together."""
+    H = getattr(t, "homography", None)
+    if H is None:
+        return
+    last = t.history[-1][0] if getattr(t, "history", None) else None
+    for o in tracker.tracks:
+        if o is t or o.name == t.name or getattr(o, "homography", None) is None:
+            continue
+        Ho = next((G for f, G in reversed(o.history) if f == last), o.homography) if last is not None else o.homography
+        tracker.layout[(o.name, t.name)] = np.linalg.inv(Ho) @ H
 
 
 def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:
-    """The object of the ended track ``t`` looked for in ``gray`` where ``t`` last placed it, moved as the view
-    moved since where that is known (:func:`last_seen`; see the module notes): a detection of it, or None.
+    """The object of the ended track ``t`` looked for in ``gray`` where the objects followed now place it, or
+    else where ``t`` last placed it (:func:`last_seen`; see the module notes): a detection of it, or None.
     Other tracks' outlines are hidden from the alignment and from the appearance check."""
     start = last_seen(tracker, t)
     w, h = t.model_size
@@ -107,24 +165,3 @@ def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:
     corners = map_points(H, model_corners(w, h))
     visible = visible_part(H, corners, w, h, gray.shape[:2])[2]
     return Detection(t.name, float(share), int(support), H, corners, float(visible))
-
-
-def learn_motion(tracker: Any, d: Detection) -> None:
-    """Where ``d`` finds an object whose planar track ended for lack of support, the move of the view since
-    that frame (the old homography to ``d``'s), kept in ``tracker.motion`` for the other objects lost in the
-    same frames (:func:`moved_since`)."""
-    old = tracker.ended.get(d.name)
-    if old is None or d.homography is None or old[2] not in REASONS:
-        return
-    H = getattr(old[0], "homography", None)
-    if H is not None:
-        tracker.motion[old[1]] = np.asarray(d.homography, np.float64) @ np.linalg.inv(H)
-
-
-def moved_since(tracker: Any, frame: int, within: int = 1) -> np.ndarray | None:
-    """How the view moved since ``frame`` (a homography of frame pixels), learned from an object lost within
-    ``within`` frames of it and found again (the nearest such frame; the latest learned there); None when none
-    was. A camera swung out and back, or shaken while the view was blurred, moves every object in view alike
-    (exactly so for objects on one plane), so one object found again tells where the others lost with it are."""
-    near = [f for f in tracker.motion if abs(f - frame) <= within]
-    return None if not near else tracker.motion[min(near, key=lambda f: abs(f - frame))]

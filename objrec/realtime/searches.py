@@ -154,7 +154,7 @@ class SecondLooks:
         its lost ones."""
         gray = state.image.host
         failed = 0
-        for t in waiting(tracker, frame, self._sought):
+        for t in waiting(tracker, frame, self._sought, gray.shape[:2]):
             if failed >= MAX_REALIGNS:
                 break
             self._sought[t.name] = frame

@@ -37,7 +37,7 @@ from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
 from objrec.realtime.align import ModelTemplates, aligned_within, hiders
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
-from objrec.realtime.reacquire import learn_motion
+from objrec.realtime.reacquire import remember_layout
 from objrec.realtime.solid_track import SolidTrack
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
@@ -240,7 +240,7 @@ class Tracker:
         self.tracks: list[Track | SolidTrack] = []
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
         self.ended: dict[str, tuple[Track | SolidTrack, int, str]] = {}  # name -> (its last track, frame, reason)
-        self.motion: dict[int, np.ndarray] = {}  # frame tracks ended in -> the view's move since (reacquire)
+        self.layout: dict[tuple[str, str], np.ndarray] = {}  # (seen, lost) -> lost's place in seen's model
         self._next_id, self._frame = 1, -1  # the next track's id; the frame the flow last saw
         self._asked_before: tuple[Track | SolidTrack, int] | None = None  # the last confirmation's choice
 
@@ -325,6 +325,7 @@ class Tracker:
 
     def _end(self, t: Track, reason: str, frame: int) -> LostTrack:
         self.recent[t.name], self.ended[t.name] = (t.corners, frame), (t, frame, reason)
+        remember_layout(self, t)
         return LostTrack(t.track_id, t.name, reason)
 
     def absorb(
@@ -345,7 +346,6 @@ class Tracker:
             return list(found), []
         out, lost = [], []
         for d in found:
-            learn_motion(self, d)
             t = self._owner(d)
             if t is not None and self._keeps(t, d, gray):
                 self._confirmed(t, d, gray, frame)
@@ -511,7 +511,7 @@ class Tracker:
         self.tracks.clear()
         self.recent.clear()
         self.ended.clear()
-        self.motion.clear()
+        self.layout.clear()
         self.flow.forget()
         self._frame, self._asked_before = -1, None
 

@@ -11,7 +11,15 @@ from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
 from objrec.matching.verify import edge_agreement
 from objrec.realtime.align import ModelTemplates
-from objrec.realtime.reacquire import REACQUIRE_AGREEMENT, REACQUIRE_FRAMES, moved_since, reacquire, waiting
+from objrec.realtime.reacquire import (
+    LAYOUT_FRAMES,
+    LAYOUT_RETRY,
+    REACQUIRE_AGREEMENT,
+    REACQUIRE_FRAMES,
+    placed,
+    reacquire,
+    waiting,
+)
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection
 
@@ -113,7 +121,8 @@ def test_tracks_ended_for_other_reasons_than_support_are_not_looked_for(models, 
 def test_tracks_lost_for_support_are_looked_for_for_a_while_until_tracked_again(models, background):
     t, _, _ = _lost(models, background)
     assert [g.name for g in waiting(t, REACQUIRE_FRAMES, {})] == ["cover"]
-    assert waiting(t, REACQUIRE_FRAMES + 1, {}) == [] and "cover" not in t.ended  # forgotten
+    assert waiting(t, REACQUIRE_FRAMES + 1, {}) == []  # no object followed places it: no longer looked for
+    assert waiting(t, LAYOUT_FRAMES + 1, {}) == [] and "cover" not in t.ended  # forgotten
     t, Hm, size = _lost(models, background)
     gray = _render(background, [(models["cover"], Hm)], 4)
     (ghost,) = waiting(t, 2, {})
@@ -133,55 +142,78 @@ def test_a_track_that_ended_mostly_out_of_view_is_not_looked_for(models, backgro
     assert [g.name for g in waiting(t, 3, {})] == ["cover"]
 
 
-def test_an_object_lost_with_another_is_looked_for_where_the_view_moved_once_that_one_is_found(models, background):
-    """Two objects lost in the same frame (a swing of the camera), the view then moved by 70 px: aligned where
-    its track ended, the pagoda is not found (too far for Lucas-Kanade); once the cover is found again (by a
-    detection), the view's motion it shows moves the pagoda's last place, and the pagoda is found at its
-    true place. An object lost at another time does not take that motion."""
+def _two(models, background):
+    """A tracker following the cover and the pagoda from frame 0 (history: frame 0), the placed homographies, the
+    model sizes."""
     t = _tracker(models)
     sizes = {n: (m.shape[1], m.shape[0]) for n, m in models.items()}
-    placed = {"cover": _place(models["cover"], 170, 200, 0.45), "pagoda": _place(models["pagoda"], 420, 220, 0.45)}
-    gray = _render(background, [(models[n], Hm) for n, Hm in placed.items()], 0)
-    dets = [Detection(n, 0.9, 40, Hm, map_points(Hm, model_corners(*sizes[n])), 1.0) for n, Hm in placed.items()]
+    placed_at = {"cover": _place(models["cover"], 170, 200, 0.45), "pagoda": _place(models["pagoda"], 420, 220, 0.45)}
+    gray = _render(background, [(models[n], Hm) for n, Hm in placed_at.items()], 0)
+    dets = [Detection(n, 0.9, 40, Hm, map_points(Hm, model_corners(*sizes[n])), 1.0) for n, Hm in placed_at.items()]
     t.absorb(dets, [], gray, 0, sizes.__getitem__)
+    for track in t.tracks:
+        track.history.append((0, track.homography))
+    return t, placed_at, sizes
+
+
+def _found(t, name, H, sizes, gray, frame):
+    d = Detection(name, 0.9, 40, H, map_points(H, model_corners(*sizes[name])), 1.0)
+    t.absorb([d], [], gray, frame, sizes.__getitem__)
+
+
+def test_objects_lost_together_are_looked_for_where_the_first_one_found_again_places_them(models, background):
+    """Both tracks end in one frame (a swing of the camera), the view then moved by 70 px: aligned where its
+    track ended, the pagoda is not found (too far for Lucas-Kanade); once the cover is found again (by a
+    detection), it places the pagoda where the two were relative to each other, and the pagoda is found at
+    its true place."""
+    t, placed_at, sizes = _two(models, background)
     for track in list(t.tracks):
-        t.drop(track, "support", 0)
+        t.drop(track, "support", 1)
     move = np.array([[1.0, 0.0, 70.0], [0.0, 1.0, 12.0], [0.0, 0.0, 1.0]])
-    truth = {n: move @ Hm for n, Hm in placed.items()}
+    truth = {n: move @ Hm for n, Hm in placed_at.items()}
     gray = _render(background, [(models[n], Hm) for n, Hm in truth.items()], 1)
     ghost = {g.name: g for g in waiting(t, 3, {})}
-    assert moved_since(t, 0) is None and reacquire(t, ghost["pagoda"], gray) is None
-    found = Detection("cover", 0.9, 40, truth["cover"], map_points(truth["cover"], model_corners(*sizes["cover"])), 1.0)
-    t.absorb([found], [], gray, 3, sizes.__getitem__)
-    assert np.allclose(moved_since(t, 0), move, atol=1e-6) and moved_since(t, 5) is None
+    assert placed(t, ghost["pagoda"]) is None and reacquire(t, ghost["pagoda"], gray) is None
+    _found(t, "cover", truth["cover"], sizes, gray, 3)
+    assert np.allclose(placed(t, ghost["pagoda"]), truth["pagoda"], atol=1e-6)
     d = reacquire(t, ghost["pagoda"], gray)
     assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0
 
 
-def test_an_object_followed_further_into_a_swing_is_looked_for_from_where_it_was_when_the_others_were_lost(
-    models, background
-):
-    """The cover's track ends in frame 1 (its last place is frame 0's); the pagoda's track follows the swing
-    150 px further before it ends in frame 3. The view then settles 40 px from where it started. Once the cover
-    is found again, the pagoda is looked for from its place in frame 0 moved as the view moved (its track's
-    history), and found; from its last place alone it is not."""
-    t = _tracker(models)
-    sizes = {n: (m.shape[1], m.shape[0]) for n, m in models.items()}
-    placed = {"cover": _place(models["cover"], 170, 200, 0.45), "pagoda": _place(models["pagoda"], 420, 220, 0.45)}
-    gray = _render(background, [(models[n], Hm) for n, Hm in placed.items()], 0)
-    dets = [Detection(n, 0.9, 40, Hm, map_points(Hm, model_corners(*sizes[n])), 1.0) for n, Hm in placed.items()]
-    t.absorb(dets, [], gray, 0, sizes.__getitem__)
+def test_an_object_followed_further_into_a_swing_is_placed_as_it_was_when_the_other_was_lost(models, background):
+    """The cover's track ends in frame 1 (its last place is frame 0's); the pagoda's follows the swing 150 px
+    further before it ends in frame 3. The view then settles 40 px from where it started. Once the cover is
+    found again, the pagoda is looked for where it was relative to the cover in frame 0, and found; from its
+    last place alone it is not."""
+    t, placed_at, sizes = _two(models, background)
     cover, pagoda = sorted(t.tracks, key=lambda x: x.name)
-    pagoda.history.append((0, pagoda.homography))
     t.drop(cover, "support", 1)
-    pagoda.homography = np.array([[1.0, 0.0, 150.0], [0.0, 1.0, 20.0], [0.0, 0.0, 1.0]]) @ placed["pagoda"]
+    pagoda.homography = np.array([[1.0, 0.0, 150.0], [0.0, 1.0, 20.0], [0.0, 0.0, 1.0]]) @ placed_at["pagoda"]
+    pagoda.history.append((1, pagoda.homography))
     t.drop(pagoda, "support", 3)
     move = np.array([[1.0, 0.0, 40.0], [0.0, 1.0, -8.0], [0.0, 0.0, 1.0]])
-    truth = {n: move @ Hm for n, Hm in placed.items()}
+    truth = {n: move @ Hm for n, Hm in placed_at.items()}
     gray = _render(background, [(models[n], Hm) for n, Hm in truth.items()], 1)
-    found = Detection("cover", 0.9, 40, truth["cover"], map_points(truth["cover"], model_corners(*sizes["cover"])), 1.0)
-    t.absorb([found], [], gray, 5, sizes.__getitem__)
+    _found(t, "cover", truth["cover"], sizes, gray, 5)
     d = reacquire(t, pagoda, gray)
     assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0
-    pagoda.history.clear()
+    t.layout.clear()
     assert reacquire(t, pagoda, gray) is None
+
+
+def test_an_object_that_left_the_view_is_looked_for_when_its_neighbour_places_it_back_in_view(models, background):
+    """The pagoda's track ends as it leaves the view (visibility) while the cover is followed: it is not looked
+    for while the cover places it out of view, is looked for once the cover places it back in view (long
+    after REACQUIRE_FRAMES), at most once in LAYOUT_RETRY frames after a miss, and is forgotten after
+    LAYOUT_FRAMES."""
+    t, placed_at, sizes = _two(models, background)
+    cover = next(x for x in t.tracks if x.name == "cover")
+    pagoda = next(x for x in t.tracks if x.name == "pagoda")
+    t.drop(pagoda, "visibility", 1)
+    away = np.array([[1.0, 0.0, 400.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # the pagoda out past the right edge
+    cover.homography = away @ placed_at["cover"]
+    assert waiting(t, 60, {}, (H, W)) == []
+    cover.homography = placed_at["cover"]
+    assert [g.name for g in waiting(t, 60, {}, (H, W))] == ["pagoda"]
+    assert waiting(t, 62, {"pagoda": 60}, (H, W)) == [] and waiting(t, 60 + LAYOUT_RETRY, {"pagoda": 60}, (H, W))
+    assert waiting(t, LAYOUT_FRAMES + 2, {}, (H, W)) == [] and "pagoda" not in t.ended and not t.layout

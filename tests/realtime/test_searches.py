@@ -228,7 +228,7 @@ def test_re_acquisition_goes_on_while_objects_are_found_and_stops_after_a_few_ar
         tried.append(t.name)
         return type("Det", (), {"name": t.name})() if t.name in back else None
 
-    monkeypatch.setattr(searches, "waiting", lambda tracker, frame, sought: list(tracker.lost))
+    monkeypatch.setattr(searches, "waiting", lambda tracker, frame, sought, shape: list(tracker.lost))
     monkeypatch.setattr(searches, "reacquire", fake)
     tracker = _LostTracker(names)
     state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), None)
