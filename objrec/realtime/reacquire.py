@@ -43,6 +43,9 @@ __all__ = [
     "LAYOUT_REASONS",
     "LAYOUT_FRAMES",
     "LAYOUT_RETRY",
+    "LAYOUT_STEADY_PX",
+    "LAYOUT_SEEN_FRAMES",
+    "LAYOUT_IN_VIEW",
 ]
 
 #: A lost track's object is looked for where it was for this many frames after the track ended (a second at
@@ -65,15 +68,24 @@ LAYOUT_REASONS = ("support", "visibility")
 #: passed: an object taken away is not looked for in every frame.
 LAYOUT_FRAMES = 300
 LAYOUT_RETRY = 5
+#: Two objects count as keeping their places when, over the last :data:`LAYOUT_SEEN_FRAMES` frames or more in
+#: which both were followed, one placed the other's corners the same within this many pixels (a few times
+#: what tracking itself wanders by).
+LAYOUT_STEADY_PX = 3.0
+LAYOUT_SEEN_FRAMES = 5
+#: An object placed by its neighbours is looked for once they place it wholly in view (this share of it): one
+#: at the edge is coming or going, and an alignment on the part in view would place the rest by extrapolation.
+LAYOUT_IN_VIEW = 0.95
 
 
 def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, int] | None = None) -> list[Any]:
     """The ended planar tracks of ``tracker`` whose objects are looked for in frame ``frame`` (of ``shape``
-    rows and columns), not tracked now and where they are looked for (:func:`last_seen`) at least as much in
-    view as a new track needs (``min_anchor_visible``: an object mostly out of view would be found in vain):
-    those ended for one of :data:`REASONS` within :data:`REACQUIRE_FRAMES` frames; and those ended for one of
-    :data:`LAYOUT_REASONS` within :data:`LAYOUT_FRAMES` frames that an object followed now places
-    (:func:`placed`), at most once in :data:`LAYOUT_RETRY` frames after the first :data:`REACQUIRE_FRAMES`.
+    rows and columns), not tracked now: those ended for one of :data:`REASONS` within :data:`REACQUIRE_FRAMES`
+    frames; and those ended for one of :data:`LAYOUT_REASONS` within :data:`LAYOUT_FRAMES` frames that an
+    object followed now places (:func:`placed`), at most once in :data:`LAYOUT_RETRY` frames after the first
+    :data:`REACQUIRE_FRAMES`. One placed by its neighbours must be placed wholly in view
+    (:data:`LAYOUT_IN_VIEW`); one looked for where it was last must have been last seen at least as much in
+    view as a new track needs (``min_anchor_visible``: an object mostly out of view would be found in vain).
     The least recently looked for come first (``sought``: object name to the frame it was last looked for).
     Older ones are forgotten, with their places in the layout."""
     if not tracker.enabled or tracker.templates is None or tracker.appearance is None:
@@ -97,8 +109,10 @@ def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, 
             continue
         w, h = t.model_size
         H = last_seen(tracker, t)
-        seen = t.visible if shape is None or H is t.homography else _in_view(H, w, h, shape)
-        if seen >= least:
+        if H is t.homography or shape is None:
+            if t.visible >= least:
+                out.append(t)
+        elif _in_view(H, w, h, shape) >= LAYOUT_IN_VIEW:
             out.append(t)
     return sorted(out, key=lambda t: sought.get(t.name, -1))
 
@@ -136,17 +150,41 @@ def remember_layout(tracker: Any, t: Any) -> None:
     """At the end of the planar track ``t``: its place relative to each planar track of ``tracker`` still followed
     (``tracker.layout[(other, t)]``: ``t``'s model to the other's model), both from the last frame ``t`` was
     followed in (``Track.history``; a track that followed a swing of the camera a frame longer than the others
-    had moved on). A relation stays as it was taken: when the other one ends later, the two are no longer
+    had moved on), where the two kept their places relative to each other while both were followed
+    (:func:`_steady`). A relation stays as it was taken: when the other one ends later, the two are no longer
     seen together."""
     H = getattr(t, "homography", None)
-    if H is None:
+    hist = dict(getattr(t, "history", ()))
+    if H is None or not hist:
         return
-    last = t.history[-1][0] if getattr(t, "history", None) else None
+    last = max(hist)
     for o in tracker.tracks:
         if o is t or o.name == t.name or getattr(o, "homography", None) is None:
             continue
-        Ho = next((G for f, G in reversed(o.history) if f == last), o.homography) if last is not None else o.homography
-        tracker.layout[(o.name, t.name)] = np.linalg.inv(Ho) @ H
+        mine = dict(o.history)
+        R = _steady(hist, mine, last, t.model_size)
+        if R is not None:
+            tracker.layout[(o.name, t.name)] = R
+
+
+def _steady(
+    lost: dict[int, np.ndarray], seen: dict[int, np.ndarray], last: int, size: tuple[int, int]
+) -> np.ndarray | None:
+    """The lost object's place in the seen object's model in frame ``last`` (``lost`` and ``seen``: frame to
+    homography), when both were followed in it and in a frame at least :data:`LAYOUT_SEEN_FRAMES` before, and
+    the lost object's corners placed by the seen one then and in ``last`` are within :data:`LAYOUT_STEADY_PX`
+    of each other (in ``last``'s frame pixels); else None. Objects moved about independently (a hand holding
+    one) do not keep their places, and one would place the other where it is not."""
+    if last not in seen:
+        return None
+    early = [f for f in lost if f in seen and f <= last - LAYOUT_SEEN_FRAMES]
+    if not early:
+        return None
+    R = np.linalg.inv(seen[last]) @ lost[last]
+    R0 = np.linalg.inv(seen[min(early)]) @ lost[min(early)]
+    c = model_corners(*size)
+    drift = np.linalg.norm(map_points(seen[last] @ R0, c) - map_points(seen[last] @ R, c), axis=1).max()
+    return R if drift <= LAYOUT_STEADY_PX else None
 
 
 def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:

@@ -143,8 +143,8 @@ def test_a_track_that_ended_mostly_out_of_view_is_not_looked_for(models, backgro
 
 
 def _two(models, background):
-    """A tracker following the cover and the pagoda from frame 0 (history: frame 0), the placed homographies, the
-    model sizes."""
+    """A tracker following the cover and the pagoda, unmoved, in frames 0-6 (their histories), the placed
+    homographies, the model sizes."""
     t = _tracker(models)
     sizes = {n: (m.shape[1], m.shape[0]) for n, m in models.items()}
     placed_at = {"cover": _place(models["cover"], 170, 200, 0.45), "pagoda": _place(models["pagoda"], 420, 220, 0.45)}
@@ -152,7 +152,7 @@ def _two(models, background):
     dets = [Detection(n, 0.9, 40, Hm, map_points(Hm, model_corners(*sizes[n])), 1.0) for n, Hm in placed_at.items()]
     t.absorb(dets, [], gray, 0, sizes.__getitem__)
     for track in t.tracks:
-        track.history.append((0, track.homography))
+        track.history.extend((f, track.homography) for f in range(7))
     return t, placed_at, sizes
 
 
@@ -168,33 +168,33 @@ def test_objects_lost_together_are_looked_for_where_the_first_one_found_again_pl
     its true place."""
     t, placed_at, sizes = _two(models, background)
     for track in list(t.tracks):
-        t.drop(track, "support", 1)
+        t.drop(track, "support", 7)
     move = np.array([[1.0, 0.0, 70.0], [0.0, 1.0, 12.0], [0.0, 0.0, 1.0]])
     truth = {n: move @ Hm for n, Hm in placed_at.items()}
     gray = _render(background, [(models[n], Hm) for n, Hm in truth.items()], 1)
-    ghost = {g.name: g for g in waiting(t, 3, {})}
+    ghost = {g.name: g for g in waiting(t, 9, {})}
     assert placed(t, ghost["pagoda"]) is None and reacquire(t, ghost["pagoda"], gray) is None
-    _found(t, "cover", truth["cover"], sizes, gray, 3)
+    _found(t, "cover", truth["cover"], sizes, gray, 9)
     assert np.allclose(placed(t, ghost["pagoda"]), truth["pagoda"], atol=1e-6)
     d = reacquire(t, ghost["pagoda"], gray)
     assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0
 
 
 def test_an_object_followed_further_into_a_swing_is_placed_as_it_was_when_the_other_was_lost(models, background):
-    """The cover's track ends in frame 1 (its last place is frame 0's); the pagoda's follows the swing 150 px
-    further before it ends in frame 3. The view then settles 40 px from where it started. Once the cover is
-    found again, the pagoda is looked for where it was relative to the cover in frame 0, and found; from its
+    """The cover's track ends in frame 7 (its last place is frame 6's); the pagoda's follows the swing 150 px
+    further before it ends in frame 9. The view then settles 40 px from where it started. Once the cover is
+    found again, the pagoda is looked for where it was relative to the cover in frame 6, and found; from its
     last place alone it is not."""
     t, placed_at, sizes = _two(models, background)
     cover, pagoda = sorted(t.tracks, key=lambda x: x.name)
-    t.drop(cover, "support", 1)
+    t.drop(cover, "support", 7)
     pagoda.homography = np.array([[1.0, 0.0, 150.0], [0.0, 1.0, 20.0], [0.0, 0.0, 1.0]]) @ placed_at["pagoda"]
-    pagoda.history.append((1, pagoda.homography))
-    t.drop(pagoda, "support", 3)
+    pagoda.history.append((7, pagoda.homography))
+    t.drop(pagoda, "support", 9)
     move = np.array([[1.0, 0.0, 40.0], [0.0, 1.0, -8.0], [0.0, 0.0, 1.0]])
     truth = {n: move @ Hm for n, Hm in placed_at.items()}
     gray = _render(background, [(models[n], Hm) for n, Hm in truth.items()], 1)
-    _found(t, "cover", truth["cover"], sizes, gray, 5)
+    _found(t, "cover", truth["cover"], sizes, gray, 11)
     d = reacquire(t, pagoda, gray)
     assert d is not None and _err(d.homography, truth["pagoda"], sizes["pagoda"]) <= 1.0
     t.layout.clear()
@@ -209,11 +209,26 @@ def test_an_object_that_left_the_view_is_looked_for_when_its_neighbour_places_it
     t, placed_at, sizes = _two(models, background)
     cover = next(x for x in t.tracks if x.name == "cover")
     pagoda = next(x for x in t.tracks if x.name == "pagoda")
-    t.drop(pagoda, "visibility", 1)
+    t.drop(pagoda, "visibility", 7)
     away = np.array([[1.0, 0.0, 400.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # the pagoda out past the right edge
     cover.homography = away @ placed_at["cover"]
     assert waiting(t, 60, {}, (H, W)) == []
     cover.homography = placed_at["cover"]
     assert [g.name for g in waiting(t, 60, {}, (H, W))] == ["pagoda"]
     assert waiting(t, 62, {"pagoda": 60}, (H, W)) == [] and waiting(t, 60 + LAYOUT_RETRY, {"pagoda": 60}, (H, W))
-    assert waiting(t, LAYOUT_FRAMES + 2, {}, (H, W)) == [] and "pagoda" not in t.ended and not t.layout
+    assert waiting(t, LAYOUT_FRAMES + 8, {}, (H, W)) == [] and "pagoda" not in t.ended and not t.layout
+
+
+def test_objects_that_did_not_keep_their_places_do_not_place_each_other(models, background):
+    """The pagoda moved 12 px against the cover over the frames both were followed (a hand carrying it): when
+    its track ends, the cover does not place it."""
+    t, placed_at, sizes = _two(models, background)
+    pagoda = next(x for x in t.tracks if x.name == "pagoda")
+    pagoda.history.clear()
+    for f in range(7):
+        pagoda.history.append(
+            (f, np.array([[1.0, 0.0, 2.0 * f], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]) @ placed_at["pagoda"])
+        )
+    pagoda.homography = pagoda.history[-1][1]
+    t.drop(pagoda, "support", 7)
+    assert placed(t, pagoda) is None and not t.layout
