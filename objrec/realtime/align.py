@@ -61,9 +61,9 @@ POINTS = 48
 #: Pixels around the outline that the rendered model and the frame crop keep.
 MARGIN = 16
 #: A realignment that moves a corner of the outline by more than this (frame pixels) is repeated, in the same
-#: frame while it fits: Lucas-Kanade started that far off stops short of the object by a share of the distance (a first
-#: realignment of a track anchored by a search under a budget moves it by several pixels, and the next one
-#: by a tenth or more of that), until a realignment finds it where it is.
+#: frame while it fits: Lucas-Kanade started that far off stops short of the object by a share of the distance,
+#: so a track anchored pixels off (by a search under a budget) needs more than one look, until a realignment
+#: finds it where it is.
 AGAIN_PX = 1.0
 #: A refit replaces the track's homography only when it explains the followed points better than the track's
 #: own homography by more than chance would at this significance (an F-test of the refit's 8 parameters,

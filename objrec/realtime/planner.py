@@ -50,7 +50,7 @@ FIRST_VERIFY_MATCHES = 100
 #: ``SearchPlanner.voters``). Retrieval costs in proportion to its voters, and the strongest half of them still
 #: put the photographed object on a shortlist of a few about as often as all do, while a coarser extraction
 #: (SURF's step 2, a lower resolution) loses the small and distant objects: at a large catalogue, where
-#: retrieval takes a third of a frame, the time is better spent on the extraction's detail.
+#: retrieval is a large part of a frame, the time is better spent on the extraction's detail.
 PLANNED_VOTERS = 0.5
 
 
