@@ -102,18 +102,13 @@ def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, 
         if t.name in tracked or getattr(t, "homography", None) is None:
             continue
         recent = frame - ended <= REACQUIRE_FRAMES
-        by_layout = why in LAYOUT_REASONS and placed(tracker, t) is not None
-        if not (by_layout or (recent and why in REASONS)):
-            continue
-        if by_layout and not recent and frame - sought.get(t.name, -LAYOUT_RETRY) < LAYOUT_RETRY:
-            continue
-        w, h = t.model_size
-        H = last_seen(tracker, t)
-        if H is t.homography or shape is None:
-            if t.visible >= least:
+        H = placed(tracker, t) if why in LAYOUT_REASONS else None
+        if H is None:
+            if recent and why in REASONS and t.visible >= least:
                 out.append(t)
-        elif _in_view(H, w, h, shape) >= LAYOUT_IN_VIEW:
-            out.append(t)
+        elif recent or frame - sought.get(t.name, -LAYOUT_RETRY) >= LAYOUT_RETRY:
+            if (t.visible if shape is None else _in_view(H, *t.model_size, shape)) >= LAYOUT_IN_VIEW:
+                out.append(t)
     return sorted(out, key=lambda t: sought.get(t.name, -1))
 
 

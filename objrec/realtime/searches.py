@@ -169,11 +169,10 @@ class SecondLooks:
             _aligned_now(tracker, new, frame)
 
     def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int, new_only: bool = False) -> None:
-        """The tracks due for realignment with their models (:func:`~objrec.realtime.align.due`), the longest
-        waiting first (tracks never realigned before all others), each an optional unit sized by its
-        outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``: only tracks not yet realigned
-        onto their models (:func:`~objrec.realtime.align.unsettled`). A
-        realigned track's detection in the frame (tracked or final) moves with it."""
+        """The tracks due for realignment with their models, in :func:`~objrec.realtime.align.due`'s order, each
+        an optional unit sized by its outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``:
+        only tracks not yet realigned onto their models (:func:`~objrec.realtime.align.unsettled`). A realigned
+        track's detection in the frame (tracked or final) moves with it."""
         for _ in range(MAX_REALIGNS):
             t = due(tracker, frame)
             if t is None or new_only and not unsettled(t):

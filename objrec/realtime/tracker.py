@@ -152,7 +152,7 @@ class Track:
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
     aligned: int = -1  # the frame of its last realignment that moved it onto the model
-    again: bool = False  # its last realignment moved it far: it is realigned again in the next frame
+    again: bool = False  # its last realignment moved it far: it is realigned again (objrec.realtime.align)
     visible: float = 1.0
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
     lost_pts: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # model points lost, per frame
