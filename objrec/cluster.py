@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["dask_client", "cluster_threads"]
+__all__ = ["dask_client", "cluster_threads", "check_workers"]
 
 
 def _distributed() -> Any:
@@ -103,6 +103,15 @@ def dask_client(workers: int | None = None, scheduler: Any = None, timeout: str 
                 if client is not None:
                     client.close()
                 cluster.close()
+
+
+def check_workers(workers: int | None, scheduler: Any) -> None:
+    """The checks of a command line's ``--workers N`` beside ``--scheduler ADDRESS`` (a ``ValueError`` naming
+    the option), made before anything is started or written."""
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers: expected a positive integer, got {workers}")
+    if scheduler is not None and workers is not None:
+        raise ValueError("--workers: a cluster at --scheduler has its own workers (start them with dask worker)")
 
 
 def cluster_threads(client: Any) -> int:

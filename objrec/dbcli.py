@@ -5,8 +5,8 @@
 ``set-width`` of one, ``add-view`` and ``remove-view`` (another photo of an enrolled object; each one atomic
 commit), ``compact`` its shards (removed rows dropped, small shards
 merged, thumbnails added to shards that lack them), ``reindex`` (build or update the retrieval indexes, with a
-progress bar; an interrupted run resumes), ``upgrade`` an older database in place (progress bar; atomic),
-``verify`` every file. Every action takes ``--json`` for
+progress bar, encoded in threads or on a Dask cluster; an interrupted run resumes), ``upgrade`` an older
+database in place (progress bar; atomic), ``verify`` every file. Every action takes ``--json`` for
 one JSON document on stdout. ``verify`` exits 2 when a file is damaged; orphan files (left by a killed writer)
 and a stale prefilter or retrieval index are warnings (exit 0); ``verify --clean`` deletes the orphans under
 the write lock.
@@ -242,10 +242,15 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from objrec.cluster import check_workers
     from objrec.matching.shortlist import prepare_indexes
+    from objrec.modeldb.enrolment import LOCAL_CLUSTER
 
+    check_workers(args.workers, args.scheduler)
     db = _open(args)
-    kinds = prepare_indexes(db, progress=not args.json)
+    scheduler = LOCAL_CLUSTER if args.cluster else args.scheduler
+    opts = {"workers": args.workers, "scheduler": scheduler, "send_bytes": args.send_bytes}
+    kinds = prepare_indexes(db, progress=not args.json, **opts)
     doc = {"database_id": db.database_id, "indexes": index_status(db), "kinds": kinds}
     lines = [f"index {k}: {v['status']}" for k, v in doc["indexes"].items() if k in kinds]
     lines.append(f"{args.db}: {len(kinds)} retrieval index(es) current; {len(db)} object(s), id {db.database_id}")
@@ -350,11 +355,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "rewrite shards with removed rows or without thumbnails and merge small ones (one atomic commit)",
         cmd_compact,
     )
-    action(
+    x = action(
         "reindex",
-        "build or update the retrieval index of each kind that needs one, in bounded memory (resumable)",
+        "build or update the retrieval index of each kind that needs one, in bounded memory (resumable), "
+        "encoded in threads or on a Dask cluster",
         cmd_reindex,
     )
+    _add_encoding_options(x)
     action(
         "upgrade",
         "convert an older (schema 1 or 2) database in place to the current compact layout (atomic; progress bar)",
@@ -366,3 +373,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         cmd_verify,
     )
     v.add_argument("--clean", action="store_true", help="delete orphan files (under the write lock)")
+
+
+def _add_encoding_options(x: argparse.ArgumentParser) -> None:
+    """Where ``reindex`` encodes the descriptors: FAISS's threads here (default), or the workers of a Dask cluster."""
+    x.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="FAISS threads for training and encoding (default: the usable cores); with --cluster local, its "
+        "worker processes",
+    )
+    where = x.add_mutually_exclusive_group()
+    where.add_argument(
+        "--cluster",
+        choices=("local",),
+        help="encode the descriptors on a local Dask cluster of --workers processes (pip install 'objrec[dask]'); "
+        "this process trains the codec and writes the segments, so the index equals the threads' one",
+    )
+    where.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="encode the descriptors on the workers of a running Dask scheduler (tcp://host:8786); the workers "
+        "read the database's shards by its path unless --send-bytes",
+    )
+    x.add_argument(
+        "--send-bytes",
+        action="store_true",
+        help="read the descriptors here and send them to the workers (for workers that cannot see the database)",
+    )

@@ -143,10 +143,9 @@ def _extraction(args: argparse.Namespace) -> AbstractContextManager[tuple[Any, s
     cluster = args.cluster is not None or args.scheduler is not None
     if (cluster or args.send_bytes) and not args.source:
         raise ValueError("--cluster, --scheduler and --send-bytes apply to --from DIR|LIST.csv")
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers: expected a positive integer, got {args.workers}")
-    if args.scheduler is not None and args.workers is not None:
-        raise ValueError("--workers: a cluster at --scheduler has its own workers (start them with dask worker)")
+    from objrec.cluster import check_workers
+
+    check_workers(args.workers, args.scheduler)
     if not cluster:
         return nullcontext((None, "threads"))
     from objrec._threads import usable_cores

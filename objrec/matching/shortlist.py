@@ -272,6 +272,9 @@ def prepare_indexes(
     progress: bool = False,
     rebuild: bool = True,
     kinds: list[str] | None = None,
+    workers: int | None = None,
+    scheduler: Any = None,
+    send_bytes: bool = False,
 ) -> list[str]:
     """Build afresh (a new codec trained on a uniform sample of the stored descriptors) and save the retrieval
     index of each of ``db``'s detector kinds that :func:`make_matcher` searches through one (or of ``kinds``,
@@ -282,22 +285,31 @@ def prepare_indexes(
     recognizers). Each build holds the database's write lock, reads the shards in chunks (bounded memory) and
     saves its segments as it goes; a build interrupted with the same parameters continues where it stopped
     (:func:`~objrec.modeldb.index_update.build_index`). ``progress`` shows a tqdm bar of the descriptors added.
+
+    The chunks are encoded here by FAISS's threads (``workers`` of them when given), or on Dask workers
+    (``pip install "objrec[dask]"``) with ``scheduler``: the address of a running scheduler, a ``Client`` or
+    cluster object, or ``"local"`` for a local cluster of ``workers`` processes, connected before anything is
+    written. The workers read the shards by the database's path unless ``send_bytes``; this process trains the
+    codec and writes the segments, which are those of the threads (:mod:`objrec.modeldb.index_cluster`).
     """
     from tqdm import tqdm
 
+    from objrec.modeldb.index_cluster import encoding
     from objrec.modeldb.index_update import DEFAULT_PARAMS, build_index, descriptor_total
 
     if kinds is None:
         kinds = [k for k in db.detectors if descriptor_count(db, k) >= RETRIEVAL_MIN_DESCRIPTORS]
-    for kind in kinds:
-        with db.lock():
-            if not rebuild:
-                try:
-                    DatabaseRetrieval.open(db, kind)
-                    continue
-                except RetrievalIndexError:
-                    pass
-            total = descriptor_total(db, kind, (params or DEFAULT_PARAMS).max_per_object)
-            with tqdm(total=total, unit="desc", unit_scale=True, desc=f"index {kind}", disable=not progress) as bar:
-                build_index(db, kind, params, bar.update)
+    with encoding(workers, scheduler, send_bytes) as chunks:
+        for kind in kinds:
+            with db.lock():
+                if not rebuild:
+                    try:
+                        DatabaseRetrieval.open(db, kind)
+                        continue
+                    except RetrievalIndexError:
+                        pass
+                total = descriptor_total(db, kind, (params or DEFAULT_PARAMS).max_per_object)
+                bar = tqdm(total=total, unit="desc", unit_scale=True, desc=f"index {kind}", disable=not progress)
+                with bar:
+                    build_index(db, kind, params, bar.update, chunks)
     return kinds

@@ -13,12 +13,17 @@ which bounds the memory of a merge (the two inputs and the output in memory) wha
 and fills it the same way, resumably. The codec is retrained only there: by a reindex, and when a commit
 finds the index holding :data:`REBUILD_GROWTH` times the codes its lists were sized for (a full rebuild;
 rebuilds at geometrically spaced sizes cost a bounded multiple of the final build in total).
+
+The records to add are read in chunks planned from the shards' offsets (:func:`chunk_plan`); a chunk's codes
+are computed here (:func:`local_chunks`) or on the workers of a Dask cluster
+(:mod:`objrec.modeldb.index_cluster`), and added and written here either way.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +39,7 @@ from objrec.modeldb.index_files import (
     read_faiss_index,
 )
 from objrec.modeldb.preparation import decode_descriptors
-from objrec.modeldb.reader import descriptor_spans
+from objrec.modeldb.reader import ShardReader, descriptor_spans
 
 if TYPE_CHECKING:
     from objrec.modeldb.database import ModelDB
@@ -44,6 +49,10 @@ __all__ = [
     "build_index",
     "sync_index",
     "indexed_chunks",
+    "chunk_plan",
+    "chunk_descriptors",
+    "local_chunks",
+    "ChunkSource",
     "descriptor_total",
     "CHUNK_ROWS",
     "MERGE_RATIO",
@@ -88,32 +97,67 @@ def _live_shas(db: ModelDB) -> dict[str, str]:
     return {key: store.shards[si].objects[r]["sha256"] for key, (si, r) in store.live.items()}
 
 
-def indexed_chunks(
-    db: ModelDB, kind: str, keys: list[str], cap: int | None, max_rows: int | None = None
-) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
-    """The descriptors of records ``keys`` to index, float32, in chunks of whole records of at most ``max_rows``
-    rows (default :data:`CHUNK_ROWS`): ``(descriptors, keys, rows per record)``. A record with more than
-    ``cap`` descriptors gives its ``cap`` strongest by detector response (in stored order)."""
-    store = db.store
+def chunk_plan(
+    reader: ShardReader, kind: str, keys: list[str], cap: int | None, max_rows: int | None = None
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """Records ``keys`` grouped as :func:`indexed_chunks` reads them, from the shards' offsets alone (no
+    descriptor is read): ``(keys, rows per record)`` per chunk of whole records of at most ``max_rows`` rows
+    (default :data:`CHUNK_ROWS`; a record with more comes alone), each record counted up to ``cap``."""
     max_rows = CHUNK_ROWS if max_rows is None else max_rows
-    parts: list[np.ndarray] = []
     out_keys: list[str] = []
     counts: list[int] = []
     rows = 0
-    for key, sh, lo, hi in descriptor_spans(store, kind, keys):
-        d = decode_descriptors(kind, store.array(sh, f"{kind}.descriptors.npy")[lo:hi])
-        if cap and hi - lo > cap:
-            response = store.array(sh, f"{kind}.keypoints.npy")["response"][lo:hi]
-            d = d[np.sort(np.argsort(-response, kind="stable")[:cap])]
-        if out_keys and rows + len(d) > max_rows:
-            yield np.concatenate(parts).astype(np.float32), out_keys, np.asarray(counts, np.int64)
-            parts, out_keys, counts, rows = [], [], [], 0
-        parts.append(np.asarray(d))
+    for key, _, lo, hi in descriptor_spans(reader, kind, keys):
+        n = min(hi - lo, cap) if cap else hi - lo
+        if out_keys and rows + n > max_rows:
+            yield out_keys, np.asarray(counts, np.int64)
+            out_keys, counts, rows = [], [], 0
         out_keys.append(key)
-        counts.append(len(d))
-        rows += len(d)
+        counts.append(n)
+        rows += n
     if out_keys:
-        yield np.concatenate(parts).astype(np.float32), out_keys, np.asarray(counts, np.int64)
+        yield out_keys, np.asarray(counts, np.int64)
+
+
+def chunk_descriptors(reader: ShardReader, kind: str, keys: list[str], cap: int | None) -> np.ndarray:
+    """The descriptors of records ``keys`` to index, float32, concatenated in their order: a record with more
+    than ``cap`` descriptors gives its ``cap`` strongest by detector response (in stored order)."""
+    parts = []
+    for _, sh, lo, hi in descriptor_spans(reader, kind, keys):
+        d = decode_descriptors(kind, reader.array(sh, f"{kind}.descriptors.npy")[lo:hi])
+        if cap and hi - lo > cap:
+            response = reader.array(sh, f"{kind}.keypoints.npy")["response"][lo:hi]
+            d = d[np.sort(np.argsort(-response, kind="stable")[:cap])]
+        parts.append(np.asarray(d))
+    return np.concatenate(parts).astype(np.float32)
+
+
+def indexed_chunks(
+    db: ModelDB, kind: str, keys: list[str], cap: int | None, max_rows: int | None = None
+) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
+    """The descriptors of records ``keys`` to index, float32, in the chunks of :func:`chunk_plan`:
+    ``(descriptors, keys, rows per record)`` (see :func:`chunk_descriptors`)."""
+    for chunk, counts in chunk_plan(db.store, kind, keys, cap, max_rows):
+        yield chunk_descriptors(db.store, kind, chunk, cap), chunk, counts
+
+
+#: A chunk's codes added to an empty clone of the codec: ``fill(index, ids)``, ids one per descriptor.
+Fill = Callable[[Any, np.ndarray], None]
+#: Chunks of codes to add: ``(keys, rows per record, fill)`` per chunk of :func:`chunk_plan`, in order.
+Chunks = Generator[tuple[list[str], np.ndarray, Fill], None, None]
+#: Where the codes of records come from: ``chunks(db, index, keys)``; the generator is closed when the build
+#: stops, so it can drop work still in flight.
+ChunkSource = Callable[["ModelDB", DatabaseIndex, list[str]], Chunks]
+
+
+def local_chunks(db: ModelDB, index: DatabaseIndex, keys: list[str]) -> Chunks:
+    """The chunks of records ``keys``, encoded in this process by FAISS's ``add_with_ids`` (its OpenMP threads)."""
+    for desc, chunk, counts in indexed_chunks(db, index.kind, keys, index.params.max_per_object):
+
+        def fill(out: Any, ids: np.ndarray, desc: np.ndarray = desc) -> None:
+            out.add_with_ids(desc, ids)
+
+        yield chunk, counts, fill
 
 
 def _max_codes(index: DatabaseIndex) -> int:
@@ -162,9 +206,16 @@ def merge_segments(index: DatabaseIndex) -> None:
     segs[:] = [s for s in segs if s.keys]  # a segment whose objects are all gone
 
 
-def sync_index(db: ModelDB, index: DatabaseIndex, progress: Callable[[int], Any] | None = None) -> bool:
+def sync_index(
+    db: ModelDB,
+    index: DatabaseIndex,
+    progress: Callable[[int], Any] | None = None,
+    chunks: ChunkSource | None = None,
+) -> bool:
     """Bring ``index`` to the content of ``db``: tombstone the labels of records gone or replaced, add the
-    records it lacks as new segments (merged as they come), save; True when anything changed.
+    records it lacks as new segments (merged as they come), save; True when anything changed. ``chunks``
+    encodes them (default :func:`local_chunks`; :func:`objrec.modeldb.index_cluster.cluster_chunks` on Dask
+    workers): whichever does, the codes of a chunk and the segments written are the same.
 
     The manifest is saved after each segment with no database id (stale to every reader), and with the
     database's id once complete, so an interrupted update leaves a stale index that the next commit or a
@@ -179,19 +230,21 @@ def sync_index(db: ModelDB, index: DatabaseIndex, progress: Callable[[int], Any]
     index.database_id = None
     index.removed.update(gone)
     faiss = faiss_module()
-    for desc, keys, counts in indexed_chunks(db, index.kind, new, index.params.max_per_object):
-        labels = np.arange(index.next_label, index.next_label + len(keys), dtype=np.int64)
-        codes = faiss.clone_index(index.codec)
-        if len(desc):
-            codes.add_with_ids(desc, np.repeat(labels, counts))
-        seg = Segment.write(index.folder, codes, keys, labels, [live[k] for k in keys])
-        _map(index, seg)
-        index.segments.append(seg)
-        index.next_label += len(keys)
-        merge_segments(index)
-        index.save_manifest()
-        if progress is not None:
-            progress(len(desc))
+    with closing((chunks or local_chunks)(db, index, new)) as source:
+        for keys, counts, fill in source:
+            labels = np.arange(index.next_label, index.next_label + len(keys), dtype=np.int64)
+            codes = faiss.clone_index(index.codec)
+            n = int(counts.sum())
+            if n:
+                fill(codes, np.repeat(labels, counts))
+            seg = Segment.write(index.folder, codes, keys, labels, [live[k] for k in keys])
+            _map(index, seg)
+            index.segments.append(seg)
+            index.next_label += len(keys)
+            merge_segments(index)
+            index.save_manifest()
+            if progress is not None:
+                progress(n)
     merge_segments(index)
     index.database_id = db.database_id
     index.save_manifest()
@@ -199,10 +252,15 @@ def sync_index(db: ModelDB, index: DatabaseIndex, progress: Callable[[int], Any]
 
 
 def build_index(
-    db: ModelDB, kind: str, params: RetrievalParams | None = None, progress: Callable[[int], Any] | None = None
+    db: ModelDB,
+    kind: str,
+    params: RetrievalParams | None = None,
+    progress: Callable[[int], Any] | None = None,
+    chunks: ChunkSource | None = None,
 ) -> DatabaseIndex:
     """Build the index of ``kind`` of ``db`` afresh: a codec trained on a uniform sample of the stored
-    descriptors, filled from the shards in chunks (bounded memory), saved in ``DB/index/<kind>``.
+    descriptors, filled from the shards in chunks (bounded memory; encoded by ``chunks``, see
+    :func:`sync_index`), saved in ``DB/index/<kind>``.
 
     Resumable: a build interrupted with the same parameters continues with the records it lacks (its codec
     is kept). Call with the database's write lock held.
@@ -214,7 +272,7 @@ def build_index(
     except RetrievalIndexError:
         old = None
     if old is not None and old.building and old.params == params:
-        sync_index(db, old, progress)
+        sync_index(db, old, progress, chunks)
         old.building = False
         old.save_manifest()
         return old
@@ -229,7 +287,7 @@ def build_index(
     index.codec, _ = read_faiss_index(folder / index.codec_file, mmap=False)
     index.building = True
     index.save_manifest()
-    sync_index(db, index, progress)
+    sync_index(db, index, progress, chunks)
     index.building = False
     index.save_manifest()
     return index
