@@ -57,8 +57,9 @@ MAX_EXTRA_TILES = 3
 
 
 #: Units whose costs are learned from their first runs (their prior admits the first): a confirmation, a
-#: realignment, a re-acquisition, and a read of shortlisted objects (from the disk, or once read ahead).
-FIRST_RUN_TEACHES = ("confirm", "realign", "reacquire", "read", "read_ahead")
+#: realignment, a re-acquisition, a read of shortlisted objects (from the disk, or once read ahead), and the
+#: planning of a sweep's next part.
+FIRST_RUN_TEACHES = ("confirm", "realign", "reacquire", "read", "read_ahead", "plan_tile")
 
 
 class Recognizer:
@@ -429,8 +430,12 @@ def more_tiles(
     tail, so most frames end with room."""
     tracker = rec.tracker
     for _ in range(MAX_EXTRA_TILES):
-        plan = rec.planner.next_tile(state.shape, proposals, sched, step, *state.explained, reserve=reserve)
-        if plan is None:
+        # Planning a part (its regions less the tracked outlines, their pixels, its resolution) is a unit of
+        # its own: its time varies with the tracks and proposals, and learned as a unit it is budgeted.
+        plan = sched.run(
+            "plan_tile", rec.planner.next_tile, state.shape, proposals, sched, step, *state.explained, reserve
+        )
+        if not isinstance(plan, SearchPlan):
             return
         feats = search_features(rec, state, sched, plan)
         candidates = tracker.prioritise(rec._match(feats, sched))

@@ -18,7 +18,18 @@ import numpy as np
 
 from objrec.types import SkipRecord
 
-__all__ = ["PerfClock", "FakeClock", "CostModel", "FrameScheduler", "UnitRecord", "OVERHEAD", "RELEARN_AFTER"]
+__all__ = [
+    "PerfClock",
+    "FakeClock",
+    "CostModel",
+    "FrameScheduler",
+    "UnitRecord",
+    "OVERHEAD",
+    "RELEARN_AFTER",
+    "LATE_TARGET",
+    "LATE_STEP",
+    "LATE_RESERVE_MAX",
+]
 
 
 class PerfClock:
@@ -34,6 +45,15 @@ OVERHEAD = "frame_overhead"
 #: An optional unit left out for the budget in this many frames in a row is admitted in the next frame where its
 #: typical time fits (see :meth:`FrameScheduler.run`).
 RELEARN_AFTER = 4
+
+#: The share of frames a budget may miss: the scheduler's late reserve (see :class:`FrameScheduler`) settles where
+#: this share of frames ends over the budget.
+LATE_TARGET = 0.005
+#: A late frame raises the late reserve by this share of the budget (times ``1 - LATE_TARGET``); a frame on time
+#: lowers it by the same step times ``LATE_TARGET``.
+LATE_STEP = 0.05
+#: The late reserve never exceeds this share of the budget.
+LATE_RESERVE_MAX = 0.25
 
 #: ``FrameScheduler.start``'s default budget: the one the scheduler was made with (None means no budget).
 _CONFIGURED: Any = object()
@@ -230,6 +250,16 @@ class FrameScheduler:
         assembling the result) is learned as the cost-model stage :data:`OVERHEAD` once frames end through
         :meth:`finish`: what a frame is predicted to need of it beyond what it has spent so far is kept in
         reserve instead, when that is more.
+
+    Attributes
+    ----------
+    late_reserve_ms : float
+        Time held back from every unit on top of that reserve, learned from the frames' outcomes: each frame
+        that ends over its budget raises it and each frame on time lowers it a little
+        (:data:`LATE_STEP`), so that it settles where :data:`LATE_TARGET` of the frames are late (an online
+        quantile estimate, Robbins-Monro). The cost model predicts each unit's high quantile, but a frame
+        runs many units, and their overruns, the work outside them and the machine's hiccups add up in a
+        tail that no single unit's prediction holds; this reserve follows that tail as measured.
     """
 
     def __init__(
@@ -247,6 +277,7 @@ class FrameScheduler:
         self.unit_ms = 0.0  # the time this frame's units took
         self.lag_ms = 0.0
         self.frame = 0  # frames started
+        self.late_reserve_ms = 0.0
         self._left_out: dict[str, tuple[int, int]] = {}  # stage -> (frames in a row left out, the last of them)
 
     def start(self, t0: float | None = None, budget_ms: Any = _CONFIGURED) -> None:
@@ -274,17 +305,20 @@ class FrameScheduler:
         """The time kept back from the units: the frame's predicted work outside its units (:data:`OVERHEAD`,
         a high quantile) less what it has spent on such work so far, and never less than ``safety_ms``."""
         if self.cost.samples(OVERHEAD) < self.cost.min_samples:
-            return self.safety_ms
+            return self.safety_ms + self.late_reserve_ms
         spent = (self.elapsed() if elapsed is None else elapsed) - self.lag_ms - self.unit_ms
-        return max(self.safety_ms, self.cost.predict(OVERHEAD) - spent)
+        return max(self.safety_ms, self.cost.predict(OVERHEAD) - spent) + self.late_reserve_ms
 
     def finish(self) -> float:
         """End the frame: the cost model learns the frame's time outside its units (from when :meth:`start`
-        was called, not from the hand-over time), from frames with a budget only. Returns the frame's
-        elapsed time."""
+        was called, not from the hand-over time), and the late reserve whether the frame ended within its
+        budget (from the hand-over time), from frames with a budget only. Returns the frame's elapsed time."""
         elapsed = self.elapsed()
         if self.budget_ms is not None:  # without a budget a frame does work a budget never admits
             self.cost.observe(OVERHEAD, 1.0, max(0.0, elapsed - self.lag_ms - self.unit_ms))
+            late = elapsed > self.budget_ms
+            step = LATE_STEP * self.budget_ms * ((1.0 - LATE_TARGET) if late else -LATE_TARGET)
+            self.late_reserve_ms = min(max(0.0, self.late_reserve_ms + step), LATE_RESERVE_MAX * self.budget_ms)
         return elapsed
 
     def fits(self, stage: str, size: float = 1.0) -> bool:
