@@ -44,7 +44,7 @@ from objrec.realtime.degrade import DegradeController
 from objrec.realtime.frame import FrameState
 from objrec.realtime.guard import collect_in_slack, frame_guard
 from objrec.realtime.planner import SearchPlanner, plan_work
-from objrec.realtime.scheduler import CostModel, FrameScheduler, PerfClock
+from objrec.realtime.scheduler import LATE_RESERVE_START, CostModel, FrameScheduler, PerfClock
 from objrec.realtime.searches import SecondLooks
 from objrec.realtime.smoothing import CornerSmoother, SmoothParams
 from objrec.realtime.tracker import Tracker, TrackParams
@@ -204,6 +204,7 @@ class Recognizer:
             CostModel(prior_ms=dict.fromkeys(FIRST_RUN_TEACHES, 0.0)),
             self.clock,
             safety_ms=2.0,
+            late_start=LATE_RESERVE_START,
         )
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(track, track_params, self.verifier.appearance, ModelTemplates(self.db.image))

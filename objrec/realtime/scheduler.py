@@ -54,6 +54,9 @@ LATE_TARGET = 0.005
 LATE_STEP = 0.05
 #: The late reserve never exceeds this share of the budget.
 LATE_RESERVE_MAX = 0.25
+#: A recognizer's late reserve at its first frame with a budget, as a share of it: two late frames' worth, which
+#: the frames on time then wear down (by a two-hundredth of a step each) unless late frames confirm it.
+LATE_RESERVE_START = 2 * LATE_STEP
 
 #: ``FrameScheduler.start``'s default budget: the one the scheduler was made with (None means no budget).
 _CONFIGURED: Any = object()
@@ -250,6 +253,8 @@ class FrameScheduler:
         assembling the result) is learned as the cost-model stage :data:`OVERHEAD` once frames end through
         :meth:`finish`: what a frame is predicted to need of it beyond what it has spent so far is kept in
         reserve instead, when that is more.
+    late_start : float
+        The late reserve's start, as a share of the first budget (see :attr:`late_reserve_ms`).
 
     Attributes
     ----------
@@ -259,11 +264,18 @@ class FrameScheduler:
         (:data:`LATE_STEP`), so that it settles where :data:`LATE_TARGET` of the frames are late (an online
         quantile estimate, Robbins-Monro). The cost model predicts each unit's high quantile, but a frame
         runs many units, and their overruns, the work outside them and the machine's hiccups add up in a
-        tail that no single unit's prediction holds; this reserve follows that tail as measured.
+        tail that no single unit's prediction holds; this reserve follows that tail as measured. It starts
+        at ``late_start`` times the first budget (None until a frame with a budget starts; a recognizer
+        starts it at :data:`LATE_RESERVE_START`).
     """
 
     def __init__(
-        self, budget_ms: float | None, cost: CostModel | None = None, clock: Any = None, safety_ms: float = 1.0
+        self,
+        budget_ms: float | None,
+        cost: CostModel | None = None,
+        clock: Any = None,
+        safety_ms: float = 1.0,
+        late_start: float = 0.0,
     ) -> None:
         self.default_budget_ms = budget_ms
         self.budget_ms = budget_ms
@@ -277,7 +289,8 @@ class FrameScheduler:
         self.unit_ms = 0.0  # the time this frame's units took
         self.lag_ms = 0.0
         self.frame = 0  # frames started
-        self.late_reserve_ms = 0.0
+        self.late_start = late_start
+        self.late_reserve_ms: float | None = None  # set at the first frame with a budget
         self._left_out: dict[str, tuple[int, int]] = {}  # stage -> (frames in a row left out, the last of them)
 
     def start(self, t0: float | None = None, budget_ms: Any = _CONFIGURED) -> None:
@@ -291,6 +304,8 @@ class FrameScheduler:
         self.timings = {}
         self.unit_ms = 0.0
         self.lag_ms = max(0.0, self.elapsed())  # handed over late: time spent before the frame's work began
+        if self.late_reserve_ms is None and self.budget_ms is not None:
+            self.late_reserve_ms = self.late_start * self.budget_ms
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -305,9 +320,9 @@ class FrameScheduler:
         """The time kept back from the units: the frame's predicted work outside its units (:data:`OVERHEAD`,
         a high quantile) less what it has spent on such work so far, and never less than ``safety_ms``."""
         if self.cost.samples(OVERHEAD) < self.cost.min_samples:
-            return self.safety_ms + self.late_reserve_ms
+            return self.safety_ms + (self.late_reserve_ms or 0.0)
         spent = (self.elapsed() if elapsed is None else elapsed) - self.lag_ms - self.unit_ms
-        return max(self.safety_ms, self.cost.predict(OVERHEAD) - spent) + self.late_reserve_ms
+        return max(self.safety_ms, self.cost.predict(OVERHEAD) - spent) + (self.late_reserve_ms or 0.0)
 
     def finish(self) -> float:
         """End the frame: the cost model learns the frame's time outside its units (from when :meth:`start`
@@ -318,7 +333,8 @@ class FrameScheduler:
             self.cost.observe(OVERHEAD, 1.0, max(0.0, elapsed - self.lag_ms - self.unit_ms))
             late = elapsed > self.budget_ms
             step = LATE_STEP * self.budget_ms * ((1.0 - LATE_TARGET) if late else -LATE_TARGET)
-            self.late_reserve_ms = min(max(0.0, self.late_reserve_ms + step), LATE_RESERVE_MAX * self.budget_ms)
+            reserve = (self.late_reserve_ms or 0.0) + step
+            self.late_reserve_ms = min(max(0.0, reserve), LATE_RESERVE_MAX * self.budget_ms)
         return elapsed
 
     def fits(self, stage: str, size: float = 1.0) -> bool:

@@ -288,3 +288,14 @@ def test_the_late_reserve_rises_on_a_late_frame_and_falls_slowly_on_time():
     clock.advance(100.0)
     s.finish()
     assert s.late_reserve_ms == pytest.approx(up - scheduler_module.LATE_STEP * 20.0 * LATE_TARGET)
+
+
+def test_the_late_reserve_starts_at_its_share_of_the_first_budget():
+    clock = FakeClock()
+    s = FrameScheduler(None, CostModel(), clock, safety_ms=1.0, late_start=0.1)
+    s.start()
+    assert s.late_reserve_ms is None and s.remaining() == float("inf")
+    s.start(budget_ms=20.0)
+    assert s.late_reserve_ms == pytest.approx(2.0) and s.remaining() == pytest.approx(20.0 - 1.0 - 2.0)
+    s.start(budget_ms=40.0)  # set once, then learned
+    assert s.late_reserve_ms == pytest.approx(2.0)
