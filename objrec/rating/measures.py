@@ -6,6 +6,8 @@ Each function takes arrays and returns numbers (or per-feature arrays); none rea
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 
@@ -23,6 +25,8 @@ __all__ = [
     "chroma_contrast",
     "blockiness",
     "symmetry_share",
+    "SMALL_VIEWS",
+    "small_view_matches",
 ]
 
 #: Lowe's ratio threshold of the matcher (0.75 as in find_obj.py): a feature is distinctive when a query's
@@ -35,6 +39,15 @@ RATIO = 0.75
 TRUE_MATCH_DISTANCE = {"surf": 0.15, "sift": 0.24}
 #: Coverage grid: the image is cut into GRID x GRID cells.
 GRID = 8
+#: The hard views :func:`small_view_matches` renders, as (longer side in px, Gaussian blur sigma): the image seen
+#: 100 px wide, and seen at a typical size (240 px) through a strong defocus. Both remove the fine detail, so an
+#: image whose features live only in small print and thin lines keeps few matches in them.
+SMALL_VIEWS = ((100, 0.0), (240, 2.5))
+#: Matches within this many pixels of the view (mapped back into the image) of where their model feature lies
+#: count as correct.
+VIEW_TOLERANCE_PX = 4.0
+#: Gray margin around a rendered view, so the detector's filters see the image's edges as a frame shows them.
+VIEW_MARGIN_PX = 32
 #: A cell counts as covered when it holds at least this many distinctive features: a homography needs four
 #: correspondences, and a single feature per cell gives none to spare when one fails.
 MIN_CELL_FEATURES = 2
@@ -217,3 +230,70 @@ def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) 
         if H is not None:
             best = max(best, int(inl.sum()))
     return best / len(kp) if best >= min_inliers else 0.0
+
+
+def small_view_matches(
+    gray: np.ndarray,
+    xy: np.ndarray,
+    descriptors: np.ndarray,
+    detect: Any,
+    views: tuple[tuple[int, float], ...] = SMALL_VIEWS,
+    noise_sigma: float = 2.0,
+    seed: int = 0,
+) -> list[int]:
+    """Per view of ``views``, how many of the image's features a recognizer would still match correctly in it.
+
+    Each view is the image scaled so its longer side is the view's size (area interpolation), blurred by the
+    view's sigma, set on a mid-gray margin of :data:`VIEW_MARGIN_PX` with sensor noise ``noise_sigma``;
+    ``detect(gray) -> Features`` (the rated detector) finds its features, which are matched to the image's own
+    (``xy``, ``descriptors``) with Lowe's ratio test at :data:`RATIO`. A match counts when its model feature lies
+    within :data:`VIEW_TOLERANCE_PX` view pixels of where the view's feature maps back: the view's geometry is
+    known, so no RANSAC is needed. Images whose features are all fine detail (small print, thin lines, fine
+    texture) keep few: those are the images found only when seen large and sharp.
+
+    Parameters
+    ----------
+    gray : (H, W) uint8 ndarray
+        The image as enrolment reads it.
+    xy, descriptors : ndarray
+        The image's features (positions in ``gray``'s pixels) as enrolment extracts them.
+    detect : callable
+        The detector, as a frame would be searched.
+    views : tuple of (int, float)
+        (longer side px, blur sigma) per view.
+    noise_sigma : float
+        Gaussian noise added to each view (gray levels).
+    seed : int
+        Seeds the noise.
+
+    Returns
+    -------
+    list of int
+        Correct matches per view.
+    """
+    h, w = gray.shape
+    mxy = np.asarray(xy, np.float32).reshape(-1, 2)
+    md = np.asarray(descriptors, np.float32)
+    rng = np.random.default_rng(seed)
+    counts = []
+    for side, sigma in views:
+        s = side / max(h, w)
+        view = cv2.resize(gray, (max(8, round(w * s)), max(8, round(h * s))), interpolation=cv2.INTER_AREA)
+        if sigma > 0:
+            view = cv2.GaussianBlur(view, (0, 0), sigma)
+        m = VIEW_MARGIN_PX
+        canvas = np.full((view.shape[0] + 2 * m, view.shape[1] + 2 * m), 128.0, np.float32)
+        canvas[m:-m, m:-m] = view
+        canvas += rng.normal(0.0, noise_sigma, canvas.shape).astype(np.float32)
+        q = detect(np.clip(canvas, 0, 255).astype(np.uint8)).to_host()
+        if len(q) == 0 or len(md) < 2:
+            counts.append(0)
+            continue
+        qxy = (np.asarray(q.xy, np.float32).reshape(-1, 2) - m) / s
+        pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(q.descriptors, np.float32), md, k=2)
+        good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
+        qi = np.array([g.queryIdx for g in good], np.int64)
+        ti = np.array([g.trainIdx for g in good], np.int64)
+        near = np.linalg.norm(qxy[qi] - mxy[ti], axis=1) <= VIEW_TOLERANCE_PX / s if len(good) else np.zeros(0, bool)
+        counts.append(int(near.sum()))
+    return counts

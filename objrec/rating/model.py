@@ -6,6 +6,9 @@ The score is 100 times a product of factors in [0, 1], each owned by one reason:
   saturating curve: more features help less and less once a view's share of them suffices for a homography);
 - ``repetition``: the same curve of the *distinctive* features over that of all features, so a repeated texture
   loses exactly what its indistinct features would have given;
+- ``fine_detail``: the saturating curve of the features still matched correctly when the image is seen small
+  (100 px wide) or blurred (``small_view_matches``, :func:`objrec.rating.measures.small_view_matches`): an
+  image whose features are all small print, thin lines or fine texture is found only when seen large and sharp;
 - ``low_coverage``: ``1 - exp(-coverage / coverage_scale)`` of the share of grid cells holding distinctive
   features (features crowded in one part of the image vanish together under occlusion or when that part leaves
   the frame);
@@ -17,8 +20,9 @@ The score is 100 times a product of factors in [0, 1], each owned by one reason:
 
 Each reason's cost in points splits the score's loss in proportion to ``-log`` of its factor, so the costs add up
 to ``100 - score``; a reason is reported when its factor is below :data:`REPORT_BELOW`. The values of
-:data:`WEIGHTS` are set by those principles; a calibration against recognition may refit them, with this
-function unchanged.
+:data:`WEIGHTS` that the calibration images can measure (the curves' scales and the contrast) are fitted
+against recognition by ``bench/bench_rating.py`` on one half of those images; the others (repetition, symmetry,
+blocking, the colour-only test) are set by the principles above.
 """
 
 from __future__ import annotations
@@ -41,13 +45,15 @@ MEASURE_KEYS = (
     "model_scale",
     "blockiness",
     "symmetry",
+    "small_view_matches",
 )
 
 #: The model's parameters (plain numbers, so a calibration can fit and store them).
 WEIGHTS: dict[str, float] = {
-    "features_scale": 100.0,  # features at which the feature curve reaches 1 - 1/e
-    "coverage_scale": 0.25,  # covered share of cells at which the coverage curve reaches 1 - 1/e
-    "contrast_ok": 0.08,  # gray RMS contrast from which contrast costs nothing (20 gray levels)
+    "features_scale": 28.8,  # features at which the feature curve reaches 1 - 1/e
+    "coverage_scale": 0.102,  # covered share of cells at which the coverage curve reaches 1 - 1/e
+    "small_view_scale": 11.9,  # correct matches in the small views at which their curve reaches 1 - 1/e
+    "contrast_ok": 0.077,  # gray RMS contrast from which contrast costs nothing (about 20 gray levels)
     "colour_ratio": 2.0,  # chroma contrast over gray contrast above which low contrast is colour-only
     "min_side_px": 128.0,  # shorter side below which an image has too few pixels
     "blocking_onset": 1.3,  # blockiness (1: none) from which blocking costs
@@ -69,7 +75,7 @@ class Reason:
     Attributes
     ----------
     code : str
-        ``few_features``, ``repetition``, ``low_coverage``, ``low_contrast``, ``colour_only_contrast``,
+        ``few_features``, ``repetition``, ``fine_detail``, ``low_coverage``, ``low_contrast``, ``colour_only_contrast``,
         ``too_few_pixels``, ``jpeg_blocking`` or ``symmetry``.
     value : float
         The measure that triggered it (a count, a share, a contrast, pixels).
@@ -113,6 +119,13 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
             f_dist / f_all if f_all > 0 else 1.0,
             float(m["repetition"]),
             f"repetitive texture: {100 * m['repetition']:.0f}% of the features have a near twin ({nd:.0f} distinctive)",
+        ),
+        (
+            "fine_detail",
+            _curve(float(m["small_view_matches"]), w["small_view_scale"]),
+            float(m["small_view_matches"]),
+            f"detail too fine: {float(m['small_view_matches']):.0f} features still match when the image is seen "
+            "100 px wide or blurred",
         ),
         (
             "low_coverage",

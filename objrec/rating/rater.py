@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 
 from objrec.features.extract import KIND_ORDER
-from objrec.features.model import DEFAULT_DETECTORS, MAX_MODEL_SIDE, extract_model_features
+from objrec.features.model import (
+    DEFAULT_DETECTORS,
+    MAX_MODEL_SIDE,
+    detect_features,
+    extract_model_features,
+    model_detector,
+)
 from objrec.imageio import InputError, check_frame, read_image, to_bgr, to_gray
 from objrec.rating.measures import (
     GRID,
@@ -22,6 +28,7 @@ from objrec.rating.measures import (
     nearest_other_distance,
     query_ratio,
     rms_contrast,
+    small_view_matches,
     symmetry_share,
 )
 from objrec.rating.model import WEIGHTS, Reason, score_from_measures
@@ -31,7 +38,7 @@ __all__ = ["RATING_VERSION", "Rating", "rate", "read_reference", "rated_kind"]
 
 #: The version of the measures and the score model; stored with every rating so a database can tell which
 #: ratings an updated model would change.
-RATING_VERSION = "rating-1"
+RATING_VERSION = "rating-2"
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,7 +155,8 @@ def rate(
         (:func:`rated_kind`) is rated, and only its features are extracted.
     features : dict of kind -> Features, optional
         Features already extracted from this image as enrolment does (enrolment passes its own, so nothing is
-        extracted twice); ``detectors`` is then ignored.
+        extracted twice); ``detectors`` then only gives the rated detector's parameters for the small views
+        (:func:`~objrec.rating.measures.small_view_matches`).
     weights : dict, optional
         The score model's parameters (default :data:`~objrec.rating.model.WEIGHTS`).
 
@@ -169,17 +177,22 @@ def rate(
     (0, 'few_features')
     """
     img = read_reference(image)
+    dets = dict(detectors or DEFAULT_DETECTORS)
     if features is None:
-        dets = dict(detectors or DEFAULT_DETECTORS)
         kind = rated_kind(dets)
         f = extract_model_features(img, {kind: dets[kind]})[kind]
     else:
         kind = rated_kind(features)
         f = features[kind]
+    params = dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))
     gray = to_gray(img)
     h, w = gray.shape
     m, xy, ratio = _feature_measures(f, kind, (h, w))
+    det = model_detector(kind, params)
+    small = small_view_matches(gray, xy, f.to_host().descriptors, lambda g: detect_features(kind, det, g))
     m.update(
+        # the geometric mean of the small views' correct matches (plus one): an image must survive both
+        small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),
         gray_contrast=rms_contrast(gray),
         chroma_contrast=chroma_contrast(img),
         short_side=float(min(h, w)),

@@ -34,7 +34,7 @@ def test_json_lists_each_image_with_score_and_reasons(two_same_names, capsys):
     for r, p in zip(doc["results"], two_same_names, strict=True):
         assert r["score"] == rate(p).score and 0 <= r["score"] <= 100
         assert all({"code", "value", "message"} <= set(x) for x in r["reasons"])
-        assert r["version"] == "rating-1"
+        assert r["version"] == "rating-2"
 
 
 def test_out_writes_distinct_pictures_for_same_file_names(two_same_names, tmp_path, capsys):
