@@ -23,7 +23,8 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
   plus a ready ``Recognizer`` (timed: open + ready, cold), its warm-up on a synthetic 640x480 frame, a ``cold``
   pass over the photos and a ``warm`` pass right after: found (the label among the detections), top-1, photos
   with a wrong detection, latency p50/p90/p99/max, late photos (``--clock cpu`` times frames and the budget by
-  the process's CPU time, for a machine shared with other work: then a cold read's wait does not count);
+  the process's CPU time, for a machine shared with other work: then a cold read's wait does not count,
+  and the time of every thread counts, so frames that use both cores meet a stricter budget than by the wall clock);
 * ``open``: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process on a warm page cache;
 * ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos;
 * ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from the database, the index
