@@ -75,8 +75,8 @@ class Reason:
     Attributes
     ----------
     code : str
-        ``few_features``, ``repetition``, ``fine_detail``, ``low_coverage``, ``low_contrast``, ``colour_only_contrast``,
-        ``too_few_pixels``, ``jpeg_blocking`` or ``symmetry``.
+        ``few_features``, ``repetition``, ``fine_detail``, ``low_coverage``, ``low_contrast``,
+        ``colour_only_contrast``, ``too_few_pixels``, ``jpeg_blocking`` or ``symmetry``.
     value : float
         The measure that triggered it (a count, a share, a contrast, pixels).
     text : str

@@ -118,8 +118,7 @@ def rated_kind(kinds: Any) -> str:
 
 
 def _feature_measures(f: Features, kind: str, shape: tuple[int, int]) -> tuple[dict, Any, Any]:
-    """Features, distinctive features, repetition share and coverage of one detector's features."""
-    f = f.to_host()
+    """Features, distinctive features, repetition share and coverage of one detector's features (on the host)."""
     ratio = query_ratio(nearest_other_distance(f.descriptors), kind)
     xy = np.asarray(f.xy, np.float32).reshape(-1, 2)
     nd = int((ratio < RATIO).sum())
@@ -187,9 +186,10 @@ def rate(
     params = dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))
     gray = to_gray(img)
     h, w = gray.shape
+    f = f.to_host()
     m, xy, ratio = _feature_measures(f, kind, (h, w))
     det = model_detector(kind, params)
-    small = small_view_matches(gray, xy, f.to_host().descriptors, lambda g: detect_features(kind, det, g))
+    small = small_view_matches(gray, xy, f.descriptors, lambda g: detect_features(kind, det, g))
     m.update(
         # the geometric mean of the small views' correct matches (plus one): an image must survive both
         small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),

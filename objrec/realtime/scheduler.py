@@ -333,8 +333,8 @@ class FrameScheduler:
             self.cost.observe(OVERHEAD, 1.0, max(0.0, elapsed - self.lag_ms - self.unit_ms))
             late = elapsed > self.budget_ms
             step = LATE_STEP * self.budget_ms * ((1.0 - LATE_TARGET) if late else -LATE_TARGET)
-            reserve = (self.late_reserve_ms or 0.0) + step
-            self.late_reserve_ms = min(max(0.0, reserve), LATE_RESERVE_MAX * self.budget_ms)
+            # start() set the reserve at the first frame with a budget
+            self.late_reserve_ms = min(max(0.0, self.late_reserve_ms + step), LATE_RESERVE_MAX * self.budget_ms)
         return elapsed
 
     def fits(self, stage: str, size: float = 1.0) -> bool:
