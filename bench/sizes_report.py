@@ -162,7 +162,8 @@ def plot(state: dict, path: Path, budget_ms: float) -> None:
         a.set_xscale("log")
         a.set_xlabel("enrolled objects")
         a.set_title(title)
-        a.legend(fontsize=7)
+        if a.get_legend_handles_labels()[0]:  # a report written before any recognition stage has no curves yet
+            a.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
