@@ -27,9 +27,9 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
   and the time of every thread counts, so frames that use both cores meet a stricter budget than by the wall clock);
 * ``open``: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process on a warm page cache;
 * ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos;
-* ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from the database, the index
-  brought up to date, one pass with no budget: photos with a detection, every one wrong; then ``restore``
-  enrols the covers again (they now come last in the database) and updates the index.
+* ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from a hard-linked copy of the
+  database, its index brought up to date, one pass with no budget: photos with a detection, every one wrong;
+  the copy is deleted after, so the database grows to the next size with its covers where they were.
 
 Every stage's result is kept in ``--out/state.json`` as soon as it is measured, and a rerun skips what is done:
 an interrupted run is continued by running the same command again. An interrupted enrolment resumes where it
@@ -183,7 +183,7 @@ class Run:
         a = self.args
         larger = [int(k) for k, v in self.state["sizes"].items() if int(k) > n and "enrol" in v]
         stages = ["enrol", "reindex", "disk", "nobudget", "budget", "open"] + (["anchor"] * (n <= a.anchor_max))
-        stages += ["without", "restore"] * (not a.wrong_sizes or n in a.wrong_sizes)
+        stages += ["without"] * (not a.wrong_sizes or n in a.wrong_sizes)
         if larger and any(s not in row for s in stages):
             print(f"N={n}: the database already holds size {max(larger)}; size {n} is left as it is", flush=True)
             return
@@ -194,9 +194,6 @@ class Run:
                 row[stage] = self.enrol(n)
             elif stage == "reindex":
                 row[stage] = self.reindex(n)
-            elif stage == "restore":  # the covers "without" removed enrolled again, the index brought up to date
-                rec, _ = self.child(n, "restore", ["--items", str(self.out / f"n{n}" / "items.json"), "--chunk", "500"])
-                row[stage] = {**rec, "reindex": self.reindex(n)}
             elif stage == "disk":
                 d = disk_bytes(self.db)
                 objects = row["enrol"]["objects"] or n
@@ -242,8 +239,6 @@ def run_child(args: argparse.Namespace) -> None:
     elif args.child in ("nobudget", "budget"):
         budget = args.budget_ms if args.child == "budget" else None
         ch.recognise(out / "db", photos(data, args.photos), args.side, budget, result, args.clock == "cpu")
-    elif args.child == "restore":
-        ch.enrol(out / "db", Path(args.items), out / f"n{args.size}" / "restore.jsonl", args.chunk)
     elif args.child == "without":
         from objrec.datasets import load_catalogue
 

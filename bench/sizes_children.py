@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from procmem import drop_page_cache, rss_anon_kb, thread_report, tree_files
 
-__all__ = ["warm_kernels", "enrol", "recognise", "without", "open_ready", "anchor", "pass_summary"]
+__all__ = ["warm_kernels", "enrol", "recognise", "linked_copy", "without", "open_ready", "anchor", "pass_summary"]
 
 
 def warm_kernels() -> None:
@@ -155,26 +155,49 @@ def recognise(
     result.write_text(json.dumps(doc, indent=1))
 
 
+def linked_copy(src: Path, dst: Path) -> None:
+    """``dst`` as a copy of the database folder ``src`` whose files are hard links to ``src``'s (no bytes copied).
+    Every database write makes a new file and renames it into place (``objrec.fileio``), never writes into an
+    existing one, so changing the copy leaves ``src`` as it was."""
+    import os
+    import shutil
+
+    shutil.rmtree(dst, ignore_errors=True)
+    for folder, _, files in os.walk(src):
+        here = dst / Path(folder).relative_to(src)
+        here.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            os.link(Path(folder) / f, here / f)
+
+
 def without(db_path: Path, photos: list[tuple[str, str]], side: int, covers: list[str], result: Path) -> None:
-    """Wrong detections with the photos' covers absent: the ``covers`` removed from the database (``ModelDB.remove``,
-    then ``objrec db reindex``), one pass of a ``Recognizer`` with no budget; every detection is a wrong one.
-    The benchmark enrols the covers again afterwards."""
+    """Wrong detections with the photos' covers absent: the ``covers`` removed from a hard-linked copy of the
+    database (``ModelDB.remove``, then ``objrec db reindex``), one pass of a ``Recognizer`` with no budget; every
+    detection is a wrong one. The copy is deleted after: the measured database keeps its covers where they were
+    (removing and enrolling them again would put them last, side by side in a shard of their own, and a later
+    cold pass would read them with the kernel's read-ahead)."""
+    import shutil
     import subprocess
     import sys
 
     from objrec import ModelDB, Recognizer
 
-    db = ModelDB.open(db_path)
-    present = [c for c in covers if c in db]
-    if present:
-        db.remove(present)
-    cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(db_path), "--json"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    warm_kernels()
-    rec = Recognizer(ModelDB.open(db_path), budget_ms=None, prefilter=None, track=False)
-    rec.warmup((480, 640))
-    doc = {"objects": len(rec.db), "removed": len(present), "warm": _one_pass(rec, photos, side, None)}
-    result.write_text(json.dumps(doc, indent=1))
+    copy = db_path.with_name(db_path.name + "-without")
+    linked_copy(db_path, copy)
+    try:
+        db = ModelDB.open(copy)
+        present = [c for c in covers if c in db]
+        if present:
+            db.remove(present)
+        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(copy), "--json"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        warm_kernels()
+        rec = Recognizer(ModelDB.open(copy), budget_ms=None, prefilter=None, track=False)
+        rec.warmup((480, 640))
+        doc = {"objects": len(rec.db), "removed": len(present), "warm": _one_pass(rec, photos, side, None)}
+        result.write_text(json.dumps(doc, indent=1))
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
 
 
 def open_ready(db_path: Path, result: Path) -> None:
