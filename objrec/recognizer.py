@@ -129,6 +129,11 @@ class Recognizer:
         (:class:`~objrec.realtime.smoothing.CornerSmoother`; True: :class:`SmoothParams`'s defaults), time steps
         from each frame's ``t0``: steadier outlines for display, with each detection's own corners kept as
         ``raw_corners``. Off by default: each frame's detections are its own.
+    warm_cache : bool
+        When objects are read from the database as frames shortlist them (a catalogue whose descriptors are not
+        all held in memory), start reading the database's files into the page cache in the background at once,
+        as far as half of the available memory allows (:meth:`ModelDB.warm_page_cache`): on a cold page cache a
+        frame's reads of several objects would each wait on the disk. False leaves the page cache alone.
 
     Examples
     --------
@@ -160,6 +165,7 @@ class Recognizer:
         smooth: bool | SmoothParams = False,
         track_params: TrackParams | None = None,
         camera: Camera | None = None,
+        warm_cache: bool = True,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         if budget_ms is not None and not budget_ms > 0:
@@ -178,6 +184,9 @@ class Recognizer:
             k: make_matcher(self.db, k, retrieval, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching)
             for k in self.kinds
         }
+        self.warming = None  # the thread reading the database's files into the page cache, if any
+        if warm_cache and any(reads_objects(m) for m in self.matchers.values()):
+            self.warming = self.db.warm_page_cache()
         self.features = FeatureStage({k: self.db.detectors[k] for k in self.kinds}, backend)
         cap = self.db.detectors[self.primary].get("max_features") or scene_max_features
         primary = self.matchers[self.primary]
@@ -363,6 +372,11 @@ class Recognizer:
         self.tracker.reset()
         if self.smoother is not None:
             self.smoother.reset()
+
+
+def reads_objects(matcher: Any) -> bool:
+    """Whether ``matcher`` reads shortlisted objects' rows from the database as frames need them."""
+    return isinstance(matcher, ShortlistMatcher) and hasattr(matcher.matcher, "unread")
 
 
 def propose(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> Regions:

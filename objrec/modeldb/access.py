@@ -112,6 +112,18 @@ class DatabaseReads:
         for name in names:
             self.store.read_ahead(name)
 
+    def warm_page_cache(self, max_bytes: int | None = None) -> Any:
+        """Start reading the database's retrieval indexes and then its shards' rows into the page cache in a
+        background thread, as far as ``max_bytes`` (default: half of the memory available) allows, and return
+        at once (:mod:`objrec.modeldb.warm`): reads of objects a little later find them in memory instead of
+        waiting on the disk. Returns the thread, or None where the platform cannot."""
+        from objrec.modeldb.warm import warm_in_background
+
+        index = (
+            sorted(p for p in (self.path / "index").rglob("*") if p.is_file()) if (self.path / "index").is_dir() else []
+        )
+        return warm_in_background(index + self.store.row_files(), max_bytes)
+
     def _check_kind(self, kind: str) -> None:
         if kind not in self.store.manifest["detectors"]:
             raise ValueError(f"kind: {kind!r} is not enrolled in {self.path} (has {list(self.detectors)})")

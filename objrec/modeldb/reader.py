@@ -230,6 +230,20 @@ class ShardReader:
         for fname, key in parts:
             _will_need(self.array(shard, fname, check=False), *shard.offsets[key][row : row + 2])
 
+    def row_files(self) -> list[Path]:
+        """The files a read of objects touches (:meth:`verify_object` checks an object's image and every kind's
+        rows), shard by shard, of the shards that hold live objects."""
+        names = ["images.npy"] + [
+            f"{k}.{part}.npy" for k in sorted(self.manifest["detectors"]) for part in ("keypoints", "descriptors")
+        ]
+        held = sorted({si for si, _ in self.live.values()})
+        return [
+            self.path / SHARDS / self.shards[si].id / n
+            for si in held
+            for n in names
+            if self.shards[si].entry["files"].get(n)
+        ]
+
     def _changed_note(self) -> str:
         if stat_signature(self.path / MANIFEST) != self._signature:
             return " (another process changed the database since it was opened here; open it again)"
