@@ -411,6 +411,39 @@ class Fginn:
         comp = fginn_competitor(dist2[:, 1:], consistent)
         return xp.where(xp.isinf(comp), dist2[:, -1], comp)
 
+    def other_views(self, index: Any, dist2: Any) -> tuple[Any, Any, Any]:
+        """For objects with several enrolled views (``group`` given): each query's nearest neighbour in every other
+        view of its nearest neighbour's object, among the sorted k-NN ``(index, dist2)``, with its ratio to the
+        nearest neighbour of another object (the k-th distance where none is among the k, as :meth:`competitor`).
+
+        A point seen in two enrolled views has a descriptor in each; the nearest neighbour lies in one of them,
+        and without these matches the other view's candidate lacks the point, so the matches of an object seen
+        between two enrolled views are split between them and neither may reach verification's minimum.
+
+        Returns ``(rows, cols, ratio)``: the query rows, the column of ``index`` each match is in (1 or more),
+        and its distance ratio; only the first column of each view other than the nearest neighbour's."""
+        xp = get_array_module(dist2)
+        valid = index >= 0
+        safe = xp.maximum(index, 0)
+        group, owner = self.group[safe], self.owner[safe]
+        same = (group == group[:, :1]) & valid
+        other = valid & ~same
+        comp = xp.where(other, dist2, xp.inf).min(axis=1)
+        comp = xp.where(xp.isinf(comp), dist2[:, -1], comp)
+        k = index.shape[1]
+        # Column j is a view's first: of the first's object, not the first's view, and no column before it of
+        # the same view.
+        new = same & (owner != owner[:, :1])
+        for j in range(2, k):
+            seen = (same[:, 1:j] & (owner[:, 1:j] == owner[:, j : j + 1])).any(axis=1)
+            new[:, j] &= ~seen
+        new[:, 0] = False
+        rows, cols = xp.nonzero(new)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = xp.sqrt(dist2[rows, cols] / comp[rows])
+        r = xp.where(comp[rows] > 0, r, 1.0).astype(xp.float32)
+        return rows, cols, r
+
 
 def fginn_competitor(dist2: Any, consistent: Any) -> Any:
     """Per row, the smallest ``dist2`` among the entries that are not ``consistent`` with the nearest
@@ -432,8 +465,11 @@ def ratio_match(
     """Lowe's ratio test on 2-NN (distance ratio, not squared), with an optional mutual check.
 
     With ``fginn`` (:class:`Fginn`, describing the train rows) the competitor of the nearest neighbour is the
-    first geometrically inconsistent one among ``fginn.k`` neighbours instead of the second. Only the
-    surviving matches come back to the host.
+    first geometrically inconsistent one among ``fginn.k`` neighbours instead of the second; with its ``group``
+    (objects of several views) and without ``mutual``, a kept query is also matched to its nearest neighbour in
+    each other view of the same object that passes the ratio test against the nearest other object
+    (:meth:`Fginn.other_views`), so one query may have a match in each view. Only the surviving matches come back
+    to the host.
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio: expected a value in (0, 1], got {ratio}")
@@ -468,6 +504,20 @@ def ratio_match(
         keep &= back[idx[:, 0], 0] == qi
     sel = xp.nonzero(keep)[0]
     out = Matches(sel, idx[sel, 0], d1[sel], r[sel])
+    if fginn is not None and fginn.group is not None and not mutual:
+        # A query kept in its nearest neighbour's view is matched in its object's other views too.
+        rows, cols, rv = fginn.other_views(idx, d2)
+        extra = keep[rows] & (rv < ratio)
+        if query_laplacian is not None:
+            extra &= d2[rows, cols] < (2 * _LAPLACIAN_WEIGHT) ** 2
+        rows, cols, rv = rows[extra], cols[extra], rv[extra]
+        if len(rows):
+            out = Matches(
+                xp.concatenate([out.query_idx, rows]),
+                xp.concatenate([out.train_idx, idx[rows, cols]]),
+                xp.concatenate([out.distance, xp.sqrt(d2[rows, cols])]),
+                xp.concatenate([out.ratio, rv]),
+            )
     if xp is not np:
         out = Matches(*(a.get() for a in (out.query_idx, out.train_idx, out.distance, out.ratio)))
     return out
