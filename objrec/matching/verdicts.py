@@ -15,11 +15,16 @@ from objrec.boxes import box_area, covered_share, points_box
 from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Detection, Rejection
 
-__all__ = ["FrameVerdicts", "UNSURE_REASONS", "RETRY_REASONS", "shared_support"]
+__all__ = ["FrameVerdicts", "UNSURE_REASONS", "UNSURE_MIN_MATCHES", "RETRY_REASONS", "shared_support"]
 
 #: Rejections that say "too little evidence" rather than "wrong geometry": the matches' area is worth a
 #: second look with a stronger detector.
 UNSURE_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio", "too_few_matches"})
+#: Such a rejection marks its matches' area for the second look only with at least this many matches: half the
+#: verification's default minimum (``VerifyParams.min_matches``). A candidate of one to three matches is what
+#: chance gives any object in a frame; the stronger detector would have to more than double its matches to
+#: reach the minimum, and the second look costs a multiple of the frame's own search.
+UNSURE_MIN_MATCHES = 4
 #: Rejections whose few inliers may define a tentative homography for guided matching.
 RETRY_REASONS = frozenset({"too_few_inliers", "low_inlier_ratio"})
 
@@ -67,7 +72,8 @@ class FrameVerdicts:
         Object name to its :class:`~objrec.types.Detection`.
     rejections : list of Rejection
     unsure : list of (x0, y0, x1, y1)
-        Where candidates rejected for too little evidence had their matches (frame pixels).
+        Where candidates rejected for too little evidence, with at least :data:`UNSURE_MIN_MATCHES` matches, had
+        their matches (frame pixels).
     retry : list of Candidate
         Candidates whose few inliers deserve guided matching (taken with :meth:`take_retry`).
     refine : list of Candidate
@@ -97,7 +103,7 @@ class FrameVerdicts:
         self.rejections.append(verdict)
         if verdict.reason in RETRY_REASONS:
             self.retry.append(candidate)
-        if verdict.reason in UNSURE_REASONS:
+        if verdict.reason in UNSURE_REASONS and verdict.matches >= UNSURE_MIN_MATCHES:
             h, w = self.shape
             box = points_box(candidate.scene_xy, w, h)
             if box is not None and box not in self.unsure:

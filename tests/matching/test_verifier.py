@@ -6,9 +6,10 @@ import cv2
 import numpy as np
 import pytest
 
+from objrec.boxes import points_box
 from objrec.matching.guided import guided_matches
 from objrec.matching.second_chance import GuidedStage
-from objrec.matching.verdicts import FrameVerdicts
+from objrec.matching.verdicts import UNSURE_MIN_MATCHES, FrameVerdicts
 from objrec.matching.verifier import CandidateVerifier
 from objrec.matching.verify import VerifyParams, verify_homography
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
@@ -72,6 +73,18 @@ def test_every_candidate_is_a_scheduler_unit_and_weak_ones_mark_unsure_boxes():
     assert len(verdicts.unsure) == 1
     x0, y0, x1, y1 = verdicts.unsure[0]
     assert 0 <= x0 < x1 <= 640 and 0 <= y0 < y1 <= 480
+
+
+def test_only_rejections_with_some_evidence_mark_unsure_boxes():
+    """Too few matches for the verification, but at least UNSURE_MIN_MATCHES of them: worth a second look; fewer
+    (what chance gives any object): not; a wrong geometry never."""
+    verdicts = FrameVerdicts((480, 640))
+    for k, (n, reason) in enumerate(
+        [(UNSURE_MIN_MATCHES - 1, "too_few_matches"), (UNSURE_MIN_MATCHES, "too_few_matches"), (30, "inconsistent")]
+    ):
+        c, _ = _candidate(f"c{k}", n, 0, k)
+        verdicts.add(c, Rejection(c.name, reason, n))
+    assert verdicts.unsure == [points_box(_candidate("c1", UNSURE_MIN_MATCHES, 0, 1)[0].scene_xy, 640, 480)]
 
 
 @pytest.mark.parametrize("budget", [None, 1e6])
