@@ -21,7 +21,8 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
 * ``recognise`` once with no budget and once with ``--budget-ms``: every database file dropped from the page
   cache (``posix_fadvise(POSIX_FADV_DONTNEED)`` on each, not the machine's whole cache), then ``ModelDB.open``
   plus a ready ``Recognizer`` (timed: open + ready, cold), its warm-up on a synthetic 640x480 frame, a ``cold``
-  pass over the photos and a ``warm`` pass right after: found (the label among the detections), top-1, photos
+  pass over the photos (the recognizer's own background warming of the page cache, ``warm_cache=True``, under
+  way as after a reboot) and a ``warm`` pass right after: found (the label among the detections), top-1, photos
   with a wrong detection, latency p50/p90/p99/max, late photos (``--clock cpu`` times frames and the budget by
   the process's CPU time, for a machine shared with other work: then a cold read's wait does not count,
   and the time of every thread counts, so frames that use both cores meet a stricter budget than by the wall clock);
