@@ -117,11 +117,11 @@ class DatabaseReads:
         background thread, as far as ``max_bytes`` (default: half of the memory available) allows, and return
         at once (:mod:`objrec.modeldb.warm`): reads of objects a little later find them in memory instead of
         waiting on the disk. Returns the thread, or None where the platform cannot."""
+        from objrec.modeldb.index import index_folder
         from objrec.modeldb.warm import warm_in_background
 
-        index = (
-            sorted(p for p in (self.path / "index").rglob("*") if p.is_file()) if (self.path / "index").is_dir() else []
-        )
+        folders = [index_folder(self.path, k) for k in sorted(self.detectors)]
+        index = [p for f in folders if f.is_dir() for p in sorted(f.iterdir()) if p.is_file()]
         return warm_in_background(index + self.store.row_files(), max_bytes)
 
     def _check_kind(self, kind: str) -> None:

@@ -224,24 +224,26 @@ class ShardReader:
         checks (:meth:`verify_object`). A read of it a little later then finds them in memory instead of waiting
         on the disk (``posix_fadvise(POSIX_FADV_WILLNEED)``; nothing where the platform lacks it)."""
         shard, row = self.locate(name)
+        for fname, key in self._row_parts():
+            _will_need(self.array(shard, fname, check=False), *shard.offsets[key][row : row + 2])
+
+    def _row_parts(self) -> list[tuple[str, str]]:
+        """The shard files a read of an object touches, each with its offsets key: the image bytes and every
+        kind's keypoints and descriptors (all of which :meth:`verify_object` checks)."""
         parts = [("images.npy", "image")]
         for kind in sorted(self.manifest["detectors"]):
             parts += [(f"{kind}.keypoints.npy", kind), (f"{kind}.descriptors.npy", kind)]
-        for fname, key in parts:
-            _will_need(self.array(shard, fname, check=False), *shard.offsets[key][row : row + 2])
+        return parts
 
     def row_files(self) -> list[Path]:
-        """The files a read of objects touches (:meth:`verify_object` checks an object's image and every kind's
-        rows), shard by shard, of the shards that hold live objects."""
-        names = ["images.npy"] + [
-            f"{k}.{part}.npy" for k in sorted(self.manifest["detectors"]) for part in ("keypoints", "descriptors")
-        ]
+        """The files a read of objects touches (:meth:`_row_parts`), shard by shard, of the shards that hold
+        live objects."""
         held = sorted({si for si, _ in self.live.values()})
         return [
-            self.path / SHARDS / self.shards[si].id / n
+            self.path / SHARDS / self.shards[si].id / fname
             for si in held
-            for n in names
-            if self.shards[si].entry["files"].get(n)
+            for fname, _ in self._row_parts()
+            if self.shards[si].entry["files"].get(fname)
         ]
 
     def _changed_note(self) -> str:

@@ -24,13 +24,18 @@ def _data(seed: int, n_points: int = 40, copies: int = 4, n_query: int = 60):
     return query, train, xy, owner
 
 
+def _neighbours(query, train, k):
+    """Per query: its index, the distances to every train row, and the ``k`` nearest rows in order."""
+    for i, q in enumerate(query.astype(np.float64)):
+        d = np.sqrt(((train.astype(np.float64) - q) ** 2).sum(axis=1))
+        yield i, d, np.argsort(d, kind="stable")[:k]
+
+
 def _ref(query, train, xy, owner, ratio, radius, k):
     """The loop: sort all train rows by distance; the competitor is the first of the next k - 1 that has
     another owner or lies farther than ``radius`` from the first's keypoint, else the k-th."""
     out = {}
-    for i, q in enumerate(query.astype(np.float64)):
-        d = np.sqrt(((train.astype(np.float64) - q) ** 2).sum(axis=1))
-        order = np.argsort(d, kind="stable")[:k]
+    for i, d, order in _neighbours(query, train, k):
         first = order[0]
         comp = d[order[-1]]
         for j in order[1:]:
@@ -97,9 +102,7 @@ def _ref_views(query, train, xy, owner, group, ratio, radius, k):
     other view of that object, kept when it beats the ratio against the nearest neighbour of another object
     (the k-th distance when none is among the k)."""
     out = set()
-    for i, q in enumerate(query.astype(np.float64)):
-        d = np.sqrt(((train.astype(np.float64) - q) ** 2).sum(axis=1))
-        order = np.argsort(d, kind="stable")[:k]
+    for i, d, order in _neighbours(query, train, k):
         first = order[0]
         comp = d[order[-1]]
         for j in order[1:]:
