@@ -286,11 +286,13 @@ class Recognizer:
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
         # Under a budget, every other frame goes to the tracks when a confirmation is due, instead of the search
         # for new objects: realignment, then the confirmation (both fit a frame's budget, seldom with a search).
+        # A frame in which neither is predicted to fit searches as any other: the tracks would not use it.
         turn = state.budget_ms is not None and self.frames % 2 == 1 and tracker.confirmation_due(self.frames)
-        if not turn:
+        reserve = self.looks.turn_reserve(state, sched, tracker, self.frames) if turn else 0.0
+        if reserve <= 0.0:
             self._detect(state, sched)
         else:
-            turn_tiles(self, state, sched)
+            turn_tiles(self, state, sched, reserve)
         if self.adapter is not None and self.adapter.safety_due():
             self.looks.safety(state, sched, self.adapter)
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
@@ -425,12 +427,12 @@ def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, p
     return sched.run("explained", unexplained, feats, *state.explained, size=len(feats), mandatory=True)
 
 
-def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> None:
+def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler, reserve: float) -> None:
     """A frame given to the tracks (their realignment and confirmation) searches the sweep's next parts in the
-    time those leave (:meth:`~objrec.realtime.searches.SecondLooks.turn_reserve`), as after a search."""
+    time those leave (``reserve`` ms kept for them:
+    :meth:`~objrec.realtime.searches.SecondLooks.turn_reserve`), as after a search."""
     if not rec.tracker.tracks or not rec.planner.sweep:
         return
-    reserve = rec.looks.turn_reserve(state, sched, rec.tracker, rec.frames)
     state.explained = explained(rec.tracker)
     h, w = state.shape
     more_tiles(rec, state, sched, Regions.full(w, h), rec.planner.rounds.step, reserve)

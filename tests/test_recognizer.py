@@ -321,3 +321,22 @@ def test_under_a_budget_a_new_track_is_reported_once_a_full_quality_look_agrees(
     assert [d.track_id for d in reportable(tracker, found, 33.0)] == [1, 2, None]
     new.aligned = -1  # re-anchored later on a rough detection: once reported, it stays reported
     assert [d.track_id for d in reportable(tracker, found, 33.0)] == [1, 2, None]
+
+
+def test_a_frame_whose_track_units_cannot_fit_searches_instead_of_waiting(db, scene):
+    """Under a budget, an odd frame with a track due for confirmation is given to the tracks (realignment and
+    confirmation first, the sweep only in what they leave). Where the cost model predicts that neither fits
+    the frame, the frame runs the primary search's plan as any other frame does, instead of idling."""
+
+    def second_frame(unit_ms):
+        rec = Recognizer(db, budget_ms=33.0, clock=FakeClock())
+        first = rec.process(scene.image)
+        assert first.detections and rec.tracker.confirmation_due(1) is not None
+        for stage in ("realign", "confirm"):
+            for size in (1e3, 1e4, 1e5):
+                rec.scheduler.cost.observe(stage, size, unit_ms)
+        return rec.process(scene.image)
+
+    cheap, dear = second_frame(1.0), second_frame(1000.0)
+    assert "plan" not in cheap.timings_ms  # the frame went to the tracks
+    assert "plan" in dear.timings_ms  # nothing for the tracks fits: the frame searched

@@ -500,11 +500,19 @@ class Tracker:
         return Regions.from_boxes([b for b in boxes if b is not None])
 
     def prioritise(self, candidates: list[Candidate]) -> list[Candidate]:
-        """Candidates of recently lost objects first, then the others by matches."""
+        """The order in which a frame's candidates are verified: recently lost objects first (most recent
+        first), then objects not tracked, then objects already tracked, each group by matches.
+
+        Under a budget the verifications after the first run only while they fit, so the order decides which
+        objects a tight frame looks at. A tracked object is already followed; a candidate of it from the
+        features outside its outline is at most a second copy in view, while a new object's candidate is what
+        the search is for."""
         if not self.enabled:
             return sorted(candidates, key=lambda c: -len(c))
         rank = {n: i for i, (n, _) in enumerate(sorted(self.recent.items(), key=lambda kv: -kv[1][1]))}
-        return sorted(candidates, key=lambda c: (rank.get(c.name, len(rank)), -len(c)))
+        tracked = {t.name for t in self.tracks}
+        last = len(rank) + 1
+        return sorted(candidates, key=lambda c: (rank.get(c.name, last if c.name in tracked else len(rank)), -len(c)))
 
     def reset(self) -> None:
         """Forget every track (a new, unrelated sequence of frames follows)."""

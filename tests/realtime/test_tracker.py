@@ -188,6 +188,19 @@ def test_without_tracking_every_frame_stands_alone(model, background):
     assert [c.name for c in t.prioritise(cands)] == ["b", "a"]
 
 
+def test_new_objects_are_verified_before_tracked_ones_and_after_recently_lost_ones(model, background):
+    """The verification order under a budget: a recently lost object first, then an object not tracked, then a
+    candidate of a tracked object (a second copy at most), whatever their matches; by matches within a group."""
+    t = Tracker()
+    Hm = _place(model, 300, 240)
+    _start(t, model, _render(model, background, Hm, 0), Hm, name="cover")
+    t.recent["gone"] = (model_corners(*_size(model)), 0)
+    z = np.zeros((40, 2), np.float32)
+    counts = (("cover", 40), ("new_few", 6), ("new_many", 12), ("gone", 5))
+    cands = [Candidate(0, z[:k], z[:k], np.zeros(k, np.float32), n, (9, 9)) for n, k in counts]
+    assert [c.name for c in t.prioritise(cands)] == ["gone", "new_many", "new_few", "cover"]
+
+
 def test_flow_follows_a_shift_and_drops_what_does_not_come_back(background):
     shift = np.float32([2.5, -1.5])
     M = np.float32([[1, 0, shift[0]], [0, 1, shift[1]]])
