@@ -278,16 +278,23 @@ def _search_part(part: BruteForceIndex, rows: Any, q: Any, which: Any, index: An
     dist2[sel] = sd
 
 
+#: :func:`_topk` takes ``k`` passes of ``argmin`` up to this ``k``, one ``argpartition`` pass beyond
+#: (``bench/bench_topk.py`` times both).
+ARGMIN_MAX_K = 16
+
+
 def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
     """Indices and values of the ``k`` smallest entries per row, ascending; ``d`` is overwritten.
 
     Repeated ``argmin`` (SIMD-vectorised in NumPy, a tree reduction in CuPy) beats ``argpartition`` and a
-    Numba insertion pass for k = 2 by an order of magnitude; for larger k one ``argpartition`` pass and a
-    sort of the k selected values cost less than k passes.
+    Numba insertion pass for k = 2 by an order of magnitude, and stays ahead of ``argpartition`` (an
+    introselect per row, several times slower per element than a vectorised minimum) up to about
+    :data:`ARGMIN_MAX_K` passes at the row lengths of a shortlist's descriptors; for larger ``k`` one
+    ``argpartition`` pass and a sort of the ``k`` selected values cost less.
     """
     n = d.shape[0]
     rows = xp.arange(n)
-    if k > 4 and k < d.shape[1]:
+    if k > ARGMIN_MAX_K and k < d.shape[1]:
         part = xp.argpartition(d, k - 1, axis=1)[:, :k]
         vals = xp.take_along_axis(d, part, axis=1)
         order = xp.argsort(vals, axis=1)

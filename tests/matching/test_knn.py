@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from objrec.matching.knn import BruteForceIndex, Matches, knn2, ratio_match
+from objrec.matching.knn import ARGMIN_MAX_K, BruteForceIndex, Matches, knn2, ratio_match
 
 
 def _ref_knn2(query: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +86,9 @@ def _faiss_flat(query: np.ndarray, train: np.ndarray, k: int) -> tuple[np.ndarra
     return index.astype(np.int64), dist2
 
 
-@pytest.mark.parametrize("n, m, k", [(1, 1, 2), (40, 2, 2), (300, 257, 2), (300, 257, 5), (200, 90, 8)])
+@pytest.mark.parametrize(
+    "n, m, k", [(1, 1, 2), (40, 2, 2), (300, 257, 2), (300, 257, 5), (200, 90, 8), (200, 300, ARGMIN_MAX_K + 4)]
+)
 def test_knn_equals_faiss_flat_index(n, m, k):
     """Neighbours and squared distances of the exact k-NN equal FAISS's flat index (continuous data: no ties)."""
     rng = np.random.default_rng(17 * n + m + k)

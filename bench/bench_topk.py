@@ -1,0 +1,71 @@
+"""Benchmark: the k smallest entries per row of a distance block, by k passes of ``argmin`` and by one
+``argpartition`` pass plus a sort of the k selected (the two ways ``objrec.matching.knn._topk`` chooses between at
+``ARGMIN_MAX_K``).
+
+Blocks of ``DEFAULT_BLOCK`` query rows against shortlists of ``--lengths`` descriptors, float32, random;
+medians over ``--repeats`` after a warm-up, each time less that of copying the block (both methods write into it).
+Reported per (row length, k): both times and their ratio (argmin passes / argpartition: below 1, the passes win).
+
+    python bench/bench_topk.py [--repeats 15] [--ks 2,4,8,12,16,24,32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from objrec.matching.knn import ARGMIN_MAX_K, DEFAULT_BLOCK
+
+
+def by_argmin(d: np.ndarray, k: int) -> None:
+    rows = np.arange(d.shape[0])
+    for j in range(k):
+        i = d.argmin(axis=1)
+        if j + 1 < k:
+            d[rows, i] = np.inf
+
+
+def by_argpartition(d: np.ndarray, k: int) -> None:
+    part = np.argpartition(d, k - 1, axis=1)[:, :k]
+    vals = np.take_along_axis(d, part, axis=1)
+    np.argsort(vals, axis=1)
+
+
+def median_ms(fn, d0: np.ndarray, k: int, repeats: int) -> float:
+    """Median time of ``fn`` on a fresh copy of ``d0``, less the copy's own median time."""
+    copy, run = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        d = d0.copy()
+        copy.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        d = d0.copy()
+        fn(d, k)
+        run.append(time.perf_counter() - t)
+    return 1e3 * (float(np.median(run)) - float(np.median(copy)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--ks", default="2,4,8,12,16,24,32")
+    ap.add_argument("--lengths", default="2000,20000")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    ks = [int(x) for x in args.ks.split(",")]
+    print(f"numpy {np.__version__}; rows per block {DEFAULT_BLOCK}; ARGMIN_MAX_K = {ARGMIN_MAX_K}")
+    print("row length     k   argmin passes ms   argpartition ms   ratio")
+    for m in (int(x) for x in args.lengths.split(",")):
+        d0 = rng.random((DEFAULT_BLOCK, m), dtype=np.float32)
+        for k in ks:
+            by_argmin(d0.copy(), k)  # warm-up
+            by_argpartition(d0.copy(), k)
+            a = median_ms(by_argmin, d0, k, args.repeats)
+            p = median_ms(by_argpartition, d0, k, args.repeats)
+            print(f"{m:10d} {k:5d} {a:18.2f} {p:17.2f} {a / p:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
