@@ -1,6 +1,6 @@
 """Benchmark: the k smallest entries per row of a distance block, by k passes of ``argmin`` and by one
-``argpartition`` pass plus a sort of the k selected (the two ways ``objrec.matching.knn._topk`` chooses between at
-``ARGMIN_MAX_K``).
+``argpartition`` pass plus a sort of the k selected (``objrec.matching.knn``'s ``_topk_argmin`` and
+``_topk_partition``, between which ``_topk`` chooses at ``ARGMIN_MAX_K``).
 
 Blocks of ``DEFAULT_BLOCK`` query rows against shortlists of ``--lengths`` descriptors, float32, random;
 medians over ``--repeats`` after a warm-up, each time less that of copying the block (both methods write into it).
@@ -16,25 +16,11 @@ import time
 
 import numpy as np
 
-from objrec.matching.knn import ARGMIN_MAX_K, DEFAULT_BLOCK
-
-
-def by_argmin(d: np.ndarray, k: int) -> None:
-    rows = np.arange(d.shape[0])
-    for j in range(k):
-        i = d.argmin(axis=1)
-        if j + 1 < k:
-            d[rows, i] = np.inf
-
-
-def by_argpartition(d: np.ndarray, k: int) -> None:
-    part = np.argpartition(d, k - 1, axis=1)[:, :k]
-    vals = np.take_along_axis(d, part, axis=1)
-    np.argsort(vals, axis=1)
+from objrec.matching.knn import ARGMIN_MAX_K, DEFAULT_BLOCK, _topk_argmin, _topk_partition
 
 
 def median_ms(fn, d0: np.ndarray, k: int, repeats: int) -> float:
-    """Median time of ``fn`` on a fresh copy of ``d0``, less the copy's own median time."""
+    """Median time of ``fn(d, k, np)`` on a fresh copy ``d`` of ``d0``, less the copy's own median time."""
     copy, run = [], []
     for _ in range(repeats):
         t = time.perf_counter()
@@ -42,7 +28,7 @@ def median_ms(fn, d0: np.ndarray, k: int, repeats: int) -> float:
         copy.append(time.perf_counter() - t)
         t = time.perf_counter()
         d = d0.copy()
-        fn(d, k)
+        fn(d, k, np)
         run.append(time.perf_counter() - t)
     return 1e3 * (float(np.median(run)) - float(np.median(copy)))
 
@@ -60,10 +46,10 @@ def main() -> None:
     for m in (int(x) for x in args.lengths.split(",")):
         d0 = rng.random((DEFAULT_BLOCK, m), dtype=np.float32)
         for k in ks:
-            by_argmin(d0.copy(), k)  # warm-up
-            by_argpartition(d0.copy(), k)
-            a = median_ms(by_argmin, d0, k, args.repeats)
-            p = median_ms(by_argpartition, d0, k, args.repeats)
+            _topk_argmin(d0.copy(), k, np)  # warm-up
+            _topk_partition(d0.copy(), k, np)
+            a = median_ms(_topk_argmin, d0, k, args.repeats)
+            p = median_ms(_topk_partition, d0, k, args.repeats)
             print(f"{m:10d} {k:5d} {a:18.2f} {p:17.2f} {a / p:7.2f}")
 
 

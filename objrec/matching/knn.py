@@ -292,13 +292,23 @@ def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
     :data:`ARGMIN_MAX_K` passes at the row lengths of a shortlist's descriptors; for larger ``k`` one
     ``argpartition`` pass and a sort of the ``k`` selected values cost less.
     """
+    if k > ARGMIN_MAX_K and k < d.shape[1]:
+        return _topk_partition(d, k, xp)
+    return _topk_argmin(d, k, xp)
+
+
+def _topk_partition(d: Any, k: int, xp) -> tuple[Any, Any]:
+    """:func:`_topk` by one ``argpartition`` pass and a sort of the ``k`` selected values (``k < d.shape[1]``)."""
+    part = xp.argpartition(d, k - 1, axis=1)[:, :k]
+    vals = xp.take_along_axis(d, part, axis=1)
+    order = xp.argsort(vals, axis=1)
+    return xp.take_along_axis(part, order, axis=1).astype(xp.int64), xp.take_along_axis(vals, order, axis=1)
+
+
+def _topk_argmin(d: Any, k: int, xp) -> tuple[Any, Any]:
+    """:func:`_topk` by ``k`` passes of ``argmin``, each masking the minimum it found; ``d`` is overwritten."""
     n = d.shape[0]
     rows = xp.arange(n)
-    if k > ARGMIN_MAX_K and k < d.shape[1]:
-        part = xp.argpartition(d, k - 1, axis=1)[:, :k]
-        vals = xp.take_along_axis(d, part, axis=1)
-        order = xp.argsort(vals, axis=1)
-        return xp.take_along_axis(part, order, axis=1).astype(xp.int64), xp.take_along_axis(vals, order, axis=1)
     idx = xp.empty((n, k), dtype=xp.int64)
     val = xp.empty((n, k), dtype=xp.float32)
     for j in range(k):
