@@ -11,7 +11,10 @@ Every reference image in the shared data folder is measured:
 Synthetic found share: the image's operating envelope (:func:`objrec.envelope.measure_envelope`) over the fixed
 subset :data:`objrec.envelope.CALIBRATION_VIEWS` of the grid (16 of its 60 views, every axis in proportion to its
 views and spread over its range, so the share estimates the whole grid's), which keeps a run over all 478 images
-under half an hour on one core.
+under half an hour on one core; or, with ``--views all``, over the whole grid (``measures_all.json``): a share of
+60 views that depends less on the few views near an image's limits, in about three times as long. A whole-grid
+run takes the subset's views from ``measures.json`` in the same folder where they are there, and measures the
+others only.
 
 Real found share, where real photos exist: the SMVS phone photos of covers 001-050 (4 cameras) against a catalogue
 of the 100 SMVS references, and UKBench views 4k+1..4k+3 against a catalogue of the 120 first views; each
@@ -23,7 +26,7 @@ deterministic shuffled order, so an interrupted run still covers every source. T
 ``rate``, the rating's weights are fitted on one half of the images and reported on the other (see
 ``bench/rating_fit.py``).
 
-    PYTHONPATH=$PWD taskset -c 1 python bench/bench_rating.py --out /tmp/rating [--reuse] [--fit-only]
+    PYTHONPATH=$PWD taskset -c 1 python bench/bench_rating.py --out /tmp/rating [--views all] [--reuse] [--fit-only]
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from objrec.envelope import CALIBRATION_VIEWS, GRID, measure_envelope  # noqa: E402
+from objrec.envelope import CALIBRATION_VIEWS, GRID, Envelope, ViewResult, measure_envelope  # noqa: E402
 from objrec.fileio import atomic_write_json, read_json  # noqa: E402
 
 SOURCES = ("smvs", "dvd_covers", "ukbench", "coil100", "oxford")
@@ -98,8 +101,12 @@ def measure_real(root: Path, source: str, refs: dict[str, str], photos: dict[str
     return out
 
 
-def load_cache(path: Path, reuse: bool) -> dict[str, Any]:
-    views = [int(i) for i in CALIBRATION_VIEWS]
+def grid_views(which: str) -> list[int]:
+    """The grid indices a run measures: ``"calibration"`` (:data:`CALIBRATION_VIEWS`) or ``"all"``."""
+    return [int(i) for i in CALIBRATION_VIEWS] if which == "calibration" else list(range(len(GRID)))
+
+
+def load_cache(path: Path, reuse: bool, views: list[int]) -> dict[str, Any]:
     fresh = {"views": views, "grid_size": len(GRID), "synthetic": {}, "real": {}}
     if not (reuse and path.exists()):
         return fresh
@@ -110,15 +117,38 @@ def load_cache(path: Path, reuse: bool) -> dict[str, Any]:
     return cache
 
 
-def measure_synthetic(root: Path, images: dict[str, str], cache: dict[str, Any], out: Path, limit: int | None) -> None:
-    """Each image's envelope over CALIBRATION_VIEWS, in a hashed order, saved after every image."""
+def known_views(subset: dict[str, Any] | None, rel: str) -> dict[int, bool]:
+    """The views of image ``rel`` already measured in a ``subset`` cache (grid index -> found)."""
+    entry = (subset or {}).get("synthetic", {}).get(rel)
+    if entry is None or entry.get("error") is not None:
+        return {}
+    return {int(i): bool(f) for i, f in zip(subset["views"], entry["found"], strict=True)}
+
+
+def measure_synthetic(
+    root: Path,
+    images: dict[str, str],
+    cache: dict[str, Any],
+    out: Path,
+    limit: int | None,
+    subset: dict[str, Any] | None = None,
+) -> None:
+    """Each image's envelope over the cache's views, in a hashed order, saved after every image; the views a
+    ``subset`` cache (of the same grid) holds for an image are taken from it, not measured again."""
     from tqdm import tqdm
 
+    views = cache["views"]
     todo = [p for p in sorted(images, key=path_hash) if p not in cache["synthetic"]]
     if limit is not None:
         todo = todo[:limit]
     for rel in tqdm(todo, desc="envelopes", unit="img", file=sys.stderr, dynamic_ncols=True):
-        env = measure_envelope(root / rel, views=CALIBRATION_VIEWS)
+        known = known_views(subset, rel)
+        env = measure_envelope(root / rel, views=[i for i in views if i not in known])
+        if known and env.error is None:
+            # The subset's views join the new ones as results that carry only whether they were found: the
+            # share and the limits need no more.
+            old = [ViewResult(i, GRID[i], f, f, None, 0.0, 0, 0.0) for i, f in known.items()]
+            env = Envelope(env.image_size, sorted(env.views + old, key=lambda r: r.index), env.seconds, env.error)
         d = env.to_dict()
         cache["synthetic"][rel] = {
             "source": images[rel],
@@ -139,6 +169,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fit-only", action="store_true", help="measure nothing; fit and report from the cache")
     p.add_argument("--limit", type=int, default=None, help="measure at most this many more envelopes")
     p.add_argument("--no-real", action="store_true", help="skip the real-photo found shares")
+    p.add_argument(
+        "--views",
+        choices=("calibration", "all"),
+        default="calibration",
+        help="the grid's calibration subset (measures.json) or all of its views (measures_all.json)",
+    )
     return p.parse_args(argv)
 
 
@@ -150,11 +186,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{root}: shared data folder not found (set OBJREC_SHARED_DATA)", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    cache_path = args.out / "measures.json"
-    cache = load_cache(cache_path, args.reuse or args.fit_only)
+    views = grid_views(args.views)
+    cache_path = args.out / ("measures.json" if args.views == "calibration" else "measures_all.json")
+    cache = load_cache(cache_path, args.reuse or args.fit_only, views)
+    subset = None
+    if args.views == "all" and (args.out / "measures.json").exists():
+        subset = read_json(args.out / "measures.json", "rating measures")
+        if subset.get("grid_size") != len(GRID):
+            subset = None
+        else:
+            for source, shares in subset.get("real", {}).items():  # the same photos, measured the same way
+                cache["real"].setdefault(source, shares)
     images = reference_images(root)
     print(f"{len(images)} reference images: " + ", ".join(f"{s} {list(images.values()).count(s)}" for s in SOURCES))
-    print(f"synthetic views per image: {len(CALIBRATION_VIEWS)} of the {len(GRID)}-view grid (CALIBRATION_VIEWS)")
+    print(f"synthetic views per image: {len(views)} of the {len(GRID)}-view grid ({args.views})")
     if not args.fit_only:
         t0 = time.perf_counter()
         if not args.no_real:
@@ -162,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 if source not in cache["real"]:
                     cache["real"][source] = measure_real(root, source, refs, photos)
                     atomic_write_json(cache_path, cache)
-        measure_synthetic(root, images, cache, cache_path, args.limit)
+        measure_synthetic(root, images, cache, cache_path, args.limit, subset)
         print(f"measured in {time.perf_counter() - t0:.0f} s; cache {cache_path}")
     from rating_fit import fit_and_report
 
