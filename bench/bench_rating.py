@@ -190,13 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     cache_path = args.out / ("measures.json" if args.views == "calibration" else "measures_all.json")
     cache = load_cache(cache_path, args.reuse or args.fit_only, views)
     subset = None
-    if args.views == "all" and (args.out / "measures.json").exists():
-        subset = read_json(args.out / "measures.json", "rating measures")
-        if subset.get("grid_size") != len(GRID):
-            subset = None
-        else:
-            for source, shares in subset.get("real", {}).items():  # the same photos, measured the same way
-                cache["real"].setdefault(source, shares)
+    if args.views == "all":  # the calibration subset's cache, when it is of this grid (else empty)
+        subset = load_cache(args.out / "measures.json", True, grid_views("calibration"))
+        for source, shares in subset["real"].items():  # the same photos, measured the same way
+            cache["real"].setdefault(source, shares)
     images = reference_images(root)
     print(f"{len(images)} reference images: " + ", ".join(f"{s} {list(images.values()).count(s)}" for s in SOURCES))
     print(f"synthetic views per image: {len(views)} of the {len(GRID)}-view grid ({args.views})")

@@ -9,20 +9,20 @@ from pathlib import Path
 import cv2
 
 from objrec.data import synthetic_cover
-from objrec.envelope import CALIBRATION_VIEWS, GRID, measure_envelope
+from objrec.envelope import CALIBRATION_VIEWS, measure_envelope
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 
 def test_whole_grid_from_a_subset_cache_equals_measuring_every_view(tmp_path):
-    from bench_rating import grid_views, measure_synthetic
+    from bench_rating import grid_views, load_cache, measure_synthetic
 
     cv2.imwrite(str(tmp_path / "cover.png"), synthetic_cover(7, (240, 320)))
     images = {"cover.png": "test"}
-    subset = {"views": grid_views("calibration"), "grid_size": len(GRID), "synthetic": {}, "real": {}}
+    subset = load_cache(tmp_path / "measures.json", False, grid_views("calibration"))
     measure_synthetic(tmp_path, images, subset, tmp_path / "measures.json", None)
     assert subset["views"] == list(CALIBRATION_VIEWS) and len(subset["synthetic"]["cover.png"]["found"]) == 16
-    full = {"views": grid_views("all"), "grid_size": len(GRID), "synthetic": {}, "real": {}}
+    full = load_cache(tmp_path / "measures_all.json", False, grid_views("all"))
     measure_synthetic(tmp_path, images, full, tmp_path / "measures_all.json", None, subset)
     merged = full["synthetic"]["cover.png"]
     direct = measure_envelope(tmp_path / "cover.png")
@@ -32,7 +32,7 @@ def test_whole_grid_from_a_subset_cache_equals_measuring_every_view(tmp_path):
     # The subset's views are taken as cached: a changed cached verdict shows in the merged share.
     i = CALIBRATION_VIEWS.index(1) if 1 in CALIBRATION_VIEWS else 0
     subset["synthetic"]["cover.png"]["found"][i] ^= 1
-    again = {"views": grid_views("all"), "grid_size": len(GRID), "synthetic": {}, "real": {}}
+    again = load_cache(tmp_path / "again.json", False, grid_views("all"))
     measure_synthetic(tmp_path, images, again, tmp_path / "again.json", None, subset)
     flipped = CALIBRATION_VIEWS[i]
     assert again["synthetic"]["cover.png"]["found"][flipped] == 1 - merged["found"][flipped]
