@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"measured in {time.perf_counter() - t0:.0f} s; cache {cache_path}")
     from rating_fit import fit_and_report
 
-    return fit_and_report(cache, images, args.out, root)
+    return fit_and_report(cache, images, args.out, root, cache_path)
 
 
 if __name__ == "__main__":

@@ -261,8 +261,11 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def fit_and_report(cache: dict[str, Any], images: dict[str, str], out: Path, root: Path) -> int:
-    """Measures, split, fit on the tuning half, report on the held-out half; JSON, markdown and a PNG in ``out``."""
+def fit_and_report(
+    cache: dict[str, Any], images: dict[str, str], out: Path, root: Path, cache_path: Path | None = None
+) -> int:
+    """Measures, split, fit on the tuning half, report on the held-out half; JSON, markdown and a PNG in ``out``.
+    The rating measures join ``cache``, saved to ``cache_path`` (default ``out/measures.json``)."""
     from objrec.fileio import atomic_write_json
 
     loaded = load_rating()
@@ -272,7 +275,7 @@ def fit_and_report(cache: dict[str, Any], images: dict[str, str], out: Path, roo
     done = [p for p in images if p in cache["synthetic"]]
     print(f"{len(done)} of {len(images)} images have a synthetic found share")
     rating_measures(rate, root, done, cache)
-    atomic_write_json(out / "measures.json", cache)
+    atomic_write_json(cache_path or out / "measures.json", cache)
     tune, held = split_halves({p: images[p] for p in done})
     shares = np.array([cache["synthetic"][p]["found_share"] for p in tune], float)
     keys = free_keys(weights)
