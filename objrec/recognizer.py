@@ -281,8 +281,10 @@ class Recognizer:
             )
         # Lost objects looked for where they were first, faster than the search finds them (while they are found);
         # and the tracks found last frame realigned: a search under a budget places corners a few pixels off.
+        before = sched.unit_ms
         self.looks.reacquire(state, sched, tracker, self.frames)
         self.looks.realign(state, sched, tracker, self.frames, new_only=True)
+        state.upkeep_ms = sched.unit_ms - before
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
         # Under a budget, every other frame goes to the tracks when a confirmation is due, instead of the search
         # for new objects: realignment, then the confirmation (both fit a frame's budget, seldom with a search).
@@ -313,6 +315,8 @@ class Recognizer:
         (h, w), tracker = state.shape, self.tracker
         if tracker.tracks and sched.remaining() <= 0.0:  # the tracks took the frame; the sweep waits
             return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
+        if self.planner.waits(state.shape, sched, state.upkeep_ms):  # once begun, it runs its least part
+            return sched.record([SkipRecord("features", "budget", "the tracks' upkeep took the frame")])
         proposals = propose(self, state, sched)
         state.explained = explained(tracker)
         args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)

@@ -54,6 +54,9 @@ class FrameState:
     explained : tuple of (list, list)
         The tracked outlines the search leaves out and the parts of them others may cover
         (``objrec.recognizer.explained``), taken once the tracks are settled for the search.
+    upkeep_ms : float
+        Time the tracks' optional upkeep before the search took in this frame (re-acquisitions of lost tracks,
+        realignments of new ones): the search yields to it when its least part no longer fits after it.
     """
 
     frame: np.ndarray
@@ -70,6 +73,7 @@ class FrameState:
     detections: list[Detection] = field(default_factory=list)
     lost: list[LostTrack] = field(default_factory=list)
     explained: tuple[list[np.ndarray], list[np.ndarray]] = field(default_factory=lambda: ([], []))
+    upkeep_ms: float = 0.0
 
     def __post_init__(self) -> None:
         self.verdicts = FrameVerdicts(self.shape, self.image.host)

@@ -15,7 +15,14 @@ import numpy as np
 
 from objrec.boxes import inner_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import SCALE_LEVELS, DegradeController, fit_scale
-from objrec.realtime.sweep import COARSE_SUBJECT, COARSE_SWEEP_SCALE, Sweep, largest_tile, whole_or_boxes
+from objrec.realtime.sweep import (
+    COARSE_SUBJECT,
+    COARSE_SWEEP_SCALE,
+    SWEEP_GRIDS,
+    Sweep,
+    largest_tile,
+    whole_or_boxes,
+)
 from objrec.types import Regions, SearchPlan, SkipRecord
 
 __all__ = [
@@ -314,6 +321,36 @@ class SearchPlanner:
         work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
         return sched.cost.expected(self.stage, work) + margin <= left - reserve
 
+    def least_ms(self, shape: tuple[int, int], sched: Any) -> float:
+        """The predicted time of the least primary search a frame of ``shape`` (rows, cols) can make: the
+        prefilter (once learned, while it pays), the plan, the extraction of the largest tile of the sweep's
+        finest grid (the whole frame without a sweep) at the lowest resolution and the coarse step, and the
+        mandatory units after it, with the margin a plan keeps for its tail. 0 without a budget or before the
+        cost model has learned the extraction. Once begun, the search runs at least this much whatever the
+        time left."""
+        cost = sched.cost
+        if sched.budget_ms is None or cost.samples(self.stage) < cost.min_samples:
+            return 0.0
+        h, w = shape[:2]
+        px = float(largest_tile(w, h, *SWEEP_GRIDS[-1]) if self.sweep else w * h)
+        step, scale = self.sample_step or 2, SCALE_LEVELS[-1]
+        after, var = self._tail(sched, self.frame_cap(sched), px * scale * scale, step)
+        work = plan_work(SearchPlan(None, scale, pixels=int(px), sample_step=step))
+        margin = float(np.sqrt(var + cost.spread(self.stage) ** 2))
+        least = cost.predict("plan") + cost.expected(self.stage, work) + after + margin
+        if cost.samples("prefilter") >= cost.min_samples and self.prefilter_pays(sched):
+            least += cost.predict("prefilter")
+        return least
+
+    def waits(self, shape: tuple[int, int], sched: Any, upkeep_ms: float) -> bool:
+        """Whether a frame's primary search waits for the next frame: the tracks' optional upkeep before it
+        (re-acquisitions of lost tracks, realignments of new ones) took ``upkeep_ms`` of the frame and the
+        search's least part (:meth:`least_ms`) no longer fits the time left. Objects found again where they
+        were and new tracks settled on their models are worth more to a frame than that part, and the upkeep
+        is over within a frame or a few; without upkeep the search runs whatever the time left (it must, or
+        a frame whose tracking alone fills the budget would never find a new object)."""
+        return upkeep_ms > 0.0 and sched.budget_ms is not None and sched.remaining() < self.least_ms(shape, sched)
+
     def prefilter_pays(self, sched: Any) -> bool:
         """Whether the prefilter is worth running before this frame's plan: always, except under a budget while
         the sweep is under way and the prefilter's typical time is at least the extraction time it could save
@@ -380,12 +417,17 @@ class SearchPlanner:
         keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval with :data:`PLANNED_VOTERS`
         of its voters; and the margin the plan keeps for its tail (the units' and extraction's). ``verify``: a
         first verification is among those units."""
+        after, var = self._tail(sched, cap, pixels, step, verify)
+        return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
+
+    def _tail(self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True) -> tuple[float, float]:
+        """:meth:`_after` for the keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval
+        with :data:`PLANNED_VOTERS` of its voters."""
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
         if cap:
             n = min(n, float(cap))
-        after, var = self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify)
-        return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
+        return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify)
 
     def _after(self, sched: Any, n_features: float, voters: float, verify: bool = True) -> tuple[float, float]:
         """Typical time of the mandatory units after extraction (the features tracked objects explain, retrieval

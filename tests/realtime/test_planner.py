@@ -367,3 +367,53 @@ def test_the_next_tile_cuts_out_the_tracked_objects_it_is_given_not_those_of_an_
     assert np.array_equal(first, again)
     moved = covered_by(there)  # a new frame: the object is elsewhere, and the tile is searched where it was
     assert moved[20:130, 20:130].all()
+
+
+def _least_sched(room_ms):
+    """A 33 ms frame with ``room_ms`` left: extraction learned at 1 ms per 1000 px (step 1), planning at 2 ms."""
+    clock = FakeClock()
+    sched = FrameScheduler(33.0, CostModel(min_samples=3), clock, safety_ms=0.0)
+    _learned(sched)
+    for _ in range(3):
+        sched.cost.observe("plan", 1.0, 2.0)
+    sched.start()
+    clock.advance(33.0 - room_ms)
+    return sched
+
+
+def test_the_least_search_is_the_finest_sweep_tile_at_the_lowest_resolution_and_the_coarse_step():
+    """The least search a frame can make: planning plus the largest tile of the sweep's finest grid (the whole
+    frame without a sweep) at scale 0.75 and step 2; no plan made with no time left extracts more."""
+    from objrec.realtime.sweep import SWEEP_GRIDS, largest_tile
+
+    sched = _least_sched(30.0)
+    tile = largest_tile(640, 480, *SWEEP_GRIDS[-1])
+    swept = SearchPlanner("surf", sweep=True)
+    assert swept.least_ms((480, 640), sched) == pytest.approx(2.0 + tile * 0.75**2 * COARSE_SAMPLING_COST / 1000)
+    whole = SearchPlanner("surf")
+    assert whole.least_ms((480, 640), sched) == pytest.approx(2.0 + 640 * 480 * 0.75**2 * COARSE_SAMPLING_COST / 1000)
+    assert whole.least_ms((480, 640), _sched(None)) == 0.0
+    # A frame with no time left: the planner's own plan is at the lowest resolution and the coarse step, and
+    # its extraction no larger than the least search's.
+    late = _least_sched(0.0)
+    for planner, px in ((swept, tile), (whole, 640 * 480)):
+        p = planner.plan((480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(33.0), late)
+        assert (p.scale, p.sample_step) == (0.75, 2)
+        assert plan_work(p) <= px * 0.75**2 * COARSE_SAMPLING_COST + 1e-6
+
+
+@pytest.mark.parametrize(
+    ("room_ms", "upkeep_ms", "waits"),
+    [(5.0, 3.0, True), (5.0, 0.0, False), (30.0, 3.0, False)],
+)
+def test_the_search_waits_only_for_the_tracks_upkeep_and_only_when_its_least_part_no_longer_fits(
+    room_ms, upkeep_ms, waits
+):
+    """After re-acquisitions or realignments took time, a search whose least part (about 20 ms here) does not
+    fit the 5 ms left waits; with 30 ms left it runs; without upkeep it runs whatever the time left (a frame
+    whose tracking alone fills the budget must still find new objects); without a budget it never waits."""
+    planner = SearchPlanner("surf", sweep=True)
+    sched = _least_sched(room_ms)
+    assert 5.0 < planner.least_ms((480, 640), sched) < 30.0
+    assert planner.waits((480, 640), sched, upkeep_ms) is waits
+    assert planner.waits((480, 640), _sched(None), upkeep_ms) is False
