@@ -317,9 +317,14 @@ class SearchPlanner:
     ) -> bool:
         """Whether extracting ``pixels`` at ``scale`` and ``step`` is predicted to fit the time left less
         ``reserve``, with the mandatory units after it (``verify``: a first verification among them)."""
-        left, margin = self._left(sched, cap, pixels * scale * scale, step, verify)
+        return self._need(sched, cap, pixels, scale, step, verify) <= sched.remaining() - reserve
+
+    def _need(self, sched: Any, cap: int | None, pixels: float, scale: float, step: int, verify: bool = True) -> float:
+        """Time extracting ``pixels`` at ``scale`` and ``step`` needs with the mandatory units after it
+        (:meth:`_tail`): their typical times and the margin a plan keeps for its tail."""
+        after, var = self._tail(sched, cap, pixels * scale * scale, step, verify)
         work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
-        return sched.cost.expected(self.stage, work) + margin <= left - reserve
+        return sched.cost.expected(self.stage, work) + after + float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
     def least_ms(self, shape: tuple[int, int], sched: Any) -> float:
         """The predicted time of the least primary search a frame of ``shape`` (rows, cols) can make: the
@@ -333,11 +338,9 @@ class SearchPlanner:
             return 0.0
         h, w = shape[:2]
         px = float(largest_tile(w, h, *SWEEP_GRIDS[-1]) if self.sweep else w * h)
-        step, scale = self.sample_step or 2, SCALE_LEVELS[-1]
-        after, var = self._tail(sched, self.frame_cap(sched), px * scale * scale, step)
-        work = plan_work(SearchPlan(None, scale, pixels=int(px), sample_step=step))
-        margin = float(np.sqrt(var + cost.spread(self.stage) ** 2))
-        least = cost.predict("plan") + cost.expected(self.stage, work) + after + margin
+        least = cost.predict("plan") + self._need(
+            sched, self.frame_cap(sched), px, SCALE_LEVELS[-1], self.sample_step or 2
+        )
         if cost.samples("prefilter") >= cost.min_samples and self.prefilter_pays(sched):
             least += cost.predict("prefilter")
         return least
@@ -349,7 +352,7 @@ class SearchPlanner:
         were and new tracks settled on their models are worth more to a frame than that part, and the upkeep
         is over within a frame or a few; without upkeep the search runs whatever the time left (it must, or
         a frame whose tracking alone fills the budget would never find a new object)."""
-        return upkeep_ms > 0.0 and sched.budget_ms is not None and sched.remaining() < self.least_ms(shape, sched)
+        return upkeep_ms > 0.0 and sched.remaining() < self.least_ms(shape, sched)
 
     def prefilter_pays(self, sched: Any) -> bool:
         """Whether the prefilter is worth running before this frame's plan: always, except under a budget while
