@@ -45,8 +45,8 @@ def clip_box(
 ) -> tuple[int, int, int, int] | None:
     """The box rounded outwards to whole pixels and clipped to the frame; None when less than ``min_side``
     remains on either axis."""
-    bx0, by0 = max(0, int(np.floor(x0))), max(0, int(np.floor(y0)))
-    bx1, by1 = min(width, int(np.ceil(x1))), min(height, int(np.ceil(y1)))
+    bx0, by0 = max(0, math.floor(x0)), max(0, math.floor(y0))
+    bx1, by1 = min(width, math.ceil(x1)), min(height, math.ceil(y1))
     if bx1 - bx0 < min_side or by1 - by0 < min_side:
         return None
     return bx0, by0, bx1, by1
@@ -182,31 +182,35 @@ def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tu
     return clip_box(*(lo - g), *(hi + g), width, height)
 
 
-def _row_span(pts: list[tuple[float, float]], y: float) -> tuple[float, float] | None:
-    """The columns where the horizontal line at ``y`` crosses a convex outline's edges (None if it misses)."""
-    xs = []
-    for (px, py), (rx, ry) in zip(pts, pts[1:] + pts[:1], strict=True):
-        if py != ry and min(py, ry) <= y <= max(py, ry):
-            xs.append(px + (y - py) * (rx - px) / (ry - py))
-    return (min(xs), max(xs)) if xs else None
-
-
 def inner_boxes(outline: np.ndarray, width: int, height: int, rows: int = 6) -> list[tuple[int, int, int, int]]:
     """Boxes inside a convex outline ((N, 2) points), clipped to the frame: its height cut into ``rows`` bands
     (fewer for a low outline), each narrowed to the columns the outline covers over the whole band. Across a
     band a convex outline's left edge is furthest right, and its right edge furthest left, at the band's top
     or bottom line, so the box between them lies inside the outline (to the pixel the rounding adds). Bands
     narrower or lower than :data:`MIN_BOX_SIDE` are dropped; an upright rectangle is covered whole, a rotated
-    one mostly. Plain Python: an outline has a few corners, and this runs for every tracked object per plan."""
+    one mostly. Plain Python: an outline has a few corners, and this runs for every tracked object per plan
+    (array calls would cost more than the arithmetic)."""
     pts = [(float(x), float(y)) for x, y in np.asarray(outline, np.float64).reshape(-1, 2).tolist()]
     top, bottom = math.ceil(min(p[1] for p in pts)), math.floor(max(p[1] for p in pts))
     rows = max(1, min(rows, (bottom - top) // MIN_BOX_SIDE))
-    edges = [top + (bottom - top) * k // rows for k in range(rows + 1)]
+    lines = [top + (bottom - top) * k // rows for k in range(rows + 1)]
+    # The edges a horizontal line can cross (horizontal ones left out: their ends are crossings of the edges
+    # next to them), each with its vertical extent; a line at y crosses at px + (y - py) (rx - px) / (ry - py).
+    edges = [
+        (min(py, ry), max(py, ry), px, py, rx - px, ry - py)
+        for (px, py), (rx, ry) in zip(pts, pts[1:] + pts[:1], strict=True)
+        if py != ry
+    ]
+    spans: list[tuple[float, float] | None] = []
+    for y in lines:
+        xs = [px + (y - py) * dx / dy for lo, hi, px, py, dx, dy in edges if lo <= y <= hi]
+        spans.append((min(xs), max(xs)) if xs else None)
     out: list[tuple[int, int, int, int]] = []
-    for y0, y1 in zip(edges[:-1], edges[1:], strict=True):
-        a, b = _row_span(pts, y0), _row_span(pts, y1)
+    for k in range(rows):
+        a, b = spans[k], spans[k + 1]
         if a is None or b is None:
             continue
+        y0, y1 = lines[k], lines[k + 1]
         box = clip_box(math.ceil(max(a[0], b[0])), y0, math.floor(min(a[1], b[1])), y1, width, height)
         if box is not None and out and out[-1][3] == box[1] and (out[-1][0], out[-1][2]) == (box[0], box[2]):
             box, out = (box[0], out[-1][1], box[2], box[3]), out[:-1]  # one box for bands of the same columns

@@ -131,8 +131,13 @@ def _segments_cross(p1, p2, p3, p4) -> bool:
 
 
 def _polygon_area(poly: np.ndarray) -> float:
-    x, y = poly[:, 0], poly[:, 1]
-    return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
+    # The shoelace formula over the few corners of an outline, in plain Python: NumPy's calls would cost
+    # more than the arithmetic, and every tracked object's outline is measured in every frame.
+    pts = np.asarray(poly, np.float64).reshape(-1, 2).tolist()
+    s = 0.0
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:] + pts[:1], strict=True):
+        s += x0 * y1 - y0 * x1
+    return 0.5 * abs(s)
 
 
 def homography_condition(H: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]) -> float:

@@ -39,6 +39,7 @@ from objrec.realtime.align import ModelTemplates, aligned_within, hiders
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.reacquire import remember_layout
 from objrec.realtime.solid_track import SolidTrack
+from objrec.realtime.track_kernels import dlt_homography
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
 __all__ = ["TrackParams", "Track", "Tracker", "fit_homography", "COVERED_FRAMES"]
@@ -157,10 +158,16 @@ class Track:
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
     lost_pts: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # model points lost, per frame
     history: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # (frame, homography) followed
+    # (homography, its corners): asked for many times a frame, computed once per homography (a new homography
+    # is always a new array: none is changed in place)
+    _corners: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def corners(self) -> np.ndarray:
-        return map_points(self.homography, model_corners(*self.model_size))
+        cached = self._corners
+        if cached is None or cached[0] is not self.homography:
+            cached = self._corners = (self.homography, map_points(self.homography, model_corners(*self.model_size)))
+        return cached[1].copy()
 
     def predict(self) -> np.ndarray:
         """Where the points are expected in the next frame: the last frame-to-frame motion repeated."""
@@ -558,36 +565,16 @@ def anchor_track(
 
 def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     """The least-squares homography of point pairs by the normalised direct linear transform (Hartley and
-    Zisserman, Multiple View Geometry, algorithm 4.2): a few tens of microseconds for tens of points, where
-    OpenCV's iterative refinement costs a large share of a track's frame. None when degenerate."""
-
+    Zisserman, Multiple View Geometry, algorithm 4.2), compiled
+    (:func:`~objrec.realtime.track_kernels.dlt_homography`): every track refits in every frame, where OpenCV's
+    iterative refinement, or the same algorithm in NumPy calls, costs a large share of a track's frame. None
+    when degenerate."""
     if len(src) < 4:
         return None
-    a, ca, ka = _normalised(np.asarray(src, np.float64))
-    b, cb, kb = _normalised(np.asarray(dst, np.float64))
-    n = len(a)
-    A = np.zeros((2 * n, 9))
-    A[0::2, 0:2], A[0::2, 2] = a, 1.0
-    A[0::2, 6:8], A[0::2, 8] = -b[:, :1] * a, -b[:, 0]
-    A[1::2, 3:5], A[1::2, 5] = a, 1.0
-    A[1::2, 6:8], A[1::2, 8] = -b[:, 1:] * a, -b[:, 1]
-    _, sv, vt = np.linalg.svd(A, full_matrices=False)
-    if sv[-2] < 1e-9 * sv[0]:
-        return None
-    Ta = np.array([[ka, 0, -ka * ca[0]], [0, ka, -ka * ca[1]], [0, 0, 1]])
-    Tb_inv = np.array([[1 / kb, 0, cb[0]], [0, 1 / kb, cb[1]], [0, 0, 1]])
-    H = Tb_inv @ vt[-1].reshape(3, 3) @ Ta
-    if not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
-        return None
-    return H / H[2, 2]
-
-
-def _normalised(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Points moved to their centroid and scaled to a mean distance of sqrt(2) from it; the centroid and scale."""
-    c = x.mean(axis=0)
-    d = x - c
-    k = np.sqrt(2.0) / max(float(np.sqrt((d * d).sum(axis=1)).mean()), 1e-12)
-    return d * k, c, k
+    H, ok = dlt_homography(
+        np.ascontiguousarray(src, np.float64).reshape(-1, 2), np.ascontiguousarray(dst, np.float64).reshape(-1, 2)
+    )
+    return H if ok else None
 
 
 def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:

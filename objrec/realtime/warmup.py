@@ -6,10 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from objrec.boxes import model_corners
 from objrec.imageio import to_gray
 from objrec.realtime.guard import collect_in_slack
 from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.sweep import COARSE_SWEEP_SCALE, SWEEP_GRIDS, sweep_tiles
+from objrec.realtime.tracker import fit_homography
 from objrec.types import Regions, SearchPlan
 
 __all__ = ["warm_up", "ESCALATION_SHARES"]
@@ -46,6 +48,9 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
     step = recognizer.planner.sample_step
     first = [1, 2] if step is None else [step]
     teach = [step] * (repeats - 1) + [2 if step is None else step]
+    # The tracks' refit is compiled (or loaded from the kernel cache) here: the warm-up's generated frames
+    # need not leave a track that a next frame follows, and a stream's first tracked frame would pay for it.
+    fit_homography(model_corners(w, h), model_corners(w, h) * 0.5 + 10.0)
     try:
         for i, s in enumerate(first + teach):
             if i == len(first):

@@ -228,6 +228,19 @@ def test_homography_fit_agrees_with_opencv_least_squares():
     assert fit_homography(src[:3], dst[:3]) is None
 
 
+def test_homography_fit_is_exact_on_four_points_and_rejects_collinear_ones():
+    # Four correspondences determine a homography: the fit must reproduce it (the minimal case, where the
+    # direct linear transform's matrix has fewer rows than unknowns), as OpenCV's four-point solution does.
+    src = np.array([[10.0, 20.0], [300.0, 15.0], [320.0, 240.0], [5.0, 260.0]])
+    dst = np.array([[40.0, 30.0], [280.0, 60.0], [300.0, 250.0], [20.0, 230.0]])
+    ref = cv2.getPerspectiveTransform(src.astype(np.float32), dst.astype(np.float32))
+    ours = fit_homography(src, dst)
+    assert np.abs(map_points(ours, src) - dst).max() < 1e-6
+    assert np.abs(ours - ref / ref[2, 2]).max() < 1e-6
+    line = np.stack([np.linspace(0, 100, 6), np.linspace(0, 50, 6)], 1)
+    assert fit_homography(line, line * 2.0 + 5.0) is None
+
+
 def test_subtracted_boxes_cover_exactly_the_box_less_the_holes():
     rng = np.random.default_rng(3)
     for _ in range(20):
