@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from objrec.types import SkipRecord
 
 __all__ = [
@@ -142,32 +140,32 @@ class CostModel:
         return 0 if s is None else len(s.ts)
 
     def _fit(self, s: _Stage) -> None:
-        # Closed-form least squares and a sorted-residual quantile: a model refits several stages every
-        # frame, where np.polyfit's SVD and np.quantile would cost a good part of a millisecond.
-        x = np.asarray(s.xs, np.float64)
-        t = np.asarray(s.ts, np.float64)
-        xm = float(x.mean())
-        narrow = xm > 0.0 and float(x.max() - x.min()) < NARROW_SIZES * xm
+        # Closed-form least squares and a sorted-residual quantile, in plain Python over the window's few tens
+        # of floats: a model refits several stages every frame, where NumPy's calls (let alone np.polyfit's SVD
+        # and np.quantile) would cost more than the arithmetic.
+        x, t = list(s.xs), list(s.ts)
+        n = len(x)
+        xm, tm = sum(x) / n, sum(t) / n
+        narrow = xm > 0.0 and max(x) - min(x) < NARROW_SIZES * xm
         a = b = 0.0
         if not narrow:
-            dx = x - xm
-            sxx = float(dx @ dx)
-            b = float(dx @ (t - t.mean())) / sxx if sxx > 0.0 else 0.0
-            b = max(b, 0.0)
-            a = float(t.mean()) - b * xm
+            sxx = sum((xi - xm) * (xi - xm) for xi in x)
+            sxt = sum((xi - xm) * (ti - tm) for xi, ti in zip(x, t, strict=True))
+            b = max(sxt / sxx if sxx > 0.0 else 0.0, 0.0)
+            a = tm - b * xm
         if xm > 0.0 and (narrow or a < 0.0):
             # Sizes this close together fix the time but not the slope (noise would set it), and a negative
             # time at size 0 means a few slow runs at large sizes (a first call, a busy machine) tilted the
             # line: either way a plan asking for another size would get any extrapolation. Time
             # proportional to size extrapolates sanely.
-            a, b = 0.0, float(t.mean()) / xm
-        resid = np.sort(t - (a + b * x))
-        k = self.quantile * (len(resid) - 1)  # linear interpolation between order statistics, as np.quantile
+            a, b = 0.0, tm / xm
+        resid = sorted(ti - (a + b * xi) for xi, ti in zip(x, t, strict=True))
+        k = self.quantile * (n - 1)  # linear interpolation between order statistics, as np.quantile
         lo = int(k)
-        hi = min(lo + 1, len(resid) - 1)
+        hi = min(lo + 1, n - 1)
         q = resid[lo] + (k - lo) * (resid[hi] - resid[lo])
         s.coef = (a, b)
-        s.margin = float(max(0.0, q))
+        s.margin = max(0.0, q)
         s.dirty = False
 
     def predict(self, stage: str, size: float = 1.0) -> float:
