@@ -267,6 +267,19 @@ def detector_run_helpers(t: Target, h: dict) -> dict:
     dev = t.device
     ux, hess = h["ux"], h["hess"]
 
+    def hess_row(S, det, out, pb, off, wt, ja, jb, step):
+        # Samples [ja, jb) of one layer's row. At step 1 the loop reads each corner's run of the integral image
+        # contiguously, which LLVM vectorises on the CPU (the integral image is float64 there); a strided loop
+        # it would vectorise with scalar loads only, so the two are kept apart.
+        if step == 1:
+            for j in range(ja, jb):
+                det[ux(out + j)] = hess(S, pb + j, off, wt)
+        else:
+            for j in range(ja, jb):
+                det[ux(out + j)] = hess(S, pb + j * step, off, wt)
+
+    hess_row = dev(hess_row)
+
     def mask_hit(M, ya, yb, x, step, r, W):
         xa = max(x - r, 0)
         xb = min(x + step + r, W)
@@ -286,8 +299,7 @@ def detector_run_helpers(t: Target, h: dict) -> dict:
             j1 = j
             while j1 < jb and mask_hit(M, ya, yb, step * j1, step, r, W):
                 j1 += 1
-            for jj in range(j, j1):
-                det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
+            hess_row(S, det, out, pb, off, wt, j, j1, step)
             n += j1 - j
             j = j1
         return n
@@ -316,8 +328,7 @@ def detector_run_helpers(t: Target, h: dict) -> dict:
             if mode == DET_BOXES_MASK:
                 n_eval += hess_runs(S, M, det, out, pb, off, wt, lo, hi, ya, yb, step, r, W)
             else:
-                for jj in range(lo, hi):
-                    det[ux(out + jj)] = hess(S, pb + jj * step, off, wt)
+                hess_row(S, det, out, pb, off, wt, lo, hi, step)
                 n_eval += hi - lo
             n_visit += hi - lo
             j = hi
@@ -325,7 +336,7 @@ def detector_run_helpers(t: Target, h: dict) -> dict:
             det[out + jj] = 0.0
         return n_eval, n_visit
 
-    return {"hess_runs": hess_runs, "box_columns": dev(box_columns)}
+    return {"hess_row": hess_row, "hess_runs": hess_runs, "box_columns": dev(box_columns)}
 
 
 def detector_body(t: Target, h: dict):
@@ -336,7 +347,7 @@ def detector_body(t: Target, h: dict):
     registers across the row).
     """
     dev = t.device
-    ux, hadd, hess, layer_filters = h["ux"], h["hadd"], h["hess"], h["layer_filters"]
+    hadd, layer_filters, hess_row = h["hadd"], h["layer_filters"], h["hess_row"]
     row_segment, hess_runs, box_columns = h["row_segment"], h["hess_runs"], h["box_columns"]
 
     def det_layer(S, M, det, oinfo, linfo, boxes, wts, mode, o, l, i, jlo, jhi, H, W, rbox, nbox):
@@ -367,8 +378,7 @@ def detector_body(t: Target, h: dict):
         yb = min(step * i + step + r, H) * Wp
         pb = i0 * step * Wp - m * step
         if mode == DET_ALL:
-            for j in range(ja, jb):
-                det[ux(out + j)] = hess(S, pb + j * step, off, wt)
+            hess_row(S, det, out, pb, off, wt, ja, jb, step)
             return jb - ja, jb - ja
         if mode == DET_MASK:
             return hess_runs(S, M, det, out, pb, off, wt, ja, jb, ya, yb, step, r, W), jb - ja

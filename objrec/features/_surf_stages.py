@@ -4,7 +4,8 @@
 GPU) with the launchers of one target (:func:`objrec.features._surf_kernels.kernels_for`) and the
 tables and buffers of a plan (:func:`objrec.features.surf_tables.make_plan`):
 
-1. :func:`integral_image` of the frame (and of the mask, or of the union of the prefilter's boxes);
+1. :func:`integral_image` of the frame (float64 on the CPU, integers on a device) and of the mask, or of the
+   union of the prefilter's boxes;
 2. :func:`detect_candidates`: ``det`` (determinant of the box-filter Hessian for every layer of every octave,
    one launch; with boxes, only the columns whose filters reach one), ``nms`` (threshold, mask and 3x3x3
    non-maximum suppression into a flag plane, one launch) and the flags' compaction (on the device when
@@ -40,9 +41,21 @@ __all__ = [
 DESC_CHUNK = 16  # keypoints per work item of the CPU describe launch
 
 
-def integral_image(img: Any, xp: ModuleType) -> Any:
-    """Raveled (H+1) x (W+1) integral image: int32 when the total fits, else int64 (exact either way)."""
+def integral_image(img: Any, xp: ModuleType, target: str = "cuda") -> Any:
+    """Raveled (H+1) x (W+1) integral image, exact: float64 for the CPU target, else int32 when the total fits
+    and int64 otherwise.
+
+    On the CPU the box sums are then formed in float64 from the start: a float64 holds every sum of uint8
+    pixels exactly (below 2^53), and LLVM vectorises the detector's row loop over float64 loads, which it does
+    not over integer loads whose sums must be converted to float (x86 converts 64-bit integers to floats in
+    vector registers only with AVX-512). A device keeps 32-bit integers (half the memory traffic, and float64
+    is slow on most GPUs).
+    """
     H, W = img.shape
+    if target == "cpu" and xp is np:
+        import cv2
+
+        return cv2.integral(np.ascontiguousarray(img), sdepth=cv2.CV_64F).reshape(-1)
     dtype = np.int32 if H * W * 255 < 2**31 - 1 else np.int64
     if xp is np:
         import cv2

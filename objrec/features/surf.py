@@ -283,7 +283,7 @@ class SURF:
         max_features = self.max_features if max_features is None else max_features
         H, W = (int(v) for v in img.shape)
         plan = self._plan((H, W), xp)
-        S = integral_image(img, xp)
+        S = integral_image(img, xp, target)
         stats: dict[str, Any] = {"backend": target, "det_samples_frame": plan["det_samples"]}
         self.last_stats_ = stats
         empty = {"n": 0}
@@ -326,7 +326,8 @@ class SURF:
         plan = self._plan(img.shape, np)
         xy = np.ascontiguousarray(xy, np.float32)
         size = np.ascontiguousarray(size, np.float32)
-        return describe_keypoints(integral_image(img, np), xy, size, plan, target, self.upright, self.extended)
+        S = integral_image(img, np, target)
+        return describe_keypoints(S, xy, size, plan, target, self.upright, self.extended)
 
     def _run_gpu(
         self, img: Any, mask: Any, boxes: np.ndarray | None = None, max_features: int | None = None

@@ -164,11 +164,12 @@ def _det_reference(img: np.ndarray, plan: dict) -> np.ndarray:
     return out
 
 
-def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None, sample_step: int = 1):
+def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None, sample_step: int = 1, target: str = "cpu"):
+    # ``target`` chooses the integral image's type: float64 as the CPU pipeline makes it, integers as a device's
     H, W = img.shape
     plan = surf_plan(H, W, n_octaves, n_layers, sample_step)
     det = np.full(plan["det_len"], np.nan, np.float32)
-    S = integral_image(img, np)
+    S = integral_image(img, np, target)
     M = integral_image(mask, np) if mask is not None else np.zeros(1, np.int32)
     gr, gc = plan["grid"]
     kern = K.kernels_for("cpu")
@@ -178,9 +179,25 @@ def _run_det(img: np.ndarray, n_octaves: int, n_layers: int, mask=None, sample_s
     return plan, det, S, M
 
 
-def test_hessian_matches_direct_box_sums():
+def test_integral_image_is_exact_for_every_target():
+    # Sums of a bright frame pass 2^31: the CPU's float64 and a device's int64 must both hold them exactly.
+    img = np.full((3000, 3000), 255, np.uint8)
+    img[::7, ::3] = 0
+    want = np.zeros((3001, 3001), np.int64)
+    want[1:, 1:] = img.astype(np.int64).cumsum(0).cumsum(1)
+    cpu, dev = integral_image(img, np, "cpu"), integral_image(img, np, "cuda")
+    assert cpu.dtype == np.float64 and dev.dtype == np.int64 and want.max() > 2**31
+    np.testing.assert_array_equal(cpu.astype(np.int64), want.ravel())
+    np.testing.assert_array_equal(dev, want.ravel())
+    assert integral_image(img[:100, :100], np, "cuda").dtype == np.int32
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_hessian_matches_direct_box_sums(target):
+    # Both integral types (the CPU's float64, a device's int32) give the direct sums, in the first octave
+    # (sampled at step 1: the rows the CPU vectorises) and in the second (strided).
     img = _textured(44, 52, seed=1)
-    plan, det, _, _ = _run_det(img, n_octaves=2, n_layers=2)
+    plan, det, _, _ = _run_det(img, n_octaves=2, n_layers=2, target=target)
     ref = _det_reference(img, plan)
     assert not np.isnan(det).any(), "every sample of every layer must be written"
     assert np.count_nonzero(ref) > 1000
