@@ -43,7 +43,7 @@ def dlt_homography(src, dst):  # pragma: no cover - compiled
     ((N, 2) float64 each, N >= 4): ``(H, ok)``, ``H[2, 2] = 1``; ``ok`` is False when the points are degenerate
     (the null space is not one-dimensional) or the result is not finite.
 
-    The solution is the eigenvector of ``A^T A`` (9 x 9, summed point by point) with the least eigenvalue,
+    The solution is the eigenvector of ``A^T A`` (9 x 9) with the least eigenvalue,
     the squared singular values of the DLT matrix ``A``, as OpenCV's own least-squares solver finds it: on
     normalised points the squared condition costs no accuracy that matters. A second-least eigenvalue below
     :data:`DEGENERATE` of the largest (a singular value ratio of 1e-6) marks a degenerate configuration.
@@ -53,25 +53,15 @@ def dlt_homography(src, dst):  # pragma: no cover - compiled
     b = np.empty((n, 2))
     ax, ay, ka = _normalise(src, a)
     bx, by, kb = _normalise(dst, b)
-    M = np.zeros((9, 9))
-    r = np.zeros(9)
+    A = np.zeros((2 * n, 9))
     for i in range(n):
         u, v = a[i, 0], a[i, 1]
         x, y = b[i, 0], b[i, 1]
-        for half in range(2):
-            r[:] = 0.0
-            w = x if half == 0 else y
-            o = 3 * half
-            r[o], r[o + 1], r[o + 2] = u, v, 1.0
-            r[6], r[7], r[8] = -w * u, -w * v, -w
-            for j in range(9):
-                rj = r[j]
-                if rj != 0.0:
-                    for k in range(j, 9):
-                        M[j, k] += rj * r[k]
-    for j in range(9):
-        for k in range(j):
-            M[j, k] = M[k, j]
+        A[2 * i, 0], A[2 * i, 1], A[2 * i, 2] = u, v, 1.0
+        A[2 * i, 6], A[2 * i, 7], A[2 * i, 8] = -x * u, -x * v, -x
+        A[2 * i + 1, 3], A[2 * i + 1, 4], A[2 * i + 1, 5] = u, v, 1.0
+        A[2 * i + 1, 6], A[2 * i + 1, 7], A[2 * i + 1, 8] = -y * u, -y * v, -y
+    M = A.T @ A
     ev, vec = np.linalg.eigh(M)
     H = np.zeros((3, 3))
     if ev[1] < DEGENERATE * ev[8]:

@@ -208,6 +208,7 @@ class Track:
             return "visibility"
         t.lost_pts.append(np.concatenate([t.model_pts[~good], src[~inl]]))
         t.previous, t.homography = t.homography, H
+        t._corners = (H, corners)  # the outline just mapped is the new homography's
         # The points continue from where the refit puts them: each point's own flow error does not carry
         # over to the next frame, only the homography's (averaged over all the points).
         t.model_pts, t.visible = src[inl], visible
