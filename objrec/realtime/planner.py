@@ -50,8 +50,17 @@ def plan_work(plan: SearchPlan) -> float:
 #: confirmation keeps too (``objrec.realtime.searches.CONFIRM_PIXELS``).
 ESCALATION_PIXELS = 25_000
 
-#: The matches the first verification is sized at before the frame's candidates exist.
+#: Under a budget, a search without a sweep describes at least this many keypoints per pixel searched before
+#: its resolution drops (:meth:`SearchPlanner._fewer_features`): about 300 in a 640x480 frame, enough for the
+#: few objects such a frame holds.
+MIN_FEATURE_DENSITY = 1e-3
+
+#: The matches the first verification is sized at before the frame's candidates exist: at most this many, and
+#: at most :data:`FIRST_VERIFY_SHARE` of the keypoints the plan describes.
 FIRST_VERIFY_MATCHES = 100
+#: A frame's first verified candidate seldom holds more than this share of its described keypoints as matches:
+#: the ratio test drops most of them, and the rest spread over the shortlist's objects.
+FIRST_VERIFY_SHARE = 0.25
 
 #: The share of its voters a plan keeps retrieval's time for (the search itself then takes what fits, see
 #: ``SearchPlanner.voters``). Retrieval costs in proportion to its voters, and the strongest half of them still
@@ -197,7 +206,9 @@ class SearchPlanner:
         ``windows`` (tracking) come first and are always searched; ``proposals`` (the prefilter's regions,
         best first) are cut to the level's count. Under a budget the sampling step, then the resolution,
         drop to what the cost model predicts fits the time left after retrieval (for a catalogue), matching
-        and the first verification, but only then: both lose small objects. ``sched`` (a
+        and the first verification, but only then: both lose small objects. Without a sweep, the units after
+        extraction are sized at the feature cap, and the cap drops before the resolution
+        (:meth:`_fewer_features`). ``sched`` (a
         :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
         its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
         Boxes inside the ``tracked`` outlines (frame pixels) are cut out of the proposals, the tracking stage
@@ -228,12 +239,18 @@ class SearchPlanner:
         crop = None
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
             cost = sched.cost
-            left, margin = self._left(sched, cap, pixels, step)
+            worst = not self.sweep
+            left, margin = self._left(sched, cap, pixels, step, worst=worst)
             if fixed is None and step == 1 and cost.expected(self.stage, pixels) + margin > left:
                 step = 2
-                left, margin = self._left(sched, cap, pixels, step)
+                left, margin = self._left(sched, cap, pixels, step, worst=worst)
             work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
+            if not self.sweep and cap and scale < level.scale:
+                full_cap = cap
+                cap, scale = self._fewer_features(sched, cap, pixels, step, level.scale)
+                if cap < full_cap:
+                    skipped.append(SkipRecord("features", "budget", f"{cap} of {full_cap}"))
             if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
                 args = (boxes, len(windows), (h, w), sched, cap, sorted({fixed or 1, step}), level.scale)
                 regions, pixels, scale, step, crop, record = self._sweep_part(*args)
@@ -243,6 +260,27 @@ class SearchPlanner:
         if scale < 1.0:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
         return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop)
+
+    def _fewer_features(self, sched: Any, cap: int, pixels: float, step: int, top: float) -> tuple[int, float]:
+        """The feature cap and resolution of a search without a sweep that does not fit at resolution ``top``:
+        the largest cap of ``cap`` times powers of 2/3, down to :data:`MIN_FEATURE_DENSITY` of the ``pixels``
+        (at least ``min_features``), with which ``top`` fits; at the least cap, the resolution that fits.
+
+        The units after extraction (retrieval, matching, verification) cost in proportion to the keypoints
+        described, and describing only the strongest keeps every object's large and well-contrasted
+        structure at full resolution, while a lower resolution drops every object's fine scales: with a
+        frame's search all in one plan, fewer keypoints lose less than less resolution.
+        """
+        floor = max(self.min_features, int(MIN_FEATURE_DENSITY * pixels))
+        work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
+        fewer = cap
+        while fewer > floor:
+            fewer = max(floor, int(fewer * 2 / 3))
+            left, margin = self._left(sched, fewer, pixels, step, worst=True)
+            if sched.cost.expected(self.stage, work * top * top) + margin <= left:
+                return fewer, top
+        left, margin = self._left(sched, cap, pixels, step, worst=True)
+        return cap, min(top, fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left))
 
     def _sweep_part(
         self,
@@ -415,21 +453,27 @@ class SearchPlanner:
                 return max(1, v)
         return max(1, n // 3)
 
-    def _left(self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True) -> tuple[float, float]:
+    def _left(
+        self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
+    ) -> tuple[float, float]:
         """The time left for extraction once the mandatory units after it have their typical time, for the
-        keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval with :data:`PLANNED_VOTERS`
-        of its voters; and the margin the plan keeps for its tail (the units' and extraction's). ``verify``: a
-        first verification is among those units."""
-        after, var = self._tail(sched, cap, pixels, step, verify)
+        keypoints expected from ``pixels`` at ``step`` (at most ``cap``; with ``worst``, ``cap`` itself where
+        there is one), retrieval with :data:`PLANNED_VOTERS` of its voters; and the margin the plan keeps for
+        its tail (the units' and extraction's). ``verify``: a first verification is among those units."""
+        after, var = self._tail(sched, cap, pixels, step, verify, worst)
         return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
-    def _tail(self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True) -> tuple[float, float]:
+    def _tail(
+        self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
+    ) -> tuple[float, float]:
         """:meth:`_after` for the keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval
-        with :data:`PLANNED_VOTERS` of its voters."""
+        with :data:`PLANNED_VOTERS` of its voters; with ``worst``, for ``cap`` keypoints where there is a cap:
+        the keypoints of frames of one scene vary several times over, and a plan sized at their running
+        density is late on every frame far richer than that, while a cap holds on any frame."""
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
         if cap:
-            n = min(n, float(cap))
+            n = float(cap) if worst else min(n, float(cap))
         return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify)
 
     def _after(self, sched: Any, n_features: float, voters: float, verify: bool = True) -> tuple[float, float]:
@@ -444,7 +488,7 @@ class SearchPlanner:
         cost = sched.cost
         units = [("explained", n_features), ("matching", n_features)]
         if verify:
-            units.append(("verify", FIRST_VERIFY_MATCHES))
+            units.append(("verify", min(FIRST_VERIFY_MATCHES, FIRST_VERIFY_SHARE * n_features)))
         if self.retrieval_voters:
             units.append(("retrieval", voters))
         after = sum(cost.expected(stage, size) for stage, size in units)

@@ -19,7 +19,7 @@ from objrec.realtime.planner import (
     plan_work,
 )
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
-from objrec.types import Regions
+from objrec.types import Regions, SearchPlan
 
 
 def _sched(budget):
@@ -104,6 +104,42 @@ def test_a_catalogue_plan_keeps_time_for_half_of_retrievals_voters_not_all():
     assert (fine.sample_step, fine.scale) == (1, 1.0)
     coarse = plan(170)  # 28.9 ms at step 1: with 7.5 ms of retrieval it does not fit
     assert coarse.sample_step == 2
+
+
+def _matching_learned(sched, ms_per_feature):
+    for n in (200, 800, 1500):
+        sched.cost.observe("matching", n, ms_per_feature * n)
+
+
+def test_without_a_sweep_fewer_keypoints_are_described_before_resolution_drops():
+    """Extraction at 1 ms per 1000 px (12.4 ms for a 150 px box at step 2), matching at 0.02 ms a keypoint: 1500
+    keypoints (30 ms) do not fit a 33 ms frame even at 0.75, two thirds of them (20 ms) do at full resolution. The
+    plan is sized at its cap, not at the keypoints frames had so far: a richer frame must fit too."""
+    planner = SearchPlanner("surf", feature_cap=1500)
+    planner.observe(SearchPlan(None, pixels=150 * 150, sample_step=2), 50)  # sparse frames so far
+    sched = _sched(33.0)
+    _learned(sched)
+    _matching_learned(sched, 0.02)
+    box = Regions.from_boxes([[0, 0, 150, 150]])
+    plan = planner.plan((480, 640), Regions.empty(), box, DegradeController(33.0), sched)
+    assert (plan.sample_step, plan.scale, plan.max_features) == (2, 1.0, 1000)
+    assert ("features", "budget", "1000 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
+    extraction = sched.cost.expected("features_surf", plan_work(plan))
+    assert extraction + sched.cost.expected("matching", plan.max_features) <= 33.0
+
+    # A sweep keeps its cap (its tiles keep the detail instead).
+    swept = SearchPlanner("surf", feature_cap=1500, sweep=True).plan(
+        (480, 640), Regions.empty(), box, DegradeController(33.0), sched
+    )
+    assert swept.max_features == 1500
+
+    # Where not even the least cap fits at full resolution, the cap stays and the resolution drops.
+    slow = _sched(33.0)
+    _learned(slow)
+    _matching_learned(slow, 0.3)  # 30 ms for the least cap of 100 keypoints
+    plan = planner.plan((480, 640), Regions.empty(), box, DegradeController(33.0), slow)
+    assert (plan.scale, plan.max_features) == (0.75, 1500)
+    assert "features" not in [r.unit for r in plan.skipped]
 
 
 def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
