@@ -262,25 +262,29 @@ class SearchPlanner:
         return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop)
 
     def _fewer_features(self, sched: Any, cap: int, pixels: float, step: int, top: float) -> tuple[int, float]:
-        """The feature cap and resolution of a search without a sweep that does not fit at resolution ``top``:
-        the largest cap of ``cap`` times powers of 2/3, down to :data:`MIN_FEATURE_DENSITY` of the ``pixels``
-        (at least ``min_features``), with which ``top`` fits; at the least cap, the resolution that fits.
+        """The feature cap and resolution of a search without a sweep that does not fit at resolution ``top``
+        with ``cap``: the largest resolution of :data:`~objrec.realtime.degrade.SCALE_LEVELS` up to ``top``,
+        and at it the largest cap of ``cap`` times powers of 2/3, down to :data:`MIN_FEATURE_DENSITY` of the
+        ``pixels`` (at least ``min_features``), that fit; the least cap and resolution when none does.
 
         The units after extraction (retrieval, matching, verification) cost in proportion to the keypoints
         described, and describing only the strongest keeps every object's large and well-contrasted
         structure at full resolution, while a lower resolution drops every object's fine scales: with a
         frame's search all in one plan, fewer keypoints lose less than less resolution.
         """
-        floor = max(self.min_features, int(MIN_FEATURE_DENSITY * pixels))
+        floor = min(cap, max(self.min_features, int(MIN_FEATURE_DENSITY * pixels)))
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
-        fewer = cap
-        while fewer > floor:
-            fewer = max(floor, int(fewer * 2 / 3))
-            left, margin = self._left(sched, fewer, pixels, step, worst=True)
-            if sched.cost.expected(self.stage, work * top * top) + margin <= left:
-                return fewer, top
-        left, margin = self._left(sched, cap, pixels, step, worst=True)
-        return cap, min(top, fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left))
+        scales = [s for s in SCALE_LEVELS if s <= top] or [top]
+        for scale in scales:
+            fewer = cap
+            while True:
+                left, margin = self._left(sched, fewer, pixels, step, worst=True)
+                if sched.cost.expected(self.stage, work * scale * scale) + margin <= left:
+                    return fewer, scale
+                if fewer <= floor:
+                    break
+                fewer = max(floor, int(fewer * 2 / 3))
+        return floor, scales[-1]
 
     def _sweep_part(
         self,

@@ -133,13 +133,15 @@ def test_without_a_sweep_fewer_keypoints_are_described_before_resolution_drops()
     )
     assert swept.max_features == 1500
 
-    # Where not even the least cap fits at full resolution, the cap stays and the resolution drops.
+    # Where not even the least cap (100 keypoints, 25 ms) fits at full resolution, the resolution drops, and
+    # with it (7 ms of extraction) the most keypoints that fit are described.
     slow = _sched(33.0)
     _learned(slow)
-    _matching_learned(slow, 0.3)  # 30 ms for the least cap of 100 keypoints
+    _matching_learned(slow, 0.25)
     plan = planner.plan((480, 640), Regions.empty(), box, DegradeController(33.0), slow)
-    assert (plan.scale, plan.max_features) == (0.75, 1500)
-    assert "features" not in [r.unit for r in plan.skipped]
+    assert (plan.scale, plan.max_features) == (0.75, 100)
+    assert 12.375 + 25.0 > 33.0 >= 150 * 150 * 0.75**2 * COARSE_SAMPLING_COST / 1000 + 25.0
+    assert ("features", "budget", "100 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
 
 
 def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
