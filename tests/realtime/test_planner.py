@@ -14,6 +14,8 @@ from objrec.realtime.planner import (
     COARSE_SUBJECT,
     COARSE_SWEEP_SCALE,
     ESCALATION_PIXELS,
+    FIRST_VERIFY_MATCHES,
+    FIRST_VERIFY_SHARE,
     PLANNED_VOTERS,
     SearchPlanner,
     plan_work,
@@ -142,6 +144,20 @@ def test_without_a_sweep_fewer_keypoints_are_described_before_resolution_drops()
     assert (plan.scale, plan.max_features) == (0.75, 100)
     assert 12.375 + 25.0 > 33.0 >= 150 * 150 * 0.75**2 * COARSE_SAMPLING_COST / 1000 + 25.0
     assert ("features", "budget", "100 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
+
+
+def test_the_first_verification_is_sized_by_the_keypoints_the_plan_describes():
+    """Verification learned at 0.2 ms a match: a plan describing at most 200 keypoints keeps time for a first
+    candidate of a quarter of them (50 matches, 10 ms), not of 100 matches (20 ms), so a 150 px box (22.5 ms
+    at step 1) keeps fine sampling in a 33 ms frame."""
+    sched = _sched(33.0)
+    _learned(sched)
+    for m in (10, 50, 100):
+        sched.cost.observe("verify", m, 0.2 * m)
+    box = Regions.from_boxes([[0, 0, 150, 150]])
+    plan = SearchPlanner("surf", feature_cap=200).plan((480, 640), Regions.empty(), box, DegradeController(33.0), sched)
+    assert 22.5 + 0.2 * FIRST_VERIFY_SHARE * 200 <= 33.0 < 22.5 + 0.2 * FIRST_VERIFY_MATCHES
+    assert (plan.sample_step, plan.scale, plan.max_features, plan.skipped) == (1, 1.0, 200, ())
 
 
 def test_a_fixed_sample_step_is_kept_and_resolution_drops_instead():
