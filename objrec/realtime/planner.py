@@ -55,8 +55,8 @@ ESCALATION_PIXELS = 25_000
 #: few objects such a frame holds.
 MIN_FEATURE_DENSITY = 1e-3
 
-#: The matches the first verification is sized at before the frame's candidates exist: at most this many, and
-#: at most :data:`FIRST_VERIFY_SHARE` of the keypoints the plan describes.
+#: The matches the first verification is sized at before the frame's candidates exist; a plan sized at its
+#: feature cap (a search without a sweep) takes at most :data:`FIRST_VERIFY_SHARE` of the cap.
 FIRST_VERIFY_MATCHES = 100
 #: A frame's first verified candidate seldom holds more than this share of its described keypoints as matches:
 #: the ratio test drops most of them, and the rest spread over the shortlist's objects.
@@ -478,12 +478,16 @@ class SearchPlanner:
         n = float(cap or 2000) if d is None else d * pixels
         if cap:
             n = float(cap) if worst else min(n, float(cap))
-        return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify)
+        return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify, worst and bool(cap))
 
-    def _after(self, sched: Any, n_features: float, voters: float, verify: bool = True) -> tuple[float, float]:
+    def _after(
+        self, sched: Any, n_features: float, voters: float, verify: bool = True, capped: bool = False
+    ) -> tuple[float, float]:
         """Typical time of the mandatory units after extraction (the features tracked objects explain, retrieval
         for a catalogue, matching, and with ``verify`` the first verification) and the sum of their squared
-        margins.
+        margins. ``capped``: ``n_features`` is the plan's feature cap (a worst case), and the first verification
+        is sized at :data:`FIRST_VERIFY_SHARE` of it, at most :data:`FIRST_VERIFY_MATCHES`, which is its size
+        otherwise.
 
         Each stage's margin is its own high quantile over its typical time. The stages' deviations are
         close to independent, so the frame's tail is their root sum of squares: the plain sum of the
@@ -492,7 +496,8 @@ class SearchPlanner:
         cost = sched.cost
         units = [("explained", n_features), ("matching", n_features)]
         if verify:
-            units.append(("verify", min(FIRST_VERIFY_MATCHES, FIRST_VERIFY_SHARE * n_features)))
+            first = min(FIRST_VERIFY_MATCHES, FIRST_VERIFY_SHARE * n_features) if capped else FIRST_VERIFY_MATCHES
+            units.append(("verify", first))
         if self.retrieval_voters:
             units.append(("retrieval", voters))
         after = sum(cost.expected(stage, size) for stage, size in units)
