@@ -10,9 +10,9 @@ photos only the secondary detector finds), and ``--budget-ms``.
 A lost photo's class: ``truth not verified`` (the object was no candidate, or its verification was not
 reached), ``verify skipped`` (its verification was left out for the budget), ``rejected: REASON`` (verified
 and rejected); with the frame's degrade level, how the primary search was coarsened (SURF's sampling step,
-the resolution), whether an escalation was offered, run or skipped; and how many of the lost frames were
-late. Found shares are given for covers 001-025 and 026-050 apart (the tune and
-hold-out halves) and for all.
+the keypoints described, the resolution), whether an escalation was offered, run or skipped; and how many of
+the lost frames were late. Found shares are given for covers 001-025 and 026-050 apart (the tune and hold-out
+halves) and for all.
 
 ``--clock cpu`` times frames by the process's CPU time (``time.process_time``) instead of the wall clock:
 on a machine whose cores other processes share, the budget then acts as it would on an idle core (a proxy
@@ -96,7 +96,7 @@ def loss_class(row: dict) -> str:
         what = "truth not verified"
     esc = [u for u in row["units"] if u[0] == "escalate"]
     esc_s = "none" if not esc else ("run" if any(u[2] for u in esc) else "skipped")
-    cuts = {u[0]: u[1] for u in row["units"] if u[0] in ("fine_sampling", "full_resolution")}
+    cuts = {u[0]: u[1] for u in row["units"] if u[0] in ("fine_sampling", "keypoints", "full_resolution")}
     primary = "full" if not cuts else ", ".join(f"{k} {v}" for k, v in sorted(cuts.items()))
     level = "0" if row["level"] == 0 else ">0"
     return f"{what} | degrade level {level} | primary search: {primary} | escalation {esc_s}"

@@ -504,7 +504,7 @@ class SkipRecord:
     Attributes
     ----------
     unit : str
-        The kind of work ("verify", "escalate", "track", "region", "degrade", "full_resolution", ...).
+        The kind of work ("verify", "escalate", "track", "region", "degrade", "full_resolution", "keypoints", ...).
     reason : str
         Why: ``"budget"`` (predicted not to fit what was left of the budget), ``"degrade"`` (left out by the
         degrade level in force), ...

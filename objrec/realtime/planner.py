@@ -250,7 +250,7 @@ class SearchPlanner:
                 full_cap = cap
                 cap, scale = self._fewer_features(sched, cap, pixels, step, level.scale)
                 if cap < full_cap:
-                    skipped.append(SkipRecord("features", "budget", f"{cap} of {full_cap}"))
+                    skipped.append(SkipRecord("keypoints", "budget", f"{cap} of {full_cap}"))
             if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
                 args = (boxes, len(windows), (h, w), sched, cap, sorted({fixed or 1, step}), level.scale)
                 regions, pixels, scale, step, crop, record = self._sweep_part(*args)

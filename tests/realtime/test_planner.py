@@ -125,7 +125,7 @@ def test_without_a_sweep_fewer_keypoints_are_described_before_resolution_drops()
     box = Regions.from_boxes([[0, 0, 150, 150]])
     plan = planner.plan((480, 640), Regions.empty(), box, DegradeController(33.0), sched)
     assert (plan.sample_step, plan.scale, plan.max_features) == (2, 1.0, 1000)
-    assert ("features", "budget", "1000 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
+    assert ("keypoints", "budget", "1000 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
     extraction = sched.cost.expected("features_surf", plan_work(plan))
     assert extraction + sched.cost.expected("matching", plan.max_features) <= 33.0
 
@@ -143,7 +143,7 @@ def test_without_a_sweep_fewer_keypoints_are_described_before_resolution_drops()
     plan = planner.plan((480, 640), Regions.empty(), box, DegradeController(33.0), slow)
     assert (plan.scale, plan.max_features) == (0.75, 100)
     assert 12.375 + 25.0 > 33.0 >= 150 * 150 * 0.75**2 * COARSE_SAMPLING_COST / 1000 + 25.0
-    assert ("features", "budget", "100 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
+    assert ("keypoints", "budget", "100 of 1500") in [(r.unit, r.reason, r.subject) for r in plan.skipped]
 
 
 def test_the_first_verification_is_sized_by_the_keypoints_the_plan_describes():
