@@ -274,7 +274,7 @@ class SearchPlanner:
         """
         floor = min(cap, max(self.min_features, int(MIN_FEATURE_DENSITY * pixels)))
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
-        scales = [s for s in SCALE_LEVELS if s <= top] or [top]
+        scales = [s for s in SCALE_LEVELS if s <= top]  # the degrade levels' scales are among them
         for scale in scales:
             fewer = cap
             while True:
