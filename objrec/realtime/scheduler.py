@@ -27,6 +27,7 @@ __all__ = [
     "LATE_TARGET",
     "LATE_STEP",
     "LATE_RESERVE_MAX",
+    "RELATIVE_STAGES",
 ]
 
 
@@ -78,13 +79,23 @@ class _Stage:
     xs: deque = field(default_factory=lambda: deque(maxlen=64))
     ts: deque = field(default_factory=lambda: deque(maxlen=64))
     coef: tuple[float, float] = (0.0, 0.0)
-    margin: float = 0.0
+    margin: float = 0.0  # ms; a share of the line's time when ``scaled``
     dirty: bool = True
+    relative: bool = False  # a stage of ``CostModel.relative``
+    scaled: bool = False  # its last fit was on relative errors (all sizes positive): ``margin`` is a share
+    spread: float = 0.0  # the margin in ms (at the mean size when ``scaled``)
 
 
 #: Sizes spanning less than this share of their mean are too narrow to fit a line: the model is then
 #: proportional to size.
 NARROW_SIZES = 0.25
+#: Stages (name prefixes) whose errors are modelled in proportion to their time: the escalation, whose size the
+#: planner chooses anywhere from a small box at a reduced resolution to a whole frame at full resolution
+#: (``objrec.realtime.planner.escalation_plan``). A run several times larger strays from the line by several
+#: times more milliseconds, so an unweighted line is set by the largest runs' noise (its intercept overstates
+#: a small run several times over) and one margin in milliseconds, their noise, keeps any small run out of a
+#: budget that has room for it.
+RELATIVE_STAGES = ("escalate_",)
 
 
 class CostModel:
@@ -100,6 +111,10 @@ class CostModel:
     ----------
     quantile : float
         Residual quantile added to the line (0.95: admit only what fits 19 times out of 20).
+    relative : tuple of str
+        Stages (name prefixes) whose errors grow in proportion to their time (:data:`RELATIVE_STAGES`): the
+        line is fitted to relative errors (weights ``1/size²``: ``t/size`` regressed on ``1/size``) and the
+        margin is the ``quantile`` of the relative residuals, a share of the line's time at the size asked.
     """
 
     def __init__(
@@ -109,6 +124,7 @@ class CostModel:
         min_samples: int = 3,
         prior_ms: dict[str, float] | None = None,
         default_ms: float = 1e9,
+        relative: tuple[str, ...] = RELATIVE_STAGES,
     ) -> None:
         if not 0.5 <= quantile < 1.0:
             raise ValueError(f"quantile: expected a value in [0.5, 1), got {quantile}")
@@ -117,12 +133,14 @@ class CostModel:
         self.min_samples = min_samples
         self.prior_ms = dict(prior_ms or {})
         self.default_ms = default_ms
+        self.relative = tuple(relative)
         self._stages: dict[str, _Stage] = {}
 
     def observe(self, stage: str, size: float, ms: float) -> None:
         s = self._stages.get(stage)
         if s is None:
-            s = self._stages[stage] = _Stage(deque(maxlen=self.window), deque(maxlen=self.window))
+            s = _Stage(deque(maxlen=self.window), deque(maxlen=self.window), relative=stage.startswith(self.relative))
+            self._stages[stage] = s
         s.xs.append(float(size))
         s.ts.append(float(ms))
         s.dirty = True
@@ -147,6 +165,9 @@ class CostModel:
         n = len(x)
         xm, tm = sum(x) / n, sum(t) / n
         narrow = xm > 0.0 and max(x) - min(x) < NARROW_SIZES * xm
+        if s.relative and min(x) > 0.0:
+            self._fit_relative(s, x, t, narrow)
+            return
         a = b = 0.0
         if not narrow:
             sxx = sum((xi - xm) * (xi - xm) for xi in x)
@@ -166,7 +187,33 @@ class CostModel:
         q = resid[lo] + (k - lo) * (resid[hi] - resid[lo])
         s.coef = (a, b)
         s.margin = max(0.0, q)
-        s.dirty = False
+        s.spread = s.margin
+        s.scaled = s.dirty = False
+
+    def _fit_relative(self, s: _Stage, x: list[float], t: list[float], narrow: bool) -> None:
+        """The line of a relative stage (all sizes positive): least squares on relative errors, which is the
+        line of ``t/size`` over ``1/size`` (its slope is the intercept ``a``, its intercept the slope ``b``),
+        both kept non-negative; proportional to size when the sizes are too narrow to fit it. The margin is
+        the ``quantile`` of ``t / line - 1``."""
+        n = len(x)
+        u = [1.0 / xi for xi in x]
+        y = [ti / xi for xi, ti in zip(x, t, strict=True)]
+        um, ym = sum(u) / n, sum(y) / n
+        suu = sum((ui - um) * (ui - um) for ui in u)
+        a = 0.0
+        if not narrow and suu > 0.0:
+            a = max(sum((ui - um) * (yi - ym) for ui, yi in zip(u, y, strict=True)) / suu, 0.0)
+        b = max(ym - a * um, 0.0)
+        if b <= 0.0 and a <= 0.0:
+            b = sum(t) / sum(x)
+        resid = sorted(ti / max(a + b * xi, 1e-9) - 1.0 for xi, ti in zip(x, t, strict=True))
+        k = self.quantile * (n - 1)
+        lo = int(k)
+        hi = min(lo + 1, n - 1)
+        s.coef = (a, b)
+        s.margin = max(0.0, resid[lo] + (k - lo) * (resid[hi] - resid[lo]))
+        s.spread = s.margin * (a + b * sum(x) / n)
+        s.scaled, s.dirty = True, False
 
     def predict(self, stage: str, size: float = 1.0) -> float:
         """Predicted milliseconds for ``stage`` at ``size`` (a high quantile)."""
@@ -178,6 +225,8 @@ class CostModel:
                 prior = max(prior if stage in self.prior_ms else 0.0, max(seen.ts))
             return float(prior)
         a, b = s.coef
+        if s.scaled:
+            return max(0.0, (a + b * float(size)) * (1.0 + s.margin))
         return max(0.0, a + b * float(size) + s.margin)
 
     def _fitted(self, stage: str) -> _Stage | None:
@@ -190,9 +239,10 @@ class CostModel:
         return s
 
     def spread(self, stage: str) -> float:
-        """The quantile margin ``predict`` adds to ``expected`` for ``stage`` (0 until learned)."""
+        """The quantile margin ``predict`` adds to ``expected`` for ``stage`` (0 until learned); for a relative
+        stage, the margin at its mean size."""
         s = self._fitted(stage)
-        return 0.0 if s is None else s.margin
+        return 0.0 if s is None else s.spread
 
     def largest_size(self, stage: str, ms: float) -> float:
         """The largest size whose predicted time (:meth:`predict`, the high quantile) is at most ``ms``: 0 when
@@ -202,7 +252,7 @@ class CostModel:
         if s is None:
             return float("inf") if self.predict(stage) <= ms else 0.0
         a, b = s.coef
-        room = ms - a - s.margin
+        room = ms / (1.0 + s.margin) - a if s.scaled else ms - a - s.margin
         if room < 0.0:
             return 0.0
         return float("inf") if b <= 0.0 else room / b

@@ -15,13 +15,19 @@ import cv2
 import numpy as np
 
 from objrec.boxes import outline_box
+from objrec.matching.verdicts import UNSURE_REASONS
+from objrec.modeldb.records import split_key
 from objrec.realtime.align import due, realign_in, unsettled
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import plan_work
 from objrec.realtime.reacquire import reacquire, waiting
 from objrec.types import Detection, Features, SkipRecord
 
-__all__ = ["SecondLooks", "CONFIRM_PIXELS"]
+__all__ = ["SecondLooks", "CONFIRM_PIXELS", "RETRIEVED"]
+
+#: Without a budget, an escalation's second matching (as the matcher chooses, after its suspects were not
+#: found) is learned as its kind's escalation stage with this suffix: a budget never runs it.
+RETRIEVED = "_retrieved"
 
 #: Under a budget, a confirmation searches its box at full resolution up to this many pixels, and larger
 #: boxes scaled down to it: an object that large keeps a few hundred pixels of detail, and the search's time
@@ -61,13 +67,33 @@ class SecondLooks:
         self.primary = self.kinds[0]
         self._names = names
         self._indexes: dict[str, int] | None = None
+        self._views: dict[str, list[int]] | None = None  # object name -> its record indices
         self._sought: dict[str, int] = {}  # object name -> the frame its lost track's object was last looked for
 
-    def search(self, image: Any, kind: str, plan: Any) -> tuple[Features, list]:
+    def search(self, image: Any, kind: str, plan: Any, among: list[int] | None = None) -> tuple[Features, list]:
         """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
-        the escalation."""
+        the escalation. With ``among`` (record indices, best first) only those records are matched, without
+        retrieval."""
         feats = self.features.extract(image, kind, plan)
-        return feats, self.matchers[kind].candidates(feats)
+        return feats, self.matchers[kind].candidates(feats, among)
+
+    def suspects(self, state: FrameState) -> list[int] | None:
+        """What an escalation matches its boxes against: every enrolled view of the objects of the frame's
+        candidates, those rejected for too little evidence first (their matches made the boxes), then the
+        primary search's others in their order (competitors in the ratio test, as in the primary's
+        shortlist); None when the frame has none (retrieval then chooses)."""
+        unsure = [r.name for r in state.verdicts.rejections if r.reason in UNSURE_REASONS]
+        return self.views_of(unsure + [c.name for c in state.candidates]) or None
+
+    def views_of(self, keys: list[str]) -> list[int]:
+        """The record indices of every view of the objects of ``keys`` (record keys or object names), object
+        by object in the order of their first key."""
+        if self._views is None:
+            self._views = {}
+            for i, key in enumerate(self._names):
+                self._views.setdefault(split_key(key)[0], []).append(i)
+        wanted = dict.fromkeys(split_key(k)[0] for k in keys)
+        return [i for name in wanted for i in self._views.get(name, ())]
 
     def safety(self, state: FrameState, sched: Any, adapter: Any) -> None:
         """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
@@ -91,21 +117,41 @@ class SecondLooks:
         found or tracked), each box an optional unit at the resolution the planner gives it
         (:meth:`~objrec.realtime.planner.SearchPlanner.escalation_plan`: lower under a budget, down to what a
         large object needs) and run only if its predicted cost fits; their candidates with too little
-        evidence get guided matching against the box's features, as the primary detector's do."""
+        evidence get guided matching against the box's features, as the primary detector's do.
+
+        A box is matched against the frame's suspects (:meth:`suspects`), without retrieval: the box is where
+        those objects had too little evidence, the stronger detector is there to settle them, and a retrieval
+        over a box's few features would cost about as much again as their matching. Without a budget, a box in
+        which the suspects are not found is matched again, as the matcher chooses (its retrieval's shortlist
+        for a catalogue): the primary search's retrieval may have missed the object the box holds. That
+        second matching is learned as a stage of its own (``escalate_<kind>`` + :data:`RETRIEVED`)."""
         verdicts = state.verdicts
+        boxes = verdicts.open_unsure()
+        among = self.suspects(state) if boxes else None
         for kind in self.kinds[1:]:
-            for i, box in enumerate(verdicts.open_unsure()):
-                stage = f"escalate_{kind}"
+            stage = f"escalate_{kind}"
+            for i, box in enumerate(boxes):
                 plan = self.planner.escalation_plan(box, sched, stage)
                 out = sched.run(
-                    "escalate", self.search, state.image, kind, plan,
+                    "escalate", self.search, state.image, kind, plan, among,
                     size=plan_work(plan), stage=stage, subject=f"{kind}:{i}",
                 )  # fmt: skip
                 if isinstance(out, SkipRecord):
                     continue
                 sched.record(plan.skipped)
-                self.verifier.run(out[1], verdicts, sched, first_mandatory=False)
-                self.guided.run(verdicts, self.matchers[kind], out[0], sched)
+                known = set(verdicts.found)
+                self._settle(out[0], out[1], kind, verdicts, sched)
+                if among is not None and sched.budget_ms is None and set(verdicts.found) <= known:
+                    more = sched.run(
+                        "escalate", self.matchers[kind].candidates, out[0],
+                        size=len(out[0]), stage=stage + RETRIEVED, timing=stage, subject=f"{kind}:{i}",
+                    )  # fmt: skip
+                    self._settle(out[0], more, kind, verdicts, sched)
+
+    def _settle(self, feats: Features, candidates: list, kind: str, verdicts: Any, sched: Any) -> None:
+        """An escalation's ``candidates`` verified, and guided matching for those with too little evidence."""
+        self.verifier.run(candidates, verdicts, sched, first_mandatory=False)
+        self.guided.run(verdicts, self.matchers[kind], feats, sched)
 
     def turn_reserve(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> float:
         """What a frame given to the tracks keeps for their realignment and confirmation due: each one's

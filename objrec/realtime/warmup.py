@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from objrec.boxes import model_corners
 from objrec.imageio import to_gray
+from objrec.matching.shortlist import SHORTLIST_SIZE
 from objrec.realtime.guard import collect_in_slack
 from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.sweep import COARSE_SWEEP_SCALE, SWEEP_GRIDS, sweep_tiles
 from objrec.realtime.tracker import fit_homography
 from objrec.types import Regions, SearchPlan
 
-__all__ = ["warm_up", "ESCALATION_SHARES"]
+__all__ = ["warm_up", "ESCALATION_SHARES", "ESCALATION_SCALES"]
 
 #: The escalation is taught at boxes of these shares of the frame's area (centred): from about the smallest
 #: box a budget searches it at (``ESCALATION_PIXELS`` of a 640x480 frame) to a large object's, so that its
 #: cost line is learned across the sizes it is asked to predict.
 ESCALATION_SHARES = (0.08, 0.2, 0.4)
+#: ... each at these resolutions: under a budget a box is searched at the resolution that fits the time left
+#: (``objrec.realtime.planner.escalation_plan``), most often well below full resolution, where its cost is
+#: mostly the detector's and the matching's fixed part.
+ESCALATION_SCALES = (1.0, 0.5)
 
 
 def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
@@ -99,15 +105,19 @@ def _sweep_tiles(recognizer: Any, image: Any, step: int | None) -> None:
 
 def _escalate_boxes(recognizer: Any, image: Any) -> None:
     """The escalation of each secondary detector kind on centred boxes of :data:`ESCALATION_SHARES` of the
-    frame ``image`` (a :class:`~objrec.features.extract.FrameImage`), each a scheduler unit of a frame without
-    a budget (the cost model learns it)."""
+    frame ``image`` (a :class:`~objrec.features.extract.FrameImage`) at each of :data:`ESCALATION_SCALES`, each
+    a scheduler unit of a frame without a budget (the cost model learns it), matched as a frame's escalation
+    matches, against a few objects (:meth:`~objrec.realtime.searches.SecondLooks.suspects`)."""
     looks, sched = recognizer.looks, recognizer.scheduler
     h, w = image.host.shape[:2]
+    among = looks.views_of(list(recognizer.db.names[:SHORTLIST_SIZE])) or None
     for kind in looks.kinds[1:]:
         for share in ESCALATION_SHARES:
             bw, bh = int(w * np.sqrt(share)), int(h * np.sqrt(share))
             x0, y0 = (w - bw) // 2, (h - bh) // 2
-            plan = SearchPlanner.escalation_plan((x0, y0, x0 + bw, y0 + bh))
-            sched.start(None, None)
-            stage = f"escalate_{kind}"
-            sched.run("escalate", looks.search, image, kind, plan, size=plan_work(plan), stage=stage)
+            full = SearchPlanner.escalation_plan((x0, y0, x0 + bw, y0 + bh))
+            for scale in ESCALATION_SCALES:
+                plan = dataclasses.replace(full, scale=scale)
+                sched.start(None, None)
+                stage = f"escalate_{kind}"
+                sched.run("escalate", looks.search, image, kind, plan, among, size=plan_work(plan), stage=stage)

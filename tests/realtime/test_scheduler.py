@@ -76,6 +76,49 @@ def test_cost_model_is_not_tilted_by_a_few_slow_runs_at_a_large_size():
     assert cm.expected("features", 47_500) > 0.0
 
 
+def test_relative_stage_equals_numpys_weighted_line_and_relative_quantile():
+    """A stage of ``CostModel.relative`` (the escalation's): the line of least relative squares, which is
+    np.polyfit with weights 1/size, and a margin that is np.quantile of the relative residuals, applied as a
+    share of the line at the size asked; ``largest_size`` inverts that prediction."""
+    cm = CostModel(quantile=0.95, window=64, min_samples=3)
+    rng = np.random.default_rng(4)
+    x = rng.uniform(5_000, 300_000, 80)
+    t = (3.0 + 2e-4 * x) * rng.gamma(8.0, 1 / 8.0, 80)
+    for xi, ti in zip(x, t, strict=True):
+        cm.observe("escalate_sift", xi, ti)
+    xw, tw = x[-64:], t[-64:]
+    b, a = np.polyfit(xw, tw, 1, w=1.0 / xw)
+    q = np.quantile(tw / (a + b * xw) - 1.0, 0.95)
+    for size in (6_000.0, 25_000.0, 300_000.0):
+        assert cm.expected("escalate_sift", size) == pytest.approx(a + b * size, rel=1e-9)
+        assert cm.predict("escalate_sift", size) == pytest.approx((a + b * size) * (1 + q), rel=1e-9)
+    for ms in (8.0, 20.0, 60.0):
+        assert cm.predict("escalate_sift", cm.largest_size("escalate_sift", ms)) == pytest.approx(ms, rel=1e-9)
+
+
+def test_relative_margin_holds_its_quantile_at_small_and_large_sizes():
+    """Noise in proportion to the time, sizes over two orders of magnitude: the relative stage's prediction
+    covers about 95% of new runs at a small size and at a large one. The same runs learned as an ordinary
+    stage give one margin in milliseconds, set by the large runs: at the small size it predicts several times
+    the typical time, which a budget with room for such a run would refuse."""
+    rng = np.random.default_rng(5)
+    rel, flat = CostModel(quantile=0.95, window=64, min_samples=3), CostModel(quantile=0.95, min_samples=3)
+
+    def run(size):
+        return (2.0 + 2e-4 * size) * rng.gamma(10.0, 0.1)
+
+    for _ in range(64):
+        size = float(np.exp(rng.uniform(np.log(5_000), np.log(300_000))))
+        ms = run(size)
+        rel.observe("escalate_sift", size, ms)
+        flat.observe("features", size, ms)
+    for size in (6_000.0, 250_000.0):
+        fresh = np.array([run(size) for _ in range(4000)])
+        assert 0.85 <= (fresh <= rel.predict("escalate_sift", size)).mean() <= 0.995
+    typical = 2.0 + 2e-4 * 6_000
+    assert flat.predict("features", 6_000) > 2.0 * typical > rel.predict("escalate_sift", 6_000)
+
+
 def test_cost_model_prior_and_unknown_stage():
     cm = CostModel(prior_ms={"a": 4.0}, default_ms=1e9, min_samples=3)
     assert cm.predict("a") == 4.0

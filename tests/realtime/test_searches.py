@@ -11,7 +11,7 @@ from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import ESCALATION_PIXELS, SearchPlanner, plan_work
 from objrec.realtime.scheduler import RELEARN_AFTER, CostModel, FakeClock, FrameScheduler
 from objrec.realtime.searches import SecondLooks
-from objrec.types import Candidate, Features, Rejection, SkipRecord
+from objrec.types import Candidate, Detection, Features, Rejection, SkipRecord
 
 
 class _Stage:
@@ -240,3 +240,74 @@ def test_re_acquisition_goes_on_while_objects_are_found_and_stops_after_a_few_ar
         assert all(t.aligned == t.realigned == 7 for t in tracker.tracks)
     else:
         assert tried == names[: searches.MAX_REALIGNS] and state.tracked == []
+
+
+class _Matcher:
+    """A matcher that records what each call matched against (``among``) and proposes one candidate per call."""
+
+    def __init__(self, name):
+        self.calls, self.name = [], name
+
+    def candidates(self, feats, among=None):
+        self.calls.append(None if among is None else list(among))
+        xy = np.zeros((12, 2), np.float32)
+        return [Candidate(0, xy, xy, np.full(12, 0.5, np.float32), self.name, (300, 400))]
+
+
+class _Verifier:
+    """Finds the candidates named in ``finds`` (a detection per candidate), rejects the others."""
+
+    def __init__(self, finds):
+        self.finds, self.seen = set(finds), []
+
+    def run(self, candidates, verdicts, sched, first_mandatory):
+        for c in candidates:
+            self.seen.append(c.name)
+            if c.name in self.finds:
+                corners = np.array([[0, 0], [300, 0], [300, 400], [0, 400]], np.float64)
+                verdicts.found[c.name] = Detection(c.name, 0.9, 20, np.eye(3), corners)
+
+
+# Record keys of the database in its order: "cover" has two views, the others one.
+_KEYS = ["poster", "cover", "cover#1", "other", "third"]
+
+
+def _escalation(budget_ms, finds):
+    """A frame whose unsure candidate is "cover" and whose primary search also proposed "other", a matcher for
+    the secondary detector, and the escalation run with ``budget_ms`` (room for the box when there is one)."""
+    state, _ = _frame_with_unsure_candidate(np.random.default_rng(0))
+    state.budget_ms = budget_ms
+    xy = np.zeros((3, 2), np.float32)
+    state.candidates = [Candidate(3, xy, xy, np.full(3, 0.5, np.float32), "other", (300, 400))]
+    sift, verifier = _Matcher("poster"), _Verifier(finds)
+    looks = SecondLooks(_Stage(), {"surf": _Nothing(), "sift": sift}, verifier, _Nothing(), SearchPlanner("surf"),
+                        ["surf", "sift"], _KEYS)  # fmt: skip
+    if budget_ms is None:
+        sched = FrameScheduler(None, CostModel(), FakeClock())
+        sched.start()
+    else:
+        sched = _sched(room_ms=30.0)
+    looks.escalate(state, sched)
+    return sift, verifier, sched
+
+
+def test_escalation_matches_the_box_against_the_frames_suspects_without_retrieval():
+    """Every view of the unsure object first, then the primary search's other candidates; under a budget that
+    is all, found or not."""
+    sift, verifier, sched = _escalation(33.0, finds=())
+    assert sift.calls == [[1, 2, 3]]  # cover, cover#1, other: not poster or third
+    assert verifier.seen == ["poster"]
+    assert [u.unit for u in sched.records if u.admitted] == ["escalate"]
+
+
+def test_escalation_without_a_budget_lets_the_matcher_choose_when_the_suspects_are_not_found():
+    sift, verifier, sched = _escalation(None, finds=())
+    assert sift.calls == [[1, 2, 3], None]  # the suspects, then the matcher's own choice (its retrieval)
+    assert verifier.seen == ["poster", "poster"]
+    assert sched.cost.samples("escalate_sift") == 1 and sched.cost.samples("escalate_sift_retrieved") == 1
+    assert set(sched.timings) == {"escalate_sift"}  # one entry in the frame's timings, both matchings in it
+
+
+def test_escalation_without_a_budget_stops_at_the_suspects_when_they_are_found():
+    sift, verifier, _ = _escalation(None, finds=("poster",))
+    assert sift.calls == [[1, 2, 3]]

@@ -35,10 +35,10 @@ def test_a_slow_first_call_is_forgotten_and_the_rest_is_learned(sample_db, monke
 
 def test_the_escalation_is_learned_at_the_sizes_a_budget_asks_for(sample_db):
     """After the warm-up, the secondary detector's escalation has a learned cost line whose sizes span the
-    boxes of ``ESCALATION_SHARES`` of the frame (the smallest near ``ESCALATION_PIXELS``), so a budgeted frame
-    can admit it."""
+    boxes of ``ESCALATION_SHARES`` of the frame (the smallest near ``ESCALATION_PIXELS``) at each of
+    ``ESCALATION_SCALES``, so a budgeted frame can admit it."""
     from objrec.realtime.planner import ESCALATION_PIXELS
-    from objrec.realtime.warmup import ESCALATION_SHARES
+    from objrec.realtime.warmup import ESCALATION_SCALES, ESCALATION_SHARES
 
     rec = Recognizer(sample_db, budget_ms=33, prefilter=None, track=False)
     assert rec.kinds[1:] == ["sift"]
@@ -46,7 +46,8 @@ def test_the_escalation_is_learned_at_the_sizes_a_budget_asks_for(sample_db):
     cost = rec.scheduler.cost
     assert cost.samples("escalate_sift") >= cost.min_samples
     sizes = sorted(set(cost._stages["escalate_sift"].xs))
-    want = [int(640 * np.sqrt(s)) * int(480 * np.sqrt(s)) for s in ESCALATION_SHARES]
-    assert all(w in sizes for w in want)
-    assert abs(min(want) - ESCALATION_PIXELS) < 0.05 * ESCALATION_PIXELS
+    full = [int(640 * np.sqrt(s)) * int(480 * np.sqrt(s)) for s in ESCALATION_SHARES]
+    assert abs(min(full) - ESCALATION_PIXELS) < 0.05 * ESCALATION_PIXELS
+    for scale in ESCALATION_SCALES:  # plan_work: the pixels searched, at the plan's resolution
+        assert all(any(abs(x - w * scale * scale) <= 0.01 * w for x in sizes) for w in full)
     assert np.isfinite(cost.predict("escalate_sift", ESCALATION_PIXELS))
