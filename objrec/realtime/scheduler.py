@@ -410,7 +410,9 @@ class FrameScheduler:
         (for units that keep tracks right, which must not starve after one slow run).
         """
         stage = stage or unit
-        predicted = self.cost.predict(stage, size)
+        # Without a budget nothing is admitted by prediction: predicting would refit the stage's line after
+        # every observation for nothing.
+        predicted = float("nan") if self.budget_ms is None else self.cost.predict(stage, size)
         if not mandatory and self.budget_ms is not None and predicted > (left := self.remaining()):
             n, last = self._left_out.get(stage, (0, -1))
             if not relearn or n - (last == self.frame) < RELEARN_AFTER or self.cost.expected(stage, size) > left:

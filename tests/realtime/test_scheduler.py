@@ -342,3 +342,20 @@ def test_the_late_reserve_starts_at_its_share_of_the_first_budget():
     assert s.late_reserve_ms == pytest.approx(2.0) and s.remaining() == pytest.approx(20.0 - 1.0 - 2.0)
     s.start(budget_ms=40.0)  # set once, then learned
     assert s.late_reserve_ms == pytest.approx(2.0)
+
+
+def test_without_a_budget_units_are_learned_but_not_predicted(monkeypatch):
+    """A frame without a budget admits every unit: its times still teach the cost model (a later frame with a
+    budget predicts from them), but no unit is predicted, so no stage's line is refitted after each run."""
+    fits = []
+    real_fit = CostModel._fit
+    monkeypatch.setattr(CostModel, "_fit", lambda self, s: fits.append(s) or real_fit(self, s))
+    clock = FakeClock()
+    sched = FrameScheduler(None, CostModel(min_samples=3), clock)
+    for _ in range(5):
+        sched.start()
+        sched.run("a", _unit(clock, 2.0, [], "a"), size=10.0)
+        sched.finish()
+    assert fits == [] and sched.cost.samples("a") == 5
+    assert all(np.isnan(u.predicted_ms) and u.admitted for u in sched.records)
+    assert sched.cost.predict("a", 10.0) == pytest.approx(2.0) and len(fits) == 1
