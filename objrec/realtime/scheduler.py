@@ -180,13 +180,8 @@ class CostModel:
             # line: either way a plan asking for another size would get any extrapolation. Time
             # proportional to size extrapolates sanely.
             a, b = 0.0, tm / xm
-        resid = sorted(ti - (a + b * xi) for xi, ti in zip(x, t, strict=True))
-        k = self.quantile * (n - 1)  # linear interpolation between order statistics, as np.quantile
-        lo = int(k)
-        hi = min(lo + 1, n - 1)
-        q = resid[lo] + (k - lo) * (resid[hi] - resid[lo])
         s.coef = (a, b)
-        s.margin = max(0.0, q)
+        s.margin = max(0.0, self._quantile([ti - (a + b * xi) for xi, ti in zip(x, t, strict=True)]))
         s.spread = s.margin
         s.scaled = s.dirty = False
 
@@ -206,14 +201,18 @@ class CostModel:
         b = max(ym - a * um, 0.0)
         if b <= 0.0 and a <= 0.0:
             b = sum(t) / sum(x)
-        resid = sorted(ti / max(a + b * xi, 1e-9) - 1.0 for xi, ti in zip(x, t, strict=True))
-        k = self.quantile * (n - 1)
-        lo = int(k)
-        hi = min(lo + 1, n - 1)
         s.coef = (a, b)
-        s.margin = max(0.0, resid[lo] + (k - lo) * (resid[hi] - resid[lo]))
+        s.margin = max(0.0, self._quantile([ti / max(a + b * xi, 1e-9) - 1.0 for xi, ti in zip(x, t, strict=True)]))
         s.spread = s.margin * (a + b * sum(x) / n)
         s.scaled, s.dirty = True, False
+
+    def _quantile(self, values: list[float]) -> float:
+        """The ``quantile`` of ``values``: linear interpolation between order statistics, as np.quantile."""
+        v = sorted(values)
+        k = self.quantile * (len(v) - 1)
+        lo = int(k)
+        hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (k - lo) * (v[hi] - v[lo])
 
     def predict(self, stage: str, size: float = 1.0) -> float:
         """Predicted milliseconds for ``stage`` at ``size`` (a high quantile)."""

@@ -128,6 +128,7 @@ class SecondLooks:
         verdicts = state.verdicts
         boxes = verdicts.open_unsure()
         among = self.suspects(state) if boxes else None
+        fallback = among is not None and sched.budget_ms is None
         for kind in self.kinds[1:]:
             stage = f"escalate_{kind}"
             for i, box in enumerate(boxes):
@@ -139,9 +140,9 @@ class SecondLooks:
                 if isinstance(out, SkipRecord):
                     continue
                 sched.record(plan.skipped)
-                known = set(verdicts.found)
+                known = set(verdicts.found) if fallback else None
                 self._settle(out[0], out[1], kind, verdicts, sched)
-                if among is not None and sched.budget_ms is None and set(verdicts.found) <= known:
+                if known is not None and set(verdicts.found) <= known:
                     more = sched.run(
                         "escalate", self.matchers[kind].candidates, out[0],
                         size=len(out[0]), stage=stage + RETRIEVED, timing=stage, subject=f"{kind}:{i}",
