@@ -33,6 +33,8 @@ from objrec.types import Detection
 
 __all__ = [
     "REACQUIRE_FRAMES",
+    "REACQUIRE_EVERY",
+    "REACQUIRE_RETRY",
     "REACQUIRE_AGREEMENT",
     "REASONS",
     "waiting",
@@ -51,6 +53,13 @@ __all__ = [
 #: A lost track's object is looked for where it was for this many frames after the track ended (a second at
 #: 30 frames a second).
 REACQUIRE_FRAMES = 30
+#: A lost track's object is looked for where it was in each of the first :data:`REACQUIRE_EVERY` frames after the
+#: track ended, and then at most once in :data:`REACQUIRE_RETRY` frames: a camera's quick swing is over within
+#: a few frames, and an object that moved away is not found where it was, while each look costs about as much
+#: as a small search (under a tight budget a look in every frame would leave no time for the search that
+#: finds the object where it went). A view sharp again is looked at within that many frames.
+REACQUIRE_EVERY = 3
+REACQUIRE_RETRY = 3
 #: The least share of the model's strong edges in view the frame must confirm through a re-acquired
 #: homography (the detector's own verification asks for half, with its matches' evidence besides).
 REACQUIRE_AGREEMENT = 0.8
@@ -81,8 +90,9 @@ LAYOUT_IN_VIEW = 0.95
 def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, int] | None = None) -> list[Any]:
     """The ended planar tracks of ``tracker`` whose objects are looked for in frame ``frame`` (of ``shape``
     rows and columns), not tracked now: those ended for one of :data:`REASONS` within :data:`REACQUIRE_FRAMES`
-    frames; and those ended for one of :data:`LAYOUT_REASONS` within :data:`LAYOUT_FRAMES` frames that an
-    object followed now places (:func:`placed`), at most once in :data:`LAYOUT_RETRY` frames after the first
+    frames (in each of the first :data:`REACQUIRE_EVERY`, then at most once in :data:`REACQUIRE_RETRY`); and
+    those ended for one of :data:`LAYOUT_REASONS` within :data:`LAYOUT_FRAMES` frames that an object followed
+    now places (:func:`placed`), at most once in :data:`LAYOUT_RETRY` frames after the first
     :data:`REACQUIRE_FRAMES`. One placed by its neighbours must be placed wholly in view
     (:data:`LAYOUT_IN_VIEW`); one looked for where it was last must have been last seen at least as much in
     view as a new track needs (``min_anchor_visible``: an object mostly out of view would be found in vain).
@@ -104,7 +114,8 @@ def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, 
         recent = frame - ended <= REACQUIRE_FRAMES
         H = placed(tracker, t) if why in LAYOUT_REASONS else None
         if H is None:
-            if recent and why in REASONS and t.visible >= least:
+            due = frame - ended <= REACQUIRE_EVERY or frame - sought.get(t.name, ended) >= REACQUIRE_RETRY
+            if recent and due and why in REASONS and t.visible >= least:
                 out.append(t)
         elif recent or frame - sought.get(t.name, -LAYOUT_RETRY) >= LAYOUT_RETRY:
             if (t.visible if shape is None else _in_view(H, *t.model_size, shape)) >= LAYOUT_IN_VIEW:

@@ -15,7 +15,9 @@ from objrec.realtime.reacquire import (
     LAYOUT_FRAMES,
     LAYOUT_RETRY,
     REACQUIRE_AGREEMENT,
+    REACQUIRE_EVERY,
     REACQUIRE_FRAMES,
+    REACQUIRE_RETRY,
     placed,
     reacquire,
     waiting,
@@ -116,6 +118,21 @@ def test_an_object_gone_covered_or_replaced_is_not_found(models, background):
 def test_tracks_ended_for_other_reasons_than_support_are_not_looked_for(models, background, reason):
     t, _, _ = _lost(models, background, reason)
     assert waiting(t, 1, {}) == []
+
+
+def test_a_lost_object_is_looked_for_in_each_of_the_first_frames_then_at_intervals(models, background):
+    t, _, _ = _lost(models, background)  # ended in frame 0
+    sought = {}
+    looked = []
+    for frame in range(1, REACQUIRE_FRAMES + 1):
+        if waiting(t, frame, sought):
+            looked.append(frame)
+            sought["cover"] = frame  # looked for, not found
+    first = list(range(1, REACQUIRE_EVERY + 1))
+    assert looked[: len(first)] == first
+    gaps = np.diff(looked[len(first) - 1 :])
+    assert len(gaps) and (gaps == REACQUIRE_RETRY).all()
+    assert looked[-1] > REACQUIRE_FRAMES - REACQUIRE_RETRY  # looked for until the end of the while
 
 
 def test_tracks_lost_for_support_are_looked_for_for_a_while_until_tracked_again(models, background):
