@@ -39,10 +39,15 @@ RATIO = 0.75
 TRUE_MATCH_DISTANCE = {"surf": 0.15, "sift": 0.24}
 #: Coverage grid: the image is cut into GRID x GRID cells.
 GRID = 8
-#: The hard views :func:`small_view_matches` renders, as (longer side in px, Gaussian blur sigma): the image seen
-#: 100 px wide, and seen at a typical size (240 px) through a strong defocus. Both remove the fine detail, so an
-#: image whose features live only in small print and thin lines keeps few matches in them.
-SMALL_VIEWS = ((100, 0.0), (240, 2.5))
+#: The hard views :func:`small_view_matches` renders, as (longer side in px, Gaussian blur sigma, tilt in degrees
+#: about the centre line parallel to the shorter side): the image seen at a typical size (240 px) through a strong
+#: defocus, and seen smaller (160 px), slightly defocused and from the side, as in a hand-held shot. Both remove
+#: the fine detail, so an image whose features live only in small print, thin lines or fine texture keeps few
+#: matches in them.
+SMALL_VIEWS = ((240, 2.5, 0.0), (160, 1.5, 30.0))
+#: Focal length of the pinhole camera of a tilted view, in units of the view's longer side: about a 60 degree
+#: field of view across a 640 px frame for a 240 px view, as the operating envelope's views are rendered.
+VIEW_FOCAL = 530.0 / 240.0
 #: Matches within this many pixels of the view (mapped back into the image) of where their model feature lies
 #: count as correct.
 VIEW_TOLERANCE_PX = 4.0
@@ -232,19 +237,45 @@ def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) 
     return best / len(kp) if best >= min_inliers else 0.0
 
 
+def _tilted(view: np.ndarray, tilt_deg: float, focal: float) -> tuple[np.ndarray, np.ndarray]:
+    """``view`` seen by a pinhole camera of focal length ``focal`` (px) with its plane turned by ``tilt_deg``
+    about its centre line parallel to its shorter side (so that its longer side is foreshortened, and an image and
+    its quarter turn are seen alike), cropped to its outline; and the homography from ``view``'s pixels to the
+    result's (Hartley and Zisserman, section 8.1.1: the homography induced by a world plane)."""
+    h, w = view.shape
+    a = np.deg2rad(tilt_deg)
+    c, sn = np.cos(a), np.sin(a)
+    K = np.array([[focal, 0, 0], [0, focal, 0], [0, 0, 1]], np.float64)
+    # Columns r1, r2 and t = (0, 0, f): the plane turned about its y axis (x foreshortened), or its x axis.
+    if w >= h:
+        plane = np.array([[c, 0, 0], [0, 1, 0], [-sn, 0, focal]], np.float64)
+    else:
+        plane = np.array([[1, 0, 0], [0, c, 0], [0, -sn, focal]], np.float64)
+    centre = np.array([[1, 0, -w / 2], [0, 1, -h / 2], [0, 0, 1]], np.float64)
+    T = K @ plane @ centre
+    corners = np.array([[[0, 0], [w, 0], [w, h], [0, h]]], np.float64)
+    q = cv2.perspectiveTransform(corners, T / T[2, 2])[0]
+    lo, hi = np.floor(q.min(axis=0)), np.ceil(q.max(axis=0))
+    T = np.array([[1, 0, -lo[0]], [0, 1, -lo[1]], [0, 0, 1]]) @ (T / T[2, 2])
+    size = (max(8, int(hi[0] - lo[0])), max(8, int(hi[1] - lo[1])))
+    out = cv2.warpPerspective(view, T, size, flags=cv2.INTER_LINEAR, borderValue=128)
+    return out, T
+
+
 def small_view_matches(
     gray: np.ndarray,
     xy: np.ndarray,
     descriptors: np.ndarray,
     detect: Any,
-    views: tuple[tuple[int, float], ...] = SMALL_VIEWS,
+    views: tuple[tuple[int, float, float], ...] = SMALL_VIEWS,
     noise_sigma: float = 2.0,
     seed: int = 0,
 ) -> list[int]:
     """Per view of ``views``, how many of the image's features a recognizer would still match correctly in it.
 
     Each view is the image scaled so its longer side is the view's size (area interpolation), blurred by the
-    view's sigma, set on a mid-gray margin of :data:`VIEW_MARGIN_PX` with sensor noise ``noise_sigma``;
+    view's sigma, turned by the view's tilt (:func:`_tilted`), set on a mid-gray margin of
+    :data:`VIEW_MARGIN_PX` with sensor noise ``noise_sigma``;
     ``detect(gray) -> Features`` (the rated detector) finds its features, which are matched to the image's own
     (``xy``, ``descriptors``) with Lowe's ratio test at :data:`RATIO`. A match counts when its model feature lies
     within :data:`VIEW_TOLERANCE_PX` view pixels of where the view's feature maps back: the view's geometry is
@@ -259,8 +290,9 @@ def small_view_matches(
         The image's features (positions in ``gray``'s pixels) as enrolment extracts them.
     detect : callable
         The detector, as a frame would be searched.
-    views : tuple of (int, float)
-        (longer side px, blur sigma) per view.
+    views : tuple of (int, float, float)
+        (longer side px, blur sigma, tilt in degrees, about the centre line parallel to the shorter side) per
+        view.
     noise_sigma : float
         Gaussian noise added to each view (gray levels).
     seed : int
@@ -276,12 +308,15 @@ def small_view_matches(
     md = np.asarray(descriptors, np.float32)
     rng = np.random.default_rng(seed)
     counts = []
-    for side, sigma in views:
+    for side, sigma, tilt in views:
         s = side / max(h, w)
         view = cv2.resize(gray, (max(8, round(w * s)), max(8, round(h * s))), interpolation=cv2.INTER_AREA)
         if sigma > 0:
             view = cv2.GaussianBlur(view, (0, 0), sigma)
         m = VIEW_MARGIN_PX
+        T = np.eye(3)
+        if tilt:
+            view, T = _tilted(view, tilt, VIEW_FOCAL * side)
         canvas = np.full((view.shape[0] + 2 * m, view.shape[1] + 2 * m), 128.0, np.float32)
         canvas[m:-m, m:-m] = view
         canvas += rng.normal(0.0, noise_sigma, canvas.shape).astype(np.float32)
@@ -289,7 +324,10 @@ def small_view_matches(
         if len(q) == 0 or len(md) < 2:
             counts.append(0)
             continue
-        qxy = (np.asarray(q.xy, np.float32).reshape(-1, 2) - m) / s
+        back = np.asarray(q.xy, np.float64).reshape(-1, 2) - m
+        if tilt:
+            back = cv2.perspectiveTransform(back[None], np.linalg.inv(T))[0]
+        qxy = (back / s).astype(np.float32)
         pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(q.descriptors, np.float32), md, k=2)
         good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
         qi = np.array([g.queryIdx for g in good], np.int64)

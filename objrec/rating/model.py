@@ -6,9 +6,10 @@ The score is 100 times a product of factors in [0, 1], each owned by one reason:
   saturating curve: more features help less and less once a view's share of them suffices for a homography);
 - ``repetition``: the same curve of the *distinctive* features over that of all features, so a repeated texture
   loses exactly what its indistinct features would have given;
-- ``fine_detail``: the saturating curve of the features still matched correctly when the image is seen small
-  (100 px wide) or blurred (``small_view_matches``, :func:`objrec.rating.measures.small_view_matches`): an
-  image whose features are all small print, thin lines or fine texture is found only when seen large and sharp;
+- ``fine_detail``: the saturating curve of the features still matched correctly when the image is seen blurred,
+  or small, slightly blurred and from the side (``small_view_matches``,
+  :func:`objrec.rating.measures.small_view_matches`): an image whose features are all small print, thin lines
+  or fine texture is found only when seen large and sharp;
 - ``low_coverage``: ``1 - exp(-coverage / coverage_scale)`` of the share of grid cells holding distinctive
   features (features crowded in one part of the image vanish together under occlusion or when that part leaves
   the frame);
@@ -50,9 +51,9 @@ MEASURE_KEYS = (
 
 #: The model's parameters (plain numbers, so a calibration can fit and store them).
 WEIGHTS: dict[str, float] = {
-    "features_scale": 28.8,  # features at which the feature curve reaches 1 - 1/e
-    "coverage_scale": 0.102,  # covered share of cells at which the coverage curve reaches 1 - 1/e
-    "small_view_scale": 11.9,  # correct matches in the small views at which their curve reaches 1 - 1/e
+    "features_scale": 17.8,  # features at which the feature curve reaches 1 - 1/e
+    "coverage_scale": 0.092,  # covered share of cells at which the coverage curve reaches 1 - 1/e
+    "small_view_scale": 11.1,  # correct matches in the small views at which their curve reaches 1 - 1/e
     "contrast_ok": 0.077,  # gray RMS contrast from which contrast costs nothing (about 20 gray levels)
     "colour_ratio": 2.0,  # chroma contrast over gray contrast above which low contrast is colour-only
     "min_side_px": 128.0,  # shorter side below which an image has too few pixels
@@ -125,7 +126,7 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
             _curve(float(m["small_view_matches"]), w["small_view_scale"]),
             float(m["small_view_matches"]),
             f"detail too fine: {float(m['small_view_matches']):.0f} features still match when the image is seen "
-            "100 px wide or blurred",
+            "blurred, or small and from the side",
         ),
         (
             "low_coverage",

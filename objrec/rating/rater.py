@@ -38,7 +38,7 @@ __all__ = ["RATING_VERSION", "Rating", "rate", "read_reference", "rated_kind"]
 
 #: The version of the measures and the score model; stored with every rating so a database can tell which
 #: ratings an updated model would change.
-RATING_VERSION = "rating-2"
+RATING_VERSION = "rating-3"
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,7 +191,7 @@ def rate(
     det = model_detector(kind, params)
     small = small_view_matches(gray, xy, f.descriptors, lambda g: detect_features(kind, det, g))
     m.update(
-        # the geometric mean of the small views' correct matches (plus one): an image must survive both
+        # the geometric mean of the hard views' correct matches (plus one): an image must survive all of them
         small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),
         gray_contrast=rms_contrast(gray),
         chroma_contrast=chroma_contrast(img),

@@ -10,7 +10,7 @@ import pytest
 
 from objrec.cli import main
 from objrec.data import sample_objects
-from objrec.rating import rate
+from objrec.rating import RATING_VERSION, rate
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_json_lists_each_image_with_score_and_reasons(two_same_names, capsys):
     for r, p in zip(doc["results"], two_same_names, strict=True):
         assert r["score"] == rate(p).score and 0 <= r["score"] <= 100
         assert all({"code", "value", "message"} <= set(x) for x in r["reasons"])
-        assert r["version"] == "rating-2"
+        assert r["version"] == RATING_VERSION
 
 
 def test_out_writes_distinct_pictures_for_same_file_names(two_same_names, tmp_path, capsys):

@@ -176,8 +176,8 @@ def test_score_model_is_monotone_in_features():
 
 def test_fine_detail_only_keeps_few_matches_in_small_views():
     # One random pattern drawn at two grains: 2 px cells (fine print) and 24 px cells (bold shapes), same
-    # image size. Seen 100 px wide or blurred, the fine one has nothing left to match; the bold one keeps its
-    # features, and its rating does not report fine detail.
+    # image size. Seen blurred, or small and from the side, the fine one has nothing left to match; the bold
+    # one keeps its features, and its rating does not report fine detail.
     rng = np.random.default_rng(3)
     fine = (rng.integers(0, 2, (240, 320)) * 255).astype(np.uint8)
     fine = np.kron(fine, np.ones((2, 2), np.uint8))
