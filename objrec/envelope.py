@@ -55,7 +55,7 @@ from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background
 from objrec.modeldb import ModelDB
 from objrec.recognizer import Recognizer
-from objrec.scenes import Distortion, compose_scene
+from objrec.scenes import Distortion, compose_scene, tilted_plane
 
 __all__ = [
     "FRAME_SIZE",
@@ -215,19 +215,11 @@ def view_homography(
     f = FOCAL_PX
     s = view.size_px / max(w, h)
     to_plane = np.array([[s, 0, -s * w / 2], [0, s, -s * h / 2], [0, 0, 1]], np.float64)
-    a = np.deg2rad(view.tilt_deg)
-    c, sn = np.cos(a), np.sin(a)
-    R = (
-        np.array([[c, 0, sn], [0, 1, 0], [-sn, 0, c]])
-        if view.tilt_axis == "y"
-        else np.array([[1, 0, 0], [0, c, -sn], [0, sn, c]])
-    )
-    plane = np.column_stack([R[:, 0], R[:, 1], [0.0, 0.0, f]])
-    K = np.array([[f, 0, fw / 2], [0, f, fh / 2], [0, 0, 1]], np.float64)
+    to_frame = np.array([[1, 0, fw / 2], [0, 1, fh / 2], [0, 0, 1]], np.float64)  # the principal point
     r = np.deg2rad(view.rotation_deg)
     # Counter-clockwise as seen in the image, whose y axis points down.
     rot = cv2.getRotationMatrix2D((fw / 2, fh / 2), view.rotation_deg, 1.0) if r else np.eye(3)[:2]
-    H = np.vstack([rot, [0, 0, 1]]) @ K @ plane @ to_plane
+    H = np.vstack([rot, [0, 0, 1]]) @ to_frame @ tilted_plane(view.tilt_deg, view.tilt_axis, f) @ to_plane
     q = map_points(H, model_corners(w, h))
     shift = np.array([fw / 2, fh / 2]) - q.mean(axis=0)
     H = np.array([[1, 0, shift[0]], [0, 1, shift[1]], [0, 0, 1]]) @ H

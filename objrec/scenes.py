@@ -23,6 +23,7 @@ __all__ = [
     "Distortion",
     "random_homography",
     "place_homography",
+    "tilted_plane",
     "outside_fraction",
     "place_partly_outside",
     "warp_object",
@@ -114,6 +115,25 @@ def apply_photometric(img: np.ndarray, d: Distortion, rng: np.random.Generator) 
         ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(d.jpeg_quality)])
         out = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     return out
+
+
+def tilted_plane(tilt_deg: float, axis: str, focal: float) -> np.ndarray:
+    """The homography from a plane's centred coordinates to the image of a pinhole camera of focal length
+    ``focal`` (px, principal point at the origin) that sees the plane at distance ``focal``, turned by
+    ``tilt_deg`` about its ``axis`` (``"y"``: the vertical centre line, x foreshortened; ``"x"``: the
+    horizontal one): ``K [r1 r2 t]`` with ``t = (0, 0, focal)``, so one plane unit at the centre images to one
+    pixel (Hartley and Zisserman, *Multiple View Geometry*, 2nd ed., section 8.1.1: the homography induced by a
+    world plane)."""
+    a = np.deg2rad(tilt_deg)
+    c, sn = np.cos(a), np.sin(a)
+    if axis == "y":
+        R = np.array([[c, 0, sn], [0, 1, 0], [-sn, 0, c]])
+    elif axis == "x":
+        R = np.array([[1, 0, 0], [0, c, -sn], [0, sn, c]])
+    else:
+        raise ValueError(f"axis: expected 'x' or 'y', got {axis!r}")
+    K = np.array([[focal, 0, 0], [0, focal, 0], [0, 0, 1]], np.float64)
+    return K @ np.column_stack([R[:, 0], R[:, 1], [0.0, 0.0, focal]])
 
 
 def place_homography(

@@ -11,7 +11,9 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.boxes import map_points, model_corners
 from objrec.imageio import to_bgr
+from objrec.scenes import tilted_plane
 
 __all__ = [
     "RATIO",
@@ -239,27 +241,21 @@ def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) 
 
 def _tilted(view: np.ndarray, tilt_deg: float, focal: float) -> tuple[np.ndarray, np.ndarray]:
     """``view`` seen by a pinhole camera of focal length ``focal`` (px) with its plane turned by ``tilt_deg``
-    about its centre line parallel to its shorter side (so that its longer side is foreshortened, and an image and
-    its quarter turn are seen alike), cropped to its outline; and the homography from ``view``'s pixels to the
-    result's (Hartley and Zisserman, section 8.1.1: the homography induced by a world plane)."""
+    about its centre line parallel to its shorter side (:func:`~objrec.scenes.tilted_plane`: its longer side is
+    foreshortened, so an image and its quarter turn are seen alike), cropped to its outline; and the
+    homography from ``view``'s pixels to the result's."""
     h, w = view.shape
-    a = np.deg2rad(tilt_deg)
-    c, sn = np.cos(a), np.sin(a)
-    K = np.array([[focal, 0, 0], [0, focal, 0], [0, 0, 1]], np.float64)
-    # Columns r1, r2 and t = (0, 0, f): the plane turned about its y axis (x foreshortened), or its x axis.
-    if w >= h:
-        plane = np.array([[c, 0, 0], [0, 1, 0], [-sn, 0, focal]], np.float64)
-    else:
-        plane = np.array([[1, 0, 0], [0, c, 0], [0, -sn, focal]], np.float64)
     centre = np.array([[1, 0, -w / 2], [0, 1, -h / 2], [0, 0, 1]], np.float64)
-    T = K @ plane @ centre
-    corners = np.array([[[0, 0], [w, 0], [w, h], [0, h]]], np.float64)
-    q = cv2.perspectiveTransform(corners, T / T[2, 2])[0]
+    # Turned about x the other way round: the quarter turn clockwise of a wide image then sees its near side
+    # where the wide image's tilt puts it.
+    tilt = tilted_plane(tilt_deg, "y", focal) if w >= h else tilted_plane(-tilt_deg, "x", focal)
+    T = tilt @ centre
+    T = T / T[2, 2]
+    q = map_points(T, model_corners(w, h))
     lo, hi = np.floor(q.min(axis=0)), np.ceil(q.max(axis=0))
-    T = np.array([[1, 0, -lo[0]], [0, 1, -lo[1]], [0, 0, 1]]) @ (T / T[2, 2])
+    T = np.array([[1, 0, -lo[0]], [0, 1, -lo[1]], [0, 0, 1]]) @ T
     size = (max(8, int(hi[0] - lo[0])), max(8, int(hi[1] - lo[1])))
-    out = cv2.warpPerspective(view, T, size, flags=cv2.INTER_LINEAR, borderValue=128)
-    return out, T
+    return cv2.warpPerspective(view, T, size, flags=cv2.INTER_LINEAR, borderValue=128), T
 
 
 def small_view_matches(
@@ -314,7 +310,7 @@ def small_view_matches(
         if sigma > 0:
             view = cv2.GaussianBlur(view, (0, 0), sigma)
         m = VIEW_MARGIN_PX
-        T = np.eye(3)
+        T = None
         if tilt:
             view, T = _tilted(view, tilt, VIEW_FOCAL * side)
         canvas = np.full((view.shape[0] + 2 * m, view.shape[1] + 2 * m), 128.0, np.float32)
@@ -325,8 +321,8 @@ def small_view_matches(
             counts.append(0)
             continue
         back = np.asarray(q.xy, np.float64).reshape(-1, 2) - m
-        if tilt:
-            back = cv2.perspectiveTransform(back[None], np.linalg.inv(T))[0]
+        if T is not None:
+            back = map_points(np.linalg.inv(T), back)
         qxy = (back / s).astype(np.float32)
         pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(q.descriptors, np.float32), md, k=2)
         good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]

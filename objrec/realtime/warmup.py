@@ -112,6 +112,7 @@ def _escalate_boxes(recognizer: Any, image: Any) -> None:
     h, w = image.host.shape[:2]
     among = looks.views_of(list(recognizer.db.names[:SHORTLIST_SIZE])) or None
     for kind in looks.kinds[1:]:
+        stage = f"escalate_{kind}"
         for share in ESCALATION_SHARES:
             bw, bh = int(w * np.sqrt(share)), int(h * np.sqrt(share))
             x0, y0 = (w - bw) // 2, (h - bh) // 2
@@ -119,5 +120,4 @@ def _escalate_boxes(recognizer: Any, image: Any) -> None:
             for scale in ESCALATION_SCALES:
                 plan = dataclasses.replace(full, scale=scale)
                 sched.start(None, None)
-                stage = f"escalate_{kind}"
                 sched.run("escalate", looks.search, image, kind, plan, among, size=plan_work(plan), stage=stage)
