@@ -10,7 +10,8 @@ Reported: deadline misses, drops, latency percentiles, recall of fully visible o
 measured in the same run). ``--sweep`` adds a budget sweep (table + plot), ``--soak N`` a long looping run
 with memory tracking, ``--stress`` runs ``stress-ng --cpu 2`` beside it.
 
-    python bench/bench_realtime.py --frames 1000 --budget-ms 33 [--sweep] [--stress] [--soak 10000] [--out DIR]
+    python bench/bench_realtime.py --frames 1000 --budget-ms 33 [--sweep] [--stress] [--soak 10000] [--repeat N]
+        [--out DIR]
 
 ``--baseline-step 0`` leaves the baseline out. ``--repeat N`` runs the main measurement N times on the same frames and
 reports each run and their spread: under a tight budget which parts of the frame a search reaches depends on the
