@@ -279,8 +279,9 @@ def _reseed(t: Any, gray: np.ndarray, params: Any, hidden: Sequence[np.ndarray])
     """Track ``t``'s points chosen anew on the frame's strong corners inside its realigned outline. Its points
     were corners of the frame where the homography before put them; moved with the outline by pixels they
     sit beside those corners, on texture that Lucas-Kanade follows poorly, and the next frames' refits
-    wander by as much. Kept as they are when too few corners are found."""
-    pts = seed_points(gray, t.corners, params.points, hidden=hidden)
+    wander by as much. None is taken where the track lost its points lately (:func:`seed_points`). Kept as
+    they are when too few corners are found."""
+    pts = seed_points(gray, t.corners, params.points, hidden=hidden, kept=t.pts, lost=lost_points(t))
     if len(pts) >= params.min_points:
         t.pts = pts
         t.model_pts = map_points(np.linalg.inv(t.homography), pts).astype(np.float32)

@@ -117,12 +117,23 @@ class PointFlow:
 
 
 def seed_points(
-    gray: np.ndarray, outline: np.ndarray, n: int, avoid: np.ndarray | None = None, hidden: Sequence[np.ndarray] = ()
+    gray: np.ndarray,
+    outline: np.ndarray,
+    n: int,
+    avoid: np.ndarray | None = None,
+    hidden: Sequence[np.ndarray] = (),
+    kept: np.ndarray | None = None,
+    lost: np.ndarray | None = None,
 ) -> np.ndarray:
     """Up to ``n`` strong corners (Shi-Tomasi) of ``gray`` inside ``outline`` (4, 2) shrunk towards its centre,
     spread by a minimum distance that follows the outline's size, away from the ``avoid`` points and outside the
     ``hidden`` outlines (other objects', which may be in front: a corner there may be theirs, and would carry the
     track away with them).
+
+    ``kept`` and ``lost`` are where the track kept its points and where it lost points lately (frame pixels):
+    a corner nearer to one it lost than to every one it kept is left out, since something not tracked may be
+    in front there (a hand), whose corners would carry the track away as it moves. The strongest corners
+    that remain are taken.
 
     Returns (k, 2) float32 positions in frame pixels (refined to sub-pixel accuracy).
     """
@@ -143,10 +154,23 @@ def seed_points(
     if avoid is not None and len(avoid):
         for x, y in np.round(np.asarray(avoid) - [x0, y0]).astype(int):
             cv2.circle(mask, (int(x), int(y)), int(min_dist), 0, -1)
+    screen = kept is not None and lost is not None and len(kept) > 0 and len(lost) > 0
     roi = gray[y0:y1, x0:x1]
-    found = cv2.goodFeaturesToTrack(roi, n, 0.01, min_dist, mask=mask, blockSize=5)
+    # Some of the strongest corners may be screened out: more are found, at the same spacing.
+    found = cv2.goodFeaturesToTrack(roi, 3 * n if screen else n, 0.01, min_dist, mask=mask, blockSize=5)
     if found is None:
         return np.zeros((0, 2), np.float32)
+    if screen:
+        xy = found.reshape(-1, 2) + np.float32([x0, y0])
+        found = found[_nearest(xy, kept) <= _nearest(xy, lost)][:n]
+        if not len(found):
+            return np.zeros((0, 2), np.float32)
     crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 10, 0.03)
     found = cv2.cornerSubPix(roi, np.ascontiguousarray(found, np.float32), (3, 3), (-1, -1), crit)
     return (found.reshape(-1, 2) + np.float32([x0, y0])).astype(np.float32)
+
+
+def _nearest(xy: np.ndarray, to: np.ndarray) -> np.ndarray:
+    """Each of the points ``xy`` (n, 2): its distance to the nearest of ``to`` (k, 2), k >= 1."""
+    d = np.asarray(xy, np.float64)[:, None, :] - np.asarray(to, np.float64).reshape(1, -1, 2)
+    return np.sqrt((d * d).sum(axis=2).min(axis=1))

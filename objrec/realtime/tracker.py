@@ -35,7 +35,7 @@ import numpy as np
 
 from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
-from objrec.realtime.align import ModelTemplates, aligned_within, hiders
+from objrec.realtime.align import ModelTemplates, aligned_within, hiders, lost_points
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.reacquire import remember_layout
 from objrec.realtime.solid_track import SolidTrack
@@ -315,10 +315,12 @@ class Tracker:
         return None
 
     def _replenish(self, t: Track, gray: np.ndarray) -> None:  # planar tracks only
-        """Top ``t`` up with new corners inside its outline (mapped back onto the model)."""
+        """Top ``t`` up with new corners inside its outline (mapped back onto the model), where neither another
+        track nor something the track lost its points to lately may be in front (:func:`seed_points`)."""
         want = self.params.points - len(t.pts)
         if want >= max(4, self.params.points // 4):
-            new = seed_points(gray, t.corners, want, avoid=t.pts, hidden=hiders(self.tracks, t.corners, t))
+            hidden = hiders(self.tracks, t.corners, t)
+            new = seed_points(gray, t.corners, want, avoid=t.pts, hidden=hidden, kept=t.pts, lost=lost_points(t))
             if len(new):
                 back = map_points(np.linalg.inv(t.homography), new).astype(np.float32)
                 t.model_pts = np.concatenate([t.model_pts, back])
