@@ -152,9 +152,9 @@ class SearchPlanner:
         sampling keeps the objects' large and medium scales, a lower resolution loses the small objects).
     sweep : bool
         Under a budget, when the search would otherwise drop below ``min_sweep_scale``, search one part of
-        the sweep per frame instead (:mod:`objrec.realtime.sweep`: tiles in turn, and the whole frame at a low
-        resolution between them; tracking windows are searched in every frame). Off, every frame's plan covers
-        all of the search by itself and owes nothing to the frames before (no tracking).
+        the sweep per frame instead (:mod:`objrec.realtime.sweep`: tiles in turn, and after every few of them
+        the whole frame at a low resolution; tracking windows are searched in every frame). Off, every frame's
+        plan covers all of the search by itself and owes nothing to the frames before (no tracking).
     min_sweep_scale : float
         The resolution below which the sweep takes over.
     """

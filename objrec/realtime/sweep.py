@@ -1,11 +1,13 @@
 """The sweep: under a budget too tight for the whole frame, the search for new objects covers it over frames.
 
-Each frame searches one part of the sweep as a plan of its own, in turn: a tile of a grid over the frame at
-full detail (the grid chosen as a round of tiles starts, the coarsest whose tiles fit), then the coarse pass,
-the whole frame at :data:`COARSE_SWEEP_SCALE`, when it fits. A tile finds an object no larger than the tiles'
-overlap at full detail; an object larger than that seldom lies whole in one tile, and its parts rarely hold
-enough matches, while the coarse pass sees it whole where it still spans many pixels. A frame at half
-resolution and the coarse sampling step costs about as much as one tile.
+Each frame searches one part of the sweep as a plan of its own, in turn: tiles of a grid over the frame at
+full detail (the grid chosen as a round of tiles starts, the coarsest whose tiles fit), and after every
+:data:`TILES_PER_COARSE` of them the coarse pass, the whole frame at :data:`COARSE_SWEEP_SCALE`, when it fits.
+A tile at full detail finds an object that lies whole in it, and most objects of which half or more lie in it,
+small ones included; an object much larger than a tile is found by the coarse pass, which sees it whole. At
+half resolution the coarse pass loses the small objects, and at the fine sampling step it costs more than a
+tile (at the coarse step about as much as one): taking turns with every tile, it would halve the pace at which
+the tiles reach a new small object, for the few objects the tiles cannot find.
 
 The sweep keeps its place from frame to frame; the :class:`~objrec.realtime.planner.SearchPlanner` asks it
 for each frame's part and prices the part with its cost model (``planner.fitting_scale``, ``planner.fits``).
@@ -28,6 +30,7 @@ __all__ = [
     "whole_or_boxes",
     "SWEEP_GRIDS",
     "SWEEP_OVERLAP",
+    "TILES_PER_COARSE",
     "COARSE_SWEEP_SCALE",
     "COARSE_SUBJECT",
 ]
@@ -36,6 +39,8 @@ __all__ = [
 SWEEP_GRIDS = ((2, 1), (2, 2), (3, 2), (3, 3), (4, 3))
 #: Tiles of the sweep overlap by this share of the frame's width (columns) and height (rows).
 SWEEP_OVERLAP = 0.15
+#: The coarse pass comes after every this many tiles of the sweep (see the module's description).
+TILES_PER_COARSE = 3
 #: The resolution of the sweep's coarse pass over the whole frame.
 COARSE_SWEEP_SCALE = 0.5
 #: The subject of the coarse pass's record (a tile's names the tile and its grid).
@@ -106,7 +111,8 @@ class Sweep:
         self.min_scale = min_scale
         self.tile_index = 0  # the round's next tile
         self.grid: tuple[int, int] | None = None  # the grid of the round under way
-        self.coarse_due = False  # the coarse pass comes next (it takes turns with the tiles)
+        self.coarse_due = False  # the coarse pass comes next (after every TILES_PER_COARSE tiles)
+        self.tiles_since_coarse = 0  # tiles searched since the last coarse pass
         self.step = 1  # the sampling step of the last part planned
 
     def tile(
@@ -185,11 +191,13 @@ class Sweep:
         return SearchPlan(part, scale, cap, int(pixels), step, skipped, _crop_of(part, tile))
 
     def advance(self, plan: SearchPlan) -> None:
-        """The sweep moves on once a plan that searched part of it was carried out: after a tile the coarse pass
-        is due, after the coarse pass the next tile."""
+        """The sweep moves on once a plan that searched part of it was carried out: after a tile the next tile,
+        or the coarse pass once :data:`TILES_PER_COARSE` tiles were searched since the last; after the coarse
+        pass the next tile."""
         for r in plan.skipped:
             if r.unit == "region" and r.reason == "sweep":
                 coarse = r.subject.startswith(COARSE_SUBJECT)
                 self.tile_index += 0 if coarse else 1
-                self.coarse_due = not coarse
+                self.tiles_since_coarse = 0 if coarse else self.tiles_since_coarse + 1
+                self.coarse_due = self.tiles_since_coarse >= TILES_PER_COARSE
                 return

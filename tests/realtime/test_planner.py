@@ -21,6 +21,7 @@ from objrec.realtime.planner import (
     plan_work,
 )
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
+from objrec.realtime.sweep import TILES_PER_COARSE
 from objrec.types import Regions, SearchPlan
 
 
@@ -190,13 +191,16 @@ def _swept(planner, n, ms_per_px=1 / 2000.0, shape=(480, 640), tracked=()):
 
 def test_sweep_takes_turns_between_full_resolution_tiles_and_a_coarse_pass_of_the_frame():
     """With the sweep on and a learned cost of 1 ms per 2000 px, a 33 ms budget fits neither the whole frame
-    nor it at a usable resolution. The plans then take turns: one tile of a grid at full resolution and the
-    fine step, searched as a crop of its own, then the whole frame at the coarse pass's resolution (an object
-    larger than the tiles' overlap seldom lies whole in one tile). Over one round the tiles cover the frame,
-    and the next round repeats them in the same order."""
+    nor it at a usable resolution. The plans then take turns: tiles of a grid at full resolution and the fine
+    step, each searched as a crop of its own, and after every TILES_PER_COARSE of them the whole frame at the
+    coarse pass's resolution (for objects too large for a tile). Over one round the tiles cover the frame, and
+    the next round repeats them in the same order."""
     planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
-    plans = _swept(planner, 24)
-    tiles, coarse = plans[0::2], plans[1::2]
+    plans = _swept(planner, 8 * (TILES_PER_COARSE + 1))
+    period = TILES_PER_COARSE + 1
+    tiles = [p for i, p in enumerate(plans) if i % period != TILES_PER_COARSE]
+    coarse = [p for i, p in enumerate(plans) if i % period == TILES_PER_COARSE]
+    assert TILES_PER_COARSE >= 2 and len(coarse) == 8
     covered = np.zeros((480, 640), bool)
     boxes = []
     for plan in tiles:
@@ -383,7 +387,7 @@ def test_when_the_coarse_pass_is_due_but_does_not_fit_the_next_tile_is_searched(
     frame's remaining time; the frame then searches the round's next tile rather than nothing, and the coarse
     pass stays due."""
     planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
-    (first,) = _swept(planner, 1)  # a tile: the coarse pass is due next
+    *_, first = _swept(planner, TILES_PER_COARSE)  # tiles: the coarse pass is due next
     sched = _sched(33.0)
     for px in (1e4, 2e4, 4e4):
         sched.cost.observe("features_surf", px, px / 2000.0)
@@ -397,7 +401,7 @@ def test_the_next_tile_cuts_out_the_tracked_objects_it_is_given_not_those_of_an_
     another frame's outlines (a new list) are cut anew: a tracked object moved over the tile is left out of it,
     and the part it left is searched again."""
     planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
-    _swept(planner, 2)  # a tile is due next: the first of the round's grid, at the top left
+    _swept(planner, 1)  # a round under way; below, its first tile (at the top left) is asked for again
     sched = _sched(33.0)
     for px in (1e4, 2e4, 4e4):
         sched.cost.observe("features_surf", px, px / 2000.0)
