@@ -458,6 +458,7 @@ def more_tiles(
         )
         if not isinstance(plan, SearchPlan):
             return
+        sched.record(plan.skipped)  # which part of the sweep it searched, as for the frame's own plan
         feats = search_features(rec, state, sched, plan)
         candidates = tracker.prioritise(rec._match(feats, sched))
         rec.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)

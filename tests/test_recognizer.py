@@ -340,3 +340,38 @@ def test_a_frame_whose_track_units_cannot_fit_searches_instead_of_waiting(db, sc
     cheap, dear = second_frame(1.0), second_frame(1000.0)
     assert "plan" not in cheap.timings_ms  # the frame went to the tracks
     assert "plan" in dear.timings_ms  # nothing for the tracks fits: the frame searched
+
+
+def test_each_extra_part_of_the_sweep_a_frame_searches_is_recorded_in_its_result(monkeypatch):
+    """The time a frame's search leaves goes to the sweep's next parts (``more_tiles``): each part searched is
+    recorded beside the frame's own plan (its sweep record), so ``--stats`` and ``FrameResult.skipped`` show
+    every part of the frame that was searched."""
+    from types import SimpleNamespace
+
+    import objrec.recognizer as recognizer
+    from objrec.realtime.scheduler import CostModel, FrameScheduler
+    from objrec.types import Regions, SearchPlan, SkipRecord
+
+    subjects = ["tile (0, 0, 40, 40) of 4x3", "whole frame at 0.5"]
+    plans = [
+        SearchPlan(Regions.from_boxes([[0, 0, 40, 40]]), 1.0, None, 1600, 1, (SkipRecord("region", "sweep", s),))
+        for s in subjects
+    ]
+    searched = []
+    monkeypatch.setattr(recognizer, "search_features", lambda rec, state, sched, plan: searched.append(plan))
+    rec = SimpleNamespace(
+        planner=SimpleNamespace(next_tile=lambda *a: plans.pop(0) if plans else None),
+        tracker=SimpleNamespace(prioritise=lambda c: c),
+        _match=lambda feats, sched: [],
+        verifier=SimpleNamespace(run=lambda *a, **k: None),
+        guided=SimpleNamespace(run=lambda *a, **k: None),
+        matchers={"surf": None},
+        primary="surf",
+    )
+    state = SimpleNamespace(shape=(64, 64), explained=([], []), verdicts=None)
+    sched = FrameScheduler(33.0, CostModel(), FakeClock())
+    sched.cost.observe("plan_tile", 1.0, 0.1)  # planning a part is known to fit
+    sched.start()
+    recognizer.more_tiles(rec, state, sched, Regions.full(64, 64), 1)
+    assert len(searched) == 2
+    assert [r.subject for r in sched.skipped if r.reason == "sweep"] == subjects

@@ -303,8 +303,10 @@ class SearchPlanner:
         crop and the part's record."""
         h, w = shape
         rounds = self.rounds
-        regions, pixels = whole_or_boxes(boxes, shape, self.whole_frame_fraction)
-        coarse = rounds.coarse_step(self, sched, cap, pixels, steps)
+        coarse = None
+        if rounds.coarse_due:  # the coarse pass's regions are only needed when it is due
+            regions, pixels = whole_or_boxes(boxes, shape, self.whole_frame_fraction)
+            coarse = rounds.coarse_step(self, sched, cap, pixels, steps)
         if coarse is not None:
             rounds.step, s = coarse, COARSE_SWEEP_SCALE
             self._tile_work = plan_work(SearchPlan(None, s, pixels=int(pixels), sample_step=coarse))
