@@ -277,10 +277,10 @@ def test_inner_boxes_lie_inside_a_convex_outline_and_cover_most_of_it():
     assert inner_boxes(upright, W, H) == [(50, 60, 250, 160)]
 
 
-def test_features_where_a_track_lost_points_are_left_for_the_search(model, background):
-    """A tracked cover with another object sliding over its right half: the track loses its points there, and
-    the features in that part (the other object's) are no longer explained by the track, while those of the
-    part still in view are; the region where it lost points lies in the covered half."""
+def _other_slid_over_the_right_half(model, background):
+    """A tracker following a cover while another object (textured, not tracked) slides in from the right over
+    five frames until its left edge reaches the middle of the cover: the tracker, the cover's outline, its
+    middle, the other object's left edge and the last frame."""
     t = Tracker()
     Hm = _place(model, 320, 240, 0.7)
     _start(t, model, _render(model, background, Hm, 0), Hm)
@@ -288,9 +288,18 @@ def test_features_where_a_track_lost_points_are_left_for_the_search(model, backg
     mid = float(q[:, 0].mean())
     other = cv2.cvtColor(sample_objects()["pagoda"], cv2.COLOR_BGR2GRAY)
     patch = cv2.resize(other, (220, int(q[:, 1].max() - q[:, 1].min()) + 40))
-    for k in range(1, 6):  # the other object's left edge slides to the middle of the cover
+    for k in range(1, 6):
         x0 = int(q[:, 0].max() - (q[:, 0].max() - mid) * k / 5)
-        t.step(_render(model, background, Hm, k, occluder=(x0, int(q[:, 1].min()) - 20, patch)), k)
+        gray = _render(model, background, Hm, k, occluder=(x0, int(q[:, 1].min()) - 20, patch))
+        t.step(gray, k)
+    return t, q, mid, x0, gray
+
+
+def test_features_where_a_track_lost_points_are_left_for_the_search(model, background):
+    """A tracked cover with another object sliding over its right half: the track loses its points there, and
+    the features in that part (the other object's) are no longer explained by the track, while those of the
+    part still in view are; the region where it lost points lies in the covered half."""
+    t, q, mid, _, _ = _other_slid_over_the_right_half(model, background)
     outlines, covered = explained(t)
     assert len(covered) == 1 and covered[0][:, 0].mean() > mid
     rng = np.random.default_rng(3)
@@ -457,17 +466,7 @@ def test_new_points_are_not_seeded_where_the_track_lost_points_lately(model, bac
     """A tracked cover with another (untracked, textured) object slid over its right half: when the track is
     topped up with new points, they are taken from the part still in view, not from where it lost its points
     (the other object's): those would follow the other object and carry the track away as it moves."""
-    t = Tracker()
-    Hm = _place(model, 320, 240, 0.7)
-    _start(t, model, _render(model, background, Hm, 0), Hm)
-    q = t.outlines()[0]
-    mid = float(q[:, 0].mean())
-    other = cv2.cvtColor(sample_objects()["pagoda"], cv2.COLOR_BGR2GRAY)
-    patch = cv2.resize(other, (220, int(q[:, 1].max() - q[:, 1].min()) + 40))
-    for k in range(1, 6):  # the other object's left edge slides to the middle of the cover
-        x0 = int(q[:, 0].max() - (q[:, 0].max() - mid) * k / 5)
-        gray = _render(model, background, Hm, k, occluder=(x0, int(q[:, 1].min()) - 20, patch))
-        t.step(gray, k)
+    t, _, _, x0, gray = _other_slid_over_the_right_half(model, background)
     (track,) = t.tracks
     n = len(track.pts) // 2
     track.pts, track.model_pts = track.pts[::2][:n], track.model_pts[::2][:n]  # more gone: a top-up is due
