@@ -9,6 +9,10 @@ half resolution the coarse pass loses the small objects, and at the fine samplin
 tile (at the coarse step about as much as one): taking turns with every tile, it would halve the pace at which
 the tiles reach a new small object, for the few objects the tiles cannot find.
 
+A tile that fits a frame's time left only below the sweep's least resolution (the frame's tracks took much of
+it) is searched in two pieces instead, each at full detail in a part of its own (:func:`tile_piece`): at a low
+resolution a tile loses most of the small objects, which a piece at full detail finds, for about the same time.
+
 The sweep keeps its place from frame to frame; the :class:`~objrec.realtime.planner.SearchPlanner` asks it
 for each frame's part and prices the part with its cost model (``planner.fitting_scale``, ``planner.fits``).
 """
@@ -45,6 +49,8 @@ TILES_PER_COARSE = 3
 COARSE_SWEEP_SCALE = 0.5
 #: The subject of the coarse pass's record (a tile's names the tile and its grid).
 COARSE_SUBJECT = "whole frame"
+#: A piece of a tile is recorded as the tile's subject and ``", piece K of 2"``.
+PIECE_SUBJECT = "piece"
 
 
 @functools.lru_cache(maxsize=64)
@@ -89,6 +95,17 @@ def whole_or_boxes(boxes: Regions, shape: tuple[int, int], fraction: float) -> t
     return boxes, float(pixels)
 
 
+def tile_piece(tile: tuple[int, int, int, int], k: int, w: int, h: int) -> tuple[int, int, int, int]:
+    """Piece ``k`` (0 or 1) of ``tile`` cut in two across its longer side, the pieces overlapping by half the
+    tiles' overlap along that side (of a frame ``w`` x ``h``)."""
+    x0, y0, x1, y1 = tile
+    if x1 - x0 >= y1 - y0:
+        half = (x1 - x0 + SWEEP_OVERLAP * w / 2) / 2
+        return (x0, y0, int(np.ceil(x0 + half)), y1) if k == 0 else (int(x1 - half), y0, x1, y1)
+    half = (y1 - y0 + SWEEP_OVERLAP * h / 2) / 2
+    return (x0, y0, x1, int(np.ceil(y0 + half))) if k == 0 else (x0, int(y1 - half), x1, y1)
+
+
 def _crop_of(part: Regions, tile: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
     """``tile`` when all of ``part`` lies inside it: the tile is then searched as a crop of its own (its
     neighbours overlap it, so it needs no margin); None when a window reaches outside it."""
@@ -114,6 +131,7 @@ class Sweep:
         self.coarse_due = False  # the coarse pass comes next (after every TILES_PER_COARSE tiles)
         self.tiles_since_coarse = 0  # tiles searched since the last coarse pass
         self.step = 1  # the sampling step of the last part planned
+        self.piece = 0  # 1: the first piece of the round's next tile was searched, the second is next
 
     def tile(
         self,
@@ -125,15 +143,18 @@ class Sweep:
         cap: int | None,
         step: int,
         level_scale: float,
+        piece: bool = False,
     ) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
-        """The windows (the first ``n_windows`` of ``boxes``) plus this frame's tile, the rest of ``boxes``
-        clipped to it: the regions, their pixels, the resolution that fits (at most ``level_scale``), the
-        record's subject and the crop. The grid is chosen when a round starts; within a round the tiles come
+        """The windows (the first ``n_windows`` of ``boxes``) plus this frame's tile (or, with ``piece``, a piece
+        of it where that fits better: :meth:`_whole_or_piece`), the rest of ``boxes`` clipped to it: the
+        regions, their pixels, the resolution that fits (at most ``level_scale``), the record's subject and
+        the crop. The grid is chosen when a round starts; within a round the tiles come
         in turn, so that it covers the frame whatever the time left does meanwhile. Tiles overlap by
         :data:`SWEEP_OVERLAP` of the frame, so an object of that size lies whole in one."""
         h, w = shape
         windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
-        if self.grid is None or self.tile_index % (self.grid[0] * self.grid[1]) == 0:
+        new_round = self.grid is None or self.tile_index % (self.grid[0] * self.grid[1]) == 0
+        if new_round and not self.piece:  # (a tile's second piece belongs to the round under way)
             win_px = union_area(windows, (h, w))
             for cols, rows in SWEEP_GRIDS:
                 fit = planner.fitting_scale(sched, cap, largest_tile(w, h, cols, rows) + win_px, step)
@@ -143,9 +164,36 @@ class Sweep:
         cols, rows = self.grid
         tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
         proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
-        part, pixels = _in_tile(windows, proposed, tile, (h, w))
-        scale = min(level_scale, planner.fitting_scale(sched, cap, pixels, step))
-        return part, pixels, scale, f"tile {tile} of {cols}x{rows}", _crop_of(part, tile)
+
+        def regions_in(region: tuple[int, int, int, int]) -> tuple[Regions, float]:
+            return _in_tile(windows, proposed, region, (h, w))
+
+        def scale_for(pixels: float) -> float:
+            return min(level_scale, planner.fitting_scale(sched, cap, pixels, step))
+
+        return self._whole_or_piece(tile, regions_in, scale_for, w, h, piece)
+
+    def _whole_or_piece(
+        self, tile: tuple[int, int, int, int], regions_in: Any, scale_for: Any, w: int, h: int, piece: bool = True
+    ) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
+        """``tile`` searched whole, or a piece of it (:func:`tile_piece`): the second piece when the first was
+        searched; with ``piece``, the first when the whole tile fits only below :attr:`min_scale` and the piece
+        fits at it or better (a tile at a low resolution loses the small objects, which a piece at full detail
+        finds, and the other piece follows in the sweep's next part). ``regions_in(region)`` gives the regions
+        to search in a region and their pixels, ``scale_for(pixels)`` the resolution that fits."""
+        cols, rows = self.grid  # type: ignore[misc]
+        name = f"tile {tile} of {cols}x{rows}"
+        if not self.piece:
+            part, pixels = regions_in(tile)
+            scale = scale_for(pixels)
+            if scale >= self.min_scale or not piece:
+                return part, pixels, scale, name, _crop_of(part, tile)
+        cut = tile_piece(tile, self.piece, w, h)
+        p_part, p_pixels = regions_in(cut)
+        p_scale = scale_for(p_pixels)
+        if self.piece or (piece and p_scale >= self.min_scale):
+            return p_part, p_pixels, p_scale, f"{name}, {PIECE_SUBJECT} {self.piece + 1} of 2", _crop_of(p_part, cut)
+        return part, pixels, scale, name, _crop_of(part, tile)
 
     def coarse_step(self, planner: Any, sched: Any, cap: int | None, pixels: float, steps: list[int]) -> int | None:
         """The finest of ``steps`` at which the coarse pass over ``pixels`` is predicted to fit the time left with
@@ -183,12 +231,17 @@ class Sweep:
                 return SearchPlan(regions, s, cap, int(pixels), step, (record,))
         cols, rows = self.grid
         tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
-        part, pixels = _in_tile(Regions.empty(), rest, tile, (h, w))
-        scale = planner.fitting_scale(sched, cap, pixels, step, verify=False, reserve=reserve)
+        part, pixels, scale, subject, crop = self._whole_or_piece(
+            tile,
+            lambda region: _in_tile(Regions.empty(), rest, region, (h, w)),
+            lambda px: planner.fitting_scale(sched, cap, px, step, verify=False, reserve=reserve),
+            w,
+            h,
+        )
         if not planner.fits(sched, cap, pixels, scale, step, verify=False, reserve=reserve):
             return None
-        skipped = (SkipRecord("region", "sweep", f"tile {tile} of {cols}x{rows}"),)
-        return SearchPlan(part, scale, cap, int(pixels), step, skipped, _crop_of(part, tile))
+        skipped = (SkipRecord("region", "sweep", subject),)
+        return SearchPlan(part, scale, cap, int(pixels), step, skipped, crop)
 
     def advance(self, plan: SearchPlan) -> None:
         """The sweep moves on once a plan that searched part of it was carried out: after a tile the next tile,
@@ -197,6 +250,10 @@ class Sweep:
         for r in plan.skipped:
             if r.unit == "region" and r.reason == "sweep":
                 coarse = r.subject.startswith(COARSE_SUBJECT)
+                if r.subject.endswith(f"{PIECE_SUBJECT} 1 of 2"):  # the tile's second piece comes next
+                    self.piece = 1
+                    return
+                self.piece = 0
                 self.tile_index += 0 if coarse else 1
                 self.tiles_since_coarse = 0 if coarse else self.tiles_since_coarse + 1
                 self.coarse_due = self.tiles_since_coarse >= TILES_PER_COARSE

@@ -21,7 +21,7 @@ from objrec.realtime.planner import (
     plan_work,
 )
 from objrec.realtime.scheduler import CostModel, FakeClock, FrameScheduler
-from objrec.realtime.sweep import TILES_PER_COARSE
+from objrec.realtime.sweep import SWEEP_OVERLAP, TILES_PER_COARSE
 from objrec.types import Regions, SearchPlan
 
 
@@ -218,6 +218,39 @@ def test_sweep_takes_turns_between_full_resolution_tiles_and_a_coarse_pass_of_th
         assert plan.regions is None and plan.scale == COARSE_SWEEP_SCALE and plan.crop is None
         subjects = [r.subject for r in plan.skipped if r.reason == "sweep"]
         assert subjects == [f"{COARSE_SUBJECT} at {COARSE_SWEEP_SCALE:g}"]
+
+
+def test_a_tile_that_fits_only_at_a_low_resolution_is_searched_in_two_pieces_at_full_resolution():
+    """At 1 ms per 800 px a 33 ms frame fits the 4x3 grid's smallest tiles (its corners) whole at full resolution
+    (at the coarse step), but the larger ones only below the sweep's least resolution, where the small objects
+    are lost. Those are searched instead in two pieces at full resolution, cut across the tile's longer side,
+    one part of the sweep each, before the sweep moves on: the pieces (each searched as a crop of its own)
+    together cover the tile, overlap by half the tiles' overlap, and every tile of the round is searched."""
+    planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+    plans = _swept(planner, 40, ms_per_px=1 / 800.0)
+    tiles = []
+    for plan in plans:
+        (subject,) = [r.subject for r in plan.skipped if r.reason == "sweep"]
+        if subject.startswith("tile"):
+            assert plan.scale >= planner.min_sweep_scale
+            tiles.append((subject, tuple(plan.regions.boxes[0].tolist()), plan.crop))
+    pieces = [i for i, (subject, _, _) in enumerate(tiles) if subject.endswith("piece 1 of 2")]
+    assert len(pieces) >= 4 and any(", piece" not in subject for subject, _, _ in tiles)
+    for i in pieces:
+        (first, a, crop_a), (second, b, crop_b) = tiles[i], tiles[i + 1]
+        name = first.split(", piece")[0]
+        assert second == f"{name}, piece 2 of 2" and crop_a == a and crop_b == b
+        x0, y0, x1, y1 = (int(v) for v in name.split("(")[1].split(")")[0].split(", "))
+        assert name.endswith("of 4x3")
+        if x1 - x0 >= y1 - y0:  # cut across the longer side
+            assert (a[0], a[1], a[3]) == (x0, y0, y1) and (b[1], b[2], b[3]) == (y0, x1, y1)
+            overlap, tiles_overlap = a[2] - b[0], SWEEP_OVERLAP * 640
+        else:
+            assert (a[0], a[1], a[2]) == (x0, y0, x1) and (b[0], b[2], b[3]) == (x0, x1, y1)
+            overlap, tiles_overlap = a[3] - b[1], SWEEP_OVERLAP * 480
+        assert abs(overlap - tiles_overlap / 2) <= 1  # the pieces overlap by half the tiles' overlap
+    names = {subject.split(", piece")[0] for subject, _, _ in tiles}
+    assert len(names) == 12  # the whole round
 
 
 def test_without_room_for_the_coarse_pass_the_sweep_searches_tiles_only():
