@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+from scipy.spatial import cKDTree
 
 __all__ = ["FlowParams", "PointFlow", "seed_points"]
 
@@ -162,15 +163,9 @@ def seed_points(
         return np.zeros((0, 2), np.float32)
     if screen:
         xy = found.reshape(-1, 2) + np.float32([x0, y0])
-        found = found[_nearest(xy, kept) <= _nearest(xy, lost)][:n]
+        found = found[cKDTree(kept).query(xy)[0] <= cKDTree(lost).query(xy)[0]][:n]
         if not len(found):
             return np.zeros((0, 2), np.float32)
     crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 10, 0.03)
     found = cv2.cornerSubPix(roi, np.ascontiguousarray(found, np.float32), (3, 3), (-1, -1), crit)
     return (found.reshape(-1, 2) + np.float32([x0, y0])).astype(np.float32)
-
-
-def _nearest(xy: np.ndarray, to: np.ndarray) -> np.ndarray:
-    """Each of the points ``xy`` (n, 2): its distance to the nearest of ``to`` (k, 2), k >= 1."""
-    d = np.asarray(xy, np.float64)[:, None, :] - np.asarray(to, np.float64).reshape(1, -1, 2)
-    return np.sqrt((d * d).sum(axis=2).min(axis=1))

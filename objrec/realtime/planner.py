@@ -315,9 +315,11 @@ class SearchPlanner:
             part, pixels, scale, subject, crop = rounds.tile(self, boxes, n_windows, shape, sched, cap, tile_step, top)
             if scale >= self.min_sweep_scale:
                 break
-        else:  # the tile fits only at a low resolution: a piece of it at full detail, where that fits
-            args = (self, boxes, n_windows, shape, sched, cap, tile_step, top)
-            part, pixels, scale, subject, crop = rounds.tile(*args, piece=True)
+        else:
+            if not rounds.piece:  # the tile fits only at a low resolution: a piece of it at full detail, if that fits
+                first = rounds.tile(self, boxes, n_windows, shape, sched, cap, tile_step, top, piece=True)
+                if first[2] >= self.min_sweep_scale:
+                    part, pixels, scale, subject, crop = first
         rounds.step = tile_step
         largest = largest_tile(w, h, *rounds.grid)  # type: ignore[misc]
         self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))

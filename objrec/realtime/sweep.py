@@ -145,12 +145,13 @@ class Sweep:
         level_scale: float,
         piece: bool = False,
     ) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
-        """The windows (the first ``n_windows`` of ``boxes``) plus this frame's tile (or, with ``piece``, a piece
-        of it where that fits better: :meth:`_whole_or_piece`), the rest of ``boxes`` clipped to it: the
-        regions, their pixels, the resolution that fits (at most ``level_scale``), the record's subject and
-        the crop. The grid is chosen when a round starts; within a round the tiles come
-        in turn, so that it covers the frame whatever the time left does meanwhile. Tiles overlap by
-        :data:`SWEEP_OVERLAP` of the frame, so an object of that size lies whole in one."""
+        """The windows (the first ``n_windows`` of ``boxes``) plus this frame's tile (or a piece of it:
+        :meth:`_region`), the rest of ``boxes`` clipped to it: the regions, their pixels, the resolution that
+        fits (at most ``level_scale``), the record's subject and the crop. ``piece`` asks for the tile's first
+        piece, for a tile that fits only below :attr:`min_scale`. The grid is chosen when a round starts;
+        within a round the tiles come in turn, so that it covers the frame whatever the time left does
+        meanwhile. Tiles overlap by :data:`SWEEP_OVERLAP` of the frame, so an object of that size lies whole
+        in one."""
         h, w = shape
         windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
         new_round = self.grid is None or self.tile_index % (self.grid[0] * self.grid[1]) == 0
@@ -162,38 +163,23 @@ class Sweep:
                     break
             self.grid, self.tile_index = (cols, rows), 0
         cols, rows = self.grid
-        tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
+        region, subject = self._region(sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)], piece, w, h)
         proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
+        part, pixels = _in_tile(windows, proposed, region, (h, w))
+        scale = min(level_scale, planner.fitting_scale(sched, cap, pixels, step))
+        return part, pixels, scale, subject, _crop_of(part, region)
 
-        def regions_in(region: tuple[int, int, int, int]) -> tuple[Regions, float]:
-            return _in_tile(windows, proposed, region, (h, w))
-
-        def scale_for(pixels: float) -> float:
-            return min(level_scale, planner.fitting_scale(sched, cap, pixels, step))
-
-        return self._whole_or_piece(tile, regions_in, scale_for, w, h, piece)
-
-    def _whole_or_piece(
-        self, tile: tuple[int, int, int, int], regions_in: Any, scale_for: Any, w: int, h: int, piece: bool = True
-    ) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
-        """``tile`` searched whole, or a piece of it (:func:`tile_piece`): the second piece when the first was
-        searched; with ``piece``, the first when the whole tile fits only below :attr:`min_scale` and the piece
-        fits at it or better (a tile at a low resolution loses the small objects, which a piece at full detail
-        finds, and the other piece follows in the sweep's next part). ``regions_in(region)`` gives the regions
-        to search in a region and their pixels, ``scale_for(pixels)`` the resolution that fits."""
+    def _region(
+        self, tile: tuple[int, int, int, int], piece: bool, w: int, h: int
+    ) -> tuple[tuple[int, int, int, int], str]:
+        """What of ``tile`` to search and its record's subject: its second piece when the first was searched
+        (:func:`tile_piece`), its first piece when ``piece`` is asked, else the whole tile."""
         cols, rows = self.grid  # type: ignore[misc]
         name = f"tile {tile} of {cols}x{rows}"
-        if not self.piece:
-            part, pixels = regions_in(tile)
-            scale = scale_for(pixels)
-            if scale >= self.min_scale or not piece:
-                return part, pixels, scale, name, _crop_of(part, tile)
-        cut = tile_piece(tile, self.piece, w, h)
-        p_part, p_pixels = regions_in(cut)
-        p_scale = scale_for(p_pixels)
-        if self.piece or (piece and p_scale >= self.min_scale):
-            return p_part, p_pixels, p_scale, f"{name}, {PIECE_SUBJECT} {self.piece + 1} of 2", _crop_of(p_part, cut)
-        return part, pixels, scale, name, _crop_of(part, tile)
+        k = 1 if self.piece else 0 if piece else None
+        if k is None:
+            return tile, name
+        return tile_piece(tile, k, w, h), f"{name}, {PIECE_SUBJECT} {k + 1} of 2"
 
     def coarse_step(self, planner: Any, sched: Any, cap: int | None, pixels: float, steps: list[int]) -> int | None:
         """The finest of ``steps`` at which the coarse pass over ``pixels`` is predicted to fit the time left with
@@ -231,13 +217,18 @@ class Sweep:
                 return SearchPlan(regions, s, cap, int(pixels), step, (record,))
         cols, rows = self.grid
         tile = sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)]
-        part, pixels, scale, subject, crop = self._whole_or_piece(
-            tile,
-            lambda region: _in_tile(Regions.empty(), rest, region, (h, w)),
-            lambda px: planner.fitting_scale(sched, cap, px, step, verify=False, reserve=reserve),
-            w,
-            h,
-        )
+
+        def part_of(piece: bool) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
+            region, subject = self._region(tile, piece, w, h)
+            part, pixels = _in_tile(Regions.empty(), rest, region, (h, w))
+            scale = planner.fitting_scale(sched, cap, pixels, step, verify=False, reserve=reserve)
+            return part, pixels, scale, subject, _crop_of(part, region)
+
+        part, pixels, scale, subject, crop = part_of(False)
+        if scale < self.min_scale and not self.piece:  # a piece at full detail, where that fits (see tile_piece)
+            first = part_of(True)
+            if first[2] >= self.min_scale:
+                part, pixels, scale, subject, crop = first
         if not planner.fits(sched, cap, pixels, scale, step, verify=False, reserve=reserve):
             return None
         skipped = (SkipRecord("region", "sweep", subject),)
