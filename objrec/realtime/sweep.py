@@ -206,8 +206,8 @@ class Sweep:
         is optional, as every verification after the frame's first): the coarse pass when due and it fits, else
         the next tile at the largest resolution that fits. None when that fits at none, or no round is under
         way."""
-        if self.grid is None:
-            return None
+        if self.grid is None or not planner.fits(sched, cap, 0.0, 1.0, step, verify=False, reserve=reserve):
+            return None  # (the time needed grows with the pixels: without time for none, no part fits)
         h, w = shape
         if self.coarse_due:
             regions, pixels = whole_or_boxes(rest, shape, planner.whole_frame_fraction)
