@@ -9,6 +9,7 @@ array of boxes, so this module depends on nothing else of objrec.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -38,6 +39,8 @@ __all__ = [
 
 #: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
 MIN_BOX_SIDE = 16
+#: Up to this many boxes, :func:`union_area` works in plain Python; beyond, on arrays.
+FEW_BOXES = 8
 
 
 def clip_box(
@@ -108,11 +111,8 @@ def union_area(regions: Any, shape: tuple[int, int]) -> int:
     """
     h, w = shape[:2]
     b = _boxes_of(regions).astype(np.int64).reshape(-1, 4)
-    if len(b) <= 1:
-        if not len(b):
-            return 0
-        x0, y0, x1, y1 = b[0].tolist()
-        return max(0, min(x1, w) - max(x0, 0)) * max(0, min(y1, h) - max(y0, 0))
+    if len(b) <= FEW_BOXES:
+        return _union_area_few(b.tolist(), w, h)
     b = np.stack([np.clip(b[:, 0], 0, w), np.clip(b[:, 1], 0, h), np.clip(b[:, 2], 0, w), np.clip(b[:, 3], 0, h)], 1)
     b = b[(b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])]
     if not len(b):
@@ -128,6 +128,32 @@ def union_area(regions: Any, shape: tuple[int, int]) -> int:
     count = np.bincount(corners, signs, len(ys) * nx).reshape(len(ys), nx)
     covered = count.cumsum(axis=0).cumsum(axis=1)[:-1, :-1] > 0.5  # (cells in y, cells in x): boxes over each
     return int(np.diff(ys) @ covered @ np.diff(xs))
+
+
+def _union_area_few(boxes: list[list[int]], w: int, h: int) -> int:
+    """:func:`union_area` of a few boxes in plain Python (array calls would cost more than the arithmetic): the
+    frame cut into columns at the boxes' x edges, and in each column the merged length of the boxes across it."""
+    b = [
+        (max(x0, 0), max(y0, 0), min(x1, w), min(y1, h))
+        for x0, y0, x1, y1 in boxes
+        if min(x1, w) > max(x0, 0) and min(y1, h) > max(y0, 0)
+    ]
+    if len(b) <= 1:
+        return (b[0][2] - b[0][0]) * (b[0][3] - b[0][1]) if b else 0
+    xs = sorted({x for x0, _, x1, _ in b for x in (x0, x1)})
+    area = 0
+    for xa, xb in itertools.pairwise(xs):
+        spans = sorted((y0, y1) for x0, y0, x1, y1 in b if x0 <= xa and x1 >= xb)
+        covered, top, bottom = 0, None, None
+        for y0, y1 in spans:
+            if bottom is None or y0 > bottom:
+                covered += 0 if bottom is None else bottom - top
+                top, bottom = y0, y1
+            elif y1 > bottom:
+                bottom = y1
+        covered += 0 if bottom is None else bottom - top
+        area += covered * (xb - xa)
+    return area
 
 
 def outside_share(box: tuple[int, int, int, int], regions: Any, shape: tuple[int, int]) -> float:
