@@ -4,6 +4,7 @@ A frame travels as one record (:class:`~objrec.realtime.frame.FrameState`) throu
 pipeline, each a unit of its own package:
 
     tracking of the objects already found (``objrec.realtime.tracker``)
+    ->  the places the last frame's unverified candidates gave their objects (``objrec.realtime.searches``)
     ->  prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
     ->  features (``objrec.features.extract``)  ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
     ->  matching (``objrec.matching.database``)  ->  verification (``objrec.matching.verifier``)
@@ -15,7 +16,8 @@ pipeline, each a unit of its own package:
 Every unit runs through the frame's scheduler (``objrec.realtime.scheduler``): tracking, the prefilter, the
 primary extraction (sized by the planner to the time left; skipped only when tracking took the whole frame),
 retrieval, matching and the best candidate's verification are mandatory; the other
-candidates, guided matching, the escalation to the secondary detector and a track's confirmation run only
+candidates, the places of the last frame's unverified ones, guided matching, the escalation to the secondary
+detector and a track's confirmation run only
 while the cost model predicts they fit. This class wires the stages together and owns no algorithm and no
 policy of its own.
 """
@@ -55,6 +57,10 @@ __all__ = ["Recognizer"]
 #: At most this many more tiles of the sweep are searched in a frame's remaining time.
 MAX_EXTRA_TILES = 3
 
+
+#: At most this many boxes where the last frame's unverified candidates placed their objects are looked at in a
+#: frame (each costs about a small search and a verification).
+MAX_HINTS = 2
 
 #: Units whose costs are learned from their first runs (their prior admits the first): a confirmation, a
 #: realignment, a re-acquisition, a read of shortlisted objects (from the disk, or once read ahead), and the
@@ -225,6 +231,7 @@ class Recognizer:
             raise ValueError(f"camera: expected an objrec.pose.Camera or None, got {type(camera).__name__}")
         self.camera = camera
         self.last_rejections: list[Rejection] = []
+        self._hints: list[tuple[str, tuple[int, int, int, int]]] = []  # the boxes the next frame looks at first
         self.frames = 0
 
     def _set_prefilter(self, prefilter: Any, adapt: bool, adapt_params: Any) -> None:
@@ -284,8 +291,10 @@ class Recognizer:
         before = sched.unit_ms
         self.looks.reacquire(state, sched, tracker, self.frames)
         self.looks.realign(state, sched, tracker, self.frames, new_only=True)
-        state.upkeep_ms = sched.unit_ms - before
         state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
+        if self._hints:  # objects the last frame's sweep saw in part, looked for where their matches place them
+            self.looks.hinted(state, sched, self._hints)
+        state.upkeep_ms = sched.unit_ms - before
         # Under a budget, every other frame goes to the tracks when a confirmation is due, instead of the search
         # for new objects: realignment, then the confirmation (both fit a frame's budget, seldom with a search).
         # A frame in which neither is predicted to fit searches as any other: the tracks would not use it.
@@ -349,6 +358,11 @@ class Recognizer:
             result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
             result.prefilter_rejected = 1.0 - state.proposals.area_fraction(w, h)
         self.last_rejections = verdicts.rejections
+        # Only a sweep searches part of a frame at a time; without one, every frame's search sees the whole of it.
+        # An object less in view than a track needs would be found again in every frame: it is left to the search.
+        sweeping = self.planner.sweep and state.budget_ms is not None
+        least = self.tracker.params.min_anchor_visible
+        self._hints = verdicts.open_hints(MAX_HINTS, least) if sweeping else []
         self.degrade.observe(latency if state.mandatory_ms is None else state.mandatory_ms)
         if self.adapter is not None:
             avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
@@ -376,6 +390,7 @@ class Recognizer:
     def reset(self) -> None:
         """Forget tracked objects and their smoothed corners (a new, unrelated sequence of frames follows)."""
         self.tracker.reset()
+        self._hints = []
         if self.smoother is not None:
             self.smoother.reset()
 

@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 
 from objrec.boxes import box_area, covered_share, points_box
+from objrec.matching.extent import Extent, predicted_extent
 from objrec.modeldb.records import split_key
 from objrec.types import Candidate, Detection, Rejection
 
@@ -82,6 +83,11 @@ class FrameVerdicts:
     tracked : list of (str, (4, 2) ndarray)
         Names and outlines of the objects the tracking stage followed into this frame (objects that may be in
         front, like ``found``).
+    hints : dict of str -> Extent
+        Per record key, where the matches of a candidate that was not verified (rejected for too little
+        evidence, or left out for the budget) place its whole object
+        (:func:`~objrec.matching.extent.predicted_extent`): the next frame's search can look there
+        (:meth:`open_hints`).
     """
 
     shape: tuple[int, int]
@@ -92,6 +98,7 @@ class FrameVerdicts:
     retry: list[Candidate] = field(default_factory=list)
     refine: list[Candidate] = field(default_factory=list)
     tracked: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    hints: dict[str, Extent] = field(default_factory=dict)
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
         if isinstance(verdict, Detection):
@@ -103,11 +110,31 @@ class FrameVerdicts:
         self.rejections.append(verdict)
         if verdict.reason in RETRY_REASONS:
             self.retry.append(candidate)
+        if verdict.reason in UNSURE_REASONS:
+            self.hint(candidate)
         if verdict.reason in UNSURE_REASONS and verdict.matches >= UNSURE_MIN_MATCHES:
             h, w = self.shape
             box = points_box(candidate.scene_xy, w, h)
             if box is not None and box not in self.unsure:
                 self.unsure.append(box)
+
+    def hint(self, candidate: Candidate) -> None:
+        """Keep where the candidate's matches place its object (:attr:`hints`), when enough of them agree; of
+        two candidates of one record, the one with more agreeing matches."""
+        h, w = self.shape
+        extent = predicted_extent(candidate, w, h)
+        old = self.hints.get(candidate.name)
+        if extent is not None and (old is None or extent.support > old.support):
+            self.hints[candidate.name] = extent
+
+    def open_hints(self, most: int, in_view: float) -> list[tuple[str, tuple[int, int, int, int]]]:
+        """At most ``most`` of the :attr:`hints` whose objects were neither found nor followed in this frame
+        (by any of their views) and lie at least ``in_view`` in the frame, those with the most agreeing
+        matches first: (record key, box)."""
+        shown = {split_key(n)[0] for n in self.found} | {split_key(n)[0] for n, _ in self.tracked}
+        open_ = [(e.support, k, e.box) for k, e in self.hints.items() if e.in_view >= in_view]
+        open_ = [x for x in open_ if split_key(x[1])[0] not in shown]
+        return [(k, b) for _, k, b in sorted(open_, key=lambda x: -x[0])[:most]]
 
     def _explain_away(self, candidate: Candidate, new: Detection) -> Detection | Rejection:
         """Two detections resting on the same scene keypoints (two covers sharing a logo or a banner), or two

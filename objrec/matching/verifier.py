@@ -151,6 +151,15 @@ class CandidateVerifier:
             return float("nan")
         return edge_agreement(gray, self.thumbnails(name), H, model_size, hidden)[0]
 
+    def too_few(self, candidate: Candidate) -> Rejection | None:
+        """The rejection of a candidate with fewer matches than any verification needs (the homography's
+        minimum, which an object with depth falls back on too), None otherwise. Such a candidate is rejected
+        at once, while one that is verified takes a homography search and the appearance check, several
+        hundred times as long: timed together, the two would teach the cost model a line through neither."""
+        least = max(4, self.params_for(candidate).min_matches)
+        n = len(candidate)
+        return None if n >= least else Rejection(candidate.name, "too_few_matches", n, f"{n} matches < {least}")
+
     def run(self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: Any, first_mandatory: bool) -> None:
         """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.
 
@@ -159,6 +168,10 @@ class CandidateVerifier:
         """
         for j, c in enumerate(candidates):
             if c.name in verdicts.found:
+                continue
+            short = self.too_few(c)
+            if short is not None:  # rejected without work: no unit, so the cost model learns real verifications
+                verdicts.add(c, short)
                 continue
             v = sched.run(
                 "verify",
@@ -171,7 +184,8 @@ class CandidateVerifier:
                 subject=c.name,
                 timing="verification",
             )
-            if isinstance(v, SkipRecord):
+            if isinstance(v, SkipRecord):  # not verified for lack of time: where it lies may be looked at again
+                verdicts.hint(c)
                 continue
             verdicts.add(c, v)
             if verdicts.found.get(c.name) is v and c.name in self.aspect_limits:

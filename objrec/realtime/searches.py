@@ -3,12 +3,15 @@
 * the **safety search** of an adapting prefilter: the whole frame, so the prefilter learns what it missed;
 * the **escalation**: the secondary detectors (SIFT after SURF) on the boxes where candidates had too little
   evidence, with guided matching of their own candidates;
+* the **hints**: the primary detector on the boxes where the last frame's unverified candidates placed their
+  objects (:func:`~objrec.matching.extent.predicted_extent`), before the frame's own search;
 * the **confirmation** of one track: its box searched again at full quality, which confirms the track,
   re-anchors it, or (for a track anchored on a search degraded by the budget) ends it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import cv2
@@ -148,6 +151,32 @@ class SecondLooks:
                         size=len(out[0]), stage=stage + RETRIEVED, timing=stage, subject=f"{kind}:{i}",
                     )  # fmt: skip
                     self._settle(out[0], more, kind, verdicts, sched)
+
+    def hinted(self, state: FrameState, sched: Any, hints: list[tuple[str, tuple[int, int, int, int]]]) -> None:
+        """The boxes where the last frame's unverified candidates placed their objects (``hints``: record key
+        and box, :meth:`~objrec.matching.verdicts.FrameVerdicts.open_hints`), each searched by the primary
+        detector as an optional unit, matched against that object's views only, and verified.
+
+        Under a budget the sweep searches one part of the frame at a time, and an object that lies across two
+        parts gives each only some of its matches: too few to verify, but enough to say where all of it lies.
+        Looked for there, at the resolution of :meth:`~objrec.realtime.planner.SearchPlanner.escalation_plan`,
+        it is found in the next frame rather than when the sweep comes back with the object inside one part."""
+        kind, verdicts = self.primary, state.verdicts
+        for key, box in hints:
+            name = split_key(key)[0]
+            if name in {split_key(n)[0] for n in verdicts.found} | {split_key(n)[0] for n, _ in verdicts.tracked}:
+                continue
+            stage = f"features_{kind}"
+            plan = self.planner.escalation_plan(box, sched, stage)
+            plan = dataclasses.replace(plan, crop=box)
+            out = sched.run(
+                "hint", self.search, state.image, kind, plan, self.views_of([key]),
+                size=plan_work(plan), stage=stage, subject=name, timing="hint",
+            )  # fmt: skip
+            if isinstance(out, SkipRecord):
+                continue
+            sched.record(plan.skipped)
+            self._settle(out[0], out[1], kind, verdicts, sched)
 
     def _settle(self, feats: Features, candidates: list, kind: str, verdicts: Any, sched: Any) -> None:
         """An escalation's ``candidates`` verified, and guided matching for those with too little evidence."""

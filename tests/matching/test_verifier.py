@@ -298,3 +298,56 @@ def test_detections_of_objects_with_views_are_refined_by_guided_matching():
     GuidedStage(v).run(verdicts, matcher, scene, sched)
     assert verdicts.found["flat"] is first
     assert "refine" not in [r.unit for r in sched.records]
+
+
+def test_a_candidate_with_fewer_matches_than_any_verification_needs_is_rejected_without_a_unit():
+    """Below the homography's minimum the verdict is verify_homography's own, at once: no scheduler unit, so the
+    cost model learns only verifications that do their work."""
+    sched = FrameScheduler(30.0, CostModel(prior_ms={"verify": 1.0}, min_samples=1), FakeClock(), safety_ms=0.0)
+    sched.start()
+    params = VerifyParams()
+    few, _ = _candidate("few", params.min_matches - 1, 0, 7)
+    enough, _ = _candidate("enough", params.min_matches, 0, 8)
+    verdicts = FrameVerdicts((480, 640))
+    CandidateVerifier(params).run([few, enough], verdicts, sched, first_mandatory=True)
+    ref = verify_homography(few.model_xy, few.scene_xy, 200, 100, (480, 640), params)
+    [rej] = [r for r in verdicts.rejections if r.name == "few"]
+    assert (rej.reason, rej.matches, rej.detail) == (ref.reason, len(few), ref.detail)
+    assert [(r.unit, r.subject) for r in sched.records] == [("verify", "enough")]
+    assert sched.cost.samples("verify") == 1
+
+
+def _placed(name: str, n: int, centre: tuple[float, float], seed: int) -> Candidate:
+    """``n`` matches of a 200x100 model placed at scale 0.5, unrotated, with its centre at ``centre``."""
+    rng = np.random.default_rng(seed)
+    m = rng.uniform([0, 0], [200, 100], (n, 2))
+    s = np.asarray(centre) + 0.5 * (m - [100, 50])
+    frames_m = np.c_[np.full(n, 20.0), np.full(n, 30.0)].astype(np.float32)
+    frames_s = np.c_[np.full(n, 10.0), np.full(n, 30.0)].astype(np.float32)
+    return Candidate(0, m.astype(np.float32), s.astype(np.float32), np.full(n, 0.5, np.float32), name, (200, 100),
+                     frames_m, frames_s)  # fmt: skip
+
+
+def test_unverified_candidates_leave_hints_where_their_matches_place_their_objects():
+    """A rejection for too little evidence and a verification left out for the budget each leave a hint (the
+    whole model's box, grown); a wrong geometry does not; open hints leave out objects found or followed and
+    those mostly outside the frame, and come most agreeing matches first."""
+    clock = FakeClock()
+    sched = FrameScheduler(30.0, CostModel(prior_ms={"verify": 50.0}, min_samples=1000), clock, safety_ms=0.0)
+    sched.start()
+    verdicts = FrameVerdicts((480, 640))
+    verdicts.add(_placed("weak", 5, (300, 200), 1), Rejection("weak", "too_few_inliers", 5))
+    verdicts.add(_placed("wrong", 9, (100, 100), 2), Rejection("wrong", "inconsistent", 9))
+    verdicts.add(_placed("edge", 9, (0, 400), 3), Rejection("edge", "too_few_matches", 9))
+    verdicts.tracked = [("followed", np.zeros((4, 2)))]
+    verdicts.add(_placed("followed", 6, (500, 300), 4), Rejection("followed", "too_few_inliers", 6))
+    late = _placed("late", 12, (450, 120), 5)
+    CandidateVerifier().run([_placed("first", 20, (50, 50), 6), late], verdicts, sched, first_mandatory=True)
+    assert [(r.unit, r.subject) for r in sched.skipped] == [("verify", "late")]
+    assert set(verdicts.hints) == {"weak", "edge", "followed", "late"}
+    # 100x50 at (300, 200), grown by a fifth per side (rounded outwards)
+    assert np.abs(np.subtract(verdicts.hints["weak"].box, (230, 165, 370, 235))).max() <= 1
+    assert verdicts.hints["edge"].in_view == pytest.approx(0.5)
+    assert verdicts.open_hints(5, 0.5) == [("late", verdicts.hints["late"].box), ("edge", verdicts.hints["edge"].box),
+                                           ("weak", verdicts.hints["weak"].box)]  # fmt: skip
+    assert [k for k, _ in verdicts.open_hints(1, 0.6)] == ["late"]

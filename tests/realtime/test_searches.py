@@ -311,3 +311,61 @@ def test_escalation_without_a_budget_lets_the_matcher_choose_when_the_suspects_a
 def test_escalation_without_a_budget_stops_at_the_suspects_when_they_are_found():
     sift, verifier, _ = _escalation(None, finds=("poster",))
     assert sift.calls == [[1, 2, 3]]
+
+
+def _hint_sched(room_ms):
+    """A 16 ms scheduler with ``room_ms`` left; the primary extraction costs 0.5 ms + 0.1 ms per 1000 pixels."""
+    clock = FakeClock()
+    s = FrameScheduler(16.0, CostModel(min_samples=3), clock, safety_ms=0.0)
+    for px in (10_000, 40_000, 80_000):
+        s.cost.observe("features_surf", px, 0.5 + 1e-4 * px)
+    s.start()
+    clock.advance(16.0 - room_ms)
+    return s
+
+
+def _hinted(room_ms, tracked=(), finds=()):
+    """Two hints ("cover" and "other") searched with ``room_ms`` left: the plans the primary detector was given,
+    what each was matched against, what was verified, and the scheduler."""
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 16.0)
+    state.verdicts.tracked = [(n, np.zeros((4, 2))) for n in tracked]
+    stage, surf, verifier = _Stage(), _Matcher("poster"), _Verifier(finds)
+    looks = SecondLooks(stage, {"surf": surf, "sift": _Nothing()}, verifier, _Nothing(), SearchPlanner("surf"),
+                        ["surf", "sift"], _KEYS)  # fmt: skip
+    sched = _hint_sched(room_ms)
+    looks.hinted(state, sched, [("cover#1", (100, 50, 260, 230)), ("other", (400, 300, 560, 470))])
+    return stage.plans, surf.calls, verifier.seen, sched
+
+
+def test_a_hint_is_searched_by_the_primary_detector_in_its_box_against_its_objects_views():
+    plans, calls, seen, sched = _hinted(room_ms=12.0)
+    assert [(k, p.crop, p.regions.boxes.tolist(), p.scale) for k, p in plans] == [
+        ("surf", (100, 50, 260, 230), [[100, 50, 260, 230]], 1.0),
+        ("surf", (400, 300, 560, 470), [[400, 300, 560, 470]], 1.0),
+    ]
+    assert calls == [[1, 2], [3]]  # every view of "cover" (the hint named its second), then "other" alone
+    assert seen == ["poster", "poster"]  # its candidates verified
+    units = [(u.unit, u.subject, u.admitted) for u in sched.records]
+    assert units == [("hint", "cover", True), ("hint", "other", True)]
+    px = 160 * 180
+    assert sched.records[0].predicted_ms == pytest.approx(0.5 + 1e-4 * px, rel=1e-3)  # the extraction's own line
+    assert set(sched.timings) == {"hint"}
+
+
+def test_a_hint_that_does_not_fit_is_skipped_with_a_record_and_one_already_followed_is_not_searched():
+    plans, _, _, sched = _hinted(room_ms=3.0, tracked=("other",))  # one box's 2.1 ms fits, not a second
+    assert [p.crop for _, p in plans] == [(100, 50, 260, 230)]
+    plans, _, _, sched = _hinted(room_ms=2.0)
+    assert plans == [] and [(r.unit, r.reason, r.subject) for r in sched.skipped] == [
+        ("hint", "budget", "cover"),
+        ("hint", "budget", "other"),
+    ]
+
+
+def test_an_object_found_by_one_hint_is_not_searched_again_by_another():
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 16.0)
+    stage = _Stage()
+    looks = SecondLooks(stage, {"surf": _Matcher("cover"), "sift": _Nothing()}, _Verifier({"cover"}), _Nothing(),
+                        SearchPlanner("surf"), ["surf", "sift"], _KEYS)  # fmt: skip
+    looks.hinted(state, _hint_sched(12.0), [("cover", (0, 0, 100, 100)), ("cover#1", (300, 300, 400, 400))])
+    assert len(stage.plans) == 1 and list(state.verdicts.found) == ["cover"]
