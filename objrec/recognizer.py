@@ -61,6 +61,9 @@ MAX_EXTRA_TILES = 3
 #: At most this many boxes where the last frame's unverified candidates placed their objects are looked at in a
 #: frame (each costs about a small search and a verification).
 MAX_HINTS = 2
+#: An object whose hints were searched in vain in this many frames in a row is not hinted again until a frame
+#: leaves it no hint (:meth:`Recognizer._next_hints`).
+HINT_TRIES = 3
 
 #: Units whose costs are learned from their first runs (their prior admits the first): a confirmation, a
 #: realignment, a re-acquisition, a read of shortlisted objects (from the disk, or once read ahead), and the
@@ -232,6 +235,7 @@ class Recognizer:
         self.camera = camera
         self.last_rejections: list[Rejection] = []
         self._hints: list[tuple[str, tuple[int, int, int, int]]] = []  # the boxes the next frame looks at first
+        self._hint_tries: dict[str, int] = {}  # object name -> frames in a row its hints were searched in vain
         self.frames = 0
 
     def _set_prefilter(self, prefilter: Any, adapt: bool, adapt_params: Any) -> None:
@@ -362,7 +366,7 @@ class Recognizer:
         # An object less in view than a track needs would be found again in every frame: it is left to the search.
         sweeping = self.planner.sweep and state.budget_ms is not None
         least = self.tracker.params.min_anchor_visible
-        self._hints = verdicts.open_hints(MAX_HINTS, least) if sweeping else []
+        self._hints = self._next_hints(verdicts.open_hints(MAX_HINTS, least) if sweeping else [], state)
         self.degrade.observe(latency if state.mandatory_ms is None else state.mandatory_ms)
         if self.adapter is not None:
             avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
@@ -371,6 +375,20 @@ class Recognizer:
         collect_in_slack(sched.remaining())
         self.frames += 1
         return result
+
+    def _next_hints(self, hints: list, state: FrameState) -> list:
+        """The ``hints`` the next frame looks at: those of objects whose hints were not searched in vain in each
+        of the last :data:`HINT_TRIES` frames. A hint's own search leaves a hint when what it finds is not
+        verified; an object whose hints keep failing (a wrong place, a view too poor) would otherwise take a
+        search in every frame. It is hinted again once a frame leaves it no hint."""
+        hinted = {split_key(k)[0] for k, _ in self._hints}
+        shown = {split_key(d.name)[0] for d in state.detections}
+        still = {split_key(k)[0] for k, _ in hints} - shown
+        tries = {n: c for n, c in self._hint_tries.items() if n in still}
+        for n in hinted & still:
+            tries[n] = tries.get(n, 0) + 1
+        self._hint_tries = tries
+        return [(k, b) for k, b in hints if tries.get(split_key(k)[0], 0) < HINT_TRIES]
 
     def _match(self, feats: Features, sched: FrameScheduler) -> list:
         """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit."""
@@ -390,7 +408,7 @@ class Recognizer:
     def reset(self) -> None:
         """Forget tracked objects and their smoothed corners (a new, unrelated sequence of frames follows)."""
         self.tracker.reset()
-        self._hints = []
+        self._hints, self._hint_tries = [], {}
         if self.smoother is not None:
             self.smoother.reset()
 

@@ -375,3 +375,29 @@ def test_each_extra_part_of_the_sweep_a_frame_searches_is_recorded_in_its_result
     recognizer.more_tiles(rec, state, sched, Regions.full(64, 64), 1)
     assert len(searched) == 2
     assert [r.subject for r in sched.skipped if r.reason == "sweep"] == subjects
+
+
+def test_an_object_whose_hints_keep_failing_is_not_hinted_again_until_a_frame_leaves_it_none():
+    """Hints searched in vain HINT_TRIES frames in a row stop; a frame without a hint for the object, or the
+    object found, starts its count again; other objects' hints are not held back."""
+    from types import SimpleNamespace
+
+    from objrec.recognizer import HINT_TRIES
+
+    rec = SimpleNamespace(_hints=[], _hint_tries={})
+    box, other = (10, 10, 150, 150), (300, 200, 420, 330)
+
+    def frame(hints, shown=()):
+        state = SimpleNamespace(detections=[SimpleNamespace(name=n) for n in shown])
+        rec._hints = Recognizer._next_hints(rec, hints, state)
+        return [k for k, _ in rec._hints]
+
+    assert frame([("cover#1", box)]) == ["cover#1"]  # first seen: searched next frame
+    for _ in range(HINT_TRIES - 1):
+        assert frame([("cover", box)]) == ["cover"]  # searched in vain, hinted again
+    assert frame([("cover", box), ("other", other)]) == ["other"]  # the last try failed too: held back
+    assert frame([("cover", box), ("other", other)]) == ["other"]  # held back while it keeps leaving hints
+    assert frame([("other", other)]) == ["other"]  # a frame without a hint for it
+    assert frame([("cover", box)]) == ["cover"]  # starts again
+    assert frame([("cover", box)]) == ["cover"] and rec._hint_tries == {"cover": 1}
+    assert frame([], shown=["cover"]) == [] and rec._hint_tries == {}  # found (open hints leave it out): no count

@@ -339,24 +339,41 @@ def _hinted(room_ms, tracked=(), finds=()):
 
 def test_a_hint_is_searched_by_the_primary_detector_in_its_box_against_its_objects_views():
     plans, calls, seen, sched = _hinted(room_ms=12.0)
+    # Each box a crop of its own, at full resolution: it fits the time left.
     assert [(k, p.crop, p.regions.boxes.tolist(), p.scale) for k, p in plans] == [
         ("surf", (100, 50, 260, 230), [[100, 50, 260, 230]], 1.0),
         ("surf", (400, 300, 560, 470), [[400, 300, 560, 470]], 1.0),
     ]
     assert calls == [[1, 2], [3]]  # every view of "cover" (the hint named its second), then "other" alone
     assert seen == ["poster", "poster"]  # its candidates verified
-    units = [(u.unit, u.subject, u.admitted) for u in sched.records]
+    units = [(u.unit, u.subject, u.admitted) for u in sched.records if u.unit == "hint"]
     assert units == [("hint", "cover", True), ("hint", "other", True)]
-    px = 160 * 180
-    assert sched.records[0].predicted_ms == pytest.approx(0.5 + 1e-4 * px, rel=1e-3)  # the extraction's own line
+    assert sched.records[0].predicted_ms == pytest.approx(0.5 + 1e-4 * 160 * 180, rel=1e-3)  # the extraction's line
     assert set(sched.timings) == {"hint"}
 
 
+def test_a_large_hint_box_is_searched_at_the_resolution_that_fits_down_to_the_escalations_floor():
+    """As an escalation's box (escalation_plan): the largest resolution whose extraction fits the time left, but
+    never below ESCALATION_PIXELS; a box that does not fit even there is left out with a record."""
+    state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 16.0)
+    stage = _Stage()
+    looks = SecondLooks(stage, {"surf": _Matcher("poster"), "sift": _Nothing()}, _Verifier(()), _Nothing(),
+                        SearchPlanner("surf"), ["surf", "sift"], _KEYS)  # fmt: skip
+    box = (0, 0, 400, 250)  # 100,000 pixels: 10.5 ms at full resolution
+    looks.hinted(state, _hint_sched(6.0), [("cover", box)])
+    [(_, plan)] = stage.plans
+    assert plan.crop == box and plan.scale < 1.0 and 0.5 + 1e-4 * plan_work(plan) <= 6.0
+    assert plan_work(plan) >= ESCALATION_PIXELS
+    sched = _hint_sched(2.0)  # the floor's 25,000 pixels cost 3 ms
+    looks.hinted(state, sched, [("cover", box)])
+    assert len(stage.plans) == 1 and [(r.unit, r.subject) for r in sched.skipped] == [("hint", "cover")]
+
+
 def test_a_hint_that_does_not_fit_is_skipped_with_a_record_and_one_already_followed_is_not_searched():
-    plans, _, _, sched = _hinted(room_ms=3.0, tracked=("other",))  # one box's 2.1 ms fits, not a second
+    plans, _, _, sched = _hinted(room_ms=4.0, tracked=("other",))  # "cover" fits (3.4 ms); "other" is followed
     assert [p.crop for _, p in plans] == [(100, 50, 260, 230)]
-    plans, _, _, sched = _hinted(room_ms=2.0)
-    assert plans == [] and [(r.unit, r.reason, r.subject) for r in sched.skipped] == [
+    plans, _, _, sched = _hinted(room_ms=2.9)  # neither fits, even at the escalation's floor (3.0 ms)
+    assert plans == [] and [(r.unit, r.reason, r.subject) for r in sched.skipped if r.unit == "hint"] == [
         ("hint", "budget", "cover"),
         ("hint", "budget", "other"),
     ]
