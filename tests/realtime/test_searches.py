@@ -48,15 +48,21 @@ def _looks(stage):
     return SecondLooks(stage, {"surf": nothing, "sift": nothing}, nothing, nothing, planner, ["surf", "sift"], [])
 
 
+def _learned(budget_ms, room_ms, stage, ms_at, sizes):
+    """A scheduler with ``room_ms`` left of a ``budget_ms`` frame whose cost model learned ``stage`` exactly on the
+    line ``ms_at(pixels)`` at ``sizes``."""
+    clock = FakeClock()
+    s = FrameScheduler(budget_ms, CostModel(min_samples=3), clock, safety_ms=0.0)
+    for px in sizes:
+        s.cost.observe(stage, px, ms_at(px))
+    s.start()
+    clock.advance(budget_ms - room_ms)
+    return s
+
+
 def _sched(room_ms):
     """A scheduler with ``room_ms`` left of a 33 ms frame; the escalation costs 1 ms + 0.2 ms per 1000 pixels."""
-    clock = FakeClock()
-    s = FrameScheduler(33.0, CostModel(min_samples=3), clock, safety_ms=0.0)
-    for px in (20_000, 60_000, 120_000):
-        s.cost.observe("escalate_sift", px, 1.0 + 2e-4 * px)
-    s.start()
-    clock.advance(33.0 - room_ms)
-    return s
+    return _learned(33.0, room_ms, "escalate_sift", lambda px: 1.0 + 2e-4 * px, (20_000, 60_000, 120_000))
 
 
 def _expected_box(xy, w=640, h=480):
@@ -315,13 +321,7 @@ def test_escalation_without_a_budget_stops_at_the_suspects_when_they_are_found()
 
 def _hint_sched(room_ms):
     """A 16 ms scheduler with ``room_ms`` left; the primary extraction costs 0.5 ms + 0.1 ms per 1000 pixels."""
-    clock = FakeClock()
-    s = FrameScheduler(16.0, CostModel(min_samples=3), clock, safety_ms=0.0)
-    for px in (10_000, 40_000, 80_000):
-        s.cost.observe("features_surf", px, 0.5 + 1e-4 * px)
-    s.start()
-    clock.advance(16.0 - room_ms)
-    return s
+    return _learned(16.0, room_ms, "features_surf", lambda px: 0.5 + 1e-4 * px, (10_000, 40_000, 80_000))
 
 
 def _hinted(room_ms, tracked=(), finds=()):
