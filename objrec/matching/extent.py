@@ -9,7 +9,7 @@ Features from Scale-Invariant Keypoints", IJCV 2004, section 7.1, with one bin a
 
 A candidate with too few matches to verify, found where only part of its object lay in the searched part of
 the frame, is then known by where the whole of it lies: the next search looks there (see
-:meth:`objrec.matching.verdicts.FrameVerdicts.add`).
+:attr:`objrec.matching.verdicts.FrameVerdicts.hints`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from objrec.boxes import clip_box
+from objrec.boxes import clip_box, model_corners
 from objrec.types import Candidate
 
 __all__ = ["Extent", "predicted_extent", "EXTENT_SUPPORT", "EXTENT_GROW"]
@@ -102,7 +102,7 @@ def predicted_extent(candidate: Candidate, width: int, height: int, support: int
     rel = (theta[member] - theta[best] + np.pi) % (2 * np.pi) - np.pi
     t = float(theta[best] + np.median(rel))
     mid = np.median(pred[member], axis=0)
-    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64) - centre
+    corners = model_corners(w, h) - centre
     rot = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
     placed = mid + k * corners @ rot.T
     lo, hi = placed.min(axis=0), placed.max(axis=0)

@@ -83,11 +83,9 @@ class FrameVerdicts:
     tracked : list of (str, (4, 2) ndarray)
         Names and outlines of the objects the tracking stage followed into this frame (objects that may be in
         front, like ``found``).
-    hints : dict of str -> Extent
-        Per record key, where the matches of a candidate that was not verified (rejected for too little
-        evidence, or left out for the budget) place its whole object
-        (:func:`~objrec.matching.extent.predicted_extent`): the next frame's search can look there
-        (:meth:`open_hints`).
+    unverified : list of Candidate
+        Candidates rejected for too little evidence or whose verification was left out for the budget: where
+        their matches place their objects (:attr:`hints`) the next frame's search can look (:meth:`open_hints`).
     """
 
     shape: tuple[int, int]
@@ -98,7 +96,7 @@ class FrameVerdicts:
     retry: list[Candidate] = field(default_factory=list)
     refine: list[Candidate] = field(default_factory=list)
     tracked: list[tuple[str, np.ndarray]] = field(default_factory=list)
-    hints: dict[str, Extent] = field(default_factory=dict)
+    unverified: list[Candidate] = field(default_factory=list)
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
         if isinstance(verdict, Detection):
@@ -111,27 +109,36 @@ class FrameVerdicts:
         if verdict.reason in RETRY_REASONS:
             self.retry.append(candidate)
         if verdict.reason in UNSURE_REASONS:
-            self.hint(candidate)
+            self.unverified.append(candidate)
         if verdict.reason in UNSURE_REASONS and verdict.matches >= UNSURE_MIN_MATCHES:
             h, w = self.shape
             box = points_box(candidate.scene_xy, w, h)
             if box is not None and box not in self.unsure:
                 self.unsure.append(box)
 
-    def hint(self, candidate: Candidate) -> None:
-        """Keep where the candidate's matches place its object (:attr:`hints`), when enough of them agree; of
-        two candidates of one record, the one with more agreeing matches."""
+    def shown(self) -> set[str]:
+        """The names of the objects found or followed in this frame (by any of their views)."""
+        return {split_key(n)[0] for n in self.found} | {split_key(n)[0] for n, _ in self.tracked}
+
+    @property
+    def hints(self) -> dict[str, Extent]:
+        """Per record key, where the matches of the :attr:`unverified` candidates place its whole object
+        (:func:`~objrec.matching.extent.predicted_extent`) when enough of them agree; of two candidates of one
+        record, the one with more agreeing matches. Computed when asked for: only a sweep looks at them."""
         h, w = self.shape
-        extent = predicted_extent(candidate, w, h)
-        old = self.hints.get(candidate.name)
-        if extent is not None and (old is None or extent.support > old.support):
-            self.hints[candidate.name] = extent
+        out: dict[str, Extent] = {}
+        for c in self.unverified:
+            extent = predicted_extent(c, w, h)
+            old = out.get(c.name)
+            if extent is not None and (old is None or extent.support > old.support):
+                out[c.name] = extent
+        return out
 
     def open_hints(self, most: int, in_view: float) -> list[tuple[str, tuple[int, int, int, int]]]:
         """At most ``most`` of the :attr:`hints` whose objects were neither found nor followed in this frame
-        (by any of their views) and lie at least ``in_view`` in the frame, those with the most agreeing
-        matches first: (record key, box)."""
-        shown = {split_key(n)[0] for n in self.found} | {split_key(n)[0] for n, _ in self.tracked}
+        (:meth:`shown`) and lie at least ``in_view`` in the frame, those with the most agreeing matches first:
+        (record key, box)."""
+        shown = self.shown()
         open_ = [(e.support, k, e.box) for k, e in self.hints.items() if e.in_view >= in_view]
         open_ = [x for x in open_ if split_key(x[1])[0] not in shown]
         return [(k, b) for _, k, b in sorted(open_, key=lambda x: -x[0])[:most]]

@@ -164,7 +164,7 @@ class SecondLooks:
         kind, verdicts = self.primary, state.verdicts
         for key, box in hints:
             name = split_key(key)[0]
-            if name in {split_key(n)[0] for n in verdicts.found} | {split_key(n)[0] for n, _ in verdicts.tracked}:
+            if name in verdicts.shown():
                 continue
             stage = f"features_{kind}"
             plan = self.planner.escalation_plan(box, sched, stage)
