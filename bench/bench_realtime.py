@@ -6,7 +6,8 @@ embedded data moving through it (20-50% of the frame height, in-plane rotation u
 perspective, entering and leaving, overlapping, blur on every 10th frame, noise sigma 3); a fixed seed.
 
 Reported: deadline misses, drops, latency percentiles, recall of fully visible objects (corners within
-10 px), false detections per 1000 frames, and the find_obj-style baseline on the same frames (the anchor,
+10 px), how soon an object is found once fully in view (frames until found, per entry), false detections per
+1000 frames, and the find_obj-style baseline on the same frames (the anchor,
 measured in the same run). ``--sweep`` adds a budget sweep (table + plot), ``--soak N`` a long looping run
 with memory tracking, ``--stress`` runs ``stress-ng --cpu 2`` beside it.
 
@@ -169,6 +170,7 @@ def main() -> int:
                 f"        recall {score.found}/{score.visible} = {100 * score.recall:.1f}%, false detections "
                 f"{score.false} ({1000 * score.false / max(1, len(frames)):.2f} per 1000 frames)"
             )
+            print(f"        {entries_line(score)}")
             stats.write(out / "stats_main.json")
             if args.repeat > 1:
                 results["repeats"] = repeats(args, db, frames, truths, prefilter, stats, score)
@@ -257,6 +259,7 @@ def repeats(args, db, frames, truths, prefilter, stats, score) -> dict:
         st, sc = run_once(db, frames, truths, args.budget_ms, not args.not_paced, args.backend, prefilter=prefilter)
         runs.append((sc.recall, st.to_json()["deadline_misses"]))
         print(f"  repeat {k + 1}/{args.repeat}: recall {100 * sc.recall:.1f}%, deadline misses {runs[-1][1]}")
+        print(f"    {entries_line(sc)}")
     rec = np.array([r for r, _ in runs])
     miss = np.array([m for _, m in runs])
     print(
@@ -271,6 +274,17 @@ def repeats(args, db, frames, truths, prefilter, stats, score) -> dict:
         "recall_sd": float(rec.std(ddof=1)),
         "misses_mean": float(miss.mean()),
     }
+
+
+def entries_line(score: StreamScore) -> str:
+    """How soon objects were found once fully in view (``StreamScore.entries``), in one line."""
+    e = score.entry_summary()
+    if not e["entries"]:
+        return "no object came fully into view"
+    return (
+        f"{e['entries']} times an object came fully into view: found in that frame {100 * e['found_at_once']:.0f}%, "
+        f"frames until found p90 {e['p90_frames']:.0f}, longest {e['max_frames']}; never found {e['never_found']}"
+    )
 
 
 def _detectors() -> dict:

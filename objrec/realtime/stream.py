@@ -8,7 +8,7 @@ cross. Backgrounds come from real video frames, each shown for ``hold`` frames.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -202,25 +202,42 @@ class SceneStream:
 
 @dataclass
 class StreamScore:
-    """Recognition quality over a stream: recall of fully visible objects, false detections."""
+    """Recognition quality over a stream: recall of fully visible objects, false detections, and how soon an
+    object is found once it is fully in view.
+
+    Each time an object comes fully into view (its visible share reaches ``min_visible``, in the first frame or
+    after a frame in which it was not) is an *entry*; ``entries`` holds, per entry, the frames until it was
+    first found (0: in the frame it came fully into view) or None when it was not found before it left full view
+    again, and the frames it stayed fully in view. The misses of a recall that tracks objects once found
+    gather there: an object found late is missed in every frame before.
+    """
 
     visible: int = 0  # fully visible object instances
     found: int = 0  # of those, detected with corners within tolerance
     false: int = 0  # detections of objects not in view (or far from where they are)
     frames: int = 0
+    entries: list[tuple[int | None, int]] = field(default_factory=list)  # (frames until found or None, frames in view)
+    _open: dict[str, int] = field(default_factory=dict, repr=False)  # object name -> its entry in ``entries``
 
     def add(
         self, detections: Sequence, truth: Sequence[SceneObject], tol_px: float = 10.0, min_visible: float = 0.95
     ) -> None:
         self.frames += 1
         by_name = {o.name: o for o in truth}
+        full = {o.name for o in truth if o.visible_fraction >= min_visible}
+        self._open = {n: k for n, k in self._open.items() if n in full}  # out of full view: the entry is over
         for o in truth:
             if o.visible_fraction < min_visible:
                 continue
             self.visible += 1
             d = next((d for d in detections if d.name == o.name), None)
-            if d is not None and np.linalg.norm(d.corners - o.corners, axis=1).max() <= tol_px:
-                self.found += 1
+            ok = d is not None and np.linalg.norm(d.corners - o.corners, axis=1).max() <= tol_px
+            self.found += ok
+            k = self._open.setdefault(o.name, len(self.entries))
+            if k == len(self.entries):
+                self.entries.append((None, 0))
+            first, seen = self.entries[k]
+            self.entries[k] = (seen if first is None and ok else first, seen + 1)
         for d in detections:
             o = by_name.get(d.name)
             if o is None:
@@ -232,6 +249,19 @@ class StreamScore:
     def recall(self) -> float:
         return self.found / self.visible if self.visible else float("nan")
 
+    def entry_summary(self) -> dict:
+        """The entries: how many, the share found in the frame they came fully into view, the 90th percentile and
+        the largest of the frames until found (an entry never found counts the frames it stayed in view), and
+        how many were never found."""
+        delays = [seen if first is None else first for first, seen in self.entries]
+        return {
+            "entries": len(self.entries),
+            "found_at_once": sum(first == 0 for first, _ in self.entries) / len(self.entries) if self.entries else None,
+            "p90_frames": float(np.percentile(delays, 90)) if delays else None,
+            "max_frames": max(delays) if delays else None,
+            "never_found": sum(first is None for first, _ in self.entries),
+        }
+
     def to_json(self) -> dict:
         return {
             "frames": self.frames,
@@ -239,4 +269,5 @@ class StreamScore:
             "found": self.found,
             "recall": self.recall,
             "false_detections": self.false,
+            "entries": self.entry_summary(),
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from objrec.data import sample_objects, synthetic_cover
 from objrec.imageio import InputError
 from objrec.realtime.sources import ArraySource, ImageDirSource, LatestFrameSlot, PacedSource, VideoSource, open_source
-from objrec.realtime.stream import SceneStream
+from objrec.realtime.stream import SceneStream, StreamScore
 
 
 def test_latest_frame_slot_newest_wins_and_counts_drops():
@@ -255,3 +256,41 @@ def test_camera_source_that_cannot_open_names_the_camera(monkeypatch):
     monkeypatch.setattr(cv2, "VideoCapture", _FakeCamera)
     with pytest.raises(InputError, match="camera 7: cannot be opened"):
         CameraSource(7)
+
+
+def test_stream_score_entries_count_frames_until_found_per_entry_into_full_view():
+    """Against a per-object scan of random visibility and detection sequences: each run of frames in which an
+    object is fully visible is one entry, with the frames before its first detection within tolerance (a
+    detection far off does not count) or None when it was never found, and the run's length."""
+    rng = np.random.default_rng(5)
+    names = ["a", "b", "c"]
+    n = 400
+    vis = {k: np.clip(np.cumsum(rng.normal(0, 0.15, n)) % 2.0, 0, 1) for k in names}  # wanders in and out of view
+    hit = {k: rng.random(n) < 0.3 for k in names}
+    off = {k: rng.random(n) < 0.1 for k in names}  # detected, but 30 px off
+    corners = np.array([[0, 0], [10, 0], [10, 10], [0, 10]], np.float64)
+    score = StreamScore()
+    for i in range(n):
+        truth = [SimpleNamespace(name=k, visible_fraction=float(v[i]), corners=corners) for k, v in vis.items()]
+        truth = [o for o in truth if o.visible_fraction > 0]
+        dets = [SimpleNamespace(name=k, corners=corners + (30.0 if off[k][i] else 0.0)) for k in names if hit[k][i]]
+        score.add(dets, truth)
+    expected = []
+    for k in names:  # one object at a time, frame by frame
+        runs, start = [], None
+        for i in range(n + 1):
+            full = i < n and vis[k][i] >= 0.95
+            if full and start is None:
+                start = i
+            if not full and start is not None:
+                runs.append((start, i))
+                start = None
+        for a, b in runs:
+            found = [i - a for i in range(a, b) if hit[k][i] and not off[k][i]]
+            expected.append((found[0] if found else None, b - a))
+    assert sorted(score.entries, key=str) == sorted(expected, key=str) and len(expected) > 20
+    firsts = [f for f, _ in expected]
+    assert None in firsts and 0 in firsts and any(f and f > 0 for f in firsts)  # each kind of entry occurs
+    summary = score.entry_summary()
+    assert summary["entries"] == len(expected) and summary["never_found"] == sum(f is None for f, _ in expected)
+    assert summary["max_frames"] == max(s if f is None else f for f, s in expected)
