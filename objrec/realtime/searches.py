@@ -162,11 +162,11 @@ class SecondLooks:
         Looked for there, at the resolution of :meth:`~objrec.realtime.planner.SearchPlanner.escalation_plan`,
         it is found in the next frame rather than when the sweep comes back with the object inside one part."""
         kind, verdicts = self.primary, state.verdicts
+        stage = f"features_{kind}"
         for key, box in hints:
             name = split_key(key)[0]
             if name in verdicts.shown():
                 continue
-            stage = f"features_{kind}"
             plan = self.planner.escalation_plan(box, sched, stage)
             plan = dataclasses.replace(plan, crop=box)
             out = sched.run(

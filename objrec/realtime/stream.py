@@ -231,7 +231,7 @@ class StreamScore:
                 continue
             self.visible += 1
             d = next((d for d in detections if d.name == o.name), None)
-            ok = d is not None and np.linalg.norm(d.corners - o.corners, axis=1).max() <= tol_px
+            ok = d is not None and bool(np.linalg.norm(d.corners - o.corners, axis=1).max() <= tol_px)
             self.found += ok
             k = self._open.setdefault(o.name, len(self.entries))
             if k == len(self.entries):

@@ -294,3 +294,4 @@ def test_stream_score_entries_count_frames_until_found_per_entry_into_full_view(
     summary = score.entry_summary()
     assert summary["entries"] == len(expected) and summary["never_found"] == sum(f is None for f, _ in expected)
     assert summary["max_frames"] == max(s if f is None else f for f, s in expected)
+    assert json.loads(json.dumps(score.to_json()))["entries"] == summary  # the benchmark writes it as JSON
