@@ -58,6 +58,8 @@ WIN_SIZE = 21
 MAX_LEVEL = 3
 #: Corners of the rendered model followed into the frame.
 POINTS = 48
+#: Corners found on each level of a template's pyramid, the candidates for those :data:`POINTS`.
+CORNERS = 1000
 #: Pixels around the outline that the rendered model and the frame crop keep.
 MARGIN = 16
 #: A realignment that moves a corner of the outline by more than this (frame pixels) is repeated, in the same
@@ -74,19 +76,49 @@ AGAIN_PX = 1.0
 SIGNIFICANCE = 0.999
 
 
-class ModelTemplates:
-    """Gray model images for realignment, read once per object through ``read(name) -> image`` (BGR or gray
-    uint8) and kept for the ``capacity`` objects used most recently.
+class Template:
+    """One object's model image in gray for realignment: ``gray``, resized by ``scale`` (model pixels to
+    template pixels), and its strong corners at each level of its pyramid, found once when first asked for
+    (:meth:`corners`), so that a realignment maps them into the frame instead of searching the rendered model
+    for corners in every frame."""
 
-    Each entry is ``(gray, scale)``: the image resized by ``scale`` (model pixels to template pixels).
-    """
+    __slots__ = ("gray", "scale", "_levels")
+
+    def __init__(self, gray: np.ndarray, scale: float) -> None:
+        self.gray = gray
+        self.scale = scale
+        self._levels: dict[int, np.ndarray] = {}
+
+    def corners(self, level: int) -> np.ndarray:
+        """Up to :data:`CORNERS` Shi-Tomasi corners of the template reduced ``level`` times by half, in template
+        pixels (k, 2), the strongest first: the corners the template shows when rendered at about ``2**-level``
+        of its size (finer texture blurs away there)."""
+        if level not in self._levels:
+            img = self.gray
+            for _ in range(level):
+                img = cv2.pyrDown(img)
+            p = cv2.goodFeaturesToTrack(img, CORNERS, 0.001, 2.0, blockSize=5)
+            pts = np.zeros((0, 2)) if p is None else p.reshape(-1, 2).astype(np.float64)
+            self._levels[level] = (pts + 0.5) * 2.0**level - 0.5
+        return self._levels[level]
+
+    def level(self, k: float) -> int:
+        """The pyramid level whose corners a rendering at ``k`` times the template's size shows: the nearest
+        in scale, and no coarser than a level of at least :data:`WIN_SIZE` pixels a side."""
+        top = int(np.log2(max(1, min(self.gray.shape[:2]) // WIN_SIZE)))
+        return int(np.clip(round(-np.log2(max(k, 1e-6))), 0, top))
+
+
+class ModelTemplates:
+    """Gray model images for realignment (:class:`Template`), read once per object through ``read(name) ->
+    image`` (BGR or gray uint8) and kept for the ``capacity`` objects used most recently."""
 
     def __init__(self, read: Callable[[str], np.ndarray], capacity: int = 64) -> None:
         self.read = read
         self.capacity = capacity
-        self._cache: OrderedDict[str, tuple[np.ndarray, float]] = OrderedDict()
+        self._cache: OrderedDict[str, Template] = OrderedDict()
 
-    def get(self, name: str) -> tuple[np.ndarray, float]:
+    def get(self, name: str) -> Template:
         if name in self._cache:
             self._cache.move_to_end(name)
             return self._cache[name]
@@ -96,33 +128,41 @@ class ModelTemplates:
         if scale < 1.0:
             size = (max(1, round(gray.shape[1] * scale)), max(1, round(gray.shape[0] * scale)))
             gray = cv2.resize(gray, size, interpolation=cv2.INTER_AREA)
-        self._cache[name] = (gray, scale)
+        self._cache[name] = Template(gray, scale)
         if len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
-        return gray, scale
+        return self._cache[name]
 
 
 def _normalised(img: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``img`` with its mean and spread over ``mask`` mapped to 128 and 40 (uint8)."""
-    a = img.astype(np.float32)
-    vals = a[mask]
-    mu, sd = float(vals.mean()), float(vals.std()) + 1e-3
-    return np.clip(128.0 + 40.0 * (a - mu) / sd, 0, 255).astype(np.uint8)
+    """``img`` with its mean and spread over ``mask`` (uint8, nonzero inside) mapped to 128 and 40 (uint8)."""
+    mu, sd = (float(v) for v in np.ravel(cv2.meanStdDev(img, mask=mask)))
+    lut = np.clip(128.0 + 40.0 * (np.arange(256) - mu) / (sd + 1e-3), 0, 255).astype(np.uint8)
+    return cv2.LUT(img, lut)
+
+
+def _spread(pts: np.ndarray, spacing: float, n: int) -> np.ndarray:
+    """The indices of up to ``n`` of ``pts`` (strongest first), at most one in each square of side ``spacing``:
+    the strongest there, so that the points spread over the object."""
+    cells = np.floor(pts / spacing).astype(np.int64)
+    key = cells[:, 1] * (int(cells[:, 0].max()) + 1) + cells[:, 0]
+    return np.sort(np.unique(key, return_index=True)[1])[:n]
 
 
 def realign(
     frame_gray: np.ndarray,
-    template: tuple[np.ndarray, float],
+    template: Template,
     H: np.ndarray,
     model_size: tuple[int, int],
     hidden: Sequence[np.ndarray] = (),
 ) -> tuple[np.ndarray | None, int]:
     """``H`` (model pixels to frame pixels) realigned with the model, and the number of points that agree with
     it: the model, rendered through ``H`` (``template``: :meth:`ModelTemplates.get`), gives up to
-    :data:`POINTS` strong corners, which are followed from it into ``frame_gray``; the homography is refitted
-    to where they are. Parts inside the ``hidden`` outlines (objects in front) are not used. ``(None, 0)``
-    when too few points agree or the outline would move by more than :data:`MAX_SHIFT` of its side."""
-    gray, scale = template
+    :data:`POINTS` strong corners (the template's own, :meth:`Template.corners`, at the rendering's scale),
+    which are followed from it into ``frame_gray``; the homography is refitted to where they are. Parts inside
+    the ``hidden`` outlines (objects in front) are not used. ``(None, 0)`` when too few points agree or the
+    outline would move by more than :data:`MAX_SHIFT` of its side."""
+    gray, scale = template.gray, template.scale
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
     fh, fw = frame_gray.shape[:2]
@@ -134,27 +174,35 @@ def realign(
     M = to_crop @ np.diag([1.0 / scale, 1.0 / scale, 1.0])  # template pixels to crop pixels
     size = (int(x1 - x0), int(y1 - y0))
     rendered = cv2.warpPerspective(gray, M, size, flags=cv2.INTER_LINEAR)
-    inside = cv2.warpPerspective(np.full(gray.shape[:2], 255, np.uint8), M, size, flags=cv2.INTER_NEAREST)
+    inside = np.zeros((size[1], size[0]), np.uint8)
+    cv2.fillConvexPoly(inside, np.round(corners - [x0, y0]).astype(np.int32), 255)
     for q in hidden:
         poly = np.round(np.asarray(q, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)
         cv2.fillPoly(inside, [poly.reshape(-1, 1, 2)], 0)
-    mask = inside > 0
-    if mask.sum() < WIN_SIZE * WIN_SIZE:
+    if cv2.countNonZero(inside) < WIN_SIZE * WIN_SIZE:
         return None, 0
     crop = frame_gray[y0:y1, x0:x1]
-    a, b = _normalised(rendered, mask), _normalised(crop, mask)
+    a, b = _normalised(rendered, inside), _normalised(crop, inside)
     # Around the object the rendered model shows the frame itself: windows reaching over the outline then
     # compare background with background, not with an empty border.
-    a = np.where(mask, a, b)
-    # Corners of the rendered model, away from its border (a window there would hold the background too).
-    inner = cv2.erode(mask.astype(np.uint8), np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
+    a = cv2.copyTo(a, inside, b.copy())
+    # The template's corners where the rendering shows them, away from its border (a window there would hold
+    # the background too).
+    inner = cv2.erode(inside, np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
     side = np.sqrt(max(cv2.contourArea(corners.astype(np.float32)), 1.0))
-    spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
-    p0 = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
-    if p0 is None or len(p0) < MIN_POINTS:
+    k = side / (np.sqrt(w * h) * scale)  # the rendering's size against the template's
+    pts = template.corners(template.level(k))
+    at = map_points(M, pts)
+    xi, yi = np.round(at).astype(np.int64).T
+    ok = (xi >= 0) & (yi >= 0) & (xi < size[0]) & (yi < size[1])
+    ok[ok] = inner[yi[ok], xi[ok]] > 0
+    if int(ok.sum()) < MIN_POINTS:
         return None, 0
-    p0 = p0.astype(np.float32).reshape(-1, 1, 2)
-    src = map_points(np.linalg.inv(to_crop), p0.reshape(-1, 2).astype(np.float64))
+    pick = _spread(at[ok], max(4.0, side / (2.0 * np.sqrt(POINTS))), POINTS)
+    if len(pick) < MIN_POINTS:
+        return None, 0
+    p0 = at[ok][pick].astype(np.float32).reshape(-1, 1, 2)
+    src = pts[ok][pick] / scale
     kw = {
         "winSize": (WIN_SIZE, WIN_SIZE),
         "maxLevel": MAX_LEVEL,

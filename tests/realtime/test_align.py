@@ -79,6 +79,55 @@ def test_a_track_on_its_object_is_left_where_it_is_through_new_sensor_noise(scen
     assert moves <= 1
 
 
+def _placed(side, angle, seed=0):
+    """The cover at ``side`` pixels (the square root of its area) turned by ``angle`` degrees about the frame's
+    centre, printed and photographed as in :func:`scene`; the image and the true homography."""
+    model = cv2.cvtColor(sample_objects()["cover"], cv2.COLOR_BGR2GRAY)
+    h, w = model.shape
+    a, s = np.radians(angle), side / np.sqrt(w * h)
+    R = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    dst = ((model_corners(w, h) - [w / 2, h / 2]) * s) @ R.T + [W / 2, H / 2]
+    Ht = cv2.getPerspectiveTransform(model_corners(w, h).astype(np.float32), dst.astype(np.float32))
+    bg = cv2.cvtColor(sample_background((W, H), seed=5), cv2.COLOR_BGR2GRAY)
+    warped = cv2.warpPerspective(model, Ht, (W, H), flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
+    inside = cv2.warpPerspective(np.full((h, w), 255, np.uint8), Ht, (W, H), flags=cv2.INTER_NEAREST)
+    img = np.where(inside > 0, warped, bg).astype(np.float64)
+    img = 30 + 0.8 * 255 * (img / 255.0) ** 0.8
+    img = np.clip(img + np.random.default_rng(seed).normal(0, 3, img.shape), 0, 255).astype(np.uint8)
+    return img, model, Ht.astype(np.float64), (w, h)
+
+
+@pytest.mark.parametrize("side, angle", [(80.0, 0.0), (120.0, 35.0), (230.0, -60.0), (400.0, 15.0)])
+def test_a_drifted_track_comes_back_at_every_size_and_turn(side, angle):
+    """A rendering at a quarter of the template's size or at full size, turned or not: the template's corners
+    are taken from the level of its pyramid that matches the rendering, and the track comes back within a
+    pixel from a drift of 5% of its side."""
+    img, model, Ht, size = _placed(side, angle)
+    shift = 0.05 * side
+    start = np.array([[1.0, 0.0, shift], [0.0, 1.0, -0.6 * shift], [0.0, 0.0, 1.0]]) @ Ht
+    out = realign(img, ModelTemplates(lambda n: model).get("cover"), start, size)[0]
+    assert out is not None and _err(out, Ht, size) < 1.0 < _err(start, Ht, size)
+
+
+def test_template_corners_come_from_the_pyramid_level_of_the_rendering():
+    """Each level's corners are corners of that level (a strong response of the Shi-Tomasi measure there),
+    given in template pixels; the level chosen for a rendering is the one nearest its scale."""
+    model = cv2.cvtColor(sample_objects()["cover"], cv2.COLOR_BGR2GRAY)
+    tpl = ModelTemplates(lambda n: model).get("cover")
+    assert tpl.level(1.0) == 0 and tpl.level(0.5) == 1 and tpl.level(0.24) == 2 and tpl.level(0.001) <= 3
+    for level in range(3):
+        img = model
+        for _ in range(level):
+            img = cv2.pyrDown(img)
+        pts = tpl.corners(level)
+        assert len(pts) >= 50 and tpl.corners(level) is pts
+        at = np.round((pts + 0.5) / 2.0**level - 0.5).astype(int)
+        assert np.all((at >= 0) & (at < [img.shape[1], img.shape[0]]))
+        response = cv2.cornerMinEigenVal(img, 5)
+        strong = response[at[:20, 1], at[:20, 0]]
+        assert np.median(strong) > np.percentile(response, 99)
+
+
 @pytest.mark.parametrize("shift", [(1.5, 0.0), (0.0, -1.5)])
 def test_a_small_drift_is_still_taken_out(scene, shift):
     """A track off by a pixel and a half (well within what a detection's tolerance lets stand) is moved back
@@ -128,8 +177,8 @@ def test_templates_are_read_once_and_kept_small():
     reads = []
     big = np.zeros((1200, 900, 3), np.uint8)
     t = ModelTemplates(lambda n: reads.append(n) or big, capacity=2)
-    gray, scale = t.get("a")
-    assert gray.ndim == 2 and max(gray.shape) == 512 and scale == pytest.approx(512 / 1200)
+    tpl = t.get("a")
+    assert tpl.gray.ndim == 2 and max(tpl.gray.shape) == 512 and tpl.scale == pytest.approx(512 / 1200)
     t.get("a"), t.get("b"), t.get("c"), t.get("a")
     assert reads == ["a", "b", "c", "a"]  # "a" gave way to "c" beyond the capacity
 
