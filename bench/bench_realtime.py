@@ -3,7 +3,10 @@
 Stream: 640x480 frames delivered at a 30 fps pace; backgrounds are vtest.avi's frames (each shown for three
 frames; objrec's own panning sample backgrounds without ../shared/data); three enrolled covers from objrec's
 embedded data moving through it (20-50% of the frame height, in-plane rotation up to +-60 deg, mild
-perspective, entering and leaving, overlapping, blur on every 10th frame, noise sigma 3); a fixed seed.
+perspective, entering and leaving, overlapping, blur on every 10th frame, noise sigma 3); a fixed seed. The
+covers are reduced by area averaging to their size in the frame before they are warped, as a camera's pixels
+integrate them; ``--aliased`` renders them by bilinear sampling alone, whose aliasing moves unlike the covers
+from frame to frame (optical flow follows it, and tracks drift).
 
 Reported: deadline misses, drops, latency percentiles, recall of fully visible objects (corners within
 10 px), how soon an object is found once fully in view (frames until found, per entry), false detections per
@@ -60,8 +63,9 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def make_stream(n: int, seed: int) -> tuple[SceneStream, str, list]:
-    """The stream, where its backgrounds come from, and held-apart backgrounds to train the prefilter on."""
+def make_stream(n: int, seed: int, antialias: bool = True) -> tuple[SceneStream, str, list]:
+    """The stream, where its backgrounds come from, and held-apart backgrounds to train the prefilter on.
+    ``antialias=False`` renders the covers by bilinear sampling alone (see ``SceneStream``)."""
     data = shared_data()
     if data is not None:
         frames = video_backgrounds(str(data / "opencv_samples/vtest.avi"), (640, 480))
@@ -73,7 +77,7 @@ def make_stream(n: int, seed: int) -> tuple[SceneStream, str, list]:
         bgs = sample_video(max(2, n // 3 + 1))
         train = None
         where = "objrec sample backgrounds (../shared/data absent)"
-    return SceneStream(sample_objects(), bgs, n_frames=n, seed=seed, hold=3), where, train
+    return SceneStream(sample_objects(), bgs, n_frames=n, seed=seed, hold=3, antialias=antialias), where, train
 
 
 def run_once(db, frames, truths, budget, paced: bool, backend: str, track: bool = True, prefilter="auto"):
@@ -114,6 +118,11 @@ def main() -> int:
     ap.add_argument("--soak", type=int, default=0, help="additional soak run of N frames (looping source)")
     ap.add_argument("--out", default="bench-realtime-out")
     ap.add_argument("--no-prefilter", action="store_true", help="whole frames (no trained prefilter)")
+    ap.add_argument(
+        "--aliased",
+        action="store_true",
+        help="render the covers by bilinear sampling alone: shrunk covers alias, and the aliasing moves unlike them",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="run the main measurement N times and report the spread")
     args = ap.parse_args()
     out = Path(args.out)
@@ -121,14 +130,15 @@ def main() -> int:
     print("command:", " ".join([sys.executable] + sys.argv))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}; cv2 threads {cv2.getNumThreads()}")
 
-    stream, where, train_bgs = make_stream(args.frames, args.seed)
+    stream, where, train_bgs = make_stream(args.frames, args.seed, antialias=not args.aliased)
     t = time.perf_counter()
     frames, truths = [], []
     for f in stream:
         frames.append(f.image)
         truths.append(f.objects)
     print(
-        f"stream: {len(frames)} frames 640x480 at 30 fps pace, backgrounds {where}, generated in "
+        f"stream: {len(frames)} frames 640x480 at 30 fps pace, covers {'aliased' if args.aliased else 'antialiased'}, "
+        f"backgrounds {where}, generated in "
         f"{time.perf_counter() - t:.1f} s; fully visible object instances "
         f"{sum(1 for ts in truths for o in ts if o.visible_fraction >= 0.95)}"
     )

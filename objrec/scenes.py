@@ -273,12 +273,20 @@ def place_partly_outside(
     )
 
 
-def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray) -> np.ndarray:
+def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray, antialias: bool = False) -> np.ndarray:
     """Composite ``obj`` into ``canvas`` (in place) through ``H``; returns the boolean coverage mask.
 
     Only the part of the canvas inside the warped outline's bounding box is warped and blended: an object
     covering a small share of the frame costs that share.
+
+    ``antialias``: an object that ``H`` shrinks (at its centre) is first reduced to that size by area
+    averaging, as a camera's pixels integrate the light over their area, and then warped. Bilinear sampling
+    of a shrunk texture skips most of its pixels: the result aliases, and in a stream the aliasing pattern
+    moves differently from the object from one frame to the next (a tracker follows the pattern, not the
+    object).
     """
+    if antialias:
+        obj, H = _reduced(obj, np.asarray(H, np.float64))
     fh, fw = canvas.shape[:2]
     cover = np.zeros((fh, fw), bool)
     h, w = obj.shape[:2]
@@ -302,6 +310,28 @@ def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray) -> np.ndarra
     sub[:] = (sub.astype(np.float32) * (1 - a) + warped.astype(np.float32) * a + 0.5).astype(np.uint8)
     cover[y0:y1, x0:x1] = alpha >= 128
     return cover
+
+
+def _reduced(obj: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``obj`` reduced by area averaging to the size ``H`` gives it at its centre (the square root of the
+    Jacobian's determinant there), and the homography that maps the reduced image where ``H`` maps ``obj``;
+    both unchanged where ``H`` does not shrink it."""
+    h, w = obj.shape[:2]
+    c = H @ np.array([w / 2.0, h / 2.0, 1.0])
+    if abs(c[2]) < 1e-12:
+        return obj, H
+    J = (H[:2, :2] * c[2] - np.outer(c[:2], H[2, :2])) / c[2] ** 2
+    s = float(np.sqrt(abs(np.linalg.det(J))))
+    if not 0.0 < s < 1.0:
+        return obj, H
+    sw, sh = max(1, round(w * s)), max(1, round(h * s))
+    if (sw, sh) == (w, h):
+        return obj, H
+    small = cv2.resize(obj, (sw, sh), interpolation=cv2.INTER_AREA)
+    ax, ay = w / sw, h / sh
+    # Pixel u of the reduced image covers the model's pixels around (u + 0.5) * a - 0.5.
+    A = np.array([[ax, 0.0, 0.5 * ax - 0.5], [0.0, ay, 0.5 * ay - 0.5], [0.0, 0.0, 1.0]])
+    return small, H @ A
 
 
 def _fit_background(background: np.ndarray, frame_size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
@@ -389,6 +419,7 @@ def compose_scene(
     inside: bool = True,
     occlusion: float = 0.0,
     distortion: Distortion | None = None,
+    antialias: bool = False,
 ) -> Scene:
     """Composite ``objects`` (name → BGR/gray uint8 image) into ``background``.
 
@@ -407,6 +438,10 @@ def compose_scene(
         Fraction of each object's area covered by an occluder (a patch of background), 0..0.9.
     distortion : Distortion, optional
         Photometric changes of the whole frame.
+    antialias : bool
+        Shrunk objects are reduced by area averaging before they are warped (:func:`warp_object`): what a
+        camera sees, and what a stream of frames needs (the bilinear default aliases, and the aliasing moves
+        from frame to frame unlike the object).
 
     Returns
     -------
@@ -431,7 +466,7 @@ def compose_scene(
         obj = to_bgr(check_frame(img, f"object {name!r}"))
         h, w = obj.shape[:2]
         H = _object_homography(name, (w, h), frame_size, rng, homographies, placement)
-        cover = warp_object(canvas, obj, H)
+        cover = warp_object(canvas, obj, H, antialias)
         owner[cover] = i + 1
         placed.append((name, H, map_points(H, model_corners(w, h)), (w, h)))
         if occlusion > 0:

@@ -378,3 +378,47 @@ def test_warp_object_matches_a_full_frame_warp():
         diff = np.abs(out.astype(int) - ref.astype(int))
         assert (diff > 3).sum() <= 0.001 * diff.size and diff.max() <= 32
     assert behind > 0  # homographies sending part of the model behind the camera were among the cases
+
+
+def test_an_antialiased_shrink_on_the_pixel_grid_is_opencvs_area_reduction():
+    """Shrunk by 3 with the model's pixels mapped onto whole pixels of the frame, the antialiased warp is
+    OpenCV's area reduction of the object, placed where the homography puts it."""
+    obj = sample_objects()["pagoda"][:300, :300]
+    k = 3.0
+    H = np.array([[1 / k, 0.0, (0.5 - 0.5 * k) / k + 20.0], [0.0, 1 / k, (0.5 - 0.5 * k) / k + 30.0], [0.0, 0.0, 1.0]])
+    canvas = np.zeros((200, 200, 3), np.uint8)
+    warp_object(canvas, obj, H, antialias=True)
+    ref = cv2.resize(obj, (100, 100), interpolation=cv2.INTER_AREA)
+    assert np.abs(canvas[30:130, 20:120].astype(int) - ref.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize("antialias, limit", [(True, 0.06), (False, None)])
+def test_a_shrunk_object_moves_as_its_homography_says_only_when_antialiased(antialias, limit):
+    """The pagoda's fine texture shrunk to a third, turned, and moved by a fraction of a pixel, from nine
+    sub-pixel starting points: Lucas-Kanade at its strongest corners measures the motion the homographies
+    give within ``limit`` pixels on average when the warp is antialiased. By bilinear sampling alone the
+    aliasing pattern moves differently from the object, by a good part of a pixel at some starting points."""
+    obj = sample_objects()["pagoda"]
+    h, w = obj.shape[:2]
+    s, a, step = 0.33, 0.3, np.float32([-0.37, 0.21])
+    worst = 0.0
+    for start in np.linspace(0.0, 1.0, 9):
+        frames = []
+        for k in range(2):
+            tx, ty = np.array([100.0 + start, 60.0]) + k * step
+            H = np.array([[s * np.cos(a), -s * np.sin(a), tx], [s * np.sin(a), s * np.cos(a), ty], [0.0, 0.0, 1.0]])
+            canvas = np.full((400, 400, 3), 90, np.uint8)
+            warp_object(canvas, obj, H, antialias)
+            frames.append(cv2.cvtColor(canvas, cv2.COLOR_BGR2GRAY))
+        c = H @ np.array([w / 2, h / 2, 1.0])
+        mask = np.zeros_like(frames[0])
+        cv2.circle(mask, (int(c[0]), int(c[1])), int(0.3 * s * min(w, h)), 255, -1)
+        p0 = cv2.goodFeaturesToTrack(frames[0], 40, 0.01, 5, mask=mask, blockSize=5).astype(np.float32)
+        kw = {"winSize": (11, 11), "maxLevel": 2, "flags": cv2.OPTFLOW_USE_INITIAL_FLOW}
+        p1, st, _ = cv2.calcOpticalFlowPyrLK(frames[0], frames[1], p0, p0 + step, **kw)
+        bias = ((p1 - p0).reshape(-1, 2)[st.ravel() == 1] - step).mean(axis=0)
+        worst = max(worst, float(np.abs(bias).max()))
+    if limit is None:
+        assert worst > 0.3
+    else:
+        assert worst < limit

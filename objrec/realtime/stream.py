@@ -83,6 +83,11 @@ class SceneStream:
     blur_every : int
         Every ``blur_every``-th frame (0: never) gets motion blur or defocus.
     noise_sigma : float
+    antialias : bool
+        Objects are reduced by area averaging to their size in the frame before they are warped, as a
+        camera's pixels integrate them (:func:`objrec.scenes.warp_object`). Off, bilinear sampling of the
+        shrunk objects aliases, and the aliasing pattern moves unlike the object from frame to frame: optical
+        flow follows it and tracks drift by a fraction of a pixel per frame.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class SceneStream:
         pause_frames: tuple[int, int] = (0, 40),
         blur_every: int = 10,
         noise_sigma: float = 3.0,
+        antialias: bool = True,
     ) -> None:
         if not backgrounds:
             raise ValueError("backgrounds: need at least one image")
@@ -116,6 +122,7 @@ class SceneStream:
         self.pause_frames = pause_frames
         self.blur_every = blur_every
         self.noise_sigma = noise_sigma
+        self.antialias = antialias
         rng = np.random.default_rng(seed)
         self._passes = {name: self._plan(name, rng) for name in self.objects}
 
@@ -191,6 +198,7 @@ class SceneStream:
             homographies=Hs,
             inside=False,
             distortion=Distortion(blur_sigma=blur, motion_blur=motion, noise_sigma=self.noise_sigma),
+            antialias=self.antialias,
         )
         visible = [o for o in scene.objects if o.visible_fraction > 0]
         return StreamFrame(index, scene.image, visible)
