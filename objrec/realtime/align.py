@@ -39,6 +39,7 @@ __all__ = [
     "TEMPLATE_SIDE",
     "MAX_SHIFT",
     "significant",
+    "seen_move",
 ]
 
 #: Model images are kept at most this many pixels on their long side.
@@ -62,10 +63,10 @@ POINTS = 48
 CORNERS = 1000
 #: Pixels around the outline that the rendered model and the frame crop keep.
 MARGIN = 16
-#: A realignment that moves a corner of the outline by more than this (frame pixels) is repeated, in the same
-#: frame while it fits: Lucas-Kanade started that far off stops short of the object by a share of the distance,
-#: so a track anchored pixels off (by a search under a budget) needs more than one look, until a realignment
-#: finds it where it is.
+#: A realignment that moves the outline where it is in view (:func:`seen_move`) by more than this (frame
+#: pixels) is repeated, in the same frame while it fits: Lucas-Kanade started that far off stops short of the
+#: object by a share of the distance, so a track anchored pixels off (by a search under a budget) needs more
+#: than one look, until a realignment finds it where it is.
 AGAIN_PX = 1.0
 #: A refit replaces the track's homography only when it explains the followed points better than the track's
 #: own homography by more than chance would at this significance (an F-test of the refit's 8 parameters,
@@ -309,18 +310,35 @@ def hiders(tracks: Sequence[Any], outline: np.ndarray, skip: Any = None) -> list
 
 def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     """Realign ``tracker``'s track ``t`` in ``gray`` (frame number ``frame``) with the other tracks' outlines
-    hidden (:func:`realign_track`); whether it was realigned. A realignment that moved a corner by more than
-    :data:`AGAIN_PX` leaves the track due again, with new points (:func:`_reseed`)."""
+    hidden (:func:`realign_track`); whether it was realigned. A realignment that moved the part of the outline
+    inside the frame by more than :data:`AGAIN_PX` (:func:`seen_move`) leaves the track due again, with new
+    points (:func:`_reseed`)."""
     t.realigned = frame
     hidden = hiders(tracker.tracks, t.corners, t)
-    before = t.corners
+    before, H0 = t.corners, t.homography
     moved = realign_track(t, gray, tracker.templates, hidden)
-    t.again = bool(moved) and float(np.linalg.norm(t.corners - before, axis=1).max()) > AGAIN_PX
+    t.again = bool(moved) and seen_move(H0, t.homography, before, gray.shape[:2]) > AGAIN_PX
     if t.again:
         _reseed(t, gray, tracker.params, hidden)
     if moved:
         t.aligned = frame
     return moved
+
+
+def seen_move(H0: np.ndarray, H1: np.ndarray, outline: np.ndarray, shape: tuple[int, int]) -> float:
+    """How far the change from ``H0`` to ``H1`` moves the part of ``outline`` (``H0``'s, frame pixels) inside a
+    frame of ``shape`` (rows, cols): the largest move of a vertex of the outline clipped to the frame (the
+    whole outline when it does not meet the frame). The corners of an object partly out of view are
+    extrapolations from the points a realignment saw, which swing by pixels from one refit to the next with
+    the points' noise: measured there, a track at the frame's edge would count as moved far at every
+    realignment and be realigned in every frame."""
+    h, w = shape[:2]
+    q = np.asarray(outline, np.float32).reshape(-1, 2)
+    area, part = cv2.intersectConvexConvex(q, np.float32([[0, 0], [w, 0], [w, h], [0, h]]))
+    pts = q if part is None or area <= 0.0 or len(part) < 3 else part.reshape(-1, 2)
+    pts = pts.astype(np.float64)
+    move = np.asarray(H1, np.float64) @ np.linalg.inv(np.asarray(H0, np.float64))
+    return float(np.linalg.norm(map_points(move, pts) - pts, axis=1).max())
 
 
 def _reseed(t: Any, gray: np.ndarray, params: Any, hidden: Sequence[np.ndarray]) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
-from objrec.realtime.align import ModelTemplates, due, realign, realign_in, significant
+from objrec.realtime.align import AGAIN_PX, ModelTemplates, due, realign, realign_in, seen_move, significant
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection
 
@@ -95,6 +95,19 @@ def _placed(side, angle, seed=0):
     img = 30 + 0.8 * 255 * (img / 255.0) ** 0.8
     img = np.clip(img + np.random.default_rng(seed).normal(0, 3, img.shape), 0, 255).astype(np.uint8)
     return img, model, Ht.astype(np.float64), (w, h)
+
+
+def _placed_at(Ht, seed):
+    """The cover placed by ``Ht`` (model to frame) in a frame of :func:`_placed`'s kind, with the sensor
+    noise drawn from ``seed``."""
+    model = cv2.cvtColor(sample_objects()["cover"], cv2.COLOR_BGR2GRAY)
+    h, w = model.shape
+    bg = cv2.cvtColor(sample_background((W, H), seed=5), cv2.COLOR_BGR2GRAY)
+    warped = cv2.warpPerspective(model, Ht, (W, H), flags=cv2.INTER_LINEAR)
+    inside = cv2.warpPerspective(np.full((h, w), 255, np.uint8), Ht, (W, H), flags=cv2.INTER_NEAREST)
+    img = np.where(inside > 0, warped, bg).astype(np.float64)
+    img = 30 + 0.8 * 255 * (img / 255.0) ** 0.8
+    return np.clip(img + np.random.default_rng(seed).normal(0, 3, img.shape), 0, 255).astype(np.uint8)
 
 
 @pytest.mark.parametrize("side, angle", [(80.0, 0.0), (120.0, 35.0), (230.0, -60.0), (400.0, 15.0)])
@@ -294,3 +307,55 @@ class _Counting:
     def run(self, unit, fn, *args, **kw):
         self.units.append(unit)
         return fn(*args)
+
+
+def test_a_move_is_measured_where_the_outline_is_in_view():
+    """An outline reaching 100 px past the frame's right edge: a small growth about the middle of the part in
+    view moves the corners outside the frame by more than AGAIN_PX and the part in view by less; it is
+    measured as the largest move of the vertices of the outline clipped to the frame (brute force: the inner
+    corners and the edge crossings). A shift of the whole outline by 1.5 px counts as that; an outline wholly
+    outside the frame is measured at its corners."""
+    w, h = 640, 480
+    outline = np.array([[500.0, 100.0], [740.0, 100.0], [740.0, 300.0], [500.0, 300.0]])
+    H0 = np.eye(3)
+    c, k = np.array([570.0, 200.0]), 1.006
+    grow = np.array([[k, 0.0, (1 - k) * c[0]], [0.0, k, (1 - k) * c[1]], [0.0, 0.0, 1.0]])
+    far = float(np.linalg.norm(map_points(grow, outline) - outline, axis=1).max())
+    seen = np.array([[500.0, 100.0], [640.0, 100.0], [640.0, 300.0], [500.0, 300.0]])
+    expected = float(np.linalg.norm(map_points(grow, seen) - seen, axis=1).max())
+    assert far > AGAIN_PX > expected
+    assert seen_move(H0, grow, outline, (h, w)) == pytest.approx(expected, abs=1e-3)
+    shift = np.array([[1.0, 0.0, 1.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    assert seen_move(H0, shift, outline, (h, w)) == pytest.approx(1.5)
+    away = outline + [400.0, 0.0]
+    assert seen_move(H0, grow, away, (h, w)) == pytest.approx(
+        float(np.linalg.norm(map_points(grow, away) - away, axis=1).max())
+    )
+
+
+def test_a_track_half_out_of_the_frame_settles_on_its_object():
+    """The cover with a third of it past the frame's edge, its track a few pixels off: realigned one frame after
+    another on frames of the same scene with new noise, it is back on the object and no longer due again
+    within three realignments, and stays so (the corners outside the frame, extrapolated from the points in
+    view, do not keep it due)."""
+    img, model, Ht, size = _placed(230.0, 20.0)
+    shift = np.array([[1.0, 0.0, W / 2 - 60.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # a third out at the right
+    Ht = shift @ Ht
+    outline = map_points(Ht, model_corners(*size))
+    assert outline[:, 0].max() > W + 40
+    params = TrackParams(realign_every=5)
+    tracker = Tracker(True, params, None, ModelTemplates(lambda n: model))
+    start = np.array([[1.0, 0.0, 3.0], [0.0, 1.0, -2.0], [0.0, 0.0, 1.0]]) @ Ht
+    d = Detection("cover", 1.0, 40, start, map_points(start, model_corners(*size)), 0.66)
+    frames = [_placed_at(Ht, seed) for seed in range(8)]
+    tracker.absorb([d], [], frames[0], 0, lambda n: size)
+    t = tracker.tracks[0]
+    again = []
+    for k, frame in enumerate(frames):
+        realign_in(tracker, t, frame, k)
+        again.append(t.again)
+    in_view = np.array([[0.0, 0.0], [W, 0.0], [W, H], [0.0, H]], np.float32)
+    _, seen = cv2.intersectConvexConvex(np.float32(outline), in_view)
+    seen = seen.reshape(-1, 2).astype(np.float64)
+    err = np.linalg.norm(map_points(t.homography @ np.linalg.inv(Ht), seen) - seen, axis=1).max()
+    assert err < 1.0 and not any(again[3:]), again
