@@ -159,8 +159,9 @@ def realign(
 ) -> tuple[np.ndarray | None, int]:
     """``H`` (model pixels to frame pixels) realigned with the model, and the number of points that agree with
     it: the model, rendered through ``H`` (``template``: :meth:`ModelTemplates.get`), gives up to
-    :data:`POINTS` strong corners (the template's own, :meth:`Template.corners`, at the rendering's scale),
-    which are followed from it into ``frame_gray``; the homography is refitted to where they are. Parts inside
+    :data:`POINTS` strong corners (the template's own, :meth:`Template.corners`, at the rendering's scale;
+    where fewer than that are in view, those the rendered view shows there), which are followed from it
+    into ``frame_gray``; the homography is refitted to where they are. Parts inside
     the ``hidden`` outlines (objects in front) are not used. ``(None, 0)`` when too few points agree or the
     outline would move by more than :data:`MAX_SHIFT` of its side."""
     gray, scale = template.gray, template.scale
@@ -192,18 +193,22 @@ def realign(
     inner = cv2.erode(inside, np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
     side = np.sqrt(max(cv2.contourArea(corners.astype(np.float32)), 1.0))
     k = side / (np.sqrt(w * h) * scale)  # the rendering's size against the template's
+    spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
     pts = template.corners(template.level(k))
     at = map_points(M, pts)
     xi, yi = np.round(at).astype(np.int64).T
     ok = (xi >= 0) & (yi >= 0) & (xi < size[0]) & (yi < size[1])
     ok[ok] = inner[yi[ok], xi[ok]] > 0
-    if int(ok.sum()) < MIN_POINTS:
-        return None, 0
-    pick = _spread(at[ok], max(4.0, side / (2.0 * np.sqrt(POINTS))), POINTS)
-    if len(pick) < MIN_POINTS:
-        return None, 0
-    p0 = at[ok][pick].astype(np.float32).reshape(-1, 1, 2)
-    src = pts[ok][pick] / scale
+    pick = _spread(at[ok], spacing, POINTS) if ok.any() else np.zeros(0, np.int64)
+    if len(pick) >= POINTS:
+        p0 = at[ok][pick].astype(np.float32).reshape(-1, 1, 2)
+        src = pts[ok][pick] / scale
+    else:  # little of the object in view: the rendered view's own strongest corners there
+        found = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
+        if found is None or len(found) < MIN_POINTS:
+            return None, 0
+        p0 = found.astype(np.float32).reshape(-1, 1, 2)
+        src = map_points(np.linalg.inv(M), p0.reshape(-1, 2).astype(np.float64)) / scale
     kw = {
         "winSize": (WIN_SIZE, WIN_SIZE),
         "maxLevel": MAX_LEVEL,
