@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import fdtri
 
 from objrec.boxes import inside_polygons, map_points, model_corners
+from objrec.matching.verify import visible_part
 from objrec.realtime.flow import seed_points
 
 __all__ = [
@@ -322,7 +323,7 @@ def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     hidden = hiders(tracker.tracks, t.corners, t)
     before, H0 = t.corners, t.homography
     moved = realign_track(t, gray, tracker.templates, hidden)
-    t.again = bool(moved) and seen_move(H0, t.homography, before, gray.shape[:2]) > AGAIN_PX
+    t.again = bool(moved) and seen_move(H0, t.homography, before, t.model_size, gray.shape[:2]) > AGAIN_PX
     if t.again:
         _reseed(t, gray, tracker.params, hidden)
     if moved:
@@ -330,18 +331,18 @@ def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
     return moved
 
 
-def seen_move(H0: np.ndarray, H1: np.ndarray, outline: np.ndarray, shape: tuple[int, int]) -> float:
-    """How far the change from ``H0`` to ``H1`` moves the part of ``outline`` (``H0``'s, frame pixels) inside a
-    frame of ``shape`` (rows, cols): the largest move of a vertex of the outline clipped to the frame (the
-    whole outline when it does not meet the frame). The corners of an object partly out of view are
-    extrapolations from the points a realignment saw, which swing by pixels from one refit to the next with
-    the points' noise: measured there, a track at the frame's edge would count as moved far at every
-    realignment and be realigned in every frame."""
-    h, w = shape[:2]
-    q = np.asarray(outline, np.float32).reshape(-1, 2)
-    area, part = cv2.intersectConvexConvex(q, np.float32([[0, 0], [w, 0], [w, h], [0, h]]))
-    pts = q if part is None or area <= 0.0 or len(part) < 3 else part.reshape(-1, 2)
-    pts = pts.astype(np.float64)
+def seen_move(
+    H0: np.ndarray, H1: np.ndarray, outline: np.ndarray, model_size: tuple[int, int], shape: tuple[int, int]
+) -> float:
+    """How far the change from ``H0`` to ``H1`` moves the part of ``outline`` (``H0``'s, frame pixels; of a
+    model of ``model_size``) inside a frame of ``shape`` (rows, cols): the largest move of a vertex of the
+    outline clipped to the frame (:func:`~objrec.matching.verify.visible_part`; the whole outline when it does
+    not meet the frame). The corners of an object partly out of view are extrapolations from the points a
+    realignment saw, which swing by pixels from one refit to the next with the points' noise: measured there,
+    a track at the frame's edge would count as moved far at every realignment and be realigned in every
+    frame."""
+    part = visible_part(H0, outline, *model_size, shape)[0]
+    pts = part if len(part) >= 3 else np.asarray(outline, np.float64).reshape(-1, 2)
     move = np.asarray(H1, np.float64) @ np.linalg.inv(np.asarray(H0, np.float64))
     return float(np.linalg.norm(map_points(move, pts) - pts, axis=1).max())
 

@@ -324,11 +324,11 @@ def test_a_move_is_measured_where_the_outline_is_in_view():
     seen = np.array([[500.0, 100.0], [640.0, 100.0], [640.0, 300.0], [500.0, 300.0]])
     expected = float(np.linalg.norm(map_points(grow, seen) - seen, axis=1).max())
     assert far > AGAIN_PX > expected
-    assert seen_move(H0, grow, outline, (h, w)) == pytest.approx(expected, abs=1e-3)
+    assert seen_move(H0, grow, outline, (240, 200), (h, w)) == pytest.approx(expected, abs=1e-3)
     shift = np.array([[1.0, 0.0, 1.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
-    assert seen_move(H0, shift, outline, (h, w)) == pytest.approx(1.5)
+    assert seen_move(H0, shift, outline, (240, 200), (h, w)) == pytest.approx(1.5)
     away = outline + [400.0, 0.0]
-    assert seen_move(H0, grow, away, (h, w)) == pytest.approx(
+    assert seen_move(H0, grow, away, (240, 200), (h, w)) == pytest.approx(
         float(np.linalg.norm(map_points(grow, away) - away, axis=1).max())
     )
 
