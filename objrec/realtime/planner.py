@@ -62,6 +62,10 @@ FIRST_VERIFY_MATCHES = 100
 #: the ratio test drops most of them, and the rest spread over the shortlist's objects.
 FIRST_VERIFY_SHARE = 0.25
 
+#: The cost-model stage of a hint's matching: the features of the hint's box against its object's views only,
+#: far fewer than a search's matching compares them with.
+HINT_MATCHING = "hint_matching"
+
 #: The share of its voters a plan keeps retrieval's time for (the search itself then takes what fits, see
 #: ``SearchPlanner.voters``). Retrieval costs in proportion to its voters, and the strongest half of them still
 #: put the photographed object on a shortlist of a few about as often as all do, while a coarser extraction
@@ -90,20 +94,22 @@ def _less_holes(proposals: Regions, holes: list[tuple[int, int, int, int]]) -> R
     return Regions(pieces, proposals.scores[parent])
 
 
-def escalation_plan(box: tuple[int, int, int, int], sched: Any = None, stage: str = "") -> SearchPlan:
+def escalation_plan(
+    box: tuple[int, int, int, int], sched: Any = None, stage: str = "", after_ms: float = 0.0
+) -> SearchPlan:
     """One unsure box searched by a secondary detector whose extraction is the cost model's ``stage``.
 
     Without a budget (or ``sched``), at full resolution. Under one, at the largest resolution whose
-    predicted cost fits the time left, but never below :data:`ESCALATION_PIXELS` (a smaller box keeps
-    full resolution): a large object keeps its detail at a lower resolution, and a box that does not
-    fit even there is left to the scheduler to skip. A lower resolution is recorded in the plan's
-    ``skipped``.
+    predicted cost fits the time left less ``after_ms`` (the work that follows the extraction in the same
+    frame), but never below :data:`ESCALATION_PIXELS` (a smaller box keeps full resolution): a large
+    object keeps its detail at a lower resolution, and a box that does not fit even there is left to the
+    scheduler to skip. A lower resolution is recorded in the plan's ``skipped``.
     """
     px = (box[2] - box[0]) * (box[3] - box[1])
     scale = 1.0
     if sched is not None and sched.budget_ms is not None and px > 0:
         floor = min(1.0, float(np.sqrt(ESCALATION_PIXELS / px)))
-        fit = float(np.sqrt(sched.cost.largest_size(stage, sched.remaining()) / px))
+        fit = float(np.sqrt(sched.cost.largest_size(stage, sched.remaining() - after_ms) / px))
         # Two decimals: crops of nearly the same size from frame to frame resize to the same shapes.
         scale = max(floor, np.floor(min(1.0, fit) * 100.0) / 100.0)
     skipped = () if scale >= 1.0 else (SkipRecord("full_resolution", "budget", f"{scale:.2f}"),)
@@ -486,6 +492,21 @@ class SearchPlanner:
         if cap:
             n = float(cap) if worst else min(n, float(cap))
         return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify, worst and bool(cap))
+
+    def hint_after(self, sched: Any, pixels: float) -> float:
+        """The time a hint's search needs after its extraction: the matching (:data:`HINT_MATCHING`) of the
+        keypoints expected from ``pixels`` at full resolution (the running density of the plans searched,
+        at most the frame's cap) and the first verification, typical times plus their margins in
+        quadrature. At full resolution, so an upper bound for a box the extraction searches at a lower one."""
+        d = self._density.get(1)
+        if d is None:
+            return 0.0
+        cap = self.frame_cap(sched)
+        n = d * pixels if cap is None else min(d * pixels, float(cap))
+        cost = sched.cost
+        units = [(HINT_MATCHING, n), ("verify", FIRST_VERIFY_MATCHES)]
+        after = sum(cost.expected(stage, size) for stage, size in units)
+        return after + float(np.sqrt(sum(cost.spread(stage) ** 2 for stage, _ in units)))
 
     def _after(
         self, sched: Any, n_features: float, voters: float, verify: bool = True, capped: bool = False

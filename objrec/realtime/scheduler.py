@@ -398,6 +398,7 @@ class FrameScheduler:
         subject: str = "",
         timing: str | None = None,
         relearn: bool = False,
+        after_ms: float = 0.0,
     ) -> Any:
         """Run ``fn(*args)`` if mandatory or predicted to fit, and learn its time. Returns its result, or the
         :class:`~objrec.types.SkipRecord` of the unit when it was left out (also kept in ``skipped``).
@@ -406,13 +407,15 @@ class FrameScheduler:
         names the entry of the frame's timings the time is added to (default ``stage``). ``subject`` says
         what the unit was for (an object name, a region) in the records. ``relearn``: after
         :data:`RELEARN_AFTER` frames in a row that left the stage out, it runs where its typical time fits
-        (for units that keep tracks right, which must not starve after one slow run).
+        (for units that keep tracks right, which must not starve after one slow run). ``after_ms``: the time
+        of the work that must follow this unit for it to be of use (its matching, run as a mandatory unit);
+        the unit is admitted only when both fit.
         """
         stage = stage or unit
         # Without a budget nothing is admitted by prediction: predicting would refit the stage's line after
         # every observation for nothing.
         predicted = float("nan") if self.budget_ms is None else self.cost.predict(stage, size)
-        if not mandatory and self.budget_ms is not None and predicted > (left := self.remaining()):
+        if not mandatory and self.budget_ms is not None and predicted > (left := self.remaining() - after_ms):
             n, last = self._left_out.get(stage, (0, -1))
             if not relearn or n - (last == self.frame) < RELEARN_AFTER or self.cost.expected(stage, size) > left:
                 self._left_out[stage] = (n + (last != self.frame), self.frame)

@@ -22,7 +22,7 @@ from objrec.matching.verdicts import UNSURE_REASONS
 from objrec.modeldb.records import split_key
 from objrec.realtime.align import due, realign_in, unsettled
 from objrec.realtime.frame import FrameState
-from objrec.realtime.planner import plan_work
+from objrec.realtime.planner import HINT_MATCHING, plan_work
 from objrec.realtime.reacquire import reacquire, waiting
 from objrec.types import Detection, Features, SkipRecord
 
@@ -155,7 +155,10 @@ class SecondLooks:
     def hinted(self, state: FrameState, sched: Any, hints: list[tuple[str, tuple[int, int, int, int]]]) -> None:
         """The boxes where the last frame's unverified candidates placed their objects (``hints``: record key
         and box, :meth:`~objrec.matching.verdicts.FrameVerdicts.open_hints`), each searched by the primary
-        detector as an optional unit, matched against that object's views only, and verified.
+        detector as an optional unit, admitted only with the time its matching and first verification take
+        after it (:meth:`~objrec.realtime.planner.SearchPlanner.hint_after`: an extraction that fits the time
+        left alone would leave them over the budget), matched against that object's views only (a mandatory
+        unit of its own, :data:`~objrec.realtime.planner.HINT_MATCHING`), and verified.
 
         Under a budget the sweep searches one part of the frame at a time, and an object that lies across two
         parts gives each only some of its matches: too few to verify, but enough to say where all of it lies.
@@ -167,16 +170,21 @@ class SecondLooks:
             name = split_key(key)[0]
             if name in verdicts.shown():
                 continue
-            plan = self.planner.escalation_plan(box, sched, stage)
+            after = self.planner.hint_after(sched, (box[2] - box[0]) * (box[3] - box[1]))
+            plan = self.planner.escalation_plan(box, sched, stage, after)
             plan = dataclasses.replace(plan, crop=box)
-            out = sched.run(
-                "hint", self.search, state.image, kind, plan, self.views_of([key]),
-                size=plan_work(plan), stage=stage, subject=name, timing="hint",
+            feats = sched.run(
+                "hint", self.features.extract, state.image, kind, plan,
+                size=plan_work(plan), stage=stage, subject=name, timing="hint", after_ms=after,
             )  # fmt: skip
-            if isinstance(out, SkipRecord):
+            if isinstance(feats, SkipRecord):
                 continue
             sched.record(plan.skipped)
-            self._settle(out[0], out[1], kind, verdicts, sched)
+            found = sched.run(
+                "hint_matching", self.matchers[kind].candidates, feats, self.views_of([key]),
+                size=len(feats), stage=HINT_MATCHING, subject=name, timing="hint", mandatory=True,
+            )  # fmt: skip
+            self._settle(feats, found, kind, verdicts, sched)
 
     def _settle(self, feats: Features, candidates: list, kind: str, verdicts: Any, sched: Any) -> None:
         """An escalation's ``candidates`` verified, and guided matching for those with too little evidence."""

@@ -153,6 +153,18 @@ def test_admission_is_deterministic_and_in_priority_order():
     ]
 
 
+def test_a_unit_is_admitted_only_with_room_for_the_work_that_must_follow_it():
+    clock = FakeClock()
+    cm = CostModel(prior_ms={"opt": 10.0}, min_samples=1000)  # priors only
+    sched = FrameScheduler(budget_ms=33.0, cost=cm, clock=clock, safety_ms=1.0)
+    sched.start()
+    log: list = []
+    # 32 ms left: the 10 ms unit fits alone and with 22 ms after it, not with 23.
+    assert isinstance(sched.run("o1", _unit(clock, 10, log, "o1"), stage="opt", after_ms=23.0), SkipRecord)
+    assert not isinstance(sched.run("o2", _unit(clock, 10, log, "o2"), stage="opt", after_ms=22.0), SkipRecord)
+    assert log == ["o2"] and [(r.unit, r.predicted_ms) for r in sched.skipped] == [("o1", 10.0)]
+
+
 def test_mandatory_work_runs_even_when_over_budget_and_teaches_the_model():
     clock = FakeClock()
     cm = CostModel(min_samples=1)

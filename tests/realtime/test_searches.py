@@ -8,10 +8,10 @@ import pytest
 
 from objrec.features.extract import FrameImage
 from objrec.realtime.frame import FrameState
-from objrec.realtime.planner import ESCALATION_PIXELS, SearchPlanner, plan_work
+from objrec.realtime.planner import ESCALATION_PIXELS, HINT_MATCHING, SearchPlanner, plan_work
 from objrec.realtime.scheduler import RELEARN_AFTER, CostModel, FakeClock, FrameScheduler
 from objrec.realtime.searches import SecondLooks
-from objrec.types import Candidate, Detection, Features, Rejection, SkipRecord
+from objrec.types import Candidate, Detection, Features, Rejection, SearchPlan, SkipRecord
 
 
 class _Stage:
@@ -377,6 +377,34 @@ def test_a_hint_that_does_not_fit_is_skipped_with_a_record_and_one_already_follo
         ("hint", "budget", "cover"),
         ("hint", "budget", "other"),
     ]
+
+
+def test_a_hint_keeps_the_time_its_matching_and_first_verification_take_after_its_extraction():
+    """A hint whose extraction alone fits the time left, but not with the matching that must follow it, is left
+    out (an extraction that takes all the time left makes the frame late by its matching); with room for both it
+    is searched, and its matching is a mandatory unit of its own, learned apart from the extraction."""
+    box = (100, 50, 260, 230)  # 28,800 pixels: 3.38 ms to extract at full resolution, 2.99 ms at the floor
+
+    def run(room_ms):
+        state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), 16.0)
+        stage, planner = _Stage(), SearchPlanner("surf")
+        planner.observe(SearchPlan(None, pixels=100_000), 500)  # 0.005 keypoints per pixel: 144 in the box
+        looks = SecondLooks(stage, {"surf": _Matcher("poster"), "sift": _Nothing()}, _Verifier(()), _Nothing(),
+                            planner, ["surf", "sift"], _KEYS)  # fmt: skip
+        sched = _hint_sched(room_ms)
+        for n in (50, 150, 300):
+            sched.cost.observe(HINT_MATCHING, n, 0.02 * n)  # 2.88 ms for the box's 144 keypoints
+        looks.hinted(state, sched, [("cover", box)])
+        return stage.plans, sched
+
+    plans, sched = run(5.0)  # the floor's 2.99 ms fit the 5 ms left, not with the matching's 2.88 ms after them
+    assert plans == [] and [(r.unit, r.subject) for r in sched.skipped] == [("hint", "cover")]
+    plans, sched = run(7.0)
+    assert [(p.crop, p.scale) for _, p in plans] == [(box, 1.0)]
+    units = [(u.unit, u.mandatory) for u in sched.records if u.admitted and u.unit.startswith("hint")]
+    assert units == [("hint", False), ("hint_matching", True)]
+    assert sched.cost.samples(HINT_MATCHING) == 4 and sched.cost.samples("features_surf") == 4
+    assert set(sched.timings) == {"hint"}
 
 
 def test_an_object_found_by_one_hint_is_not_searched_again_by_another():
