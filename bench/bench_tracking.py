@@ -353,12 +353,21 @@ def _events(m: dict, key: str, censored: str) -> str:
     return f"{_pair(e['median'], e['max'], 0)} ({e['events']} events, {e[censored]} {censored})"
 
 
+def _late_at(lat: dict) -> str:
+    """`` (frames i, j, ...)`` for the late frames, at most five named."""
+    frames = lat.get("late_frames") or []
+    if not frames:
+        return ""
+    more = f", {len(frames) - 5} more" if len(frames) > 5 else ""
+    return " (frames " + ", ".join(str(i) for i in frames[:5]) + more + ")"
+
+
 def summary_line(mode: str, m: dict) -> str:
     f, lat, fd, tr = m["found"], m["latency"], m["false"], m["tracking"]
     return (
         f"  {mode:9s} found {_pct(f['share_3px'])} (3 px) {_pct(f['share_10px'])} (10 px), from frame 30 "
         f"{_pct(f['share_settled_3px'])}; latency p50 {_num(lat['p50_ms'])} p99 {_num(lat['p99_ms'])} ms, late "
-        f"{lat['late']}/{lat['frames']}; track {_num(tr['track_ms_per_object'], 2)} ms/object; false "
+        f"{lat['late']}/{lat['frames']}{_late_at(lat)}; track {_num(tr['track_ms_per_object'], 2)} ms/object; false "
         f"{fd['false']}, drawn while hidden {fd['drawn_while_hidden']}"
     )
 

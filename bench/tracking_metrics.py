@@ -12,6 +12,7 @@ Definitions (``tol`` in pixels; an object-frame is one cover in one processed fr
 - *false detections*: a detection of a cover that is not on the shelf or not in view (visible share 0), or
   with a corner more than :data:`FAR_PX` from the truth; *drawn while hidden*: a detection of a cover less
   than :data:`HIDDEN` visible;
+- *late frames*: frames over the budget, their indices, and their number from frame :data:`SETTLE` on;
 - *frames to report lost*: from the first frame where a reported cover is less than :data:`HIDDEN` visible,
   the frames in which it is still reported (0: dropped at once); a cover reported until it is visible again
   counts as *kept*;
@@ -167,13 +168,19 @@ def jitter(logs: list[FrameLog], truths: list[Truth]) -> dict:
 
 
 def latency(logs: list[FrameLog]) -> dict:
+    """Latency percentiles and late frames: their number, their indices, and their number from frame
+    :data:`SETTLE` on (a stream's first frames teach the cost model the units it has not yet run)."""
     lat = [g.latency_ms for g in logs]
+    late = [g.index for g in logs if g.late]
     return {
         "frames": len(logs),
         "p50_ms": _pct(lat, 50),
         "p99_ms": _pct(lat, 99),
         "max_ms": max(lat) if lat else None,
-        "late": int(sum(g.late for g in logs)),
+        "late": len(late),
+        "late_frames": late,
+        "late_settled": sum(i >= SETTLE for i in late),
+        "frames_settled": sum(g.index >= SETTLE for g in logs),
     }
 
 

@@ -95,6 +95,7 @@ def test_scores_by_hand():
     assert m["lost"] == {"events": 1, "median": 1.0, "max": 1, "kept": 0}
     assert m["reacquire"] == {"events": 1, "median": 2.0, "max": 2, "never": 0}
     assert m["latency"]["late"] == 1 and m["latency"]["p50_ms"] == pytest.approx(14.5)
+    assert m["latency"]["late_frames"] == [9] and m["latency"]["late_settled"] == 0  # SETTLE is frame 30
     # Skipped frames: no lost or re-acquired frames.
     assert scene_metrics(logs[::2], truths, "leave", 10)["lost"] is None
 
