@@ -94,6 +94,12 @@ def _less_holes(proposals: Regions, holes: list[tuple[int, int, int, int]]) -> R
     return Regions(pieces, proposals.scores[parent])
 
 
+def _typical(cost: Any, units: list[tuple[str, float]]) -> tuple[float, float]:
+    """The summed typical times of ``units`` ((cost-model stage, size) pairs) and the sum of their squared
+    margins (see :meth:`SearchPlanner._after`)."""
+    return sum(cost.expected(stage, size) for stage, size in units), sum(cost.spread(stage) ** 2 for stage, _ in units)
+
+
 def escalation_plan(
     box: tuple[int, int, int, int], sched: Any = None, stage: str = "", after_ms: float = 0.0
 ) -> SearchPlan:
@@ -487,26 +493,26 @@ class SearchPlanner:
         with :data:`PLANNED_VOTERS` of its voters; with ``worst``, for ``cap`` keypoints where there is a cap:
         the keypoints of frames of one scene vary several times over, and a plan sized at their running
         density is late on every frame far richer than that, while a cap holds on any frame."""
+        n = self._keypoints(cap, pixels, step)
+        if cap and worst:
+            n = float(cap)
+        return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify, worst and bool(cap))
+
+    def _keypoints(self, cap: int | None, pixels: float, step: int) -> float:
+        """The keypoints expected from ``pixels`` at ``step``: the running density of the plans searched (the cap,
+        or 2000, before any), at most ``cap``."""
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
-        if cap:
-            n = float(cap) if worst else min(n, float(cap))
-        return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify, worst and bool(cap))
+        return min(n, float(cap)) if cap else n
 
     def hint_after(self, sched: Any, pixels: float) -> float:
         """The time a hint's search needs after its extraction: the matching (:data:`HINT_MATCHING`) of the
-        keypoints expected from ``pixels`` at full resolution (the running density of the plans searched,
-        at most the frame's cap) and the first verification, typical times plus their margins in
-        quadrature. At full resolution, so an upper bound for a box the extraction searches at a lower one."""
-        d = self._density.get(1)
-        if d is None:
-            return 0.0
-        cap = self.frame_cap(sched)
-        n = d * pixels if cap is None else min(d * pixels, float(cap))
-        cost = sched.cost
-        units = [(HINT_MATCHING, n), ("verify", FIRST_VERIFY_MATCHES)]
-        after = sum(cost.expected(stage, size) for stage, size in units)
-        return after + float(np.sqrt(sum(cost.spread(stage) ** 2 for stage, _ in units)))
+        keypoints expected from ``pixels`` at full resolution (:meth:`_keypoints`, at most the frame's cap)
+        and the first verification, typical times plus their margins in quadrature (:func:`_typical`). At
+        full resolution, so an upper bound for a box the extraction searches at a lower one."""
+        n = self._keypoints(self.frame_cap(sched), pixels, 1)
+        after, var = _typical(sched.cost, [(HINT_MATCHING, n), ("verify", FIRST_VERIFY_MATCHES)])
+        return after + float(np.sqrt(var))
 
     def _after(
         self, sched: Any, n_features: float, voters: float, verify: bool = True, capped: bool = False
@@ -528,5 +534,4 @@ class SearchPlanner:
             units.append(("verify", first))
         if self.retrieval_voters:
             units.append(("retrieval", voters))
-        after = sum(cost.expected(stage, size) for stage, size in units)
-        return after, sum(cost.spread(stage) ** 2 for stage, _ in units)
+        return _typical(cost, units)
