@@ -21,12 +21,18 @@ of the 100 SMVS references, and UKBench views 4k+1..4k+3 against a catalogue of 
 catalogue enrolled once, each photo recognised once (no budget, no tracking); a photo is found when the top-scored
 detection names its object.
 
+With ``--retest-seed N`` every envelope is measured a second time with seed ``N`` (new background clutter and
+sensor noise, the same views): the Spearman correlation between the two found shares is the yardstick's
+test-retest reliability, which bounds how closely any rating can follow a single run's share; the report gives
+it beside the score's correlation with each run's share and with their mean.
+
 Results are cached per image in ``--out/measures.json`` as they come (``--reuse`` skips what is there), in a
 deterministic shuffled order, so an interrupted run still covers every source. Then, when ``objrec.rating`` has
 ``rate``, the rating's weights are fitted on one half of the images and reported on the other (see
 ``bench/rating_fit.py``).
 
     PYTHONPATH=$PWD taskset -c 1 python bench/bench_rating.py --out /tmp/rating [--views all] [--reuse] [--fit-only]
+        [--retest-seed 1]
 """
 
 from __future__ import annotations
@@ -132,25 +138,35 @@ def measure_synthetic(
     out: Path,
     limit: int | None,
     subset: dict[str, Any] | None = None,
+    seed: int = 0,
 ) -> None:
     """Each image's envelope over the cache's views, in a hashed order, saved after every image; the views a
-    ``subset`` cache (of the same grid) holds for an image are taken from it, not measured again."""
+    ``subset`` cache (of the same grid) holds for an image are taken from it, not measured again.
+
+    ``seed`` is the envelope's (:func:`~objrec.envelope.measure_envelope`): 0 for the calibration's found share;
+    another seed draws new background clutter and sensor noise for the same views, into ``cache["retest"]``."""
     from tqdm import tqdm
 
     views = cache["views"]
-    todo = [p for p in sorted(images, key=path_hash) if p not in cache["synthetic"]]
+    store = cache["synthetic"] if seed == 0 else cache.setdefault("retest", {"seed": seed, "synthetic": {}})
+    if seed != 0:
+        if store["seed"] != seed:
+            raise ValueError(f"{out}: holds a retest with seed {store['seed']}, not {seed}")
+        store, subset = store["synthetic"], None  # the subset cache was measured with seed 0
+    todo = [p for p in sorted(images, key=path_hash) if p not in store]
     if limit is not None:
         todo = todo[:limit]
-    for rel in tqdm(todo, desc="envelopes", unit="img", file=sys.stderr, dynamic_ncols=True):
+    desc = "envelopes" if seed == 0 else f"retest envelopes (seed {seed})"
+    for rel in tqdm(todo, desc=desc, unit="img", file=sys.stderr, dynamic_ncols=True):
         known = known_views(subset, rel)
-        env = measure_envelope(root / rel, views=[i for i in views if i not in known])
+        env = measure_envelope(root / rel, views=[i for i in views if i not in known], seed=seed)
         if known and env.error is None:
             # The subset's views join the new ones as results that carry only whether they were found: the
             # share and the limits need no more.
             old = [ViewResult(i, GRID[i], f, f, None, 0.0, 0, 0.0) for i, f in known.items()]
             env = Envelope(env.image_size, sorted(env.views + old, key=lambda r: r.index), env.seconds, env.error)
         d = env.to_dict()
-        cache["synthetic"][rel] = {
+        store[rel] = {
             "source": images[rel],
             "found_share": env.found_share,
             "found": [int(r.found) for r in env.views],
@@ -170,6 +186,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="measure at most this many more envelopes")
     p.add_argument("--no-real", action="store_true", help="skip the real-photo found shares")
     p.add_argument(
+        "--retest-seed",
+        type=int,
+        default=None,
+        help="measure every envelope again with this seed (new clutter and noise, same views): the found share's "
+        "test-retest reliability, reported beside the score's correlations",
+    )
+    p.add_argument(
         "--views",
         choices=("calibration", "all"),
         default="calibration",
@@ -181,6 +204,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print("command:", " ".join([sys.executable, *sys.argv]))
+    if args.retest_seed == 0:
+        print("--retest-seed: 0 is the calibration's own seed; give another", file=sys.stderr)
+        return 2
     root = shared_data()
     if not (root / "smvs_dvd").is_dir():
         print(f"{root}: shared data folder not found (set OBJREC_SHARED_DATA)", file=sys.stderr)
@@ -205,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                     cache["real"][source] = measure_real(root, source, refs, photos)
                     atomic_write_json(cache_path, cache)
         measure_synthetic(root, images, cache, cache_path, args.limit, subset)
+        if args.retest_seed is not None:
+            measure_synthetic(root, images, cache, cache_path, args.limit, seed=args.retest_seed)
         print(f"measured in {time.perf_counter() - t0:.0f} s; cache {cache_path}")
     from rating_fit import fit_and_report
 

@@ -19,7 +19,10 @@ statistic) to minimise, on the tuning half,
 the acceptance's correlation and its two band targets (a band counts once it holds 10 tuning images), with a
 pull towards the shipped values (``z``: the parameters' steps, :data:`PRIOR`). Reported on
 the held-out half only: Spearman overall, per source of 50 images or more, against the real-photo found share,
-and the found share per score band (bands of 10 images or more), for the shipped and the fitted weights.
+and the found share per score band (bands of 10 images or more), for the shipped and the fitted weights; and,
+when the cache holds a second envelope run of another seed (``"retest"``), the two runs' agreement (Spearman
+between their found shares) and the score's correlation with the second run and with their mean. The fit uses
+the first run only.
 
 References
 ----------
@@ -195,8 +198,29 @@ def evaluate(score_fn, weights: Any, paths: list[str], images: dict[str, str], c
     real_share = np.array([real[paths[i]]["found"] / real[paths[i]]["photos"] for i in sel], float)
     out["spearman_real"] = {"n": len(sel), "rho": spearman(scores[sel], real_share) if sel else None}
     out["bands"] = band_shares(scores, synth)
+    out["retest"] = retest_figures(scores, synth, paths, cache.get("retest"))
     out["scores"] = scores.tolist()
     return out
+
+
+def retest_figures(
+    scores: np.ndarray, synth: np.ndarray, paths: list[str], retest: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The found share's test-retest figures over the ``paths`` measured with both seeds: Spearman between the two
+    runs' shares (the yardstick's reliability) and of the score with the second run's share and with the mean
+    of both. None without a retest."""
+    if not retest:
+        return None
+    sel = [i for i, p in enumerate(paths) if p in retest["synthetic"] and retest["synthetic"][p].get("error") is None]
+    again = np.array([retest["synthetic"][paths[i]]["found_share"] for i in sel], float)
+    first, s = synth[sel], scores[sel]
+    return {
+        "seed": retest["seed"],
+        "n": len(sel),
+        "spearman_runs": spearman(first, again),
+        "spearman_score_retest": spearman(s, again),
+        "spearman_score_mean": spearman(s, (first + again) / 2),
+    }
 
 
 def draw_scatter(paths: list[str], images: dict[str, str], scores: list[float], cache: dict, title: str) -> np.ndarray:
@@ -242,6 +266,16 @@ def markdown(report: dict[str, Any]) -> str:
             + " | ".join(f"{_fmt(b[n]['found_share'])} ({b[n]['n']})" for n, _, _ in BANDS)
             + " |"
         )
+    for key in ("shipped", "held_out"):
+        rt = report[key].get("retest")
+        if rt:
+            lines += [
+                "",
+                f"Test-retest ({'shipped' if key == 'shipped' else 'fitted'} weights, envelope seed {rt['seed']}, "
+                f"n {rt['n']}): Spearman between the two runs' found shares {_fmt(rt['spearman_runs'])}; "
+                f"score vs the second run {_fmt(rt['spearman_score_retest'])}, vs the mean of both "
+                f"{_fmt(rt['spearman_score_mean'])}.",
+            ]
     lines += ["", "| source | held-out n | Spearman synthetic (fitted) | mean score | mean found share |"]
     lines += ["| --- | --- | --- | --- | --- |"]
     for s, r in report["held_out"]["per_source"].items():
@@ -295,7 +329,11 @@ def fit_and_report(
     title = f"held-out {len(held)} images, fitted weights: Spearman {_fmt(report['held_out']['spearman_synthetic'])}"
     cv2.imwrite(str(out / "rating_scatter.png"), draw_scatter(held, images, report["held_out"]["scores"], cache, title))
     print(markdown(report))
-    print(json.dumps({k: report["held_out"][k] for k in ("spearman_synthetic", "spearman_real", "bands")}, indent=1))
+    print(
+        json.dumps(
+            {k: report["held_out"][k] for k in ("spearman_synthetic", "spearman_real", "bands", "retest")}, indent=1
+        )
+    )
     print("Paste into objrec/rating/model.py:\nWEIGHTS = " + pprint.pformat(fitted, sort_dicts=False))
     print(f"wrote {out / 'rating_report.json'}, {out / 'rating_report.md'}, {out / 'rating_scatter.png'}")
     return 0

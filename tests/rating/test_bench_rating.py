@@ -1,5 +1,6 @@
-"""``bench/bench_rating.py --views all``: the whole grid measured with the calibration subset taken from its cache
-gives what measuring every view gives."""
+"""``bench/bench_rating.py``: the whole grid measured with the calibration subset taken from its cache gives what
+measuring every view gives (``--views all``); a retest seed measures the same views again (``--retest-seed``) and
+its figures are the rank correlations of the images measured twice."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 
 import cv2
+import numpy as np
+import pytest
 
 from objrec.data import synthetic_cover
 from objrec.envelope import CALIBRATION_VIEWS, measure_envelope
@@ -36,3 +39,48 @@ def test_whole_grid_from_a_subset_cache_equals_measuring_every_view(tmp_path):
     measure_synthetic(tmp_path, images, again, tmp_path / "again.json", None, subset)
     flipped = CALIBRATION_VIEWS[i]
     assert again["synthetic"]["cover.png"]["found"][flipped] == 1 - merged["found"][flipped]
+
+
+def test_a_retest_seed_measures_the_same_views_again_with_new_clutter_and_noise(tmp_path):
+    from bench_rating import grid_views, load_cache, measure_synthetic
+
+    cv2.imwrite(str(tmp_path / "cover.png"), synthetic_cover(11, (240, 320)))
+    images = {"cover.png": "test"}
+    cache = load_cache(tmp_path / "m.json", False, grid_views("calibration"))
+    measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None)
+    first = dict(cache["synthetic"]["cover.png"])
+    measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None, seed=3)
+    assert cache["synthetic"]["cover.png"] == first  # the calibration's own run is left as it was
+    again = cache["retest"]["synthetic"]["cover.png"]
+    direct = measure_envelope(tmp_path / "cover.png", views=CALIBRATION_VIEWS, seed=3)
+    assert cache["retest"]["seed"] == 3
+    assert again["found"] == [int(r.found) for r in direct.views] and again["found_share"] == direct.found_share
+    with pytest.raises(ValueError, match="seed 3, not 4"):
+        measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None, seed=4)
+
+
+def test_retest_figures_are_the_rank_correlations_of_the_images_measured_twice():
+    from rating_fit import retest_figures
+
+    def rank_corr(a, b):  # Spearman without ties: Pearson's correlation of the ranks
+        ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+        return float(np.corrcoef(ra, rb)[0, 1])
+
+    rng = np.random.default_rng(5)
+    paths = [f"img{i}.jpg" for i in range(30)]
+    first = rng.permutation(30) / 30.0
+    again = first + rng.normal(0, 0.2, 30)
+    scores = first * 100 + rng.normal(0, 30, 30)
+    retest = {
+        "seed": 2,
+        "synthetic": {p: {"found_share": float(a), "error": None} for p, a in zip(paths, again, strict=True)},
+    }
+    del retest["synthetic"]["img0.jpg"]  # measured once only: left out of every retest figure
+    retest["synthetic"]["img1.jpg"]["error"] = "no features"
+    got = retest_figures(scores, first, paths, retest)
+    keep = np.arange(2, 30)
+    assert got["seed"] == 2 and got["n"] == 28
+    assert got["spearman_runs"] == pytest.approx(rank_corr(first[keep], again[keep]))
+    assert got["spearman_score_retest"] == pytest.approx(rank_corr(scores[keep], again[keep]))
+    assert got["spearman_score_mean"] == pytest.approx(rank_corr(scores[keep], (first[keep] + again[keep]) / 2))
+    assert retest_figures(scores, first, paths, None) is None
