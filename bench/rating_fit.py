@@ -18,7 +18,8 @@ statistic) to minimise, on the tuning half,
 
 the acceptance's correlation and its two band targets (a band counts once it holds 10 tuning images), with a
 pull towards the shipped values (``z``: the parameters' steps, :data:`PRIOR`). Reported on
-the held-out half only: Spearman overall, per source of 50 images or more, against the real-photo found share,
+the held-out half only: Spearman overall (with a bootstrap 95% interval), per source of 50 images or more,
+against the real-photo found share (with its interval),
 and the found share per score band (bands of 10 images or more), for the shipped and the fitted weights; and,
 when the cache holds a second envelope run of another seed (``"retest"``), the two runs' agreement (Spearman
 between their found shares) and the score's correlation with the second run and with their mean. The fit uses
@@ -119,6 +120,32 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(spearmanr(a, b).statistic)
 
 
+def spearman_ci(a: np.ndarray, b: np.ndarray, level: float = 0.95, resamples: int = 2000) -> list[float] | None:
+    """The ``level`` confidence interval of Spearman's correlation of ``a`` and ``b``: a paired bootstrap over the
+    images (scipy's BCa, seeded so a report repeats): how far the held-out half's correlation could lie from the
+    same rating's on other images of the same kinds; None where Spearman is undefined."""
+    from scipy.stats import bootstrap, spearmanr
+
+    if spearman(a, b) is None:
+        return None
+
+    def rho(x: np.ndarray, y: np.ndarray) -> float:
+        r = spearmanr(x, y).statistic
+        return 0.0 if np.isnan(r) else float(r)  # a resample with one value on either side ranks nothing
+
+    res = bootstrap(
+        (np.asarray(a, float), np.asarray(b, float)),
+        rho,
+        paired=True,
+        vectorized=False,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="BCa",
+        random_state=np.random.default_rng(0),
+    )
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
 def band_shares(scores: np.ndarray, shares: np.ndarray, min_n: int = MIN_BAND) -> dict[str, dict[str, Any]]:
     out = {}
     for name, lo, hi in BANDS:
@@ -182,7 +209,12 @@ def evaluate(score_fn, weights: Any, paths: list[str], images: dict[str, str], c
     """Held-out figures of ``weights`` on ``paths``: Spearman overall, per source, vs real photos; bands."""
     scores = np.array([score_fn(cache["measures"][p]["measures"], weights)[0] for p in paths], float)
     synth = np.array([cache["synthetic"][p]["found_share"] for p in paths], float)
-    out: dict[str, Any] = {"n": len(paths), "spearman_synthetic": spearman(scores, synth), "per_source": {}}
+    out: dict[str, Any] = {
+        "n": len(paths),
+        "spearman_synthetic": spearman(scores, synth),
+        "spearman_synthetic_ci95": spearman_ci(scores, synth),
+        "per_source": {},
+    }
     total = {s: list(images.values()).count(s) for s in set(images.values())}
     for source in sorted(set(images[p] for p in paths)):
         sel = np.array([images[p] == source for p in paths])
@@ -196,7 +228,11 @@ def evaluate(score_fn, weights: Any, paths: list[str], images: dict[str, str], c
     real = {path: v for per in cache.get("real", {}).values() for path, v in per.items() if v["photos"]}
     sel = [i for i, p in enumerate(paths) if p in real]
     real_share = np.array([real[paths[i]]["found"] / real[paths[i]]["photos"] for i in sel], float)
-    out["spearman_real"] = {"n": len(sel), "rho": spearman(scores[sel], real_share) if sel else None}
+    out["spearman_real"] = {
+        "n": len(sel),
+        "rho": spearman(scores[sel], real_share) if sel else None,
+        "ci95": spearman_ci(scores[sel], real_share) if sel else None,
+    }
     out["bands"] = band_shares(scores, synth)
     out["retest"] = retest_figures(scores, synth, paths, cache.get("retest"))
     out["scores"] = scores.tolist()
@@ -253,16 +289,24 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
+def _interval(ci: list[float] | None) -> str:
+    return "-" if ci is None else f"{ci[0]:.2f}-{ci[1]:.2f}"
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"# Rating calibration (held-out half, {report['held_out']['n']} images)", ""]
-    lines += ["| weights | Spearman synthetic | Spearman real (n) | <40 found (n) | 40-75 found (n) | >=75 found (n) |"]
+    lines += [
+        "| weights | Spearman synthetic (95% CI) | Spearman real (95% CI, n) | <40 found (n) | 40-75 found (n) "
+        "| >=75 found (n) |"
+    ]
     lines += ["| --- | --- | --- | --- | --- | --- |"]
     for key in ("shipped", "held_out"):
         r = report[key]
         b = r["bands"]
         lines.append(
-            f"| {'shipped' if key == 'shipped' else 'fitted'} | {_fmt(r['spearman_synthetic'])} | "
-            f"{_fmt(r['spearman_real']['rho'])} ({r['spearman_real']['n']}) | "
+            f"| {'shipped' if key == 'shipped' else 'fitted'} | {_fmt(r['spearman_synthetic'])} "
+            f"({_interval(r.get('spearman_synthetic_ci95'))}) | {_fmt(r['spearman_real']['rho'])} "
+            f"({_interval(r['spearman_real'].get('ci95'))}, {r['spearman_real']['n']}) | "
             + " | ".join(f"{_fmt(b[n]['found_share'])} ({b[n]['n']})" for n, _, _ in BANDS)
             + " |"
         )

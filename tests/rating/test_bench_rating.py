@@ -84,3 +84,20 @@ def test_retest_figures_are_the_rank_correlations_of_the_images_measured_twice()
     assert got["spearman_score_retest"] == pytest.approx(rank_corr(scores[keep], again[keep]))
     assert got["spearman_score_mean"] == pytest.approx(rank_corr(scores[keep], (first[keep] + again[keep]) / 2))
     assert retest_figures(scores, first, paths, None) is None
+
+
+def test_the_spearman_interval_covers_the_population_value_and_has_the_textbook_width():
+    from rating_fit import spearman_ci
+
+    # Bivariate normal with Pearson correlation r: its population Spearman correlation is (6 / pi) asin(r / 2)
+    # (Pearson 1907), and the sample's Fisher-transformed Spearman has a standard error of about
+    # sqrt(1.06 / (n - 3)) (Fieller, Hartley and Pearson 1957).
+    r, n = 0.7, 300
+    xy = np.random.default_rng(7).multivariate_normal([0, 0], [[1, r], [r, 1]], n)
+    lo, hi = spearman_ci(xy[:, 0], xy[:, 1])
+    population = 6 / np.pi * np.arcsin(r / 2)
+    assert lo < population < hi
+    z, se = np.arctanh(population), np.sqrt(1.06 / (n - 3))
+    textbook = np.tanh(z + 1.96 * se) - np.tanh(z - 1.96 * se)
+    assert 0.75 < (hi - lo) / textbook < 1.33
+    assert spearman_ci(np.ones(10), np.arange(10.0)) is None  # no ranking on one side
