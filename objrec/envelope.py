@@ -51,11 +51,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background
 from objrec.modeldb import ModelDB
 from objrec.recognizer import Recognizer
-from objrec.scenes import Distortion, compose_scene, tilted_plane
+from objrec.scenes import CAMERA_FOCAL_PX, Distortion, camera_view, compose_scene
 
 __all__ = [
     "FRAME_SIZE",
@@ -74,7 +73,7 @@ __all__ = [
 #: The rendered frame (w, h): a VGA camera frame.
 FRAME_SIZE = (640, 480)
 #: Focal length of the rendering camera in pixels: about 62 degrees of horizontal field of view at 640 px.
-FOCAL_PX = 530.0
+FOCAL_PX = CAMERA_FOCAL_PX
 #: The object's longer side in the base view, in frame pixels.
 BASE_SIZE_PX = 240.0
 #: Sensor noise of the base view (grey levels): a clean frame of a real camera is never noise-free.
@@ -186,12 +185,8 @@ _BASE_VALUE = {"size": BASE_SIZE_PX, "tilt": 0.0, "tilt_x": 0.0, "blur": 0.0, "n
 def view_homography(
     model_size: tuple[int, int], view: EnvelopeView, frame_size: tuple[int, int] = FRAME_SIZE
 ) -> np.ndarray:
-    """The model→frame homography of ``view``: the object centred, scaled, tilted by a pinhole camera, rotated.
-
-    The model's plane is scaled to ``view.size_px`` on its longer side, put at distance :data:`FOCAL_PX` in front
-    of the camera (where one model unit images to one pixel), rotated about its centre by ``view.tilt_deg`` about
-    the ``view.tilt_axis`` axis, imaged by ``K [r1 r2 t]`` and finally rotated in the image plane about the
-    frame's centre; the outline's centroid is then moved to the frame's centre.
+    """The model→frame homography of ``view``: the object centred, scaled to ``view.size_px``, tilted by a
+    pinhole camera of focal length :data:`FOCAL_PX`, rotated (:func:`~objrec.scenes.camera_view`).
 
     Parameters
     ----------
@@ -204,26 +199,8 @@ def view_homography(
     -------
     (3, 3) float64 ndarray
         Maps model pixels to frame pixels, ``H[2, 2] = 1``.
-
-    References
-    ----------
-    R. Hartley and A. Zisserman, *Multiple View Geometry in Computer Vision*, 2nd ed., Cambridge University
-    Press, 2004, section 8.1.1 (the homography induced by a world plane). DOI: 10.1017/CBO9780511811685
     """
-    w, h = model_size
-    fw, fh = frame_size
-    f = FOCAL_PX
-    s = view.size_px / max(w, h)
-    to_plane = np.array([[s, 0, -s * w / 2], [0, s, -s * h / 2], [0, 0, 1]], np.float64)
-    to_frame = np.array([[1, 0, fw / 2], [0, 1, fh / 2], [0, 0, 1]], np.float64)  # the principal point
-    r = np.deg2rad(view.rotation_deg)
-    # Counter-clockwise as seen in the image, whose y axis points down.
-    rot = cv2.getRotationMatrix2D((fw / 2, fh / 2), view.rotation_deg, 1.0) if r else np.eye(3)[:2]
-    H = np.vstack([rot, [0, 0, 1]]) @ to_frame @ tilted_plane(view.tilt_deg, view.tilt_axis, f) @ to_plane
-    q = map_points(H, model_corners(w, h))
-    shift = np.array([fw / 2, fh / 2]) - q.mean(axis=0)
-    H = np.array([[1, 0, shift[0]], [0, 1, shift[1]], [0, 0, 1]]) @ H
-    return H / H[2, 2]
+    return camera_view(model_size, view.size_px, frame_size, FOCAL_PX, view.rotation_deg, view.tilt_deg, view.tilt_axis)
 
 
 def corner_tolerance(corners: np.ndarray) -> float:

@@ -24,6 +24,8 @@ __all__ = [
     "random_homography",
     "place_homography",
     "tilted_plane",
+    "camera_view",
+    "CAMERA_FOCAL_PX",
     "outside_fraction",
     "place_partly_outside",
     "warp_object",
@@ -134,6 +136,64 @@ def tilted_plane(tilt_deg: float, axis: str, focal: float) -> np.ndarray:
         raise ValueError(f"axis: expected 'x' or 'y', got {axis!r}")
     K = np.array([[focal, 0, 0], [0, focal, 0], [0, 0, 1]], np.float64)
     return K @ np.column_stack([R[:, 0], R[:, 1], [0.0, 0.0, focal]])
+
+
+#: Focal length in pixels of a phone's main camera at 640 px frame width (about 62 degrees of horizontal field
+#: of view): the camera of the operating envelope and of the rating's hard views.
+CAMERA_FOCAL_PX = 530.0
+
+
+def camera_view(
+    model_size: tuple[int, int],
+    size_px: float,
+    frame_size: tuple[int, int],
+    focal: float,
+    rotation_deg: float = 0.0,
+    tilt_deg: float = 0.0,
+    tilt_axis: str = "y",
+) -> np.ndarray:
+    """The model→frame homography of a planar object centred in a pinhole camera's frame, scaled, tilted, rotated.
+
+    The model's plane is scaled to ``size_px`` on its longer side, put at distance ``focal`` in front of the
+    camera (where one model unit images to one pixel), rotated about its centre by ``tilt_deg`` about the
+    ``tilt_axis`` axis (:func:`tilted_plane`), imaged by ``K [r1 r2 t]`` and finally rotated in the image plane
+    by ``rotation_deg`` (counter-clockwise as seen) about the frame's centre; the outline's centroid is then
+    moved to the frame's centre.
+
+    Parameters
+    ----------
+    model_size : (w, h)
+        The model image's size in pixels.
+    size_px : float
+        The object's longer side in frame pixels before tilting.
+    frame_size : (w, h)
+    focal : float
+        Focal length in pixels (principal point at the frame's centre).
+    rotation_deg, tilt_deg : float
+    tilt_axis : {"y", "x"}
+
+    Returns
+    -------
+    (3, 3) float64 ndarray
+        Maps model pixels to frame pixels, ``H[2, 2] = 1``.
+
+    References
+    ----------
+    R. Hartley and A. Zisserman, *Multiple View Geometry in Computer Vision*, 2nd ed., Cambridge University
+    Press, 2004, section 8.1.1 (the homography induced by a world plane). DOI: 10.1017/CBO9780511811685
+    """
+    w, h = model_size
+    fw, fh = frame_size
+    s = size_px / max(w, h)
+    to_plane = np.array([[s, 0, -s * w / 2], [0, s, -s * h / 2], [0, 0, 1]], np.float64)
+    to_frame = np.array([[1, 0, fw / 2], [0, 1, fh / 2], [0, 0, 1]], np.float64)  # the principal point
+    # Counter-clockwise as seen in the image, whose y axis points down.
+    rot = cv2.getRotationMatrix2D((fw / 2, fh / 2), rotation_deg, 1.0) if rotation_deg else np.eye(3)[:2]
+    H = np.vstack([rot, [0, 0, 1]]) @ to_frame @ tilted_plane(tilt_deg, tilt_axis, focal) @ to_plane
+    q = map_points(H, model_corners(w, h))
+    shift = np.array([fw / 2, fh / 2]) - q.mean(axis=0)
+    H = np.array([[1, 0, shift[0]], [0, 1, shift[1]], [0, 0, 1]]) @ H
+    return H / H[2, 2]
 
 
 def place_homography(

@@ -1,5 +1,5 @@
 """The raw measures of a reference image's rating: distinctiveness of its features, the area they cover, contrast
-in gray and in colour only, JPEG blocking and symmetry.
+in gray and in colour only, JPEG blocking, symmetry, and how the image fares in a few small or hard views of it.
 
 Each function takes arrays and returns numbers (or per-feature arrays); none reads files or knows the score.
 """
@@ -12,8 +12,9 @@ import cv2
 import numpy as np
 
 from objrec.boxes import map_points, model_corners
-from objrec.imageio import to_bgr
-from objrec.scenes import tilted_plane
+from objrec.data import synthetic_cover
+from objrec.imageio import to_bgr, to_gray
+from objrec.scenes import CAMERA_FOCAL_PX, Distortion, camera_view, compose_scene, tilted_plane
 
 __all__ = [
     "RATIO",
@@ -29,6 +30,13 @@ __all__ = [
     "symmetry_share",
     "SMALL_VIEWS",
     "small_view_matches",
+    "HARD_VIEWS",
+    "HARD_FULL_MATCHES",
+    "upright_turns",
+    "quarter_turned",
+    "quarter_turned_points",
+    "hard_view_matches",
+    "hard_view_share",
 ]
 
 #: Lowe's ratio threshold of the matcher (0.75 as in find_obj.py): a feature is distinctive when a query's
@@ -164,8 +172,9 @@ def blockiness(gray: np.ndarray, block: int = 8) -> float:
     """JPEG blocking: mean absolute gray step across 8x8 block boundaries over the mean step inside blocks.
 
     About 1 for an image without blocking; block-wise quantisation (strong JPEG compression) puts steps on
-    the block grid and raises it. Horizontal and vertical steps are averaged. The grid starts at pixel 0, as
-    JPEG's does, so the image must be measured as decoded, before any resizing.
+    the block grid and raises it. Horizontal and vertical steps are averaged. Along each axis the grid starts at
+    the first pixel, as JPEG's does, or at the last, where an image turned or flipped after decoding has it
+    (whichever has the larger steps). The image must be measured as decoded, before any resizing.
 
     References
     ----------
@@ -177,11 +186,14 @@ def blockiness(gray: np.ndarray, block: int = 8) -> float:
     for d in (np.abs(np.diff(g, axis=1)), np.abs(np.diff(g, axis=0)).T):
         if d.shape[1] < 2 * block:
             continue
-        at = np.zeros(d.shape[1], bool)
-        at[block - 1 :: block] = True  # the step between pixel 8k-1 and 8k
-        inside = float(d[:, ~at].mean())
-        across = float(d[:, at].mean())
-        ratios.append(across / inside if inside > 1e-6 else 1.0)
+        best = 0.0
+        # The step between pixels 8k-1 and 8k (a grid from the first pixel) or L-8k-1 and L-8k (from the last).
+        for phase in {block - 1, d.shape[1] % block}:
+            at = np.zeros(d.shape[1], bool)
+            at[phase::block] = True
+            inside = float(d[:, ~at].mean())
+            best = max(best, float(d[:, at].mean()) / inside if inside > 1e-6 else 1.0)
+        ratios.append(best)
     return float(np.mean(ratios)) if ratios else 1.0
 
 
@@ -331,3 +343,140 @@ def small_view_matches(
         near = np.linalg.norm(qxy[qi] - mxy[ti], axis=1) <= VIEW_TOLERANCE_PX / s if len(good) else np.zeros(0, bool)
         counts.append(int(near.sum()))
     return counts
+
+
+#: The hard views :func:`hard_view_matches` renders, one per way a camera makes an object hard to find, as
+#: (name, object's longer side in px, in-plane rotation in degrees, tilt in degrees, foreshortened side
+#: ``"short"`` or ``"long"``, photometric distortion): small (a cover across a room), small and seen from the
+#: side, steep (seen from above), out of focus, and hand-held (turned, tilted, soft, noisy and compressed at
+#: once). They are not the operating envelope's views: the rating predicts the envelope, it does not replay it.
+HARD_VIEWS: tuple[tuple[str, float, float, float, str, Distortion], ...] = (
+    ("small", 60.0, 0.0, 0.0, "short", Distortion(noise_sigma=4)),
+    ("side-on", 95.0, 0.0, 45.0, "short", Distortion(blur_sigma=0.8, noise_sigma=4)),
+    ("steep", 160.0, 0.0, 55.0, "long", Distortion(noise_sigma=4)),
+    ("out of focus", 200.0, 0.0, 0.0, "short", Distortion(blur_sigma=2.7, noise_sigma=4)),
+    ("hand-held", 130.0, -70.0, 35.0, "short", Distortion(blur_sigma=1.2, noise_sigma=8, jpeg_quality=50)),
+)
+#: Clutter around a hard view's object (px): its frame is the outline's bounding box grown by this, cut from
+#: the frame a 640x480 camera (:data:`~objrec.scenes.CAMERA_FOCAL_PX`) would take, so the detector sees the
+#: object's edges against clutter and searches no more pixels than that.
+HARD_MARGIN_PX = 32
+#: Correct matches at which a hard view counts as fully found: twice the ten inliers a detection's verification
+#: requires, so that a view with a bare minimum counts for half.
+HARD_FULL_MATCHES = 20
+#: Seeds the hard views' background clutter and noise: any fixed value.
+HARD_SEED = 101
+#: A match in a hard view is correct when the view's feature lies within this many frame pixels of where the
+#: view's known homography puts its model feature.
+HARD_TOLERANCE_PX = 3.0
+
+
+def upright_turns(gray: np.ndarray) -> int:
+    """Quarter turns clockwise (0-3) that bring the image's brightest half (of top, right, bottom, left, on a
+    32x32 reduction) to the top: the same upright image for an image and any quarter turn of it, so that views
+    rendered from it do not depend on which way up the image was given."""
+    small = cv2.resize(gray, (32, 32), interpolation=cv2.INTER_AREA).astype(np.float64)
+    halves = [small[:16].sum(), small[:, :16].sum(), small[16:].sum(), small[:, 16:].sum()]  # top, left, bottom, right
+    return int(np.argmax(halves))  # a clockwise quarter turn brings the left half to the top
+
+
+def quarter_turned(image: np.ndarray, k: int) -> np.ndarray:
+    """``image`` turned ``k`` quarter turns clockwise."""
+    for _ in range(k % 4):
+        image = cv2.rotate(image, cv2.ROTATE_90_CLOCKWISE)
+    return image
+
+
+def quarter_turned_points(xy: np.ndarray, shape: tuple[int, int], k: int) -> np.ndarray:
+    """Points ``xy`` (pixel centres) of an image of ``shape`` (h, w), where they lie once the image is turned
+    ``k`` quarter turns clockwise (:func:`quarter_turned`; a negative ``k`` turns back)."""
+    out = np.asarray(xy, np.float32).reshape(-1, 2).copy()
+    h, w = shape
+    for _ in range(k % 4):
+        out = np.column_stack([h - 1 - out[:, 1], out[:, 0]]).astype(np.float32)
+        h, w = w, h
+    return out
+
+
+def _hard_frame(
+    model_size: tuple[int, int], size: float, rotation: float, tilt: float, axis: str
+) -> tuple[np.ndarray, tuple[int, int]]:
+    """The model→frame homography of one hard view and its frame (w, h): the camera's 640x480 view of the
+    object, cut to the outline's bounding box plus :data:`HARD_MARGIN_PX`."""
+    H = camera_view(model_size, size, (640, 480), CAMERA_FOCAL_PX, rotation, tilt, axis)
+    q = map_points(H, model_corners(*model_size))
+    lo, hi = np.floor(q.min(axis=0)) - HARD_MARGIN_PX, np.ceil(q.max(axis=0)) + HARD_MARGIN_PX
+    shift = np.array([[1, 0, -lo[0]], [0, 1, -lo[1]], [0, 0, 1]], np.float64)
+    return shift @ H, (int(hi[0] - lo[0]), int(hi[1] - lo[1]))
+
+
+def hard_view_matches(
+    image: np.ndarray,
+    xy: np.ndarray,
+    descriptors: np.ndarray,
+    detect: Any,
+    views: tuple[tuple[str, float, float, float, str, Distortion], ...] = HARD_VIEWS,
+    seed: int = HARD_SEED,
+) -> list[int]:
+    """Per view of ``views``, how many of the image's features a recognizer would still match correctly in it.
+
+    Each view places the image, centred, as a pinhole
+    camera of focal length :data:`~objrec.scenes.CAMERA_FOCAL_PX` sees it at the view's size, tilt and in-plane
+    rotation (:func:`~objrec.scenes.camera_view`; the tilt foreshortens the image's shorter or longer side),
+    over drawn clutter (shapes, gradients and text, :func:`~objrec.data.synthetic_cover`: not a photo, so no
+    reference image can find itself in it) in a frame cut around the object (:data:`HARD_MARGIN_PX`), and
+    distorts the frame (:func:`~objrec.scenes.compose_scene`). ``detect(gray) -> Features`` finds the frame's
+    features, which are matched to the image's own (``xy``, ``descriptors``) with Lowe's ratio test at
+    :data:`RATIO`; a match is correct when the view's feature lies within :data:`HARD_TOLERANCE_PX` of where
+    the view's homography puts its model feature (the geometry is known, so no RANSAC is needed).
+
+    Parameters
+    ----------
+    image : (H, W) or (H, W, 3) uint8 ndarray
+        The image as enrolment reads it, turned upright (:func:`upright_turns`, :func:`quarter_turned`) so that
+        the views do not depend on which way up it was given.
+    xy, descriptors : ndarray
+        Its features (positions in ``image``'s pixels) as enrolment extracts them from it.
+    detect : callable
+        The detector a frame is searched with.
+    views, seed
+        See :data:`HARD_VIEWS`, :data:`HARD_SEED`.
+
+    Returns
+    -------
+    list of int
+        Correct matches per view.
+    """
+    mxy = np.asarray(xy, np.float64).reshape(-1, 2)
+    h, w = image.shape[:2]
+    md = np.asarray(descriptors, np.float32)
+    counts = []
+    for i, (_, size, rotation, tilt, side, distortion) in enumerate(views):
+        axis = "y" if (side == "short") == (h >= w) else "x"  # "y" foreshortens the width
+        H, frame_size = _hard_frame((w, h), size, rotation, tilt, axis)
+        scene = compose_scene(
+            synthetic_cover(seed, frame_size),
+            {"image": image},
+            np.random.default_rng([seed, i]),
+            frame_size=frame_size,
+            homographies={"image": H},
+            distortion=distortion,
+        )
+        q = detect(to_gray(scene.image)).to_host()
+        if len(q) == 0 or len(md) < 2:
+            counts.append(0)
+            continue
+        pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(q.descriptors, np.float32), md, k=2)
+        good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
+        if not good:
+            counts.append(0)
+            continue
+        at = map_points(H, mxy[[g.trainIdx for g in good]])
+        found = np.asarray(q.xy, np.float64).reshape(-1, 2)[[g.queryIdx for g in good]]
+        counts.append(int((np.linalg.norm(at - found, axis=1) <= HARD_TOLERANCE_PX).sum()))
+    return counts
+
+
+def hard_view_share(counts: list[int], full: int = HARD_FULL_MATCHES) -> float:
+    """The hard views' mean credit: a view counts ``min(1, correct matches / full)``."""
+    return float(np.mean([min(1.0, c / full) for c in counts])) if counts else 0.0

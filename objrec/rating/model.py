@@ -10,20 +10,27 @@ The score is 100 times a product of factors in [0, 1], each owned by one reason:
   or small, slightly blurred and from the side (``small_view_matches``,
   :func:`objrec.rating.measures.small_view_matches`): an image whose features are all small print, thin lines
   or fine texture is found only when seen large and sharp;
+- ``hard_views``: ``floor + (1 - floor) * share`` (at most 1) of the image's credit in a few hard views of it
+  (``hard_views``, :func:`objrec.rating.measures.hard_view_matches`: small, side-on, steep, out of focus,
+  hand-held, each rendered over clutter and searched with the recognizer's escalation detector; a view with
+  twice the correct matches a detection needs counts fully): how the image fares where recognition is hard;
 - ``low_coverage``: ``1 - exp(-coverage / coverage_scale)`` of the share of grid cells holding distinctive
   features (features crowded in one part of the image vanish together under occlusion or when that part leaves
   the frame);
 - ``low_contrast`` (or ``colour_only_contrast`` when the image's contrast is in its colours): the gray RMS
   contrast over ``contrast_ok``, capped at 1;
 - ``too_few_pixels``: ``(short_side / min_side_px) ** 2`` below the minimum, the share of the pixels a usable
-  reference has (128 px is the smallest image Zappar accepts);
+  reference has (fitted near 128 px, the smallest image Zappar accepts);
 - ``jpeg_blocking`` and ``symmetry``: linear penalties above an onset, down to a floor.
 
 Each reason's cost in points splits the score's loss in proportion to ``-log`` of its factor, so the costs add up
 to ``100 - score``; a reason is reported when its factor is below :data:`REPORT_BELOW`. The values of
-:data:`WEIGHTS` that the calibration images can measure (the curves' scales and the contrast) are fitted
-against recognition by ``bench/bench_rating.py`` on one half of those images; the others (repetition, symmetry,
-blocking, the colour-only test) are set by the principles above.
+:data:`WEIGHTS` that the calibration images can measure (the curves' scales, the contrast and the hard views'
+floor) are fitted against recognition by ``bench/bench_rating.py`` on one half of those images; the others
+(repetition, symmetry, blocking, the colour-only test) are set by the principles above. The features and
+views are measured on the image turned upright (:func:`objrec.rating.measures.upright_turns`), so that an image and its
+quarter turns are rated alike (JPEG blocking, a property of the pixels as decoded, is measured on them as
+given).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from objrec.rating.measures import HARD_VIEWS
 
 __all__ = ["Reason", "WEIGHTS", "MEASURE_KEYS", "REPORT_BELOW", "score_from_measures"]
 
@@ -47,16 +56,18 @@ MEASURE_KEYS = (
     "blockiness",
     "symmetry",
     "small_view_matches",
+    "hard_views",
 )
 
 #: The model's parameters (plain numbers, so a calibration can fit and store them).
 WEIGHTS: dict[str, float] = {
-    "features_scale": 17.8,  # features at which the feature curve reaches 1 - 1/e
-    "coverage_scale": 0.092,  # covered share of cells at which the coverage curve reaches 1 - 1/e
-    "small_view_scale": 11.1,  # correct matches in the small views at which their curve reaches 1 - 1/e
-    "contrast_ok": 0.077,  # gray RMS contrast from which contrast costs nothing (about 20 gray levels)
+    "features_scale": 14.69,  # features at which the feature curve reaches 1 - 1/e
+    "coverage_scale": 0.0879,  # covered share of cells at which the coverage curve reaches 1 - 1/e
+    "small_view_scale": 2.39,  # correct matches in the small views at which their curve reaches 1 - 1/e
+    "hard_views_floor": 0.418,  # the hard-view factor of an image found in none of them
+    "contrast_ok": 0.0914,  # gray RMS contrast from which contrast costs nothing (about 23 gray levels)
     "colour_ratio": 2.0,  # chroma contrast over gray contrast above which low contrast is colour-only
-    "min_side_px": 128.0,  # shorter side below which an image has too few pixels
+    "min_side_px": 122.5,  # shorter side below which an image has too few pixels
     "blocking_onset": 1.3,  # blockiness (1: none) from which blocking costs
     "blocking_slope": 1.0,  # factor lost per unit of blockiness above the onset
     "blocking_floor": 0.5,
@@ -76,7 +87,7 @@ class Reason:
     Attributes
     ----------
     code : str
-        ``few_features``, ``repetition``, ``fine_detail``, ``low_coverage``, ``low_contrast``,
+        ``few_features``, ``repetition``, ``fine_detail``, ``hard_views``, ``low_coverage``, ``low_contrast``,
         ``colour_only_contrast``, ``too_few_pixels``, ``jpeg_blocking`` or ``symmetry``.
     value : float
         The measure that triggered it (a count, a share, a contrast, pixels).
@@ -113,6 +124,7 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
     colour_only = chroma > w["colour_ratio"] * contrast and contrast < w["contrast_ok"]
     side, block, sym = float(m["short_side"]), float(m["blockiness"]), float(m["symmetry"])
     cov = float(m["coverage"])
+    hard = float(m["hard_views"])
     return [
         ("few_features", f_all, n, f"few features: {n:.0f} found"),
         (
@@ -127,6 +139,13 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
             float(m["small_view_matches"]),
             f"detail too fine: {float(m['small_view_matches']):.0f} features still match when the image is seen "
             "blurred, or small and from the side",
+        ),
+        (
+            "hard_views",
+            min(1.0, w["hard_views_floor"] + (1.0 - w["hard_views_floor"]) * hard),
+            hard,
+            f"hard to find: {100 * hard:.0f}% credit in {len(HARD_VIEWS)} hard views "
+            f"({', '.join(v[0] for v in HARD_VIEWS)})",
         ),
         (
             "low_coverage",

@@ -25,20 +25,25 @@ from objrec.rating.measures import (
     blockiness,
     cell_counts,
     chroma_contrast,
+    hard_view_matches,
+    hard_view_share,
     nearest_other_distance,
+    quarter_turned,
+    quarter_turned_points,
     query_ratio,
     rms_contrast,
     small_view_matches,
     symmetry_share,
+    upright_turns,
 )
 from objrec.rating.model import WEIGHTS, Reason, score_from_measures
 from objrec.types import Features
 
-__all__ = ["RATING_VERSION", "Rating", "rate", "read_reference", "rated_kind"]
+__all__ = ["RATING_VERSION", "Rating", "rate", "read_reference", "rated_kind", "hard_view_kind"]
 
 #: The version of the measures and the score model; stored with every rating so a database can tell which
 #: ratings an updated model would change.
-RATING_VERSION = "rating-3"
+RATING_VERSION = "rating-4"
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,6 +122,15 @@ def rated_kind(kinds: Any) -> str:
     return next((k for k in KIND_ORDER if k in kinds), kinds[0])
 
 
+def hard_view_kind(kinds: Any) -> str:
+    """The detector kind the rating's hard views are searched with among ``kinds``: the recognizer's escalation
+    (the last of :data:`~objrec.features.extract.KIND_ORDER` present), which takes over where the primary
+    detector is unsure, as it is in small, steep or blurred views; the only kind when there is one."""
+    kinds = list(kinds)
+    present = [k for k in KIND_ORDER if k in kinds]
+    return present[-1] if present else rated_kind(kinds)
+
+
 def _feature_measures(f: Features, kind: str, shape: tuple[int, int]) -> tuple[dict, Any, Any]:
     """Features, distinctive features, repetition share and coverage of one detector's features (on the host)."""
     ratio = query_ratio(nearest_other_distance(f.descriptors), kind)
@@ -151,10 +165,12 @@ def rate(
         An image file, or a gray or BGR(A) uint8 array.
     detectors : dict of kind -> parameters, optional
         A database's detectors (default :data:`~objrec.features.model.DEFAULT_DETECTORS`); the primary one
-        (:func:`rated_kind`) is rated, and only its features are extracted.
+        (:func:`rated_kind`) is rated, the hard views (:func:`~objrec.rating.measures.hard_view_matches`)
+        are searched with the escalation's (:func:`hard_view_kind`), and only those two kinds' features are
+        extracted.
     features : dict of kind -> Features, optional
         Features already extracted from this image as enrolment does (enrolment passes its own, so nothing is
-        extracted twice); ``detectors`` then only gives the rated detector's parameters for the small views
+        extracted twice); ``detectors`` then only gives the detectors' parameters for the small and hard views
         (:func:`~objrec.rating.measures.small_view_matches`).
     weights : dict, optional
         The score model's parameters (default :data:`~objrec.rating.model.WEIGHTS`).
@@ -175,30 +191,41 @@ def rate(
     >>> r.score, r.codes[0]
     (0, 'few_features')
     """
-    img = read_reference(image)
+    given_img = read_reference(image)
     dets = dict(detectors or DEFAULT_DETECTORS)
-    if features is None:
-        kind = rated_kind(dets)
-        f = extract_model_features(img, {kind: dets[kind]})[kind]
-    else:
-        kind = rated_kind(features)
-        f = features[kind]
-    params = dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))
+    kinds = dets if features is None else features
+    kind, hard_kind = rated_kind(kinds), hard_view_kind(kinds)
+    # Features and views are measured on the image turned upright (:func:`upright_turns`), so that an image
+    # and its quarter turns get the same rating; features given for the image as it is serve when it is upright.
+    given_gray = to_gray(given_img)
+    turns = upright_turns(given_gray)
+    img = quarter_turned(given_img, turns)
     gray = to_gray(img)
     h, w = gray.shape
-    f = f.to_host()
+    have = dict(features or {}) if turns == 0 else {}
+    missing = {k: dets.get(k, DEFAULT_DETECTORS.get(k, {})) for k in {kind, hard_kind} if k not in have}
+    if missing:
+        have.update(extract_model_features(img, missing))
+    f = have[kind].to_host()
+    params = dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))
     m, xy, ratio = _feature_measures(f, kind, (h, w))
     det = model_detector(kind, params)
     small = small_view_matches(gray, xy, f.descriptors, lambda g: detect_features(kind, det, g))
+    fh = have[hard_kind].to_host()
+    hard_params = dets.get(hard_kind, DEFAULT_DETECTORS.get(hard_kind, {}))
+    hard_det = model_detector(hard_kind, hard_params)
+    hard = hard_view_matches(img, fh.xy, fh.descriptors, lambda g: detect_features(hard_kind, hard_det, g))
     m.update(
-        # the geometric mean of the hard views' correct matches (plus one): an image must survive all of them
+        # the geometric mean of the small views' correct matches (plus one): an image must survive all of them
         small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),
         gray_contrast=rms_contrast(gray),
         chroma_contrast=chroma_contrast(img),
         short_side=float(min(h, w)),
         model_scale=min(1.0, MAX_MODEL_SIDE / max(h, w)),
-        blockiness=blockiness(gray),
+        blockiness=blockiness(given_gray),  # on the pixels as given: the JPEG blocks' grid is theirs
         symmetry=symmetry_share(gray),
+        hard_views=hard_view_share(hard),
     )
     score, reasons = score_from_measures(m, WEIGHTS if weights is None else weights)
-    return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, (h, w))
+    back = quarter_turned_points(xy, (h, w), -turns)  # the features where the image as given has them
+    return Rating(score, reasons, m, RATING_VERSION, kind, back, ratio, given_gray.shape[:2])

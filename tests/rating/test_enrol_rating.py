@@ -33,21 +33,40 @@ def images(tmp_path_factory):
 
 
 def test_enrolment_stores_the_rating_of_its_own_features(images, tmp_path, monkeypatch):
+    from objrec.imageio import read_image, to_gray
     from objrec.modeldb import ModelDB
     from objrec.rating import rater
+    from objrec.rating.measures import quarter_turned, upright_turns
 
-    want = rate(images["tiled"])
+    tiled = read_image(images["tiled"])
+    upright = quarter_turned(tiled, upright_turns(to_gray(tiled)))
+    assert upright_turns(to_gray(upright)) == 0
+    want = rate(upright)
 
     def no_second_extraction(*a, **k):
         raise AssertionError("the rating extracted features again")
 
     monkeypatch.setattr(rater, "extract_model_features", no_second_extraction)
     db = ModelDB.create(tmp_path / "db")
-    db.enroll("tiled", images["tiled"])
+    db.enroll("tiled", upright)
     info = ModelDB.open(tmp_path / "db").info("tiled")
     assert info.rating == want.score < 40
     assert info.rating_version == RATING_VERSION
     assert list(info.rating_reasons) == [r.text for r in want.reasons]
+
+
+def test_an_image_enrolled_on_its_side_is_rated_as_it_would_be_upright(images, tmp_path):
+    from objrec.imageio import read_image, to_gray
+    from objrec.modeldb import ModelDB
+    from objrec.rating.measures import quarter_turned, upright_turns
+
+    cover = read_image(images["cover"])
+    upright = quarter_turned(cover, upright_turns(to_gray(cover)))
+    side = cv2.rotate(upright, cv2.ROTATE_90_CLOCKWISE)
+    assert upright_turns(to_gray(side)) != 0  # its features as enrolled are not those of the upright image
+    db = ModelDB.create(tmp_path / "db")
+    db.enroll("side", side)
+    assert ModelDB.open(tmp_path / "db").info("side").rating == rate(upright).score == rate(side).score
 
 
 def test_enroll_prints_ratings_and_warns_below_40(images, tmp_path, capsys):
