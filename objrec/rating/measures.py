@@ -336,13 +336,20 @@ def small_view_matches(
         if T is not None:
             back = map_points(np.linalg.inv(T), back)
         qxy = (back / s).astype(np.float32)
-        pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(q.descriptors, np.float32), md, k=2)
-        good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
-        qi = np.array([g.queryIdx for g in good], np.int64)
-        ti = np.array([g.trainIdx for g in good], np.int64)
-        near = np.linalg.norm(qxy[qi] - mxy[ti], axis=1) <= VIEW_TOLERANCE_PX / s if len(good) else np.zeros(0, bool)
-        counts.append(int(near.sum()))
+        counts.append(_correct_matches(qxy, q.descriptors, mxy, md, VIEW_TOLERANCE_PX / s))
     return counts
+
+
+def _correct_matches(qxy: np.ndarray, qd: np.ndarray, mxy: np.ndarray, md: np.ndarray, tolerance: float) -> int:
+    """Query features (``qxy``, ``qd``) whose ratio-test match (:data:`RATIO`) among the model features
+    (``mxy``, ``md``) lies within ``tolerance`` of them, both positions given in the same pixels."""
+    pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(qd, np.float32), np.asarray(md, np.float32), k=2)
+    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
+    if not good:
+        return 0
+    qi = np.array([g.queryIdx for g in good], np.int64)
+    ti = np.array([g.trainIdx for g in good], np.int64)
+    return int((np.linalg.norm(np.asarray(qxy)[qi] - np.asarray(mxy)[ti], axis=1) <= tolerance).sum())
 
 
 #: The hard views :func:`hard_view_matches` renders, one per way a camera makes an object hard to find, as
@@ -466,14 +473,8 @@ def hard_view_matches(
         if len(q) == 0 or len(md) < 2:
             counts.append(0)
             continue
-        pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(q.descriptors, np.float32), md, k=2)
-        good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
-        if not good:
-            counts.append(0)
-            continue
-        at = map_points(H, mxy[[g.trainIdx for g in good]])
-        found = np.asarray(q.xy, np.float64).reshape(-1, 2)[[g.queryIdx for g in good]]
-        counts.append(int((np.linalg.norm(at - found, axis=1) <= HARD_TOLERANCE_PX).sum()))
+        qxy = np.asarray(q.xy, np.float64).reshape(-1, 2)
+        counts.append(_correct_matches(qxy, q.descriptors, map_points(H, mxy), md, HARD_TOLERANCE_PX))
     return counts
 
 
