@@ -21,10 +21,11 @@ of the 100 SMVS references, and UKBench views 4k+1..4k+3 against a catalogue of 
 catalogue enrolled once, each photo recognised once (no budget, no tracking); a photo is found when the top-scored
 detection names its object.
 
-With ``--retest-seed N`` every envelope is measured a second time with seed ``N`` (new background clutter and
-sensor noise, the same views): the Spearman correlation between the two found shares is the yardstick's
-test-retest reliability, which bounds how closely any rating can follow a single run's share; the report gives
-it beside the score's correlation with each run's share and with their mean.
+With ``--retest-seeds N [N ...]`` every envelope is measured again with each seed (new background clutter and
+sensor noise, the same views). The Spearman correlation between two runs' found shares is the yardstick's
+test-retest reliability, which bounds how closely any rating can follow a single run's share; the mean share over
+all runs is a steadier yardstick (its reliability by the Spearman-Brown formula). The report gives both beside
+the score's correlation with each run's share and with the mean, overall and per source.
 
 Results are cached per image in ``--out/measures.json`` as they come (``--reuse`` skips what is there), in a
 deterministic shuffled order, so an interrupted run still covers every source. Then, when ``objrec.rating`` has
@@ -32,7 +33,7 @@ deterministic shuffled order, so an interrupted run still covers every source. T
 ``bench/rating_fit.py``).
 
     PYTHONPATH=$PWD taskset -c 1 python bench/bench_rating.py --out /tmp/rating [--views all] [--reuse] [--fit-only]
-        [--retest-seed 1]
+        [--retest-seeds 1 2 3]
 """
 
 from __future__ import annotations
@@ -144,19 +145,19 @@ def measure_synthetic(
     ``subset`` cache (of the same grid) holds for an image are taken from it, not measured again.
 
     ``seed`` is the envelope's (:func:`~objrec.envelope.measure_envelope`): 0 for the calibration's found share;
-    another seed draws new background clutter and sensor noise for the same views, into ``cache["retest"]``."""
+    another seed draws new background clutter and sensor noise for the same views, into
+    ``cache["repeats"][str(seed)]``."""
     from tqdm import tqdm
 
     views = cache["views"]
-    store = cache["synthetic"] if seed == 0 else cache.setdefault("retest", {"seed": seed, "synthetic": {}})
+    store = cache["synthetic"]
     if seed != 0:
-        if store["seed"] != seed:
-            raise ValueError(f"{out}: holds a retest with seed {store['seed']}, not {seed}")
-        store, subset = store["synthetic"], None  # the subset cache was measured with seed 0
+        store = cache.setdefault("repeats", {}).setdefault(str(seed), {})
+        subset = None  # the subset cache was measured with seed 0
     todo = [p for p in sorted(images, key=path_hash) if p not in store]
     if limit is not None:
         todo = todo[:limit]
-    desc = "envelopes" if seed == 0 else f"retest envelopes (seed {seed})"
+    desc = "envelopes" if seed == 0 else f"repeated envelopes (seed {seed})"
     for rel in tqdm(todo, desc=desc, unit="img", file=sys.stderr, dynamic_ncols=True):
         known = known_views(subset, rel)
         env = measure_envelope(root / rel, views=[i for i in views if i not in known], seed=seed)
@@ -186,11 +187,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="measure at most this many more envelopes")
     p.add_argument("--no-real", action="store_true", help="skip the real-photo found shares")
     p.add_argument(
+        "--retest-seeds",
         "--retest-seed",
         type=int,
-        default=None,
-        help="measure every envelope again with this seed (new clutter and noise, same views): the found share's "
-        "test-retest reliability, reported beside the score's correlations",
+        nargs="+",
+        default=[],
+        metavar="SEED",
+        help="measure every envelope again with each of these seeds (new clutter and noise, same views): the found "
+        "share's test-retest reliability and the mean share over all runs, reported beside the score's correlations",
     )
     p.add_argument(
         "--views",
@@ -204,8 +208,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print("command:", " ".join([sys.executable, *sys.argv]))
-    if args.retest_seed == 0:
-        print("--retest-seed: 0 is the calibration's own seed; give another", file=sys.stderr)
+    if 0 in args.retest_seeds:
+        print("--retest-seeds: 0 is the calibration's own seed; give others", file=sys.stderr)
         return 2
     root = shared_data()
     if not (root / "smvs_dvd").is_dir():
@@ -231,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                     cache["real"][source] = measure_real(root, source, refs, photos)
                     atomic_write_json(cache_path, cache)
         measure_synthetic(root, images, cache, cache_path, args.limit, subset)
-        if args.retest_seed is not None:
-            measure_synthetic(root, images, cache, cache_path, args.limit, seed=args.retest_seed)
+        for seed in dict.fromkeys(args.retest_seeds):
+            measure_synthetic(root, images, cache, cache_path, args.limit, seed=seed)
         print(f"measured in {time.perf_counter() - t0:.0f} s; cache {cache_path}")
     from rating_fit import fit_and_report
 

@@ -22,9 +22,10 @@ of two standard errors of the band's mean (:data:`BAND_MARGIN_SE`) and weighted 
 (:data:`BAND_PENALTY`), with a pull towards the shipped values (``z``: the parameters' steps, :data:`PRIOR`).
 Reported on the held-out half only: Spearman overall (with a bootstrap 95% interval), per source of 50 images
 or more, against the real-photo found share (with its interval), and the found share per score band (bands of
-10 images or more), for the shipped and the fitted weights; and, when the cache holds a second envelope run of
-another seed (``"retest"``), the two runs' agreement (Spearman between their found shares) and the score's
-correlation with the second run and with their mean. The fit uses the first run only.
+10 images or more), for the shipped and the fitted weights; and, when the cache holds envelope runs of other
+seeds (``"repeats"``), the runs' agreement (Spearman between their found shares), the reliability of their mean
+and the score's correlation with each run and with the mean of all runs (:func:`retest_figures`). The fit uses
+the first run only.
 
 References
 ----------
@@ -263,29 +264,61 @@ def evaluate(score_fn, weights: Any, paths: list[str], images: dict[str, str], c
         "ci95": spearman_ci(scores[sel], real_share) if sel else None,
     }
     out["bands"] = band_shares(scores, synth)
-    out["retest"] = retest_figures(scores, synth, paths, cache.get("retest"))
+    out["retest"] = retest_figures(scores, synth, paths, cache.get("repeats"), images)
     out["scores"] = scores.tolist()
     return out
 
 
 def retest_figures(
-    scores: np.ndarray, synth: np.ndarray, paths: list[str], retest: dict[str, Any] | None
+    scores: np.ndarray,
+    synth: np.ndarray,
+    paths: list[str],
+    repeats: dict[str, dict[str, Any]] | None,
+    sources: dict[str, str] | None = None,
 ) -> dict[str, Any] | None:
-    """The found share's test-retest figures over the ``paths`` measured with both seeds: Spearman between the two
-    runs' shares (the yardstick's reliability) and of the score with the second run's share and with the mean
-    of both. None without a retest."""
-    if not retest:
+    """The found share's test-retest figures over the ``paths`` measured by every run (seed 0's ``synth`` and
+    each repeated seed's in ``repeats``: seed -> path -> envelope entry); None without a repeat.
+
+    - ``spearman_runs``: the mean Spearman correlation between two runs' shares (a single run's reliability);
+    - ``reliability_mean``: that of the mean share over the ``k`` runs, by the Spearman-Brown formula
+      ``k r / (1 + (k - 1) r)``;
+    - ``spearman_score_runs``: the score's correlation with each run's share (by seed);
+    - ``spearman_score_mean``: with the mean share over all runs (with a bootstrap 95% interval), and
+      ``bands_mean``: the mean share per score band (:func:`band_shares`);
+    - ``per_source`` (with ``sources``, for sources of :data:`MIN_SOURCE` images or more): the same two pairs."""
+    if not repeats:
         return None
-    sel = [i for i, p in enumerate(paths) if p in retest["synthetic"] and retest["synthetic"][p].get("error") is None]
-    again = np.array([retest["synthetic"][paths[i]]["found_share"] for i in sel], float)
-    first, s = synth[sel], scores[sel]
-    return {
-        "seed": retest["seed"],
-        "n": len(sel),
-        "spearman_runs": spearman(first, again),
-        "spearman_score_retest": spearman(s, again),
-        "spearman_score_mean": spearman(s, (first + again) / 2),
-    }
+    seeds = sorted(repeats, key=int)
+
+    def ok(p: str) -> bool:
+        return all(p in repeats[s] and repeats[s][p].get("error") is None for s in seeds)
+
+    sel = np.array([i for i, p in enumerate(paths) if ok(p)], int)
+    again = [[repeats[seed][paths[i]]["found_share"] for i in sel] for seed in seeds]
+    runs = np.array([synth[sel], *again], float).reshape(len(seeds) + 1, len(sel))
+    s = np.asarray(scores, float)[sel]
+
+    def figures(m: np.ndarray) -> dict[str, Any]:
+        pairs = [spearman(runs[a][m], runs[b][m]) for a in range(len(runs)) for b in range(a + 1, len(runs))]
+        r = float(np.mean(pairs)) if pairs and None not in pairs else None
+        k = len(runs)
+        return {
+            "n": int(m.sum()),
+            "spearman_runs": r,
+            "reliability_mean": k * r / (1 + (k - 1) * r) if r is not None and r > -1 / (k - 1) else None,
+            "spearman_score_mean": spearman(s[m], runs[:, m].mean(axis=0)),
+        }
+
+    everything = np.ones(len(sel), bool)
+    out = {"seeds": [0, *(int(x) for x in seeds)], **figures(everything)}
+    out["spearman_score_runs"] = {str(seed): spearman(s, run) for seed, run in zip(out["seeds"], runs, strict=True)}
+    out["spearman_score_mean_ci95"] = spearman_ci(s, runs.mean(axis=0)) if len(sel) else None
+    out["bands_mean"] = band_shares(s, runs.mean(axis=0))
+    if sources is not None:
+        src = np.array([sources[paths[i]] for i in sel])
+        total = {x: list(sources.values()).count(x) for x in set(sources.values())}
+        out["per_source"] = {x: figures(src == x) for x in sorted(set(src)) if total[x] >= MIN_SOURCE}
+    return out
 
 
 def draw_scatter(paths: list[str], images: dict[str, str], scores: list[float], cache: dict, title: str) -> np.ndarray:
@@ -344,11 +377,20 @@ def markdown(report: dict[str, Any]) -> str:
         if rt:
             lines += [
                 "",
-                f"Test-retest ({'shipped' if key == 'shipped' else 'fitted'} weights, envelope seed {rt['seed']}, "
-                f"n {rt['n']}): Spearman between the two runs' found shares {_fmt(rt['spearman_runs'])}; "
-                f"score vs the second run {_fmt(rt['spearman_score_retest'])}, vs the mean of both "
-                f"{_fmt(rt['spearman_score_mean'])}.",
+                f"Test-retest ({'shipped' if key == 'shipped' else 'fitted'} weights, envelope seeds "
+                f"{', '.join(map(str, rt['seeds']))}, n {rt['n']}): Spearman between two runs' found shares "
+                f"{_fmt(rt['spearman_runs'])} (reliability of their mean {_fmt(rt['reliability_mean'])}); score vs "
+                + ", ".join(f"seed {k} {_fmt(v)}" for k, v in rt["spearman_score_runs"].items())
+                + f"; vs the mean of all runs {_fmt(rt['spearman_score_mean'])} "
+                f"({_interval(rt.get('spearman_score_mean_ci95'))}). Mean share over all runs per score band: "
+                + ", ".join(f"{n} {_fmt(b['found_share'])} (n {b['n']})" for n, b in rt["bands_mean"].items())
+                + ".",
             ]
+            for src, r in rt.get("per_source", {}).items():
+                lines.append(
+                    f"- {src} (n {r['n']}): runs agree {_fmt(r['spearman_runs'])}, reliability of the mean "
+                    f"{_fmt(r['reliability_mean'])}, score vs the mean {_fmt(r['spearman_score_mean'])}"
+                )
     lines += ["", "| source | held-out n | Spearman synthetic (fitted) | mean score | mean found share |"]
     lines += ["| --- | --- | --- | --- | --- |"]
     for s, r in report["held_out"]["per_source"].items():

@@ -1,6 +1,6 @@
 """``bench/bench_rating.py``: the whole grid measured with the calibration subset taken from its cache gives what
-measuring every view gives (``--views all``); a retest seed measures the same views again (``--retest-seed``) and
-its figures are the rank correlations of the images measured twice."""
+measuring every view gives (``--views all``); each retest seed measures the same views again (``--retest-seeds``) and
+the retest figures are the rank correlations of the images every run measured."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_whole_grid_from_a_subset_cache_equals_measuring_every_view(tmp_path):
     assert again["synthetic"]["cover.png"]["found"][flipped] == 1 - merged["found"][flipped]
 
 
-def test_a_retest_seed_measures_the_same_views_again_with_new_clutter_and_noise(tmp_path):
+def test_retest_seeds_measure_the_same_views_again_with_new_clutter_and_noise(tmp_path):
     from bench_rating import grid_views, load_cache, measure_synthetic
 
     cv2.imwrite(str(tmp_path / "cover.png"), synthetic_cover(11, (240, 320)))
@@ -49,17 +49,19 @@ def test_a_retest_seed_measures_the_same_views_again_with_new_clutter_and_noise(
     cache = load_cache(tmp_path / "m.json", False, grid_views("calibration"))
     measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None)
     first = dict(cache["synthetic"]["cover.png"])
-    measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None, seed=3)
+    for seed in (3, 4):
+        measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None, seed=seed)
     assert cache["synthetic"]["cover.png"] == first  # the calibration's own run is left as it was
-    again = cache["retest"]["synthetic"]["cover.png"]
-    direct = measure_envelope(tmp_path / "cover.png", views=CALIBRATION_VIEWS, seed=3)
-    assert cache["retest"]["seed"] == 3
-    assert again["found"] == [int(r.found) for r in direct.views] and again["found_share"] == direct.found_share
-    with pytest.raises(ValueError, match="seed 3, not 4"):
-        measure_synthetic(tmp_path, images, cache, tmp_path / "m.json", None, seed=4)
+    assert sorted(cache["repeats"]) == ["3", "4"]
+    for seed in (3, 4):
+        again = cache["repeats"][str(seed)]["cover.png"]
+        direct = measure_envelope(tmp_path / "cover.png", views=CALIBRATION_VIEWS, seed=seed)
+        assert again["found"] == [int(r.found) for r in direct.views] and again["found_share"] == direct.found_share
+    reloaded = load_cache(tmp_path / "m.json", True, grid_views("calibration"))
+    assert reloaded["repeats"] == cache["repeats"]
 
 
-def test_retest_figures_are_the_rank_correlations_of_the_images_measured_twice():
+def test_retest_figures_are_the_rank_correlations_of_the_images_every_run_measured():
     from rating_fit import retest_figures
 
     def rank_corr(a, b):  # Spearman without ties: Pearson's correlation of the ranks
@@ -67,22 +69,36 @@ def test_retest_figures_are_the_rank_correlations_of_the_images_measured_twice()
         return float(np.corrcoef(ra, rb)[0, 1])
 
     rng = np.random.default_rng(5)
-    paths = [f"img{i}.jpg" for i in range(30)]
-    first = rng.permutation(30) / 30.0
-    again = first + rng.normal(0, 0.2, 30)
-    scores = first * 100 + rng.normal(0, 30, 30)
-    retest = {
-        "seed": 2,
-        "synthetic": {p: {"found_share": float(a), "error": None} for p, a in zip(paths, again, strict=True)},
+    paths = [f"img{i}.jpg" for i in range(120)]
+    sources = {p: "a" if i % 2 else "b" for i, p in enumerate(paths)}
+    first = rng.permutation(120) / 120.0
+    again = {seed: first + rng.normal(0, 0.2, 120) for seed in ("2", "7")}
+    noisy = first + rng.normal(0, 0.3, 120)
+    scores = 100 * (noisy - noisy.min()) / np.ptp(noisy)  # 0-100 without ties
+    repeats = {
+        seed: {p: {"found_share": float(a), "error": None} for p, a in zip(paths, run, strict=True)}
+        for seed, run in again.items()
     }
-    del retest["synthetic"]["img0.jpg"]  # measured once only: left out of every retest figure
-    retest["synthetic"]["img1.jpg"]["error"] = "no features"
-    got = retest_figures(scores, first, paths, retest)
-    keep = np.arange(2, 30)
-    assert got["seed"] == 2 and got["n"] == 28
-    assert got["spearman_runs"] == pytest.approx(rank_corr(first[keep], again[keep]))
-    assert got["spearman_score_retest"] == pytest.approx(rank_corr(scores[keep], again[keep]))
-    assert got["spearman_score_mean"] == pytest.approx(rank_corr(scores[keep], (first[keep] + again[keep]) / 2))
+    del repeats["7"]["img0.jpg"]  # measured by one repeat only: left out of every retest figure
+    repeats["2"]["img1.jpg"]["error"] = "no features"
+    got = retest_figures(scores, first, paths, repeats, sources)
+    keep = np.arange(2, 120)
+    runs = [first[keep], again["2"][keep], again["7"][keep]]
+    pairs = [rank_corr(runs[0], runs[1]), rank_corr(runs[0], runs[2]), rank_corr(runs[1], runs[2])]
+    r = np.mean(pairs)
+    assert got["seeds"] == [0, 2, 7] and got["n"] == 118
+    assert got["spearman_runs"] == pytest.approx(r)
+    assert got["reliability_mean"] == pytest.approx(3 * r / (1 + 2 * r))
+    assert got["spearman_score_runs"]["7"] == pytest.approx(rank_corr(scores[keep], again["7"][keep]))
+    assert got["spearman_score_mean"] == pytest.approx(rank_corr(scores[keep], np.mean(runs, axis=0)))
+    hi = scores[keep] >= 75
+    assert got["bands_mean"][">=75"]["n"] == hi.sum()
+    assert got["bands_mean"][">=75"]["found_share"] == pytest.approx(np.mean(runs, axis=0)[hi].mean())
+    a = keep[keep % 2 == 1]
+    assert got["per_source"]["a"]["n"] == len(a) == 59
+    assert got["per_source"]["a"]["spearman_score_mean"] == pytest.approx(
+        rank_corr(scores[a], (first[a] + again["2"][a] + again["7"][a]) / 3)
+    )
     assert retest_figures(scores, first, paths, None) is None
 
 
