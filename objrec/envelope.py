@@ -36,6 +36,13 @@ A view is *found* when the recognizer (no budget, no prefilter, no tracking) rep
 error of at most :func:`corner_tolerance` against the ground truth: 5 px, or 5% of the object's size in the frame
 when that is larger (an outline 5% off is visibly misplaced, and 5 px is the coarsest level of the evaluation's
 homography accuracy).
+
+Which views an image is found in depends a little on the clutter behind it and on the sensor noise, both drawn
+from a seed: near its limits a view can go either way. ``runs`` renders every view again over new clutter and
+noise (seeds ``seed``, ``seed + 1``, ...): the found share is then the share of all rendered views found, and a
+view counts as found (for the limits and the plot) when it was found in more than half of its runs.
+:data:`ENVELOPE_RUNS` runs, as ``objrec rate --envelope`` measures by default, give a share that a repeated
+measurement agrees with far better than one run's.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ __all__ = [
     "ViewResult",
     "Envelope",
     "measure_envelope",
+    "ENVELOPE_RUNS",
 ]
 
 #: The rendered frame (w, h): a VGA camera frame.
@@ -81,6 +89,8 @@ BASE_NOISE = 2.0
 #: Floor and relative part of the corner tolerance (see :func:`corner_tolerance`).
 TOLERANCE_PX = 5.0
 TOLERANCE_REL = 0.05
+#: Runs (each over its own clutter and noise) that ``objrec rate --envelope`` measures by default.
+ENVELOPE_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -220,16 +230,20 @@ class ViewResult:
         The view's index in :data:`GRID`.
     view : EnvelopeView
     found : bool
-        Reported with a mean corner error within ``tolerance``.
+        Reported with a mean corner error within ``tolerance`` (in more than half of the runs).
     reported : bool
-        Reported at all (possibly misplaced).
+        Reported at all (possibly misplaced; in any run).
     corner_error : float or None
-        Mean distance (px) of the reported corners from the true ones; None when not reported.
+        Mean distance (px) of the reported corners from the true ones (the median over the runs that reported
+        it); None when not reported.
     tolerance : float
         :func:`corner_tolerance` of the view.
     inliers : int
+        The verification's inliers (median over the runs).
     latency_ms : float
-        The recognizer's time on the frame.
+        The recognizer's time on the frame (mean over the runs).
+    found_runs, runs : int
+        In how many of the view's runs it was found (default: 1 when ``found``, else 0), of how many.
     """
 
     index: int
@@ -240,6 +254,12 @@ class ViewResult:
     tolerance: float
     inliers: int
     latency_ms: float
+    found_runs: int | None = None
+    runs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.found_runs is None:
+            object.__setattr__(self, "found_runs", int(self.found))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -251,6 +271,8 @@ class ViewResult:
             "tolerance": self.tolerance,
             "inliers": self.inliers,
             "latency_ms": self.latency_ms,
+            "found_runs": self.found_runs,
+            "runs": self.runs,
         }
 
 
@@ -276,14 +298,19 @@ class Envelope:
     error: str | None = None
 
     @property
+    def runs(self) -> int:
+        """Runs per view (each over its own clutter and noise)."""
+        return max((r.runs for r in self.views), default=1)
+
+    @property
     def found_share(self) -> float:
-        """Share of the measured views that were found."""
-        return float(np.mean([r.found for r in self.views])) if self.views else 0.0
+        """Share of the rendered views (every run of every measured view) that were found."""
+        return _share(self.views)
 
     def axis_share(self, axis: str) -> float | None:
-        """Share found among the measured views of ``axis``; None when none was measured."""
-        hits = [r.found for r in self.views if r.view.axis == axis]
-        return float(np.mean(hits)) if hits else None
+        """Share found among the rendered views of ``axis``; None when none was measured."""
+        views = [r for r in self.views if r.view.axis == axis]
+        return _share(views) if views else None
 
     def limit(self, axis: str) -> float | None:
         """The farthest value of an ordered axis (size, tilt, tilt_x, blur, noise, jpeg) reached from the base
@@ -336,6 +363,7 @@ class Envelope:
             "error": self.error,
             "seconds": self.seconds,
             "n_views": len(self.views),
+            "runs": self.runs,
             "found_share": self.found_share,
             "smallest_size_px": self.smallest_size_px,
             "smallest_width_px": self.smallest_width_px,
@@ -357,6 +385,12 @@ class Envelope:
         return path
 
 
+def _share(views: Sequence[ViewResult]) -> float:
+    """Found runs over all runs of ``views`` (0 for none)."""
+    runs = sum(r.runs for r in views)
+    return sum(r.found_runs for r in views) / runs if runs else 0.0
+
+
 def _draw(env: Envelope) -> np.ndarray:
     """The envelope as a BGR picture (see :meth:`Envelope.plot`)."""
     axes = list(dict.fromkeys(r.view.axis for r in env.views))
@@ -371,7 +405,9 @@ def _draw(env: Envelope) -> np.ndarray:
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:g}"
 
-    text(f"found {env.found_share:.0%} of {len(env.views)} views" + (f"  ({env.error})" if env.error else ""), (6, 16))
+    runs = f" x {env.runs} runs" if env.runs > 1 else ""
+    head = f"found {env.found_share:.0%} of {len(env.views)} views{runs}" + (f"  ({env.error})" if env.error else "")
+    text(head, (6, 16))
     text(
         f"min size {fmt(env.smallest_size_px)} px  max tilt {fmt(env.steepest_tilt_deg)} deg  "
         f"max blur {fmt(env.strongest_blur_sigma)}",
@@ -385,6 +421,8 @@ def _draw(env: Envelope) -> np.ndarray:
             color = (80, 180, 60) if r.found else (0, 150, 255) if r.reported else (60, 60, 220)
             cv2.rectangle(img, (x + 1, y + 1), (x + cell - 2, y + cell - 2), color, -1)
             text(fmt(r.view.value), (x + 3, y + cell // 2 + 4), 0.33, (255, 255, 255))
+            if r.runs > 1:  # found in how many of its runs
+                text(f"{r.found_runs}/{r.runs}", (x + 3, y + cell - 5), 0.28, (255, 255, 255))
     return img
 
 
@@ -414,6 +452,7 @@ def measure_envelope(
     seed: int = 0,
     progress: bool = False,
     views: Sequence[int] | None = None,
+    runs: int = 1,
 ) -> Envelope:
     """Enrol ``image`` alone and recognise it in the fixed grid of rendered views (:data:`GRID`).
 
@@ -430,6 +469,9 @@ def measure_envelope(
         Show a progress bar over the views (on stderr).
     views : sequence of int, optional
         Indices into :data:`GRID` to measure (e.g. :data:`CALIBRATION_VIEWS`); default all.
+    runs : int
+        Render and recognise every view this many times, run ``k`` over the clutter and noise of seed
+        ``seed + k`` (so run ``k`` is what a single run with that seed measures); see the module's notes.
 
     Returns
     -------
@@ -458,30 +500,51 @@ def measure_envelope(
     bad = [i for i in indices if not 0 <= i < len(GRID)]
     if bad:
         raise ValueError(f"views: indices into GRID (0..{len(GRID) - 1}) expected, got {bad}")
+    if isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 1:
+        raise ValueError(f"runs: expected a whole number >= 1, got {runs!r}")
+    runs = int(runs)
     name = "target"
     with tempfile.TemporaryDirectory(prefix="objrec-envelope-") as tmp:
         db = ModelDB.create(Path(tmp) / "db", detectors=detectors)
         try:
             db.enroll(name, img)
         except InputError as e:  # a readable image without features: nothing can be recognised
-            missed = [ViewResult(i, GRID[i], False, False, None, 0.0, 0, 0.0) for i in indices]
+            missed = [ViewResult(i, GRID[i], False, False, None, 0.0, 0, 0.0, 0, runs) for i in indices]
             return Envelope((w, h), missed, time.perf_counter() - t0, str(e))
         rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
-        background = sample_background(FRAME_SIZE, seed=seed)
+        seeds = [seed + k for k in range(runs)]
+        backgrounds = [sample_background(FRAME_SIZE, seed=s) for s in seeds]
         results = []
         for i in tqdm(indices, desc="envelope", unit="view", disable=not progress, dynamic_ncols=True):
             v = GRID[i]
             H = view_homography((w, h), v)
-            scene = compose_scene(
-                background,
-                {name: img},
-                np.random.default_rng([seed, i]),
-                homographies={name: H},
-                distortion=v.distortion,
+            tries = []  # (found, reported, corner error, inliers, ms) per run
+            for s, background in zip(seeds, backgrounds, strict=True):
+                scene = compose_scene(
+                    background,
+                    {name: img},
+                    np.random.default_rng([s, i]),
+                    homographies={name: H},
+                    distortion=v.distortion,
+                )
+                truth = scene.objects[0].corners
+                reported, err, inliers, ms = _recognise_view(rec, name, scene.image, truth)
+                tol = corner_tolerance(truth)
+                tries.append((bool(reported and err is not None and err <= tol), bool(reported), err, inliers, ms))
+            errors = [t[2] for t in tries if t[2] is not None]
+            hits = sum(t[0] for t in tries)
+            results.append(
+                ViewResult(
+                    i,
+                    v,
+                    2 * hits > runs,
+                    any(t[1] for t in tries),
+                    float(np.median(errors)) if errors else None,
+                    tol,
+                    int(np.median([t[3] for t in tries])),
+                    float(np.mean([t[4] for t in tries])),
+                    hits,
+                    runs,
+                )
             )
-            truth = scene.objects[0].corners
-            reported, err, inliers, ms = _recognise_view(rec, name, scene.image, truth)
-            tol = corner_tolerance(truth)
-            found = reported and err is not None and err <= tol
-            results.append(ViewResult(i, v, bool(found), reported, err, tol, inliers, ms))
     return Envelope((w, h), results, time.perf_counter() - t0)

@@ -158,3 +158,28 @@ def test_bad_input_names_the_file(tmp_path):
         measure_envelope(p)
     with pytest.raises(ValueError, match="views"):
         measure_envelope(sample_objects()["cover"], views=[len(GRID)])
+
+
+def test_runs_are_single_runs_of_successive_seeds_and_a_view_counts_when_most_runs_find_it(tmp_path):
+    """Run ``k`` of a measurement with ``runs`` is what a single run with seed ``seed + k`` measures: the found
+    share is the share of all the runs' views found, and a view is found (for limits and plot) in a majority."""
+    img = _fine_detail(n=24, cell=16, seed=3)  # fine detail: found large, lost small, uncertain in between
+    views = _views(base=None, size=[60, 115, 130], combined=[3])  # size 115 and combined 3 differ between seeds
+    singles = [measure_envelope(img, views=views, seed=s) for s in (5, 6, 7)]
+    env = measure_envelope(img, views=views, seed=5, runs=3)
+    assert env.runs == 3 and len(env.views) == len(views)
+    assert any(0 < r.found_runs < 3 for r in env.views)  # views the runs disagree on: the counts are tested
+    for j, r in enumerate(env.views):
+        hits = [s.views[j].found for s in singles]
+        assert r.runs == 3 and r.found_runs == sum(hits)
+        assert r.found == (sum(hits) >= 2)
+        assert r.reported == any(s.views[j].reported for s in singles)
+    assert env.found_share == pytest.approx(np.mean([s.found_share for s in singles]))
+    axis = [r for r in env.views if r.view.axis == "size"]
+    assert env.axis_share("size") == pytest.approx(sum(r.found_runs for r in axis) / (3 * len(axis)))
+    d = env.to_dict()
+    assert d["runs"] == 3 and d["views"][0]["found_runs"] == env.views[0].found_runs
+    assert cv2.imread(str(env.plot(tmp_path / "env.png"))).shape[2] == 3
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="runs"):
+            measure_envelope(img, views=views, runs=bad)

@@ -99,4 +99,13 @@ def test_envelope_prints_its_figures_writes_its_plot_and_json(two_same_names, tm
     assert main(["rate", "--envelope", "--json", path]) == 0
     env = json.loads(capsys.readouterr().out)["results"][0]["envelope"]
     assert env["n_views"] == 3 and 0.0 <= env["found_share"] <= 1.0
-    assert env["found_share"] == sum(v["found"] for v in env["views"]) / 3
+    assert env["runs"] == envelope.ENVELOPE_RUNS  # the default: each view rendered that many times
+    runs = sum(v["runs"] for v in env["views"])
+    assert (
+        runs == 3 * envelope.ENVELOPE_RUNS and env["found_share"] == sum(v["found_runs"] for v in env["views"]) / runs
+    )
+    assert main(["rate", "--envelope", "--envelope-runs", "1", "--json", path]) == 0
+    env = json.loads(capsys.readouterr().out)["results"][0]["envelope"]
+    assert env["runs"] == 1 and env["found_share"] == sum(v["found"] for v in env["views"]) / 3
+    assert main(["rate", "--envelope", "--envelope-runs", "0", path]) == 2
+    assert "--envelope-runs" in capsys.readouterr().err
