@@ -98,6 +98,8 @@ def cmd_rate(args: argparse.Namespace) -> int:
 
     detectors = _detectors(args.db)
     args.envelope = _envelope_function() if args.envelope else None  # a missing one fails before any rating
+    if args.envelope_runs is not None and args.envelope is None:
+        raise ValueError("--envelope-runs: only with --envelope (it sets how often each envelope view is rendered)")
     if args.envelope_runs is not None and args.envelope_runs < 1:
         raise ValueError(f"--envelope-runs: expected a whole number >= 1, got {args.envelope_runs}")
     if args.envelope is not None and args.envelope_runs is None:

@@ -109,3 +109,5 @@ def test_envelope_prints_its_figures_writes_its_plot_and_json(two_same_names, tm
     assert env["runs"] == 1 and env["found_share"] == sum(v["found"] for v in env["views"]) / 3
     assert main(["rate", "--envelope", "--envelope-runs", "0", path]) == 2
     assert "--envelope-runs" in capsys.readouterr().err
+    assert main(["rate", "--envelope-runs", "2", path]) == 2  # without --envelope it would do nothing
+    assert "only with --envelope" in capsys.readouterr().err
