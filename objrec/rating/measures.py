@@ -379,7 +379,7 @@ HARD_TOLERANCE_PX = 3.0
 
 
 def upright_turns(gray: np.ndarray) -> int:
-    """Quarter turns clockwise (0-3) that bring the image's brightest half (of top, right, bottom, left, on a
+    """Quarter turns clockwise (0-3) that bring the image's brightest half (of top, left, bottom, right, on a
     32x32 reduction) to the top: the same upright image for an image and any quarter turn of it, so that views
     rendered from it do not depend on which way up the image was given."""
     small = cv2.resize(gray, (32, 32), interpolation=cv2.INTER_AREA).astype(np.float64)
@@ -457,6 +457,8 @@ def hard_view_matches(
     mxy = np.asarray(xy, np.float64).reshape(-1, 2)
     h, w = image.shape[:2]
     md = np.asarray(descriptors, np.float32)
+    if len(md) < 2:  # the ratio test needs two model features: no view can match
+        return [0] * len(views)
     counts = []
     for i, (_, size, rotation, tilt, side, distortion) in enumerate(views):
         axis = "y" if (side == "short") == (h >= w) else "x"  # "y" foreshortens the width
@@ -470,7 +472,7 @@ def hard_view_matches(
             distortion=distortion,
         )
         q = detect(to_gray(scene.image)).to_host()
-        if len(q) == 0 or len(md) < 2:
+        if len(q) == 0:
             counts.append(0)
             continue
         qxy = np.asarray(q.xy, np.float64).reshape(-1, 2)

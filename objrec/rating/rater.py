@@ -202,18 +202,17 @@ def rate(
     img = quarter_turned(given_img, turns)
     gray = to_gray(img)
     h, w = gray.shape
+    params = {k: dets.get(k, DEFAULT_DETECTORS.get(k, {})) for k in {kind, hard_kind}}
     have = dict(features or {}) if turns == 0 else {}
-    missing = {k: dets.get(k, DEFAULT_DETECTORS.get(k, {})) for k in {kind, hard_kind} if k not in have}
+    missing = {k: p for k, p in params.items() if k not in have}
     if missing:
         have.update(extract_model_features(img, missing))
     f = have[kind].to_host()
-    params = dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))
     m, xy, ratio = _feature_measures(f, kind, (h, w))
-    det = model_detector(kind, params)
+    det = model_detector(kind, params[kind])
     small = small_view_matches(gray, xy, f.descriptors, lambda g: detect_features(kind, det, g))
     fh = have[hard_kind].to_host()
-    hard_params = dets.get(hard_kind, DEFAULT_DETECTORS.get(hard_kind, {}))
-    hard_det = model_detector(hard_kind, hard_params)
+    hard_det = model_detector(hard_kind, params[hard_kind])
     hard = hard_view_matches(img, fh.xy, fh.descriptors, lambda g: detect_features(hard_kind, hard_det, g))
     m.update(
         # the geometric mean of the small views' correct matches (plus one): an image must survive all of them
