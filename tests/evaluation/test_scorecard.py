@@ -1,0 +1,111 @@
+"""The whole-system scorecard (``bench/scorecard.py``): how figures combine and compare with their baseline, and
+the CI subset against the landed baseline (``bench/scorecard_baseline.json``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+from scorecard_core import Figure, combine_runs, compare, count, load_figures, render_comparison, share  # noqa: E402
+
+
+def _found(value: int, **kw) -> Figure:
+    return count(value, 100, "held_out", "smvs_dvd", unit="photos", gated=True, **kw)
+
+
+def test_count_spread_is_at_least_one():
+    assert _found(90).spread == 1
+    assert _found(90, spread=3).spread == 3
+
+
+def test_figure_rejects_unknown_fields():
+    with pytest.raises(ValueError, match="split"):
+        Figure(1.0, "px", "lower", "train", "x", "accuracy")
+    with pytest.raises(ValueError, match="better"):
+        Figure(1.0, "px", "up", "tuning", "x", "accuracy")
+    with pytest.raises(ValueError, match="kind"):
+        Figure(1.0, "px", "lower", "tuning", "x", "speed")
+
+
+def test_deliberately_worsened_figure_is_flagged():
+    base = {"smvs.found": _found(97), "pairs.solved": count(8, 9, "tuning", "pairs", gated=True)}
+    worse = {"smvs.found": _found(95), "pairs.solved": count(8, 9, "tuning", "pairs", gated=True)}
+    rows = {c.name: c for c in compare(worse, base)}
+    assert rows["smvs.found"].flag == "worse" and rows["smvs.found"].failed
+    assert rows["pairs.solved"].flag == "same" and not rows["pairs.solved"].failed
+    assert "WORSE" in render_comparison(list(rows.values()))
+
+
+def test_change_within_spread_is_not_flagged():
+    base = {"smvs.found": _found(97)}
+    assert compare({"smvs.found": _found(96)}, base)[0].flag == "same"
+    assert compare({"smvs.found": _found(99)}, base)[0].flag == "better"
+
+
+def test_lower_is_better_direction():
+    base = {"false.n": count(0, 400, "held_out", "x", better="lower", gated=True)}
+    assert compare({"false.n": count(2, 400, "held_out", "x", better="lower", gated=True)}, base)[0].flag == "worse"
+    assert compare({"false.n": count(1, 400, "held_out", "x", better="lower", gated=True)}, base)[0].flag == "same"
+
+
+def test_share_uses_the_larger_spread():
+    base = {"r": share(0.50, "tuning", "x", spread=0.04)}
+    assert compare({"r": share(0.47, "tuning", "x")}, base)[0].flag == "same"
+    assert compare({"r": share(0.45, "tuning", "x")}, base)[0].flag == "worse"
+
+
+def test_missing_and_undefined_figures_fail():
+    base = {"smvs.found": _found(97), "smvs.other": _found(50), "pairs.x": _found(3)}
+    rows = {c.name: c for c in compare({"smvs.found": _found(None)}, base, entries=["smvs"])}
+    assert rows["smvs.found"].flag == "undefined" and rows["smvs.found"].failed
+    assert rows["smvs.other"].flag == "missing" and rows["smvs.other"].failed
+    assert "pairs.x" not in rows  # its entry did not run
+
+
+def test_combine_runs_takes_median_and_range():
+    runs = [{"a": share(v, "tuning", "x", floor=0.0)} for v in (0.80, 0.90, 0.86, 0.84, 0.88)]
+    fig = combine_runs(runs)["a"]
+    assert fig.value == pytest.approx(0.86)
+    assert fig.spread == pytest.approx(0.10)
+    assert fig.runs == [0.80, 0.90, 0.86, 0.84, 0.88]
+
+
+def test_baseline_round_trips(tmp_path):
+    figs = {"smvs.found": _found(97, note="n")}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"figures": {k: f.to_json() for k, f in figs.items()}}))
+    back = load_figures(path)
+    assert back["smvs.found"] == figs["smvs.found"]
+    path.write_text("[]")
+    with pytest.raises(ValueError, match="not a scorecard"):
+        load_figures(path)
+
+
+def test_landed_baseline_is_well_formed():
+    figs = load_figures(BENCH / "scorecard_baseline.json")
+    from scorecard_entries import CI_ENTRIES
+
+    gated = [n for n, f in figs.items() if f.gated]
+    assert {n.split(".")[0] for n in gated} <= set(CI_ENTRIES)
+    for entry in CI_ENTRIES:
+        assert any(n.startswith(entry + ".") for n in gated), f"no gated baseline figure for {entry}"
+    for f in figs.values():
+        assert f.value is None or f.spread >= f.floor
+
+
+@pytest.mark.slow
+def test_ci_subset_holds_the_baseline(shared_data, tmp_path):
+    """The untimed entries, run now, against the landed baseline: no gated figure worse than its spread."""
+    env = dict(os.environ, OBJREC_SHARED_DATA=str(shared_data))
+    cmd = [sys.executable, str(BENCH / "scorecard.py"), "--subset", "ci", "--out", str(tmp_path), "--compare", "--gate"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    report = (tmp_path / "compare.txt").read_text() if (tmp_path / "compare.txt").exists() else r.stdout[-4000:]
+    assert r.returncode == 0, f"scorecard CI subset failed:\n{report}\n{r.stderr[-3000:]}"
