@@ -150,7 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     smooth = _smooth_arg(args)
     camera = Camera.load(args.camera) if args.camera else None
     db = ModelDB.open(args.db)
-    source = open_source(args.source, realtime=args.realtime)  # a bad source fails before any training
+    if args.fps is not None and not args.fps > 0:
+        raise CLIError(f"--fps: expected a positive number of frames per second, got {args.fps}")
+    source = open_source(args.source, realtime=args.realtime, fps=args.fps)  # a bad source fails before training
     shape = getattr(source, "frame_shape", None)
     if camera is not None and shape is not None:
         camera.for_frame(shape[1], shape[0])  # a frame the calibration cannot describe fails here
@@ -302,6 +304,12 @@ def _add_run_parser(sub: Any) -> None:
     r.add_argument("--source", required=True, help="camera index, video file or image folder")
     r.add_argument("--budget-ms", type=float, default=33.0, help="per-frame budget in ms (default 33)")
     r.add_argument("--realtime", action="store_true", help="pace a file like a camera at its frame rate")
+    r.add_argument(
+        "--fps",
+        type=float,
+        help="an image folder's frame rate (default 30): the footage time that corner smoothing reasons with; "
+        "with --realtime, also the pace of a video file (default: the file's own rate)",
+    )
     r.add_argument("--no-display", action="store_true", help="run headless (no window)")
     r.add_argument("--out", metavar="VIDEO", help="write the annotated video (.mp4)")
     r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
-__all__ = ["InputError", "check_frame", "to_gray", "to_bgr", "read_image", "decode_image", "MAX_PIXELS", "check_mask"]
+__all__ = [
+    "InputError",
+    "check_frame",
+    "to_gray",
+    "to_bgr",
+    "read_image",
+    "decode_image",
+    "MAX_PIXELS",
+    "check_mask",
+    "video_frames",
+]
 
 #: Frames above this many pixels are refused (a 16k x 16k image would stall a real-time loop for minutes).
 MAX_PIXELS = 8192 * 8192
@@ -103,3 +114,32 @@ def decode_image(data: np.ndarray | bytes, label: str) -> np.ndarray:
     if img.dtype != np.uint8:
         raise InputError(f"{label}: {img.dtype} image; objrec expects 8-bit images (convert to 8 bit first)")
     return check_frame(img, label)
+
+
+def video_frames(cap: Any, fps: float | None) -> Iterator[tuple[np.ndarray, float]]:
+    """The frames of an opened ``cv2.VideoCapture`` with their timestamps in the file, in ms.
+
+    Parameters
+    ----------
+    cap : cv2.VideoCapture
+        An opened capture of a video file.
+    fps : float or None
+        The file's frame rate, for a container that gives no timestamp that advances (30 when None).
+
+    Yields
+    ------
+    (image, t_ms)
+        Each frame as decoded and its time: ``CAP_PROP_POS_MSEC`` read after the frame (the decoded frame's
+        own timestamp), or the frame's index over ``fps`` where that does not advance.
+    """
+    i, last = 0, -1.0
+    while True:
+        ok, img = cap.read()
+        if not ok:
+            return
+        t = float(cap.get(cv2.CAP_PROP_POS_MSEC))
+        if not (np.isfinite(t) and t > last):
+            t = 1000.0 * i / (fps or 30.0)
+        last = t
+        yield img, t
+        i += 1

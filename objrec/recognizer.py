@@ -240,7 +240,7 @@ class Recognizer:
 
     def _set_prefilter(self, prefilter: Any, adapt: bool, adapt_params: Any) -> None:
         """The prefilter stage (and the adapting prefilter's policy, ``adapter``, when ``adapt``)."""
-        from objrec.prefilter.estimator import resolve_prefilter  # scikit-learn, only once a recognizer is made
+        from objrec.prefilter.resolve import resolve_prefilter  # scikit-learn only when a stored one is loaded
 
         self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
         self.adapter = None
@@ -262,17 +262,34 @@ class Recognizer:
             if self.smoother is not None:
                 self.smoother.reset()  # the generated frames are no part of the stream
 
-    def process(self, frame: np.ndarray, t0: float | None = None) -> FrameResult:
+    def process(self, frame: np.ndarray, t0: float | None = None, t_frame: float | None = None) -> FrameResult:
         """Recognise objects in one frame (gray or BGR uint8).
 
-        ``t0`` is when the frame was handed over (ms on the recognizer's clock; default: now), so latency
-        includes time spent queued before this call; with ``smooth``, the time steps of the corner filter are
-        those between the frames' ``t0``.
+        Parameters
+        ----------
+        frame : ndarray
+            The frame, gray or BGR, uint8.
+        t0 : float, optional
+            When the frame was handed over, in ms on the recognizer's clock (default: now): latency, and the
+            budget, run from it, so time spent queued before this call counts.
+        t_frame : float, optional
+            The frame's time on the footage's own timeline, in ms (a video file's timestamp, an image
+            folder's index over its frame rate; default: ``t0``). Corner smoothing measures its time steps
+            by it, so a file gives the same corners however fast the machine reads it.
+
+        Returns
+        -------
+        FrameResult
         """
-        return self.process_with(frame, t0, self.budget_ms, None)
+        return self.process_with(frame, t0, self.budget_ms, None, t_frame)
 
     def process_with(
-        self, frame: np.ndarray, t0: float | None, budget_ms: float | None, sample_step: int | None
+        self,
+        frame: np.ndarray,
+        t0: float | None,
+        budget_ms: float | None,
+        sample_step: int | None,
+        t_frame: float | None = None,
     ) -> FrameResult:
         """:meth:`process` with the frame's budget and SURF step given (None: the planner's); the result is made
         in the frame guard too, or the frame's garbage would be collected at its first allocation, in the frame."""
@@ -280,6 +297,7 @@ class Recognizer:
         sched.start(t0, budget_ms)
         with frame_guard():
             state = FrameState(frame, self.features.frame_image(to_gray(check_frame(frame))), budget_ms, sample_step)
+            state.t_frame = sched.t0 if t_frame is None else float(t_frame)
             self._recognize(state, sched)
             return self._finish(state, sched)
 
@@ -350,7 +368,7 @@ class Recognizer:
         prefilter learn from the frame (from the corners as verified)."""
         verdicts = state.verdicts
         found = reportable(self.tracker, state.detections, state.budget_ms)
-        shown = found if self.smoother is None else self.smoother.update(found, sched.t0)
+        shown = found if self.smoother is None else self.smoother.update(found, state.t_frame)
         if self.camera is not None:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
         latency = sched.finish()

@@ -25,7 +25,10 @@ _KINDS_HELP = (
     "catalogue:DIR (reference images + labelled query photos: SMVS reference/ + queries/CAM_NAME.jpg, or "
     "references/NAME.ext + queries/LABEL/*.ext or queries.csv), "
     "ukbench:DIR (UKBench ukbenchNNNNN.jpg, images 4k..4k+3 = object k: Nister-Stewenius retrieval score of the "
-    "index and of exact voting; recognition with 1 and 2 enrolled views against the find_obj anchor)"
+    "index and of exact voting; recognition with 1 and 2 enrolled views against the find_obj anchor), "
+    "video:DIR (real footage with ground-truth corners: real_video clip folders (video.mp4, reference.png, "
+    "gt.txt), POT-210 (Vxx_y/ or Vxx_y.avi + annotation/), POIC/TMT (sequences/, gt/, Templates/): alignment "
+    "error, precision and success plots, frames lost, against SIFT detection in every frame)"
 )
 
 
@@ -58,6 +61,10 @@ def config_from_args(args: argparse.Namespace) -> Any:
     shape = getattr(args, "shape", None)
     if shape is not None and kind != "ukbench":
         raise ValueError(f"--shape: the shape to enrol with applies to ukbench:DIR only, not {kind}")
+    video_only = {"protocol": args.protocol != "recognition", "layout": args.layout, "realtime": args.realtime}
+    given = [k for k, v in video_only.items() if v]
+    if given and kind != "video":
+        raise ValueError(f"--{given[0]}: applies to video:PATH only, not {kind}")
     if args.budget_ms is not None and not args.budget_ms > 0:
         raise ValueError(f"--budget-ms: expected a positive number, got {args.budget_ms}")
     return EvalConfig(
@@ -85,6 +92,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         query_side=args.query_side,
         without_query_objects=args.without_query_objects,
         shape=shape,
+        protocol=args.protocol,
+        layout=args.layout,
+        realtime=args.realtime,
     )
 
 
@@ -138,6 +148,24 @@ def _catalogue_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _video_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--protocol",
+        choices=("recognition", "tracking"),
+        default="recognition",
+        help="video: recognition (the reference enrolled, nothing given at frame 0; default) or tracking "
+        "(frame 0 rectified through its ground truth enrolled, as the benchmarks initialise trackers)",
+    )
+    p.add_argument(
+        "--layout", choices=("real_video", "pot", "poic"), help="video: the dataset's layout (default: detected)"
+    )
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="video: hand frames over at the footage's rate, dropping those that come while busy",
+    )
+
+
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` to ``subparsers`` (from ``ArgumentParser.add_subparsers``); sets ``func=cmd_eval``."""
     from objrec.evaluation._help import SWEEPS
@@ -181,7 +209,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--sequences",
         metavar="LIST",
         help="oxford/hpatches: only these sequences (e.g. graf,leuven); pairs: only these sets or pairs "
-        "(homogr, evd, graf, evd/graf)",
+        "(homogr, evd, graf, evd/graf); video: only these clips",
     )
     _add_pairs_arguments(p)
     p.add_argument("--pairs", metavar="LIST", help="oxford/hpatches: only pairs 1->N for these N (e.g. 2,4,6)")
@@ -212,6 +240,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="a detection is correct within this mean corner error (default 10 px)",
     )
     _catalogue_options(p)
+    _video_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="no matplotlib plots")
     p.set_defaults(func=cmd_eval)

@@ -48,6 +48,9 @@ class EvalConfig:
     query_side: int = 640
     without_query_objects: bool = False
     shape: str | None = None
+    protocol: str = "recognition"
+    layout: str | None = None
+    realtime: bool = False
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from typing import Any
 
 import cv2
 import numpy as np
-from scipy.spatial import cKDTree
 
 from objrec.backend import get_array_module, to_numpy
 from objrec.matching.knn import BruteForceIndex, fginn_competitor
@@ -83,6 +82,8 @@ def window_pairs(pred: Any, scene_xy: Any, radius: float) -> Any:
     near = np.zeros((len(pred), len(scene_xy)), bool)
     if not len(pred) or not len(scene_xy):
         return near
+    from scipy.spatial import cKDTree  # imported on first use: it adds to every process's start-up
+
     pairs = cKDTree(pred).sparse_distance_matrix(cKDTree(scene_xy), radius * 1.001 + 1e-3, output_type="ndarray")
     i, j = pairs["i"], pairs["j"]
     keep = ((pred[i] - scene_xy[j]) ** 2).sum(axis=1) <= r2

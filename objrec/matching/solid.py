@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
-from scipy.spatial import cKDTree
 
 from objrec.types import Failure
 
@@ -200,6 +199,8 @@ def local_consistency(
     k = min(p.neighbours, m - 1)
     if k < 1:
         return np.zeros(m, np.int64)
+    from scipy.spatial import cKDTree  # imported on first use: it adds to every process's start-up
+
     _, nbr = cKDTree(model_xy).query(model_xy, k + 1)
     nbr = nbr[:, 1:]  # (M, k), the match itself dropped (duplicates of a point are each other's neighbours)
     log_s, rot = _similarity_terms(model_frames, scene_frames)

@@ -12,6 +12,7 @@ The package follows the data flow:
 - :mod:`objrec.prefilter.scenes`: backgrounds and generated training scenes;
 - :mod:`objrec.prefilter.training`: fitting for a model database's scenes, region-threshold calibration;
 - :mod:`objrec.prefilter.storage`: JSON manifest + ``.npz`` files, checksums, staleness;
+- :mod:`objrec.prefilter.resolve`: the prefilter a recognizer uses (the stored one, one given, or none);
 - :mod:`objrec.prefilter.online`: :class:`~objrec.prefilter.online.OnlinePrefilter`, which adapts to the live
   scene with refits (:mod:`objrec.prefilter.refit`) in a worker process (:mod:`objrec.prefilter.worker`);
 - :mod:`objrec.prefilter.cli`: the ``objrec train-prefilter`` subcommand.

@@ -6,7 +6,7 @@ labels ``y`` alone (the stages are fitted by :mod:`objrec.prefilter.fitting`),
 :meth:`~RegionPrefilter.propose` turns a frame into :class:`~objrec.types.Regions`. Training on scenes
 generated from a model database is :func:`train_prefilter` (:mod:`objrec.prefilter.training`); files are
 :mod:`objrec.prefilter.storage`; the methods of the same names are thin wrappers over them.
-:func:`resolve_prefilter` is the prefilter a recognizer uses.
+:func:`~objrec.prefilter.resolve.resolve_prefilter` is the prefilter a recognizer uses.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from objrec.prefilter.fitting import (
     positive_proba,
 )
 from objrec.prefilter.regions import cells_to_regions
-from objrec.prefilter.storage import PrefilterFiles, load_for
+from objrec.prefilter.storage import PrefilterFiles
 from objrec.prefilter.training import fit_to_database
 from objrec.prefilter.tree import FlatCascade, FlatTree, cascade_scores
 from objrec.types import Regions
 
-__all__ = ["RegionPrefilter", "train_prefilter", "resolve_prefilter"]
+__all__ = ["RegionPrefilter", "train_prefilter"]
 
 
 class RegionPrefilter(PrefilterFiles, BaseEstimator):
@@ -356,21 +356,3 @@ def train_prefilter(
         ``prefilter``, fitted, with ``database_id_``, ``object_names_`` and a ``training_report_``.
     """
     return fit_to_database(RegionPrefilter() if prefilter is None else prefilter, db, backgrounds, **options)
-
-
-def resolve_prefilter(db: Any, prefilter: Any = "auto") -> tuple[Any, str]:
-    """The prefilter a recognizer uses and what became of the request.
-
-    ``prefilter`` is ``"auto"`` (the database's own, when present and current), an object with
-    ``propose(frame) -> Regions``, or None/False (none). Returns ``(prefilter or None, status)`` with status
-    ``"loaded"``, ``"given"``, ``"off"``, or the reason the database's was not used (``"absent"``,
-    ``"stale"``).
-    """
-    if prefilter is None or prefilter is False:
-        return None, "off"
-    if not isinstance(prefilter, str):
-        return prefilter, "given"
-    if prefilter != "auto":
-        raise ValueError(f"prefilter: expected 'auto', a prefilter or None, got {prefilter!r}")
-    stored = load_for(db)
-    return (RegionPrefilter.from_stored(stored), "loaded") if stored else (None, stored.reason)

@@ -456,7 +456,7 @@ class OnlinePrefilter:
 def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams | None = None) -> tuple[Any, str]:
     """The :class:`OnlinePrefilter` a recognizer of ``db`` uses, and its status.
 
-    ``prefilter``/``status`` are what :func:`~objrec.prefilter.estimator.resolve_prefilter` gave. A
+    ``prefilter``/``status`` are what :func:`~objrec.prefilter.resolve.resolve_prefilter` gave. A
     :class:`RegionPrefilter` is wrapped; with none (``"absent"`` or ``"stale"``) one is first trained on the
     built-in backgrounds, with a progress bar. A prefilter switched off (``"off"``) stays off.
     """

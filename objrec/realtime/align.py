@@ -23,7 +23,6 @@ from typing import Any
 
 import cv2
 import numpy as np
-from scipy.special import fdtri
 
 from objrec.boxes import inside_polygons, map_points, model_corners
 from objrec.matching.verify import visible_part
@@ -251,6 +250,8 @@ def significant(src: np.ndarray, dst: np.ndarray, H: np.ndarray, H2: np.ndarray,
     ssr1 = float(np.sum((dst - map_points(H2, src)) ** 2))
     if ssr1 <= 0.0:
         return ssr0 > 0.0
+    from scipy.special import fdtri  # imported on first use: it adds to every process's start-up
+
     return (ssr0 - ssr1) / 8.0 > 2.0 * fdtri(8, dof, level) * ssr1 / dof
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-from scipy.spatial import cKDTree
 
 __all__ = ["FlowParams", "PointFlow", "seed_points"]
 
@@ -163,6 +162,8 @@ def seed_points(
         return np.zeros((0, 2), np.float32)
     if screen:
         xy = found.reshape(-1, 2) + np.float32([x0, y0])
+        from scipy.spatial import cKDTree  # imported on first use: it adds to every process's start-up
+
         found = found[cKDTree(kept).query(xy)[0] <= cKDTree(lost).query(xy)[0]][:n]
         if not len(found):
             return np.zeros((0, 2), np.float32)

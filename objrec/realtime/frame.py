@@ -57,6 +57,9 @@ class FrameState:
     upkeep_ms : float
         Time the tracks' optional upkeep before the search took in this frame (re-acquisitions of lost tracks,
         realignments of new ones): the search yields to it when its least part no longer fits after it.
+    t_frame : float or None
+        The frame's time on the footage's timeline, in ms (None: its hand-over time on the recognizer's
+        clock): what corner smoothing measures its time steps by.
     """
 
     frame: np.ndarray
@@ -74,6 +77,7 @@ class FrameState:
     lost: list[LostTrack] = field(default_factory=list)
     explained: tuple[list[np.ndarray], list[np.ndarray]] = field(default_factory=lambda: ([], []))
     upkeep_ms: float = 0.0
+    t_frame: float | None = None
 
     def __post_init__(self) -> None:
         self.verdicts = FrameVerdicts(self.shape, self.image.host)

@@ -148,7 +148,7 @@ def run_stream(
         for frame in source:
             if max_frames is not None and len(stats.per_frame) >= max_frames:
                 break
-            r = recognizer.process(frame.image, t0=frame.t_capture)
+            r = recognizer.process(frame.image, t0=frame.t_capture, t_frame=frame.footage_ms)
             stats.add(frame.index, r)
             if on_result is not None:
                 on_result(frame, r)

@@ -51,6 +51,11 @@ class SmoothParams:
         2-3 px, which it makes up within a couple of frames after the motion stops.
     d_cutoff : float
         Cutoff frequency in Hz of the low-pass filter on the speed estimate (1 Hz, the paper's choice).
+    predict : bool
+        Blend each sample with the last estimate carried forward by the filtered speed (``x_hat + dx_hat *
+        Te``) instead of the last estimate itself: a constant-speed motion is then followed without lag
+        (the plain filter trails it by about ``speed / (2 pi cutoff)``), at the price of a little overshoot
+        when the motion stops, for as long as the speed estimate takes to settle (``1 / (2 pi d_cutoff)``).
 
     References
     ----------
@@ -61,6 +66,7 @@ class SmoothParams:
     min_cutoff: float = 1.0
     beta: float = 0.05
     d_cutoff: float = 1.0
+    predict: bool = False
 
     def __post_init__(self) -> None:
         for name in ("min_cutoff", "d_cutoff"):
@@ -69,6 +75,8 @@ class SmoothParams:
                 raise ValueError(f"{name}: expected a positive frequency in Hz, got {value!r}")
         if not (isinstance(self.beta, int | float) and math.isfinite(self.beta) and self.beta >= 0):
             raise ValueError(f"beta: expected a non-negative number, got {self.beta!r}")
+        if not isinstance(self.predict, bool):
+            raise ValueError(f"predict: expected True or False, got {self.predict!r}")
 
 
 class OneEuroFilter:
@@ -89,6 +97,8 @@ class OneEuroFilter:
         dx_hat = alpha(d_cutoff) * dx + (1 - alpha(d_cutoff)) * dx_hat_prev
         fc     = min_cutoff + beta * |dx_hat|
         x_hat  = alpha(fc) * x + (1 - alpha(fc)) * x_hat_prev
+
+    With ``predict``, ``x_hat_prev`` in the last line is carried forward first: ``x_hat_prev + dx_hat * Te``.
 
     The first sample passes unchanged, with a speed of 0. A timestamp that does not advance (a repeated or
     out-of-order one) is filtered with the last time step measured, or :data:`FALLBACK_RATE_HZ` before any.
@@ -147,7 +157,8 @@ class OneEuroFilter:
         a_d = smoothing_alpha(p.d_cutoff, dt)
         self.dx_hat = a_d * (x - self.x_hat) / dt + (1.0 - a_d) * self.dx_hat
         a = smoothing_alpha(p.min_cutoff + p.beta * np.abs(self.dx_hat), dt)
-        self.x_hat = a * x + (1.0 - a) * self.x_hat
+        prior = self.x_hat + self.dx_hat * dt if p.predict else self.x_hat
+        self.x_hat = a * x + (1.0 - a) * prior
         return self.x_hat.copy()
 
 

@@ -1,9 +1,14 @@
 """Frame sources: camera, video file, image folder, arrays.
 
-Every source yields :class:`Frame` items (index, image, capture time in ms on ``time.perf_counter``'s
+Every source yields :class:`Frame` items: index, image, the time it was handed over (``t_capture``, ms on
+``time.perf_counter``'s clock, where latency starts) and its time on the footage's own timeline
+(``t_footage``, ms: a video file's timestamps, an image folder's index over its frame rate, a camera's capture
 clock). Files are delivered frame by frame with nothing dropped, unless paced like a camera
 (``realtime=True``). A camera (or a paced file) runs a reader thread that keeps only the newest frame
 (one in flight, newest wins) and counts what it drops.
+
+Whatever reasons about the motion in the footage (corner smoothing) uses ``t_footage``, so a file gives the
+same result on a fast and on a slow machine; latency and budgets use ``t_capture``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.imageio import InputError, read_image
+from objrec.imageio import InputError, read_image, video_frames
 
 __all__ = ["Frame", "open_source", "ArraySource", "VideoSource", "ImageDirSource", "CameraSource", "LatestFrameSlot"]
 
@@ -31,9 +36,29 @@ def now_ms() -> float:
 
 @dataclass(frozen=True)
 class Frame:
+    """One frame of a source.
+
+    Attributes
+    ----------
+    index : int
+        Its place in the source, from 0.
+    image : ndarray
+        The frame (BGR or gray, uint8).
+    t_capture : float
+        When it was handed over, in ms on ``time.perf_counter``'s clock: where its latency starts.
+    t_footage : float or None
+        Its time on the footage's timeline, in ms (None: the same as ``t_capture``).
+    """
+
     index: int
     image: np.ndarray
-    t_capture: float  # ms, perf_counter clock
+    t_capture: float
+    t_footage: float | None = None
+
+    @property
+    def footage_ms(self) -> float:
+        """``t_footage``, or ``t_capture`` for a source without a timeline of its own."""
+        return self.t_capture if self.t_footage is None else self.t_footage
 
 
 class LatestFrameSlot:
@@ -84,19 +109,23 @@ class _Source:
 
 
 class ArraySource(_Source):
-    """Frames from an iterable of arrays (processed one by one, nothing dropped)."""
+    """Frames from an iterable of arrays (processed one by one, nothing dropped); with ``fps``, frame ``i`` is
+    at ``1000 i / fps`` ms of footage time, without, at the time it is handed over."""
 
     def __init__(self, frames: Iterable[np.ndarray], fps: float | None = None) -> None:
+        if fps is not None and not fps > 0:
+            raise ValueError(f"fps: expected a positive number or None, got {fps}")
         self._frames = frames
         self.fps = fps
 
     def __iter__(self) -> Iterator[Frame]:
         for i, img in enumerate(self._frames):
-            yield Frame(i, img, now_ms())
+            yield Frame(i, img, now_ms(), None if self.fps is None else 1000.0 * i / self.fps)
 
 
 class VideoSource(_Source):
-    """A video file, frame by frame."""
+    """A video file, frame by frame, each at its timestamp in the file (``CAP_PROP_POS_MSEC``; where the
+    container gives none that advances, the frame index over the file's frame rate, 30 fps when unknown)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -110,14 +139,9 @@ class VideoSource(_Source):
         self.frame_shape = (int(self._cap.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(self._cap.get(cv2.CAP_PROP_FRAME_WIDTH)))
 
     def __iter__(self) -> Iterator[Frame]:
-        i = 0
         try:
-            while True:
-                ok, img = self._cap.read()
-                if not ok:
-                    break
-                yield Frame(i, img, now_ms())
-                i += 1
+            for i, (img, t) in enumerate(video_frames(self._cap, self.fps)):
+                yield Frame(i, img, now_ms(), t)
         finally:
             self.close()
 
@@ -126,9 +150,13 @@ class VideoSource(_Source):
 
 
 class ImageDirSource(_Source):
-    """Images of a folder in name order; an unreadable file is an error naming it."""
+    """Images of a folder in name order, image ``i`` at ``1000 i / fps`` ms of footage time (``fps``: the rate
+    the images were taken at, 30 by default); an unreadable file is an error naming it."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, fps: float = 30.0) -> None:
+        if not fps > 0:
+            raise ValueError(f"fps: expected a positive number, got {fps}")
+        self.fps = float(fps)
         self.path = Path(path)
         self.files = sorted(p for p in self.path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not self.files:
@@ -137,7 +165,7 @@ class ImageDirSource(_Source):
 
     def __iter__(self) -> Iterator[Frame]:
         for i, p in enumerate(self.files):
-            yield Frame(i, read_image(p), now_ms())
+            yield Frame(i, read_image(p), now_ms(), 1000.0 * i / self.fps)
 
 
 class PacedSource(_Source):
@@ -167,7 +195,7 @@ class PacedSource(_Source):
                 wait = t_next - now_ms()
                 if wait > 0:
                     time.sleep(wait / 1e3)
-                self._slot.put(Frame(f.index, f.image, now_ms()))
+                self._slot.put(Frame(f.index, f.image, now_ms(), f.t_footage))
                 t_next += period
         finally:
             self._slot.close()  # the end-of-stream marker, also after an error
@@ -269,12 +297,16 @@ class CameraSource(_Source):
 
 
 def open_source(spec: str | int, realtime: bool = False, fps: float | None = None) -> _Source:
-    """A source from a CLI argument: camera index, video file or image folder."""
+    """A source from a CLI argument: camera index, video file or image folder.
+
+    ``fps`` is an image folder's frame rate (30 when None) and the pace of a file played with ``realtime``
+    (default: the file's own rate).
+    """
     if isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()):
         return CameraSource(int(spec))
     p = Path(spec)
     if p.is_dir():
-        src: _Source = ImageDirSource(p)
+        src: _Source = ImageDirSource(p, fps or 30.0)
     elif p.is_file():
         src = VideoSource(p)
     else:

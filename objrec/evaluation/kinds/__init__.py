@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from objrec.evaluation.kinds import catalogue, coil, hpatches, objects, oxford, pairs, synthetic, ukbench
+from objrec.evaluation.kinds import catalogue, coil, hpatches, objects, oxford, pairs, synthetic, ukbench, video
 from objrec.evaluation.kinds.base import EvalKind
 
 __all__ = ["EvalKind", "KINDS", "SECTIONS", "kind_named", "task_runner"]
@@ -26,6 +26,7 @@ KINDS: dict[str, EvalKind] = {
         pairs.KIND,
         catalogue.KIND,
         ukbench.KIND,
+        video.KIND,
     )
 }
 #: The report sections, in ``report.json`` order (kinds of one family share a section).
