@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -90,8 +91,6 @@ def _catalogue_db(ctx: Context, fresh: bool = False) -> tuple[Any, dict[str, flo
     """The 334-object catalogue (SMVS references and ``dvd_covers``, library defaults), enrolled into
     ``ctx.work/catalogue334`` with ``enroll_many`` (all cores) unless it is there; with ``fresh`` it is enrolled
     again and the enrolment timed (wall and CPU seconds)."""
-    import shutil
-
     from objrec.matching.shortlist import prepare_indexes
     from objrec.modeldb import ModelDB
 
@@ -592,6 +591,54 @@ def entry_still(ctx: Context) -> dict[str, Figure]:
     }
 
 
+# --- real footage ------------------------------------------------------------------------------------------------
+#: The real clips' splits: smoothing and tracking defaults may be chosen on ``visp_postcard`` alone.
+FOOTAGE_SPLITS = {"visp_postcard": "tuning", "visp_bruegel": "held_out", "visp_postcard_tracking": "held_out"}
+
+
+def _footage(ctx: Context, detector: str, budget_ms: float | None, tag: str) -> dict[str, Figure]:
+    """``objrec eval video:`` on the clips of ``real_video`` (recognition protocol): per clip the share of scored
+    frames within 10 px, the median alignment error of the drawn (smoothed) and of the raw corners, and the
+    frames lost; misplaced and late frames pooled."""
+    from objrec.evaluation.config import EvalConfig
+    from objrec.evaluation.runner import run_evaluation
+
+    out = ctx.out / f"footage_{tag}"
+    shutil.rmtree(out, ignore_errors=True)
+    cfg = EvalConfig(kind="video", path=str(ctx.data / "real_video"), out=str(out), detectors=[detector],
+                     budget_ms=budget_ms, progress=False)  # fmt: skip
+    report = run_evaluation(cfg)
+    figs: dict[str, Figure] = {}
+    for row in report["video"]["clips"]:
+        clip, split = row["clip"], FOOTAGE_SPLITS.get(row["clip"], "held_out")
+        src = f"real_video/{clip}"
+        figs[f"{clip}.found10"] = count(row["found"], row["scored"], split, src, unit="frames")
+        figs[f"{clip}.error_median"] = Figure(row["error_median"], "px", "lower", split, src, "accuracy", floor=0.05)
+        figs[f"{clip}.raw_error_median"] = Figure(row["raw_error_median"], "px", "lower", split, src, "accuracy",
+                                                  floor=0.05)  # fmt: skip
+        figs[f"{clip}.lost"] = count(row["lost"], row["scored"], split, src, better="lower", unit="frames")
+    pooled = report["video"]["summary"][detector]["all"]
+    figs["misplaced"] = count(pooled["misplaced"], pooled["scored"], "held_out", "real_video", better="lower",
+                              unit="frames")  # fmt: skip
+    if budget_ms:
+        figs["late"] = count(pooled["late"], pooled["processed"], "held_out", "real_video", better="lower",
+                             unit="frames", kind="timing")  # fmt: skip
+    for f in figs.values():
+        f.gated = budget_ms is None
+    return figs
+
+
+def entry_footage(ctx: Context) -> dict[str, Figure]:
+    """Real footage without a budget (``objrec-plain``: tracking and smoothing, no prefilter): what does not
+    depend on the machine's speed."""
+    return _footage(ctx, "objrec-plain", None, "plain")
+
+
+def entry_footage33(ctx: Context) -> dict[str, Figure]:
+    """Real footage as ``objrec run`` runs it by default (smoothing, the prefilter adapting), 33 ms budget."""
+    return _footage(ctx, "objrec", 33.0, "run33")
+
+
 # --- the command line ------------------------------------------------------------------------------------------------
 def entry_cli(ctx: Context) -> dict[str, Figure]:
     """``objrec detect --json`` of ``box_in_scene.png`` against ``box.png`` once the kernel cache is filled (the
@@ -633,6 +680,8 @@ ENTRIES: dict[str, Entry] = {
         Entry("false", entry_false, False, True, "false detections on unrelated web photos"),
         Entry("prefilter", entry_prefilter, False, True, "the prefilter's trained defaults on unseen backgrounds"),
         Entry("closeup", entry_closeup, False, True, "close-ups partly outside the frame"),
+        Entry("footage", entry_footage, False, True, "real footage, no budget"),
+        Entry("footage33", entry_footage33, True, False, "real footage as objrec run runs it, 33 ms"),
         Entry("smvs_budget", entry_smvs_budget, True, False, "SMVS photos under a 33 ms budget"),
         Entry("stream", entry_stream, True, False, "3-cover streams at 33 and 16 ms"),
         Entry("shelf", entry_shelf, True, False, "12 covers tracked at 1280x720, 33 ms"),

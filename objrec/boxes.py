@@ -28,8 +28,6 @@ __all__ = [
     "clip_boxes",
     "outline_box",
     "points_box",
-    "box_inside_outline",
-    "outline_inside_box",
     "map_points",
     "model_corners",
     "inner_boxes",
@@ -285,22 +283,6 @@ def points_box(
     lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)
     g = np.maximum((hi - lo) * grow, min_grow)
     return clip_box(*(lo - g), *(hi + g), width, height)
-
-
-def box_inside_outline(box: tuple[int, int, int, int], outline: np.ndarray, slack: float = 4.0) -> bool:
-    """True when ``box`` lies within the outline's bounding box (``slack`` px of tolerance)."""
-    lo, hi = outline.min(axis=0), outline.max(axis=0)
-    return bool(
-        box[0] >= lo[0] - slack and box[1] >= lo[1] - slack and box[2] <= hi[0] + slack and box[3] <= hi[1] + slack
-    )
-
-
-def outline_inside_box(outline: np.ndarray, box: tuple[int, int, int, int], slack: float = 4.0) -> bool:
-    """True when the outline's bounding box lies within ``box`` (``slack`` px of tolerance)."""
-    lo, hi = outline.min(axis=0), outline.max(axis=0)
-    return bool(
-        lo[0] >= box[0] - slack and lo[1] >= box[1] - slack and hi[0] <= box[2] + slack and hi[1] <= box[3] + slack
-    )
 
 
 def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:

@@ -75,6 +75,15 @@ a failed homography for a corner error)::
       CSTATS =   {n_queries, n_labelled, found, top1, found_fraction, top1_fraction, wrong, queries_with_wrong,
                   latency_ms: {p50, p90, p99, max}, stage_ms_mean: {stage: ms}, deadline_misses and
                   deadline_met_fraction (with --budget-ms)}
+    video        null, or (video):
+      found_px, misplaced_px, precision_thresholds, success_thresholds
+      summary    {recognizer: {all: POOLED, by_challenge: {challenge: POOLED}}}
+      clips      [{detector, clip, challenge, frames, scored, found, found_fraction, p_at_5, p_at_15,
+                  error_median, error_p90, raw_error_median, raw_error_p90, misplaced, lost, longest_lost,
+                  found_again: [scored frames until found after each unscored stretch], late, processed,
+                  latency_ms: {p50, p99}, precision, raw_precision, success, errors: [e_AL per scored frame]}]
+      POOLED =   {clips, scored, found_fraction, p_at_5, p_at_15, error_median, misplaced, lost, late,
+                  processed, precision, raw_precision, success, thresholds}
     run          {mode, workers, tasks, ran, resumed, dropped_lines, wall_s, total_s, finished}
     environment  {python, platform, cpu_count, opencv, numpy, opencv_threads}
     notes        [str]   (unavailable detectors, missing matplotlib, parallel timings)

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -215,8 +215,3 @@ def run_evaluation(cfg: EvalConfig) -> dict[str, Any]:
     report = build_report(cfg, status, tasks, records, run)
     write_reports(report, out, plots=cfg.plots)
     return report
-
-
-def iter_records(path: str | os.PathLike) -> Iterable[dict[str, Any]]:
-    """The records of a ``records.jsonl`` (damaged lines skipped)."""
-    return RecordStore(path).records.values()

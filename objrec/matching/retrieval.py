@@ -188,14 +188,6 @@ class RetrievalIndex:
             self.index_, self.mapped = faiss_module().read_index(str(self.source)), False
             self.index_.nprobe = nprobe
 
-    def map_saved(self) -> None:
-        """Map the inverted lists from the file just saved instead of holding them in memory (an inverted
-        file only; no effect otherwise)."""
-        if not self.mapped and not self.exact and self.source is not None and self.source.suffix == ".faiss":
-            nprobe = self.index_.nprobe
-            self.index_, self.mapped = read_faiss_index(self.source, mmap=True)
-            self.index_.nprobe = nprobe
-
     @classmethod
     def build(cls, descriptors: Any, owner: Any, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
         """An index over ``descriptors`` (N, D), row ``i`` belonging to object id ``owner[i]`` (>= 0)."""

@@ -94,7 +94,6 @@ FEATURE_NAMES = (
 #: Columns whose difference from the frame's median cell form the ``rel_*`` features: an object is
 #: what stands out from the rest of the frame, which a textured background as a whole does not.
 RELATIVE_COLUMNS = (1, 2, 3, 4, 9, 10, 11)
-N_BASE_FEATURES = 17
 N_COLOR_CODES = 4096
 N_TEXTURE_CODES = 40
 

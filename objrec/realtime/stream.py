@@ -23,9 +23,6 @@ class StreamFrame:
     image: np.ndarray
     objects: list[SceneObject]  # ground truth of every object at least partly in view
 
-    def fully_visible(self, min_visible: float = 0.95) -> list[SceneObject]:
-        return [o for o in self.objects if o.visible_fraction >= min_visible]
-
 
 @dataclass
 class _Pass:
