@@ -349,8 +349,9 @@ def _add_run_parser(sub: Any) -> None:
         "--smooth-beta",
         type=float,
         metavar="B",
-        help="how fast the cutoff rises with a corner's speed, in Hz per px/s: higher follows fast motion more "
-        "closely and lets more jitter through (default 0.05)",
+        help="how fast the cutoff rises with a corner's speed, in Hz per px/s: higher follows changes of motion "
+        "sooner and lets more jitter through while moving (default 1; the filter also predicts each corner by "
+        "its filtered speed, so a steady motion does not lag)",
     )
     r.set_defaults(func=cmd_run)
 

@@ -94,8 +94,8 @@ def test_smoothing_steps_follow_footage_not_the_clock(sample_db, monkeypatch):
 def test_predicting_filter_follows_constant_speed_without_lag():
     t = np.arange(60) * 1000 / 30
     x = 2.0 * np.arange(60)  # 2 px per frame, 60 px/s
-    plain = OneEuroFilter(SmoothParams(min_cutoff=1.0, beta=0.05))
-    pred = OneEuroFilter(SmoothParams(min_cutoff=1.0, beta=0.05, predict=True))
+    plain = OneEuroFilter(SmoothParams(min_cutoff=1.0, beta=0.05, predict=False, deadband=0.0))
+    pred = OneEuroFilter(SmoothParams(min_cutoff=1.0, beta=0.05, predict=True, deadband=0.0))
     lag_plain = [x[i] - plain(np.array([x[i]]), t[i])[0] for i in range(60)][-1]
     lag_pred = [x[i] - pred(np.array([x[i]]), t[i])[0] for i in range(60)][-1]
     # The plain filter trails by L = v tau = v / (2 pi fc), its speed estimate (x - x_hat) / dt = v + L / dt
@@ -105,3 +105,21 @@ def test_predicting_filter_follows_constant_speed_without_lag():
     assert abs(lag_pred) < 0.05
     with pytest.raises(ValueError, match="predict"):
         SmoothParams(predict="yes")
+    with pytest.raises(ValueError, match="deadband"):
+        SmoothParams(deadband=-1.0)
+
+
+def test_deadband_keeps_a_noisy_still_corner_steady():
+    """White noise of 0.5 px on a still corner: the default filter (prediction with a dead band) lets no more of
+    it through than the classic filter; without the dead band the prediction would carry the noise's speed."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 0.5, 300)
+    t = np.arange(300) * 1000 / 30
+
+    def spread(p):
+        f = OneEuroFilter(p)
+        return np.std([f(np.array([v]), ti)[0] for v, ti in zip(x, t, strict=True)][30:])
+
+    classic = spread(SmoothParams(beta=0.05, predict=False, deadband=0.0))
+    assert spread(SmoothParams()) <= classic * 1.05
+    assert spread(SmoothParams(deadband=0.0)) > classic * 1.5

@@ -14,8 +14,18 @@ from objrec.types import Detection
 FRAME_MS = 1000.0 / 30.0
 
 
-def one_euro_reference(xs: list[float], ts_ms: list[float], min_cutoff: float, beta: float, d_cutoff: float):
-    """Algorithm 1 of Casiez et al. (CHI 2012) on a scalar signal, written out as a plain loop."""
+def one_euro_reference(
+    xs: list[float],
+    ts_ms: list[float],
+    min_cutoff: float,
+    beta: float,
+    d_cutoff: float,
+    predict: bool = False,
+    deadband: float = 0.0,
+):
+    """Algorithm 1 of Casiez et al. (CHI 2012) on a scalar signal, written out as a plain loop; with ``predict``
+    the last estimate is first carried forward by the filtered speed less ``deadband`` (soft threshold), which
+    also drives the cutoff."""
 
     def alpha(rate: float, cutoff: float) -> float:
         tau = 1.0 / (2.0 * math.pi * cutoff)
@@ -31,8 +41,10 @@ def one_euro_reference(xs: list[float], ts_ms: list[float], min_cutoff: float, b
             rate = 1000.0 / (t - t_prev)
             dx = (x - x_hat) * rate
             dx_hat = alpha(rate, d_cutoff) * dx + (1.0 - alpha(rate, d_cutoff)) * dx_hat
-            cutoff = min_cutoff + beta * abs(dx_hat)
-            x_hat = alpha(rate, cutoff) * x + (1.0 - alpha(rate, cutoff)) * x_hat
+            v = math.copysign(max(abs(dx_hat) - deadband, 0.0), dx_hat)
+            cutoff = min_cutoff + beta * abs(v)
+            prior = x_hat + v / rate if predict else x_hat
+            x_hat = alpha(rate, cutoff) * x + (1.0 - alpha(rate, cutoff)) * prior
         t_prev = t
         out.append(x_hat)
     return out
@@ -49,7 +61,19 @@ def _square(x: float, y: float, side: float = 100.0) -> Detection:
     return Detection("a", 0.9, 30, H, corners, 0.8)
 
 
-@pytest.mark.parametrize("params", [SmoothParams(), SmoothParams(0.5, 0.2, 2.0), SmoothParams(3.0, 0.0, 1.0)])
+CLASSIC = {"predict": False, "deadband": 0.0}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SmoothParams(),
+        SmoothParams(1.0, 0.05, 1.0, **CLASSIC),
+        SmoothParams(0.5, 0.2, 2.0, **CLASSIC),
+        SmoothParams(3.0, 0.0, 1.0, **CLASSIC),
+        SmoothParams(1.0, 0.5, 1.0, predict=True, deadband=0.0),
+    ],
+)
 def test_filter_follows_the_paper_equations_element_by_element(params):
     rng = np.random.default_rng(4)
     n = 60
@@ -58,7 +82,10 @@ def test_filter_follows_the_paper_equations_element_by_element(params):
     f = OneEuroFilter(params)
     got = np.array([f(x, t) for x, t in zip(xs, ts, strict=True)])
     for i, j in np.ndindex(4, 2):
-        want = one_euro_reference(list(xs[:, i, j]), list(ts), params.min_cutoff, params.beta, params.d_cutoff)
+        want = one_euro_reference(
+            list(xs[:, i, j]), list(ts), params.min_cutoff, params.beta, params.d_cutoff, params.predict,
+            params.deadband,
+        )  # fmt: skip
         np.testing.assert_allclose(got[:, i, j], want, rtol=0, atol=1e-9)
 
 
@@ -80,18 +107,31 @@ def test_still_corners_with_noise_jitter_at_most_half_as_much():
 
 
 def test_ramp_and_step_are_followed_within_a_few_frames():
-    """A corner moving 300 px/s for a second then stopping, and a 40 px jump: with beta > 0 the lag stays a
-    few pixels and is gone within a few frames; without the speed term the filter trails far behind."""
+    """The classic filter on a corner moving 300 px/s for a second then stopping, and a 40 px jump: with beta > 0
+    the lag stays a few pixels and is gone within a few frames; without the speed term it trails far behind."""
     ramp = np.minimum(np.arange(60), 30) * 300.0 / 30.0
     step = np.where(np.arange(60) < 30, 100.0, 140.0)
     for signal in (ramp, step):
-        fast, slow = OneEuroFilter(SmoothParams(beta=0.05)), OneEuroFilter(SmoothParams(beta=0.0))
+        fast, slow = OneEuroFilter(SmoothParams(beta=0.05, **CLASSIC)), OneEuroFilter(SmoothParams(beta=0.0, **CLASSIC))
         lag_fast = np.array([abs(x - fast(np.array([x]), k * FRAME_MS)[0]) for k, x in enumerate(signal)])
         lag_slow = np.array([abs(x - slow(np.array([x]), k * FRAME_MS)[0]) for k, x in enumerate(signal)])
         assert lag_fast.max() <= 0.5 * lag_slow.max()
         assert lag_fast[34:].max() < 1.0  # within 4 frames of the motion's end
         assert lag_slow[34] > 5.0
     assert lag_fast[10:30].max() < 4.0  # during the ramp (10 px per frame), after it got going
+
+
+def test_default_follows_a_ramp_without_lag_and_barely_overshoots():
+    """The default (prediction with a dead band) on the same ramp and jump: within 0.2 px during the steady
+    motion, at most 0.2 px past the stop, at most a pixel behind the jump in its own frame."""
+    ramp = np.minimum(np.arange(60), 30) * 300.0 / 30.0
+    step = np.where(np.arange(60) < 30, 100.0, 140.0)
+    for signal in (ramp, step):
+        f = OneEuroFilter(SmoothParams())
+        lag = np.array([x - f(np.array([x]), k * FRAME_MS)[0] for k, x in enumerate(signal)])
+        assert np.abs(lag[5:30]).max() < 0.2
+        assert np.abs(lag[31:]).max() < 0.2
+        assert abs(lag[30]) < 1.0
 
 
 def test_a_repeated_timestamp_uses_the_last_time_step():
