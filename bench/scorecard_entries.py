@@ -394,7 +394,7 @@ def entry_false(ctx: Context) -> dict[str, Figure]:
 def entry_prefilter(ctx: Context) -> dict[str, Figure]:
     """``bench_prefilter_defaults.py`` in a quick form (20 photos per part): the trained defaults' empty-frame area
     rejected and object area kept, per object set, on backgrounds training never sees (tuning and hold-out
-    parts)."""
+    parts), as the mean over the sources (video, photos, still images) and for the video frames alone."""
     import bench_prefilter_defaults as bpd
 
     from objrec import ModelDB
@@ -410,7 +410,11 @@ def entry_prefilter(ctx: Context) -> dict[str, Figure]:
             pf = RegionPrefilter(random_state=ctx.seed).train(db, None, seed=ctx.seed)
         for part, sources in parts.items():
             split = "tuning" if part == "tuning" else "held_out"
-            per = [bpd.measure(pf, objects, bgs, 1000 + ctx.seed) for bgs in sources.values()]
+            per_source = {src: bpd.measure(pf, objects, bgs, 1000 + ctx.seed) for src, bgs in sources.items()}
+            per = list(per_source.values())
+            figs[f"{set_name}.rejected_video.{split}"] = share(
+                per_source["video"]["empty_rejected"], split, "vtest", gated=True, note="video frames alone"
+            )
             figs[f"{set_name}.rejected.{split}"] = share(
                 float(np.mean([m["empty_rejected"] for m in per])), split, "vtest+ukbench_small+oxford", gated=True
             )
