@@ -4,6 +4,10 @@ their definitions, and the anchor's alignment errors against a direct OpenCV com
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -220,3 +224,22 @@ def test_video_options_belong_to_video(tmp_path):
     args = ap.parse_args(["eval", f"video:{Path('x')}", "--out", str(tmp_path), "--layout", "pot", "--realtime"])
     cfg = config_from_args(args)
     assert cfg.layout == "pot" and cfg.realtime and cfg.protocol == "recognition"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 cores"
+)
+def test_one_core_and_two_give_the_same_corners(poic_root, tmp_path):
+    """Without a budget a file gives the same raw and drawn corners on one core as on two: nothing the corners
+    depend on reads the clock."""
+    runs = {}
+    for label, prefix in (("one", ["taskset", "-c", "0"]), ("two", [])):
+        out = tmp_path / label
+        cmd = [*prefix, sys.executable, "-m", "objrec", "eval", f"video:{poic_root}", "--detectors", "objrec-plain",
+               "--out", str(out), "--no-plots", "--no-progress"]  # fmt: skip
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        (rec,) = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+        runs[label] = [(f["corners"], f["raw_corners"]) for f in rec["result"]["frames"]]
+    assert runs["one"] == runs["two"]
