@@ -58,3 +58,13 @@ def numba_without_scipy_linalg() -> None:
     """Arrange for this process's Numba to skip SciPy's BLAS check (see above)."""
     if _TARGET not in sys.modules and not any(isinstance(f, _NumbaFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _NumbaFinder())
+
+
+def quiet_video_backends() -> None:
+    """Silence FFmpeg's own log lines in the command-line process (a damaged video file otherwise prints
+    ``[mov,mp4,...] moov atom not found`` before objrec's one-line error naming the file). OpenCV reads the
+    variable when its FFmpeg backend first starts, so this runs before any video is opened; a value the user
+    set is kept. The library itself leaves the environment alone."""
+    import os
+
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")

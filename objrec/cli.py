@@ -412,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from objrec import _startup, kernel_cache
 
     _startup.numba_without_scipy_linalg()
+    _startup.quiet_video_backends()
 
     kernel_cache.announce_compilation(sys.stderr)
     t0 = time.perf_counter()

@@ -433,3 +433,13 @@ def test_run_hands_the_camera_to_the_recognizer_and_the_overlay(files, tmp_path,
     assert seen["widths"] == {"cover": 0.135}
     assert main([*argv, "--max-frames", "1"]) == 0
     assert seen["camera"] is unset and seen["stream_camera"] is None
+
+
+def test_damaged_video_is_one_line_without_ffmpegs_own_log(files, tmp_path):
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    video = tmp_path / "clip.mp4"
+    video.write_bytes(b"\0" * 64)
+    cmd = [sys.executable, "-m", "objrec", "run", "--db", str(db), "--source", str(video), "--no-display"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    _one_line_error(r, "clip.mp4", "cannot be opened as a video")
