@@ -16,6 +16,7 @@ times and stores each figure's median and range (the spread); ``--compare`` prin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -97,12 +98,15 @@ def measure(names: list[str], ctx: Context, runs: int, progress: bool = True) ->
     failed: list[str] = []
     for k in range(runs):
         figs: dict[str, Figure] = {}
+        # Each run starts from an empty work folder: a database a run enrols is part of what it measures.
+        run_ctx = dataclasses.replace(ctx, work=ctx.work / f"run{k + 1}")
+        run_ctx.work.mkdir(parents=True, exist_ok=True)
         for name in names:
             t0 = time.perf_counter()
             if progress:
                 print(f"[{k + 1}/{runs}] {name}: {ENTRIES[name].about} ...", flush=True)
             try:
-                doc = run_child(name, ctx, ctx.out / "logs" / f"{name}.{k}.log")
+                doc = run_child(name, run_ctx, ctx.out / "logs" / f"{name}.{k}.log")
             except RuntimeError as e:  # its figures go missing, and a comparison flags them
                 print(e, file=sys.stderr, flush=True)
                 failed.append(name)
