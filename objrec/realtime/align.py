@@ -39,6 +39,8 @@ __all__ = [
     "TEMPLATE_SIDE",
     "MAX_SHIFT",
     "significant",
+    "f_threshold",
+    "F_THRESHOLDS",
     "seen_move",
 ]
 
@@ -75,6 +77,100 @@ AGAIN_PX = 1.0
 #: scatter by pixels from one refit to the next on an unmoving object. Strict, since the points' errors are
 #: not independent (a printed object differs from its model in the same way under neighbouring windows).
 SIGNIFICANCE = 0.999
+#: ``fdtri(8, dof, SIGNIFICANCE)`` for ``dof`` = 1 .. ``2 * POINTS - 8``: the F test's threshold for every refit
+#: a realignment can make (at most :data:`POINTS` points, 8 parameters), tabulated from SciPy so that a process
+#: (``objrec detect`` realigns the objects it finds) starts without importing ``scipy.special``, whose import
+#: costs more than the rest of a realignment; ``tests/realtime/test_align.py`` checks the table against SciPy.
+F_THRESHOLDS = (
+    598144.1562499513,
+    999.3749218359119,
+    130.61900876416817,
+    48.99618876920976,
+    27.64947537087648,
+    19.030333119371,
+    14.634006632332584,
+    12.045541244154931,
+    10.368000374264785,
+    9.204149864855586,
+    8.35478626222746,
+    7.710352308534696,
+    7.20614737696161,
+    6.80173979551382,
+    6.470676857843035,
+    6.19498166298,
+    5.962041027780945,
+    5.7627611974176975,
+    5.59043045364436,
+    5.439993192872252,
+    5.307572583708126,
+    5.190148352523425,
+    5.08533418537997,
+    4.991220742559074,
+    4.906262879377358,
+    4.829197263449587,
+    4.758981280658574,
+    4.694747102079283,
+    4.635766713528329,
+    4.581424983225266,
+    4.531198699164229,
+    4.484640092676459,
+    4.441363770323284,
+    4.401036261567897,
+    4.3633675929512945,
+    4.328104446081843,
+    4.295024563642347,
+    4.263932146391028,
+    4.234654042753988,
+    4.207036576635085,
+    4.1809428924247865,
+    4.156250721666596,
+    4.132850495448979,
+    4.110643741794052,
+    4.089541719182988,
+    4.0694642466839595,
+    4.0503386985220455,
+    4.032099136794688,
+    4.0146855607263845,
+    3.998043254627162,
+    3.9821222197671675,
+    3.966876677854271,
+    3.9522646358208537,
+    3.938247503280635,
+    3.9247897553779185,
+    3.911858634877215,
+    3.899423888274353,
+    3.8874575314878155,
+    3.8759336413383987,
+    3.864828169570264,
+    3.8541187766246816,
+    3.8437846827647886,
+    3.833806534477258,
+    3.8241662843550857,
+    3.814847082902619,
+    3.805833180906427,
+    3.797109841188965,
+    3.7886632587107525,
+    3.780480488115036,
+    3.772549377919323,
+    3.7648585106539496,
+    3.757397148330586,
+    3.750155182695733,
+    3.743123089786896,
+    3.736291888363898,
+    3.7296531018355386,
+    3.7231987233438186,
+    3.7169211837046423,
+    3.7108133219362744,
+    3.7048683581353212,
+    3.699079868485152,
+    3.69344176220379,
+    3.6879482602581968,
+    3.6825938756890126,
+    3.6773733954056085,
+    3.6722818633248564,
+    3.6673145647394656,
+    3.662467011812574,
+)
 
 
 class Template:
@@ -250,9 +346,17 @@ def significant(src: np.ndarray, dst: np.ndarray, H: np.ndarray, H2: np.ndarray,
     ssr1 = float(np.sum((dst - map_points(H2, src)) ** 2))
     if ssr1 <= 0.0:
         return ssr0 > 0.0
-    from scipy.special import fdtri  # imported on first use: it adds to every process's start-up
+    return (ssr0 - ssr1) / 8.0 > 2.0 * f_threshold(dof, level) * ssr1 / dof
 
-    return (ssr0 - ssr1) / 8.0 > 2.0 * fdtri(8, dof, level) * ssr1 / dof
+
+def f_threshold(dof: int, level: float = SIGNIFICANCE) -> float:
+    """The F distribution's ``level`` quantile with 8 and ``dof`` degrees of freedom: from
+    :data:`F_THRESHOLDS` at :data:`SIGNIFICANCE`, else from ``scipy.special.fdtri``."""
+    if level == SIGNIFICANCE and 1 <= dof <= len(F_THRESHOLDS):
+        return F_THRESHOLDS[dof - 1]
+    from scipy.special import fdtri  # imported on first use: slow to import
+
+    return float(fdtri(8, dof, level))
 
 
 def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:

@@ -359,3 +359,15 @@ def test_a_track_half_out_of_the_frame_settles_on_its_object():
     seen = seen.reshape(-1, 2).astype(np.float64)
     err = np.linalg.norm(map_points(t.homography @ np.linalg.inv(Ht), seen) - seen, axis=1).max()
     assert err < 1.0 and not any(again[3:]), again
+
+
+def test_tabulated_f_thresholds_are_scipys():
+    from scipy.special import fdtri
+
+    from objrec.realtime.align import F_THRESHOLDS, POINTS, SIGNIFICANCE, f_threshold
+
+    assert len(F_THRESHOLDS) == 2 * POINTS - 8
+    for dof in range(1, len(F_THRESHOLDS) + 1):
+        assert f_threshold(dof) == float(fdtri(8, dof, SIGNIFICANCE))
+    assert f_threshold(200) == float(fdtri(8, 200, SIGNIFICANCE))  # beyond the table
+    assert f_threshold(10, 0.99) == float(fdtri(8, 10, 0.99))
