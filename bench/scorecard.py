@@ -8,7 +8,10 @@ times and stores each figure's median and range (the spread); ``--compare`` prin
 ``--write-baseline`` writes the run as the new baseline (a commit of its own, saying which figure moved and why).
 
     python bench/scorecard.py --out /tmp/scorecard [--entries smvs,pairs] [--subset ci] [--runs 5]
-        [--compare [FILE]] [--write-baseline]
+        [--compare [FILE]] [--gate] [--write-baseline] [--from SCORECARD.json]
+
+``--from`` compares a scorecard measured before (``--compare`` writes ``compare.txt`` and ``compare.png``: each
+figure's change in units of its spread) without measuring anything.
 
 ``--subset ci`` is the entries whose figures do not depend on the machine's speed: what ``scripts/test`` gates.
 """
@@ -168,6 +171,38 @@ def write(out: Path, figures: dict[str, Figure], names: list[str], runs: int, wa
     (out / "scorecard.md").write_text(render_markdown(figures, header(names, runs, walls)))
 
 
+def plot_comparison(rows: list, path: Path, baseline: str) -> None:
+    """Each figure's change from its baseline in units of its spread (better to the right), one bar per figure
+    with a baseline, coloured by its flag; the band of +-1 spread shaded. Skipped without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    shown = [c for c in rows if c.value is not None and c.baseline is not None and c.figure is not None]
+    if not shown:
+        return
+    z = []
+    for c in shown:
+        delta = c.value - c.baseline if c.figure.better == "higher" else c.baseline - c.value
+        z.append(delta / c.spread if c.spread > 0 else 0.0)
+    colour = {"worse": "tab:red", "better": "tab:green"}
+    fig, ax = plt.subplots(figsize=(9, max(3.0, 0.16 * len(shown) + 1)))
+    ys = range(len(shown))
+    ax.barh(list(ys), z, color=[colour.get(c.flag, "0.6") for c in shown])
+    ax.axvspan(-1, 1, color="0.9", zorder=0)
+    ax.set_yticks(list(ys), [c.name + ("" if c.gated else " *") for c in shown], fontsize=6)
+    ax.invert_yaxis()
+    ax.set(xlabel="change from the baseline in spreads (right: better)", title=f"scorecard against {baseline} "
+           "(* not gated)")  # fmt: skip
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="where scorecard.json, scorecard.md, logs and pictures go")
@@ -180,6 +215,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--work", type=Path, help="work folder for databases (default: a temporary one)")
     ap.add_argument("--data", help="the shared data folder (default: OBJREC_SHARED_DATA or ../shared/data)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--from", dest="from_json", metavar="SCORECARD.json", help="compare this scorecard, measure nothing"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.runs < 1:
@@ -192,13 +230,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = shared_data(args.data)
-    if data is None:
+    if data is None and not args.from_json:
         print(
             "shared data (../shared/data with smvs_dvd/) not found; pass --data or set OBJREC_SHARED_DATA",
             file=sys.stderr,
         )
         return 2
     if args.child:
+        assert data is not None
         ctx = Context(data=data, work=args.work, out=args.out, seed=args.seed)
         doc = run_entry(args.child, ctx)
         (args.work / f"{args.child}.result.json").write_text(json.dumps(doc))
@@ -209,23 +248,30 @@ def main(argv: list[str] | None = None) -> int:
     names = ordered(names)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "logs").mkdir(exist_ok=True)
-    work = args.work or Path(tempfile.mkdtemp(prefix="objrec-scorecard-"))
-    work.mkdir(parents=True, exist_ok=True)
-    ctx = Context(data=data, work=work.resolve(), out=args.out.resolve(), seed=args.seed)
     print("command:", shlex.join([sys.executable, *sys.argv]), flush=True)
-    try:
-        figures, walls = measure(names, ctx, args.runs)
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
-    write(args.out, figures, names, args.runs, walls)
-    print((args.out / "scorecard.md").read_text())
+    if args.from_json:  # compare (and plot) a scorecard measured before, measuring nothing
+        doc = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        figures, names = load_figures(args.from_json), list(doc.get("entries", []))
+    else:
+        work = args.work or Path(tempfile.mkdtemp(prefix="objrec-scorecard-"))
+        work.mkdir(parents=True, exist_ok=True)
+        assert data is not None
+        ctx = Context(data=data, work=work.resolve(), out=args.out.resolve(), seed=args.seed)
+        try:
+            figures, walls = measure(names, ctx, args.runs)
+        finally:
+            if args.work is None:
+                shutil.rmtree(work, ignore_errors=True)
+        write(args.out, figures, names, args.runs, walls)
+        print((args.out / "scorecard.md").read_text())
     rc = 0
     if args.compare:
-        rows = compare(figures, load_figures(args.compare), names)
+        rows = compare(figures, load_figures(args.compare), names or None)
         text = render_comparison(rows)
         (args.out / "compare.txt").write_text(text)
+        plot_comparison(rows, args.out / "compare.png", Path(args.compare).name)
         print(text)
+        print(f"wrote {args.out / 'compare.txt'}, {args.out / 'compare.png'}")
         failed = [c.name for c in rows if c.gated and c.failed]
         if failed and args.gate:
             print(f"gated figures worse than the baseline: {failed}", file=sys.stderr)

@@ -101,6 +101,26 @@ def test_landed_baseline_is_well_formed():
         assert f.value is None or f.spread >= f.floor
 
 
+def test_gate_fails_on_a_worsened_figure_from_the_command_line(tmp_path):
+    """``scorecard.py --from`` a scorecard with one gated figure made worse: exit 1, the figure flagged in
+    ``compare.txt``, and the comparison drawn; the same scorecard without the drop passes."""
+    base = {"smvs.found": _found(97), "still.jitter": Figure(0.03, "px", "lower", "tuning", "x", "accuracy")}
+    (tmp_path / "base.json").write_text(json.dumps({"figures": {k: f.to_json() for k, f in base.items()}}))
+    for value, rc in ((94, 1), (97, 0)):
+        now = {"smvs.found": _found(value), "still.jitter": Figure(0.9, "px", "lower", "tuning", "x", "accuracy")}
+        doc = {"entries": ["smvs", "still"], "figures": {k: f.to_json() for k, f in now.items()}}
+        (tmp_path / "now.json").write_text(json.dumps(doc))
+        out = tmp_path / f"out{value}"
+        cmd = [sys.executable, str(BENCH / "scorecard.py"), "--from", str(tmp_path / "now.json"), "--compare",
+               str(tmp_path / "base.json"), "--gate", "--out", str(out)]  # fmt: skip
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == rc, r.stdout + r.stderr
+        text = (out / "compare.txt").read_text()
+        assert ("WORSE" in text.split("smvs.found")[1].splitlines()[0]) == (rc == 1)
+        assert "WORSE (not gated)" in text.split("still.jitter")[1].splitlines()[0]  # worse, but not gated
+    assert (tmp_path / "out94" / "compare.png").is_file()
+
+
 @pytest.mark.slow
 def test_ci_subset_holds_the_baseline(shared_data, tmp_path):
     """The untimed entries, run now, against the landed baseline: no gated figure worse than its spread."""
