@@ -49,6 +49,19 @@ def link_objects(data: Path, folder: Path, dvds: int) -> list[Path]:
     return out
 
 
+def closeup_config(folder: Path, out: Path, detectors: list[str], repeats: int, **kw: object) -> EvalConfig:
+    """The evaluation of the objects in ``folder`` partly outside the frame (``synthetic:``, sweep ``outside``)."""
+    return EvalConfig(
+        kind="synthetic",
+        path=str(folder),
+        out=str(out),
+        detectors=detectors,
+        sweeps=["outside"],
+        repeats=repeats,
+        **kw,
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     env = os.environ.get("OBJREC_SHARED_DATA")
@@ -63,15 +76,7 @@ def main() -> int:
     folder = args.objects_dir or Path(tempfile.mkdtemp(prefix="objrec-closeup-objects-"))
     objects = link_objects(args.data, folder, args.dvds)
     print(f"{len(objects)} objects linked in {folder}")
-    cfg = EvalConfig(
-        kind="synthetic",
-        path=str(folder),
-        out=str(args.out),
-        detectors=args.detectors.split(","),
-        sweeps=["outside"],
-        repeats=args.repeats,
-    )
-    report = run_evaluation(cfg)
+    report = run_evaluation(closeup_config(folder, args.out, args.detectors.split(","), args.repeats))
     ok = True
     for g in report["recognition"]["groups"]:
         if g["distortion"] != "outside":

@@ -250,24 +250,14 @@ def entry_pairs(ctx: Context) -> dict[str, Figure]:
 def entry_closeup(ctx: Context) -> dict[str, Figure]:
     """``bench_closeup.py``'s sweep (objects 20/40/60% outside the frame) on the Oxford ``img1`` images,
     ``box.png`` and 20 SMVS references, one scene per object and level: objects found within 3 px."""
-    from bench_closeup import link_objects
+    from bench_closeup import closeup_config, link_objects
 
-    from objrec.evaluation.config import EvalConfig
     from objrec.evaluation.runner import run_evaluation
 
     folder = ctx.work / "closeup_objects"
     folder.mkdir(exist_ok=True)
     link_objects(ctx.data, folder, 20)
-    cfg = EvalConfig(
-        kind="synthetic",
-        path=str(folder),
-        out=str(ctx.work / "closeup"),
-        detectors=["surf"],
-        sweeps=["outside"],
-        repeats=1,
-        progress=False,
-        plots=False,
-    )
+    cfg = closeup_config(folder, ctx.work / "closeup", ["surf"], 1, progress=False, plots=False)
     report = run_evaluation(cfg)
     figs = {}
     for g in report["recognition"]["groups"]:

@@ -170,83 +170,91 @@ def detect_layout(root: Path) -> str:
     )
 
 
-def _real_video(root: Path) -> list[VideoClip]:
-    folders = [root] if (root / "gt.txt").is_file() else sorted(d for d in root.iterdir() if (d / "gt.txt").is_file())
-    clips = []
-    for d in folders:
-        source = _find_video(d)
-        if source is None:
-            raise DatasetError(f"{d}: no video file ({', '.join(VIDEO_EXTENSIONS)}) or frames/ folder")
-        names, gt = read_corner_lines(d / "gt.txt", named=True)
-        index = [int(n) if n.isdigit() else k for k, n in enumerate(names)]
-        full = np.full((max(index) + 1, 4, 2), np.nan)
-        full[index] = gt
-        ref = next((d / f"reference{e}" for e in IMAGE_EXTENSIONS if (d / f"reference{e}").is_file()), None)
-        fps, _ = _frame_count(source)
-        clips.append(VideoClip(d.name, source, full, ref, None, fps, "real_video"))
-    return clips
-
-
-def _pot(root: Path) -> list[VideoClip]:
-    ann = root / "annotation"
-    clips = []
-    for gt_file in sorted(ann.glob("*_gt_points.txt")):
-        name = gt_file.name[: -len("_gt_points.txt")]
-        candidates = [root / name] + [root / f"{name}{e}" for e in VIDEO_EXTENSIONS]
-        source = next((c for c in candidates if c.exists()), None)
-        if source is None:
-            raise DatasetError(f"{gt_file}: no clip {name}/ or {name}.avi beside annotation/")
-        _, gt = read_corner_lines(gt_file, named=False)
-        flag_file = ann / f"{name}_flag.txt"
-        if flag_file.is_file():
-            flags = [line.split()[0] for line in flag_file.read_text().splitlines() if line.strip()]
-            if len(flags) != len(gt):
-                raise DatasetError(f"{flag_file}: {len(flags)} flags for {len(gt)} ground-truth lines")
-            gt[np.array([f not in ("0", "0.0") for f in flags])] = np.nan
-        fps, n_frames = _frame_count(source)
-        step = 2 if n_frames >= 2 * len(gt) - 1 and n_frames > len(gt) else 1
-        full = np.full(((len(gt) - 1) * step + 1, 4, 2), np.nan)
-        full[::step] = gt
-        m = _POT_NAME.match(name)
-        challenge = POT_CHALLENGES.get(m.group(1), m.group(1)) if m else None
-        clips.append(VideoClip(name, source, full, None, challenge, fps, "pot"))
-    if not clips:
-        raise DatasetError(f"{ann}: no *_gt_points.txt file")
-    return clips
-
-
-def _poic(root: Path) -> list[VideoClip]:
-    clips = []
-    for gt_file in sorted((root / "gt").glob("*.txt")):
-        name = gt_file.stem
-        seq = root / "sequences" / name
-        if not seq.is_dir():
-            raise DatasetError(f"{gt_file}: no frames folder {seq}")
-        frames = image_files(seq)
-        if not frames:
-            raise DatasetError(f"{seq}: no frames ({', '.join(IMAGE_EXTENSIONS)})")
-        names, gt = read_corner_lines(gt_file, named=True)
-        by_name = {p.stem: k for k, p in enumerate(frames)} | {p.name: k for k, p in enumerate(frames)}
-        full = np.full((len(frames), 4, 2), np.nan)
-        for n, corners in zip(names, gt, strict=True):
-            k = by_name.get(n)
-            if k is None and n.isdigit() and int(n) < len(frames):
-                k = int(n)
-            if k is None:
-                raise DatasetError(f"{gt_file}: frame {n!r} is not in {seq}")
-            full[k] = corners
-        template = next((root / "Templates" / f"{name}{e}" for e in IMAGE_EXTENSIONS
-                         if (root / "Templates" / f"{name}{e}").is_file()), None)  # fmt: skip
-        clips.append(VideoClip(name, seq, full, template, None, 30.0, "poic"))
-    if not clips:
+def _listing(root: Path, layout: str) -> dict[str, Path]:
+    """Each clip's name and the file or folder that defines it (its ground truth), read from names alone."""
+    if layout == "real_video":
+        if (root / "gt.txt").is_file():
+            return {root.name: root}
+        return {d.name: d for d in sorted(root.iterdir()) if (d / "gt.txt").is_file()}
+    if layout == "pot":
+        ann = root / "annotation"
+        found = {p.name[: -len("_gt_points.txt")]: p for p in sorted(ann.glob("*_gt_points.txt"))}
+        if not found:
+            raise DatasetError(f"{ann}: no *_gt_points.txt file")
+        return found
+    found = {p.stem: p for p in sorted((root / "gt").glob("*.txt"))}
+    if not found:
         raise DatasetError(f"{root / 'gt'}: no ground-truth file")
-    return clips
+    return found
+
+
+def _real_video(root: Path, name: str, d: Path) -> VideoClip:
+    source = _find_video(d)
+    if source is None:
+        raise DatasetError(f"{d}: no video file ({', '.join(VIDEO_EXTENSIONS)}) or frames/ folder")
+    frames, gt = read_corner_lines(d / "gt.txt", named=True)
+    index = [int(n) if n.isdigit() else k for k, n in enumerate(frames)]
+    full = np.full((max(index) + 1, 4, 2), np.nan)
+    full[index] = gt
+    ref = next((d / f"reference{e}" for e in IMAGE_EXTENSIONS if (d / f"reference{e}").is_file()), None)
+    fps, _ = _frame_count(source)
+    return VideoClip(name, source, full, ref, None, fps, "real_video")
+
+
+def _pot(root: Path, name: str, gt_file: Path) -> VideoClip:
+    candidates = [root / name] + [root / f"{name}{e}" for e in VIDEO_EXTENSIONS]
+    source = next((c for c in candidates if c.exists()), None)
+    if source is None:
+        raise DatasetError(f"{gt_file}: no clip {name}/ or {name}.avi beside annotation/")
+    _, gt = read_corner_lines(gt_file, named=False)
+    flag_file = gt_file.parent / f"{name}_flag.txt"
+    if flag_file.is_file():
+        try:
+            flags = [float(line.split()[0]) for line in flag_file.read_text().splitlines() if line.strip()]
+        except ValueError:
+            raise DatasetError(f"{flag_file}: expected one number per line") from None
+        if len(flags) != len(gt):
+            raise DatasetError(f"{flag_file}: {len(flags)} flags for {len(gt)} ground-truth lines")
+        gt[np.array(flags) != 0] = np.nan
+    fps, n_frames = _frame_count(source)
+    step = 2 if n_frames >= 2 * len(gt) - 1 and n_frames > len(gt) else 1
+    full = np.full(((len(gt) - 1) * step + 1, 4, 2), np.nan)
+    full[::step] = gt
+    m = _POT_NAME.match(name)
+    challenge = POT_CHALLENGES.get(m.group(1), m.group(1)) if m else None
+    return VideoClip(name, source, full, None, challenge, fps, "pot")
+
+
+def _poic(root: Path, name: str, gt_file: Path) -> VideoClip:
+    seq = root / "sequences" / name
+    if not seq.is_dir():
+        raise DatasetError(f"{gt_file}: no frames folder {seq}")
+    frames = image_files(seq)
+    if not frames:
+        raise DatasetError(f"{seq}: no frames ({', '.join(IMAGE_EXTENSIONS)})")
+    names, gt = read_corner_lines(gt_file, named=True)
+    by_name = {p.stem: k for k, p in enumerate(frames)} | {p.name: k for k, p in enumerate(frames)}
+    full = np.full((len(frames), 4, 2), np.nan)
+    for n, corners in zip(names, gt, strict=True):
+        k = by_name.get(n)
+        if k is None and n.isdigit() and int(n) < len(frames):
+            k = int(n)
+        if k is None:
+            raise DatasetError(f"{gt_file}: frame {n!r} is not in {seq}")
+        full[k] = corners
+    template = next((root / "Templates" / f"{name}{e}" for e in IMAGE_EXTENSIONS
+                     if (root / "Templates" / f"{name}{e}").is_file()), None)  # fmt: skip
+    return VideoClip(name, seq, full, template, None, 30.0, "poic")
+
+
+_BUILDERS = {"real_video": _real_video, "pot": _pot, "poic": _poic}
 
 
 def load_video_clips(
     root: str | os.PathLike, layout: str | None = None, names: list[str] | None = None
 ) -> list[VideoClip]:
-    """The clips of a video dataset folder (layout detected unless given; ``names`` keeps only those clips).
+    """The clips of a video dataset folder (layout detected unless given; ``names`` keeps only those clips,
+    and only they are read).
 
     Raises
     ------
@@ -257,13 +265,12 @@ def load_video_clips(
     layout = layout or detect_layout(root)
     if layout not in LAYOUTS:
         raise DatasetError(f"--layout: expected one of {', '.join(LAYOUTS)}, got {layout!r}")
-    clips = {"real_video": _real_video, "pot": _pot, "poic": _poic}[layout](root)
-    if names:
-        missing = [n for n in names if n not in {c.name for c in clips}]
-        if missing:
-            raise DatasetError(f"{root}: no clip {missing[0]!r} (clips: {', '.join(c.name for c in clips)})")
-        clips = [c for c in clips if c.name in names]
-    return clips
+    listing = _listing(root, layout)
+    missing = [n for n in names or [] if n not in listing]
+    if missing:
+        raise DatasetError(f"{root}: no clip {missing[0]!r} (clips: {', '.join(listing)})")
+    chosen = [n for n in listing if not names or n in names]
+    return [_BUILDERS[layout](root, n, listing[n]) for n in chosen]
 
 
 def clip_frames(clip: VideoClip) -> Iterator[tuple[int, np.ndarray, float]]:

@@ -243,3 +243,12 @@ def test_one_core_and_two_give_the_same_corners(poic_root, tmp_path):
         (rec,) = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
         runs[label] = [(f["corners"], f["raw_corners"]) for f in rec["result"]["frames"]]
     assert runs["one"] == runs["two"]
+
+
+def test_found_again_counts_scored_frames_after_each_unscored_stretch():
+    from objrec.evaluation.kinds.video import _found_again
+
+    scored = np.array([0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 0], bool)  # stretches at 0 (start), 3-4, 8, 10 (end)
+    found = np.array([1, 1, 0, 0, 1, 0], bool)  # per scored frame: 1, 2 | 5, 6, 7 | 9
+    assert _found_again(scored, found) == [3, None]
+    assert _found_again(scored, np.ones(6, bool)) == [1, 1]

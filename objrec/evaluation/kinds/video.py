@@ -35,7 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from objrec.datasets.video import VideoClip, clip_frames, load_video_clips, reference_image
+from objrec.datasets.video import (
+    VideoClip,
+    clip_frames,
+    load_video_clips,
+    rectified_reference,
+    reference_image,
+)
 from objrec.evaluation.config import EvalConfig, finish_task
 from objrec.evaluation.document import ReportDoc
 from objrec.evaluation.kinds.base import EvalKind
@@ -70,10 +76,10 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     bad = [n for n in names if n not in VIDEO_DETECTORS]
     if bad:
         raise ValueError(f"--detectors: {bad[0]!r} cannot run on video (choose from {', '.join(VIDEO_DETECTORS)})")
-    protocol = getattr(cfg, "protocol", None) or "recognition"
+    protocol = cfg.protocol
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol: expected one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    clips = load_video_clips(cfg.path, getattr(cfg, "layout", None), cfg.sequences)
+    clips = load_video_clips(cfg.path, cfg.layout, cfg.sequences)
     status = {n: {"available": True, "note": _NOTES[n]} for n in names}
     tasks = []
     for det in names:
@@ -87,7 +93,7 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
                 "clip": c.name,
                 "protocol": protocol,
                 "budget_ms": None if det == "findobj" else cfg.budget_ms,
-                "realtime": bool(getattr(cfg, "realtime", False)),
+                "realtime": bool(cfg.realtime),
                 "video_out": str((Path(cfg.out) / "videos").resolve()) if cfg.plots else None,
                 "meta": {"clip": c.name, "challenge": c.challenge, "layout": c.layout, "protocol": protocol},
             }
@@ -155,10 +161,9 @@ def evaluate_clip(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one recognizer over one clip; per frame the drawn and raw corners, state, latency and deadline."""
     (clip,) = load_video_clips(spec["path"], spec["layout"], [spec["clip"]])
     first = next(clip_frames(clip))[1]
-    reference = reference_image(clip, first) if spec["protocol"] == "recognition" else None
-    if reference is None:
-        from objrec.datasets.video import rectified_reference
-
+    if spec["protocol"] == "recognition":
+        reference = reference_image(clip, first)  # frame 0 rectified where the clip has no reference image
+    else:
         reference = rectified_reference(first, clip.gt[0])
     tmp = Path(tempfile.mkdtemp(prefix="objrec-eval-video-"))
     writer = None
@@ -289,27 +294,15 @@ def _longest(bad: np.ndarray) -> int:
 
 
 def _found_again(scored: np.ndarray, found: np.ndarray) -> list[int | None]:
-    """After each stretch of unscored frames (not at the clip's start), the scored frames until the object is
-    found again: 1 when found in the first scored frame after it, None when never."""
+    """After each stretch of unscored frames that follows a scored one and precedes another, the scored frames
+    until the object is found again: 1 when found in the first scored frame after it, None when never.
+    ``found`` has one entry per scored frame."""
     out: list[int | None] = []
-    k = 0  # index into found (scored frames only)
-    i = 0
-    n = len(scored)
-    seen_scored = False
-    while i < n:
-        if scored[i]:
-            seen_scored = True
-            k += 1
-            i += 1
-            continue
-        j = i
-        while j < n and not scored[j]:
-            j += 1
-        if seen_scored and j < n:
-            rest = found[k:]
-            hit = np.flatnonzero(rest)
+    k = np.cumsum(scored)  # scored frames up to and including each frame
+    for i in range(1, len(scored)):
+        if scored[i] and not scored[i - 1] and k[i - 1] > 0:  # the first scored frame after a stretch
+            hit = np.flatnonzero(found[k[i] - 1 :])
             out.append(int(hit[0]) + 1 if hit.size else None)
-        i = j
     return out
 
 
