@@ -132,8 +132,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rating_line(v: dict[str, Any]) -> str:
+    """A view's stored rating, saying when it was computed without the rendered views."""
+    which = "" if v["view"] == 0 else f" (view {v['view']})"
+    partial = "+features" in (v["rating_version"] or "")
+    how = " from its own features (the full rating: --rating)" if partial else ""
+    return f"rating{which}: {v['rating']}/100{how}"
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     db = _open(args)
+    if args.rating:
+        # the full ratings (with rendered views) of views enrolled with their features' rating, written back
+        db.rate([args.name] if args.name else None, progress=not args.json)
     if args.name:
         doc = _object_doc(db, args.name)
         feats = ", ".join(f"{k} {v}" for k, v in doc["n_features"].items())
@@ -142,6 +153,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         lines += [f"synthesised views: {doc['views']}"] if doc["views"] else []
         lines += [f"physical width: {doc['width_m']:g} m"] if doc["width_m"] else []
         lines += [f"shape: {doc['shape']}"]
+        lines += [_rating_line(v) for v in doc["photos"] if v["rating"] is not None]
         if len(doc["photos"]) > 1:
             lines += [
                 f"view {v['view']}: {v['width']}x{v['height']}, "
@@ -214,7 +226,7 @@ def cmd_add_view(args: argparse.Namespace) -> int:
     db = _open(args)
     if args.min_rating is not None and not 0 <= args.min_rating <= 100:
         raise ValueError(f"--min-rating: expected an integer 0-100, got {args.min_rating}")
-    view = db.add_view(args.name, args.image, min_rating=args.min_rating)
+    view = db.add_view(args.name, args.image, min_rating=args.min_rating, full_rating=True)
     from objrec.modeldb.records import view_key
 
     info = db.info(view_key(args.name, view))
@@ -333,6 +345,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     action("list", "list the enrolled objects (name, size, features, physical width, source file)", cmd_list)
     i = action("info", "the database's id, detectors, storage, prefilter and index status, or one object's", cmd_info)
     i.add_argument("name", nargs="?", metavar="NAME", help="an object: its size, features and source")
+    i.add_argument(
+        "--rating",
+        action="store_true",
+        help="first give NAME's views (or every object's) the full rating, with its rendered views, where "
+        "enrolment stored the rating of their own features; written back (one atomic commit)",
+    )
     r = action("remove", "remove objects (one atomic commit; the prefilter stays valid)", cmd_remove)
     r.add_argument("names", nargs="+", metavar="NAME")
     n = action("rename", "rename an object (one atomic commit; nothing re-extracted)", cmd_rename)

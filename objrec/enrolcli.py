@@ -126,6 +126,7 @@ def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argpar
             width_m=args.width_m,
             shape=args.shape,
             min_rating=args.min_rating,
+            full_rating=True,  # a few images named one by one: each gets the full rating, with its views
         )
         counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
         shown = f"; {len(imgs)} views" if len(imgs) > 1 else ""
@@ -202,7 +203,9 @@ def _print_weakest(db: Any, names: Sequence[str]) -> None:
     infos = [i for n in names for i in (db.info(k) for k in db.view_keys(n)) if i.rating is not None]
     if not infos:
         return
-    print(f"weakest images (of {len(infos)} rated):")
+    partial = any("+features" in (i.rating_version or "") for i in infos)
+    how = " from their own features; `objrec db info --rating` adds the rendered views" if partial else ""
+    print(f"weakest images (of {len(infos)} rated{how}):")
     for i in sorted(infos, key=lambda i: (i.rating, i.name))[:WEAKEST_SHOWN]:
         src = (i.source or {}).get("path") or i.name
         why = f" ({'; '.join(i.rating_reasons)})" if i.rating_reasons else ""

@@ -166,3 +166,19 @@ def test_unreachable_scheduler_names_address_and_reason():
     with pytest.raises(ValueError, match=r"cannot connect to tcp://127\.0\.0\.1:1 \(.*"):
         with dask_client(scheduler="tcp://127.0.0.1:1", timeout="0.5s"):
             pass
+
+
+def test_one_extraction_thread_gives_the_two_threads_database(threaded, folder, tmp_path):
+    """Two extraction threads (each SURF on its own Numba thread, concurrently where Numba's threading layer
+    allows it) enrol exactly what one thread does (SURF's kernels parallel inside): features, images, shards."""
+    import numba
+
+    from objrec.features import model
+
+    db = ModelDB.create(tmp_path / "db")
+    report = db.enroll_many(_items(folder), batch_size=3, workers=1, progress=False)
+    assert report.enrolled == threaded[1].enrolled
+    assert_same_database(threaded[0], db)
+    # after a parallel launch the layer is known: SURF holds the lock only where the layer is not thread safe
+    assert model._serialised("surf") == (numba.threading_layer() not in ("omp", "tbb"))
+    assert not model._serialised("sift")

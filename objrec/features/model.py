@@ -67,10 +67,26 @@ CAP_GRID = 8
 #: Spreading every slot evenly (a round-robin over the cells) was measured to lose photos that keeping the
 #: strongest finds: the strongest blobs are the repeatable ones, so only a part is spent on coverage.
 CAP_SPREAD = 0.5
-# Our SURF kernels are Numba-parallel inside (they use every core) and the workqueue threading layer must
-# not be entered from two threads at once; OpenCV's SIFT releases the GIL and runs in parallel threads.
+# Our SURF kernels are Numba-parallel inside; Numba's workqueue threading layer must not be entered from two
+# threads at once, while its OpenMP and TBB layers may be (Numba's "thread safe" layers), so SURF runs one
+# image at a time only until the layer is known to be one of those. OpenCV's SIFT releases the GIL and runs
+# in parallel threads.
 _SERIAL_KINDS = {"surf"}
 _serial_lock = threading.Lock()
+_THREAD_SAFE_LAYERS = ("omp", "tbb")
+
+
+def _serialised(kind: str) -> bool:
+    """Whether ``kind``'s extraction must hold :data:`_serial_lock`: a kind of :data:`_SERIAL_KINDS` while
+    Numba's threading layer is not yet started or is not thread safe."""
+    if kind not in _SERIAL_KINDS:
+        return False
+    import numba
+
+    try:
+        return numba.threading_layer() not in _THREAD_SAFE_LAYERS
+    except ValueError:  # not started: the first parallel launch chooses the layer
+        return True
 
 
 def model_detector(kind: str, params: dict[str, Any]) -> Any:
@@ -99,7 +115,8 @@ def detect_features(kind: str, det: Any, gray: np.ndarray) -> Features:
     Parameters
     ----------
     kind : str
-        The detector's kind: SURF runs one image at a time (its kernels are parallel inside).
+        The detector's kind: SURF runs one image at a time unless Numba's threading layer is thread safe
+        (its kernels are parallel inside).
     det : SIFT or SURF
         A detector from :func:`model_detector`.
     gray : (H, W) uint8 ndarray
@@ -108,7 +125,7 @@ def detect_features(kind: str, det: Any, gray: np.ndarray) -> Features:
     -------
     Features
     """
-    if kind in _SERIAL_KINDS:
+    if _serialised(kind):
         with _serial_lock:
             return det.detect_and_compute(gray)
     return det.detect_and_compute(gray)

@@ -16,7 +16,7 @@ from objrec.modeldb import maintenance
 from objrec.modeldb.access import DatabaseReads
 from objrec.modeldb.enrolment import run_enrolment
 from objrec.modeldb.index_update import keep_indexes_current
-from objrec.modeldb.preparation import PreparedObject, prepare_object
+from objrec.modeldb.preparation import PreparedObject, prepare_object, rating_entry
 from objrec.modeldb.records import (
     DEFAULT_DETECTORS,
     ENROLL_BATCH,
@@ -126,6 +126,7 @@ class ModelDB(DatabaseReads):
         width_m: float | None = None,
         shape: str = "flat",
         min_rating: int | None = None,
+        full_rating: bool = False,
     ) -> ModelObject:
         """Add an object from an image file or array (gray or BGR uint8), or from a list of them: several
         views of one object (photos from different sides), which retrieval and matching treat as one object;
@@ -139,6 +140,9 @@ class ModelDB(DatabaseReads):
         (:mod:`objrec.matching.solid`); "flat" (the default) is verified by a homography. ``replace`` replaces
         every view of an enrolled object of that name. ``min_rating`` refuses (an
         :class:`~objrec.imageio.InputError` naming the reasons, nothing written) when a view rates below it.
+        Each view's entry records its rating: from the features extracted and the pixels, or with
+        ``full_rating`` (or ``min_rating``) the full rating with its rendered views (:func:`objrec.rating.rate`;
+        most of its cost is the views, so bulk enrolment leaves them to :meth:`rate`).
         """
         images = list(image) if isinstance(image, list | tuple) else [image]
         check_name(name)
@@ -150,23 +154,39 @@ class ModelDB(DatabaseReads):
         if name in self.store.views and not replace:
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         prepared = [
-            prepare_object(view_key(name, k), img, self.detectors, views, width_m, shape, min_rating)
+            prepare_object(
+                view_key(name, k), img, self.detectors, views, width_m, shape, min_rating, full_rating=full_rating
+            )
             for k, img in enumerate(images)
         ]
         if self.commit_batch(prepared, replace):
             raise ModelDBError(f"{self.path / MANIFEST}: object {name!r} is already enrolled (use replace=True)")
         return self.get(name)
 
-    def add_view(self, name: str, image: str | os.PathLike | np.ndarray, min_rating: int | None = None) -> int:
+    def add_view(
+        self,
+        name: str,
+        image: str | os.PathLike | np.ndarray,
+        min_rating: int | None = None,
+        full_rating: bool = False,
+    ) -> int:
         """Add a view (another photo of the object) to the enrolled object ``name``, with the object's views
         setting, width and shape; returns its view number (one more than the highest). Saved atomically.
-        ``min_rating`` refuses an image rated below it (InputError naming the reasons; nothing is written)."""
+        ``min_rating`` refuses an image rated below it (InputError naming the reasons; nothing is written);
+        ``full_rating`` records the full rating as :meth:`enroll` does."""
         first = self.info(self.view_keys(name)[0])
         with self.store.writing():
             keys = self.view_keys(name)
             view = split_key(keys[-1])[1] + 1
             p = prepare_object(
-                view_key(name, view), image, self.detectors, first.views, first.width_m, first.shape, min_rating
+                view_key(name, view),
+                image,
+                self.detectors,
+                first.views,
+                first.width_m,
+                first.shape,
+                min_rating,
+                full_rating=full_rating,
             )
             self._commit([p], set())
         return view
@@ -303,6 +323,64 @@ class ModelDB(DatabaseReads):
         width_m = check_width_m(width_m)
         with self.store.writing():
             self.store.set_width(self.view_keys(name), width_m)
+
+    def rate(self, names: Iterable[str] | None = None, progress: bool = False) -> dict[str, Any]:
+        """Give enrolled views the full rating (:func:`objrec.rating.rate` with its rendered views) where they
+        have only the rating enrolment stores from their own features (or one of another rating version),
+        computed from the enrolled image (its source file while that holds the same bytes, else the stored model
+        image) and written in one commit; nothing is re-extracted and the database id stays the same.
+
+        Parameters
+        ----------
+        names : iterable of str, optional
+            Objects (all their views) to rate; default every enrolled object. An unknown name is a KeyError
+            naming it, before anything is rated.
+        progress : bool
+            Show a tqdm progress bar on stderr.
+
+        Returns
+        -------
+        dict of record key -> Rating
+            The views rated by this call (those already fully rated are left out).
+        """
+        import sys
+
+        from tqdm import tqdm
+
+        from objrec._threads import worker_pool
+        from objrec.rating import RATING_VERSION, rate
+
+        keys = [k for n in (self.names if names is None else list(names)) for k in self.view_keys(n)]
+        todo = [k for k in keys if self.info(k).rating_version != RATING_VERSION]
+        detectors = self.detectors
+
+        def one(k: str) -> Any:
+            return rate(self._enrolled_image(k), detectors=detectors)
+
+        out = {}
+        with tqdm(total=len(todo), unit="view", desc="rate", disable=not progress, file=sys.stderr) as bar:
+            for k, r in zip(todo, worker_pool().map(one, todo), strict=True):
+                out[k] = r
+                bar.update()
+        if out:
+            with self.store.writing():
+                changes = [(k, field, v) for k, r in out.items() for field, v in rating_entry(r).items()]
+                self.store.override(changes)
+        return out
+
+    def _enrolled_image(self, key: str) -> np.ndarray:
+        """The image record ``key`` was enrolled from: its source file's pixels while the file holds the bytes
+        enrolled (the stored model image may be a lossy copy), else the stored model image."""
+        from objrec.fileio import sha256_bytes
+        from objrec.imageio import decode_image
+
+        src = self.info(key).source or {}
+        path = src.get("path")
+        if path and os.path.isfile(path):
+            data = np.fromfile(path, np.uint8)
+            if sha256_bytes(data.data) == src.get("sha256"):
+                return decode_image(data, path)
+        return self.image(key)
 
     def compact(self) -> int:
         """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored

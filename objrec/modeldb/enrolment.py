@@ -18,7 +18,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -182,18 +182,32 @@ class _Run:
 LOCAL_CLUSTER = "local"
 
 
+def _one_numba_thread() -> None:
+    """A worker thread's initializer: this thread's parallel Numba kernels run on it alone."""
+    import numba
+
+    numba.set_num_threads(1)
+
+
 @contextmanager
 def _executor(workers: int | None, scheduler: Any) -> Iterator[tuple[Callable[..., Any], int]]:
     """``(submit, in_flight)``: a function submitting ``fn(*args)`` and returning its future, and how many
     futures may be pending: two per extraction thread, so memory stays bounded as results wait to be taken in
     input order."""
-    from objrec._threads import usable_cores
+    from objrec._threads import one_blas_thread, usable_cores
 
     if scheduler is None:
         n = max(1, int(workers or usable_cores()))
-        pool = ThreadPoolExecutor(n, thread_name_prefix="objrec-enrol")
+        # As many images in flight as cores: each thread's Numba kernels run on that thread alone (Numba's
+        # thread count is per thread), so the threads do not oversubscribe the cores the images already share.
+        # BLAS on one thread too while the pool runs: its spinning worker threads would take the cores from
+        # the other images (:func:`~objrec._threads.one_blas_thread`).
+        whole_cores = n >= usable_cores()
+        init = _one_numba_thread if whole_cores else None
+        pool = ThreadPoolExecutor(n, thread_name_prefix="objrec-enrol", initializer=init)
         try:
-            yield pool.submit, 2 * n
+            with one_blas_thread() if whole_cores else nullcontext():
+                yield pool.submit, 2 * n
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return

@@ -47,6 +47,7 @@ __all__ = [
     "source_sha256",
     "thumbnail",
     "thumb_sha256",
+    "rating_entry",
 ]
 
 #: Side of the square gray thumbnail stored per object for verification's appearance check.
@@ -252,6 +253,7 @@ def prepare_object(
     width_m: float | None = None,
     shape: str = "flat",
     min_rating: int | None = None,
+    full_rating: bool = False,
 ) -> PreparedObject:
     """Read or check an image, extract its features and put everything in stored form (thread-safe).
 
@@ -276,8 +278,13 @@ def prepare_object(
         What verification assumes of the object (:data:`~objrec.modeldb.records.SHAPES`), recorded in its entry
         when solid.
     min_rating : int, optional
-        Refuse an image whose rating (:func:`objrec.rating.rate`, computed from the features extracted here and
-        recorded in the entry as ``rating``, ``rating_version`` and ``rating_reasons``) is below this.
+        Refuse an image whose full rating is below this (the score bands the minimum is meant for are those
+        of the full rating).
+    full_rating : bool
+        The entry records a rating (:func:`objrec.rating.rate`) as ``rating``, ``rating_version`` and
+        ``rating_reasons``: by default the rating from the features extracted here and the pixels, without
+        rendered views (version ``...+features``; most of a full rating's cost is its views); with this or
+        ``min_rating``, the full rating.
 
     Returns
     -------
@@ -297,7 +304,7 @@ def prepare_object(
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
         raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
-    rating = rate(img, detectors=detectors, features=feats)
+    rating = rate(img, detectors=detectors, features=feats, views=full_rating or min_rating is not None)
     if min_rating is not None and rating.score < min_rating:
         why = "; ".join(r.text for r in rating.reasons) or "no reason above the report threshold"
         raise InputError(f"image for {name!r}: rating {rating.score} is below the minimum {min_rating} ({why})")
@@ -312,8 +319,18 @@ def prepare_object(
         p.entry["width_m"] = width_m
     if shape != "flat":
         p.entry["shape"] = shape
-    p.entry.update(rating=rating.score, rating_version=rating.version, rating_reasons=[r.text for r in rating.reasons])
+    p.entry.update(rating_entry(rating))
     return p
+
+
+def rating_entry(rating: Any) -> dict[str, Any]:
+    """The object-table fields that record a :class:`~objrec.rating.Rating`: ``rating`` (the score),
+    ``rating_version`` (:attr:`~objrec.rating.Rating.stored_version`) and ``rating_reasons`` (their texts)."""
+    return {
+        "rating": rating.score,
+        "rating_version": rating.stored_version,
+        "rating_reasons": [r.text for r in rating.reasons],
+    }
 
 
 def _prepared(

@@ -220,13 +220,20 @@ def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> 
 
 
 #: Keys of a shard's manifest entry that change fields of its objects: ``{key: {row: value}}``.
-OVERRIDES = {"renamed": "name", "width_m": "width_m"}
+OVERRIDES = {
+    "renamed": "name",
+    "width_m": "width_m",
+    "rating": "rating",
+    "rating_version": "rating_version",
+    "rating_reasons": "rating_reasons",
+}
 
 
 def with_overrides(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
     """The object table with the manifest's changes applied. A shard's files never change after it is
-    written, so a rename or a new width is recorded in the shard's manifest entry (``"renamed": {row: new
-    name}``, ``"width_m": {row: metres or null}``, see :data:`OVERRIDES`)."""
+    written, so a rename, a new width or a rating computed later is recorded in the shard's manifest entry
+    (``"renamed": {row: new name}``, ``"width_m": {row: metres or null}``, ``"rating"`` and its version and
+    reasons, see :data:`OVERRIDES`)."""
     changes = [(field, entry[key]) for key, field in OVERRIDES.items() if entry.get(key)]
     if not changes:
         return objects

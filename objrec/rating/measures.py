@@ -85,7 +85,7 @@ def nearest_other_distance(descriptors: np.ndarray, block: int = 1024) -> np.nda
     (N,) float32 ndarray
         ``inf`` where the set has a single descriptor.
     """
-    d = np.asarray(descriptors, np.float32)
+    d = np.ascontiguousarray(descriptors, np.float32)
     n = len(d)
     out = np.full(n, np.inf, np.float32)
     if n < 2:
@@ -93,9 +93,14 @@ def nearest_other_distance(descriptors: np.ndarray, block: int = 1024) -> np.nda
     sq = np.einsum("ij,ij->i", d, d)
     for s in range(0, n, block):
         e = min(n, s + block)
-        d2 = sq[s:e, None] + sq[None, :] - 2.0 * (d[s:e] @ d.T)
-        d2[np.arange(e - s), np.arange(s, e)] = np.inf
-        out[s:e] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+        # |b|^2 - 2 a.b in place (one temporary per block); the row's own |a|^2 is added after the minimum
+        g = d[s:e] @ d.T
+        g *= -2.0
+        g += sq[None, :]
+        g[np.arange(e - s), np.arange(s, e)] = np.inf
+        out[s:e] = g.min(axis=1)
+    out += sq
+    np.sqrt(np.maximum(out, 0.0, out=out), out=out)
     norm = np.sqrt(sq)
     return np.where(norm > 0, out / np.maximum(norm, 1e-12), 0.0).astype(np.float32)
 

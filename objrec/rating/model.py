@@ -125,7 +125,7 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
     side, block, sym = float(m["short_side"]), float(m["blockiness"]), float(m["symmetry"])
     cov = float(m["coverage"])
     hard = float(m["hard_views"])
-    return [
+    factors = [
         ("few_features", f_all, n, f"few features: {n:.0f} found"),
         (
             "repetition",
@@ -180,6 +180,8 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
             f"symmetric: {100 * sym:.0f}% of the features match a mirrored or rotated twin",
         ),
     ]
+    # A measure that was not taken (NaN: a rating without rendered views) owns no factor.
+    return [f for f in factors if not math.isnan(f[2])]
 
 
 def score_from_measures(
@@ -190,7 +192,8 @@ def score_from_measures(
     Parameters
     ----------
     measures : mapping
-        At least the keys of :data:`MEASURE_KEYS` (a rating's ``measures``).
+        At least the keys of :data:`MEASURE_KEYS` (a rating's ``measures``); a NaN measure was not taken and
+        its reason costs nothing.
     weights : mapping
         The model's parameters (:data:`WEIGHTS`).
 

@@ -39,11 +39,15 @@ from objrec.rating.measures import (
 from objrec.rating.model import WEIGHTS, Reason, score_from_measures
 from objrec.types import Features
 
-__all__ = ["RATING_VERSION", "Rating", "rate", "read_reference", "rated_kind", "hard_view_kind"]
+__all__ = ["RATING_VERSION", "VIEW_MEASURES", "Rating", "rate", "read_reference", "rated_kind", "hard_view_kind"]
 
 #: The version of the measures and the score model; stored with every rating so a database can tell which
 #: ratings an updated model would change.
 RATING_VERSION = "rating-4"
+#: The measures that need rendered views of the image (:func:`~objrec.rating.measures.small_view_matches` and
+#: :func:`~objrec.rating.measures.hard_view_matches`): the costly part of a rating, which a rating from the
+#: image's own features (``rate(..., views=False)``, as enrolment stores it) leaves out.
+VIEW_MEASURES = ("small_view_matches", "hard_views")
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +73,10 @@ class Rating:
         below :data:`~objrec.rating.measures.RATIO` it is distinctive, near 1 it has a twin in the image.
     shape : tuple of int
         The image's (height, width).
+    views : bool
+        Whether the measures of rendered views (:data:`VIEW_MEASURES`) took part. Without them their factors
+        count as 1, so the score is an upper bound of the full rating's; ``objrec rate`` and
+        :meth:`~objrec.modeldb.ModelDB.rate` compute the full one.
     """
 
     score: int
@@ -79,6 +87,7 @@ class Rating:
     xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
     distinctiveness: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     shape: tuple[int, int] = (0, 0)
+    views: bool = True
 
     @property
     def codes(self) -> list[str]:
@@ -86,19 +95,27 @@ class Rating:
         return [r.code for r in self.reasons]
 
     def to_json(self) -> dict[str, Any]:
-        """``{"score", "reasons": [{"code", "value", "message", "cost"}], "measures", "version", "kind"}``."""
+        """``{"score", "reasons": [{"code", "value", "message", "cost"}], "measures", "version", "kind",
+        "views"}``."""
         return {
             "score": self.score,
             "reasons": [r.to_json() for r in self.reasons],
             "measures": {k: round(float(v), 4) for k, v in self.measures.items()},
             "version": self.version,
             "kind": self.kind,
+            "views": self.views,
         }
 
     def summary(self) -> str:
         """One line: the score and the reasons with their numbers."""
         why = "; ".join(r.text for r in self.reasons)
-        return f"{self.score}/100" + (f" ({why})" if why else "")
+        return f"{self.score}/100" + ("" if self.views else " without views") + (f" ({why})" if why else "")
+
+    @property
+    def stored_version(self) -> str:
+        """The version a database records for this rating: :data:`RATING_VERSION`, with ``+features`` for a
+        rating without the rendered views."""
+        return self.version if self.views else f"{self.version}+features"
 
 
 def read_reference(image: Any, name: str = "image") -> np.ndarray:
@@ -152,6 +169,7 @@ def rate(
     detectors: dict[str, dict[str, Any]] | None = None,
     features: dict[str, Features] | None = None,
     weights: dict[str, float] | None = None,
+    views: bool = True,
 ) -> Rating:
     """Rate a reference image: how well objrec will recognise it, and what lowers that.
 
@@ -174,6 +192,10 @@ def rate(
         (:func:`~objrec.rating.measures.small_view_matches`).
     weights : dict, optional
         The score model's parameters (default :data:`~objrec.rating.model.WEIGHTS`).
+    views : bool
+        Render and search the small and hard views (:data:`VIEW_MEASURES`, most of a rating's cost). Without
+        them the rating comes from the image's own features as given (with ``features``, nothing is extracted)
+        and the pixels: the views' factors count as 1 and their measures are NaN.
 
     Returns
     -------
@@ -195,6 +217,8 @@ def rate(
     dets = dict(detectors or DEFAULT_DETECTORS)
     kinds = dets if features is None else features
     kind, hard_kind = rated_kind(kinds), hard_view_kind(kinds)
+    if not views:
+        return _rate_features(given_img, dets, kind, features, weights)
     # Features and views are measured on the image turned upright (:func:`upright_turns`), so that an image
     # and its quarter turns get the same rating; features given for the image as it is serve when it is upright.
     given_gray = to_gray(given_img)
@@ -214,17 +238,47 @@ def rate(
     fh = have[hard_kind].to_host()
     hard_det = model_detector(hard_kind, params[hard_kind])
     hard = hard_view_matches(img, fh.xy, fh.descriptors, lambda g: detect_features(hard_kind, hard_det, g))
+    m.update(_pixel_measures(img, given_gray))
     m.update(
         # the geometric mean of the small views' correct matches (plus one): an image must survive all of them
         small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),
-        gray_contrast=rms_contrast(gray),
-        chroma_contrast=chroma_contrast(img),
-        short_side=float(min(h, w)),
-        model_scale=min(1.0, MAX_MODEL_SIDE / max(h, w)),
-        blockiness=blockiness(given_gray),  # on the pixels as given: the JPEG blocks' grid is theirs
-        symmetry=symmetry_share(gray),
         hard_views=hard_view_share(hard),
     )
     score, reasons = score_from_measures(m, WEIGHTS if weights is None else weights)
     back = quarter_turned_points(xy, (h, w), -turns)  # the features where the image as given has them
     return Rating(score, reasons, m, RATING_VERSION, kind, back, ratio, given_gray.shape[:2])
+
+
+def _pixel_measures(img: np.ndarray, given_gray: np.ndarray) -> dict[str, float]:
+    """The measures of the pixels alone, on ``img`` (upright) and ``given_gray`` (the gray image as given)."""
+    gray = to_gray(img)
+    h, w = gray.shape
+    return {
+        "gray_contrast": rms_contrast(gray),
+        "chroma_contrast": chroma_contrast(img),
+        "short_side": float(min(h, w)),
+        "model_scale": min(1.0, MAX_MODEL_SIDE / max(h, w)),
+        "blockiness": blockiness(given_gray),  # on the pixels as given: the JPEG blocks' grid is theirs
+        "symmetry": symmetry_share(gray),
+    }
+
+
+def _rate_features(
+    img: np.ndarray,
+    dets: dict[str, dict[str, Any]],
+    kind: str,
+    features: dict[str, Features] | None,
+    weights: dict[str, float] | None,
+) -> Rating:
+    """A rating without rendered views: the primary detector's features of the image as given (extracted only
+    when not given; a feature's count, distinctiveness and cell coverage do not depend on which way up the image
+    is) and the measures of its pixels, turned upright for symmetry."""
+    if features is None or kind not in features:
+        features = extract_model_features(img, {kind: dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))})
+    given_gray = to_gray(img)
+    f = features[kind].to_host()
+    m, xy, ratio = _feature_measures(f, kind, given_gray.shape[:2])
+    m.update(_pixel_measures(quarter_turned(img, upright_turns(given_gray)), given_gray))
+    m.update(dict.fromkeys(VIEW_MEASURES, float("nan")))
+    score, reasons = score_from_measures(m, WEIGHTS if weights is None else weights)
+    return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, given_gray.shape[:2], views=False)

@@ -33,6 +33,8 @@ def images(tmp_path_factory):
 
 
 def test_enrolment_stores_the_rating_of_its_own_features(images, tmp_path, monkeypatch):
+    """Enrolment rates each view from the features it extracted and its pixels (no rendered views, nothing
+    extracted again, even for an image on its side); ``ModelDB.rate`` then writes back the full rating."""
     from objrec.imageio import read_image, to_gray
     from objrec.modeldb import ModelDB
     from objrec.rating import rater
@@ -40,19 +42,30 @@ def test_enrolment_stores_the_rating_of_its_own_features(images, tmp_path, monke
 
     tiled = read_image(images["tiled"])
     upright = quarter_turned(tiled, upright_turns(to_gray(tiled)))
-    assert upright_turns(to_gray(upright)) == 0
-    want = rate(upright)
+    side = cv2.rotate(upright, cv2.ROTATE_90_CLOCKWISE)
+    assert upright_turns(to_gray(side)) != 0
+    quick, full = rate(side, views=False), rate(side)
+    assert not quick.views and full.views and quick.score >= full.score
+    assert np.isnan(quick.measures["hard_views"]) and "hard_views" not in quick.codes
 
     def no_second_extraction(*a, **k):
         raise AssertionError("the rating extracted features again")
 
-    monkeypatch.setattr(rater, "extract_model_features", no_second_extraction)
-    db = ModelDB.create(tmp_path / "db")
-    db.enroll("tiled", upright)
+    with monkeypatch.context() as m:
+        m.setattr(rater, "extract_model_features", no_second_extraction)
+        db = ModelDB.create(tmp_path / "db")
+        db.enroll("tiled", side)
     info = ModelDB.open(tmp_path / "db").info("tiled")
-    assert info.rating == want.score < 40
-    assert info.rating_version == RATING_VERSION
-    assert list(info.rating_reasons) == [r.text for r in want.reasons]
+    assert info.rating == quick.score < 40
+    assert info.rating_version == RATING_VERSION + "+features"
+    assert list(info.rating_reasons) == [r.text for r in quick.reasons]
+    db_id = db.database_id
+    rated = db.rate()
+    assert list(rated) == ["tiled"] and db.rate() == {}  # rated once, then nothing left to rate
+    again = ModelDB.open(tmp_path / "db")
+    info = again.info("tiled")
+    assert info.rating == rate(again.image("tiled")).score == rated["tiled"].score
+    assert info.rating_version == RATING_VERSION and again.database_id == db_id
 
 
 def test_an_image_enrolled_on_its_side_is_rated_as_it_would_be_upright(images, tmp_path):
@@ -64,8 +77,10 @@ def test_an_image_enrolled_on_its_side_is_rated_as_it_would_be_upright(images, t
     upright = quarter_turned(cover, upright_turns(to_gray(cover)))
     side = cv2.rotate(upright, cv2.ROTATE_90_CLOCKWISE)
     assert upright_turns(to_gray(side)) != 0  # its features as enrolled are not those of the upright image
+    cv2.imwrite(str(tmp_path / "side.png"), side)
     db = ModelDB.create(tmp_path / "db")
-    db.enroll("side", side)
+    db.enroll("side", str(tmp_path / "side.png"))
+    db.rate(["side"])
     assert ModelDB.open(tmp_path / "db").info("side").rating == rate(upright).score == rate(side).score
 
 
