@@ -173,3 +173,22 @@ def test_add_view_rates_the_view_and_min_rating_refuses_a_weak_one(images, tmp_p
     from objrec.modeldb import ModelDB
 
     assert len(ModelDB.open(db).view_keys("cover")) == 2  # the refused view left nothing behind
+
+
+def test_db_info_rating_writes_back_the_full_rating(images, tmp_path, capsys):
+    """``enroll --from`` stores the ratings of the images' own features and says so; ``db info --rating``
+    computes the full ones from the source files (the stored copies are lossy) and keeps them."""
+    from objrec.modeldb import ModelDB
+
+    db = str(tmp_path / "db")
+    assert main(["enroll", "--db", db, "--from", str(images["cover"].parent), "--no-progress"]) == 0
+    assert "from their own features" in capsys.readouterr().out
+    assert ModelDB.open(db).info("cover").rating == rate(images["cover"], views=False).score
+    assert main(["db", "info", "--db", db, "--rating", "--json", "cover"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rating"] == rate(images["cover"]).score and doc["rating_version"] == RATING_VERSION
+    again = ModelDB.open(db)
+    assert again.info("cover").rating_version == RATING_VERSION
+    assert again.info("tiled").rating_version == RATING_VERSION + "+features"  # only the object asked for
+    assert main(["db", "info", "--db", db, "cover"]) == 0
+    assert f"rating: {rate(images['cover']).score}/100" in capsys.readouterr().out
