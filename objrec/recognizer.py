@@ -275,7 +275,9 @@ class Recognizer:
         t_frame : float, optional
             The frame's time on the footage's own timeline, in ms (a video file's timestamp, an image
             folder's index over its frame rate; default: ``t0``). Corner smoothing measures its time steps
-            by it, so a file gives the same corners however fast the machine reads it.
+            by it, and tracking counts its settings in footage time at the frame rate these times give (30
+            frames a second without them), so a file gives the same corners however fast the machine reads
+            it.
 
         Returns
         -------
@@ -298,6 +300,9 @@ class Recognizer:
         with frame_guard():
             state = FrameState(frame, self.features.frame_image(to_gray(check_frame(frame))), budget_ms, sample_step)
             state.t_frame = sched.t0 if t_frame is None else float(t_frame)
+            # the footage's frame rate, which tracking's settings in footage time are counted at (30 frames a
+            # second for frames without a footage time)
+            self.tracker.rate.update(t_frame)
             self._recognize(state, sched)
             return self._finish(state, sched)
 

@@ -377,9 +377,9 @@ def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: S
 def due(tracker: Any, frame: int) -> Any:
     """The planar track of ``tracker`` (a :class:`~objrec.realtime.tracker.Tracker`) to realign in frame
     ``frame``: never realigned, or moved far by its last realignment (:data:`AGAIN_PX`; in the same frame too,
-    where the budget allows), or realigned ``realign_every`` frames ago or more; in that order, the longest
-    waiting first within each; None when there is none, or realignment is off or has no model images."""
-    every = tracker.params.realign_every
+    where the budget allows), or realigned ``realign_every_ms`` of footage ago or more; in that order, the
+    longest waiting first within each; None when there is none, or realignment is off or has no model images."""
+    every = tracker.frames(tracker.params.realign_every_ms)
     if not tracker.enabled or not every or tracker.templates is None:
         return None
     waiting = [t for t in tracker.tracks if hasattr(t, "realigned") and _waits(t, frame, every)]

@@ -37,7 +37,8 @@ from objrec.boxes import map_points, model_corners, outline_box
 from objrec.matching.verify import visible_part
 from objrec.realtime.align import ModelTemplates, aligned_within, hiders, lost_points
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
-from objrec.realtime.reacquire import remember_layout
+from objrec.realtime.footage import FrameRate
+from objrec.realtime.reacquire import ReacquireParams, remember_layout
 from objrec.realtime.solid_track import SolidTrack
 from objrec.realtime.track_kernels import dlt_homography
 from objrec.types import Candidate, Detection, LostTrack, Regions
@@ -79,8 +80,9 @@ class TrackParams:
         RANSAC's reprojection threshold for the homography refit.
     reanchor_px : float
         A detection of a tracked object moves the track only when a corner disagrees by more than this.
-    appearance_every : int
-        Frames between appearance checks of a track (sooner when its support falls below ``recheck_support``).
+    appearance_every_ms : float
+        Footage time between appearance checks of a track (sooner when its support falls below
+        ``recheck_support``).
     recheck_support : float
         Support share below which the appearance check runs in the next frame, whatever the cadence.
     min_edge_agreement : float
@@ -91,21 +93,29 @@ class TrackParams:
         A detection starts a track only when at least this share of its object is in the frame: the
         outline of an object mostly outside is extrapolated from a small part and would be followed with
         that error (it is reported as detected, without a track, until more of it comes into view).
-    realign_every : int
-        Frames between realignments of a track's homography with the object's model image
+    realign_every_ms : float
+        Footage time between realignments of a track's homography with the object's model image
         (:func:`~objrec.realtime.align.realign`: drift and an anchor's extrapolation taken out), the longest
         waiting first, each an optional unit (``SecondLooks.realign``); a new track is due at once; 0 never
         realigns. Needs the tracker's ``templates``.
-    lost_window_frames : int
-        For this many frames after a track ends, its last outline is searched first by the detector.
-    confirm_every : int
-        Frames between the detector's full-quality searches for a tracked object (one track per frame at
-        most, while the budget allows), which re-anchor it when they disagree by more than ``reanchor_px``:
-        the bound on how long drift can last.
+    lost_window_ms : float
+        For this long after a track ends, its last outline is searched first by the detector.
+    confirm_every_ms : float
+        Footage time between the detector's full-quality searches for a tracked object (one track per frame
+        at most, while the budget allows), which re-anchor it when they disagree by more than
+        ``reanchor_px``: the bound on how long drift can last.
     confirm_visible_gain : float
         A track is also looked at when its visible share has grown by this much since it was anchored.
     flow : FlowParams
         The optical flow's settings.
+    reacquire : ReacquireParams
+        Re-acquisition of lost tracks (:mod:`objrec.realtime.reacquire`).
+
+    Notes
+    -----
+    Times are milliseconds of footage time (:mod:`objrec.realtime.footage`), counted in the footage's frames
+    (:meth:`Tracker.frames`): a file gives the same tracks at any processing speed, and a setting lasts as long
+    at 25 frames a second as at 60. The defaults are whole frames at 30 frames a second.
     """
 
     max_tracked: int = 20
@@ -114,22 +124,27 @@ class TrackParams:
     min_support: float = 0.4
     refit_px: float = 2.0
     reanchor_px: float = 2.0
-    appearance_every: int = 15
+    appearance_every_ms: float = 500.0  # 15 frames at 30 frames a second
     recheck_support: float = 0.7
     min_edge_agreement: float = 0.5
     min_visible: float = 0.25
     min_anchor_visible: float = 0.5
-    realign_every: int = 5
-    lost_window_frames: int = 6
-    confirm_every: int = 15
+    realign_every_ms: float = 170.0  # 5 frames
+    lost_window_ms: float = 200.0  # 6 frames
+    confirm_every_ms: float = 500.0  # 15 frames
     confirm_visible_gain: float = 0.15
     flow: FlowParams = field(default_factory=FlowParams)
+    reacquire: ReacquireParams = field(default_factory=ReacquireParams)
 
     def __post_init__(self) -> None:
         if self.max_tracked < 1:
             raise ValueError(f"max_tracked: expected a positive int, got {self.max_tracked}")
         if not 4 <= self.min_points <= self.points:
             raise ValueError(f"min_points: expected 4..points ({self.points}), got {self.min_points}")
+        for name in ("appearance_every_ms", "realign_every_ms", "lost_window_ms", "confirm_every_ms"):
+            v = getattr(self, name)
+            if not v >= 0:
+                raise ValueError(f"{name}: expected a time in milliseconds >= 0, got {v!r}")
 
 
 @dataclass(eq=False)
@@ -233,7 +248,13 @@ class Tracker:
     appearance : callable, optional
         The appearance check (see :data:`AppearanceCheck`); without it only the geometry is checked.
     templates : ModelTemplates, optional
-        The objects' model images, for realigning tracks (``TrackParams.realign_every``).
+        The objects' model images, for realigning tracks (``TrackParams.realign_every_ms``).
+
+    Attributes
+    ----------
+    rate : FrameRate
+        The footage's frame rate, which turns the settings' footage times into frame counts (:meth:`frames`);
+        the recognizer gives it each frame's footage time.
     """
 
     def __init__(
@@ -251,6 +272,11 @@ class Tracker:
         self.layout: dict[tuple[str, str], np.ndarray] = {}  # (seen, lost) -> lost's place in seen's model
         self._next_id, self._frame = 1, -1  # the next track's id; the frame the flow last saw
         self._asked_before: tuple[Track | SolidTrack, int] | None = None  # the last confirmation's choice
+        self.rate = FrameRate()
+
+    def frames(self, ms: float) -> int:
+        """``ms`` of footage time as a number of the footage's frames (:meth:`FrameRate.frames`)."""
+        return self.rate.frames(ms)
 
     @property
     def n_points(self) -> int:
@@ -280,8 +306,9 @@ class Tracker:
         # as keep every track on its cadence), so tracks anchored together are not all checked in one frame;
         # a track whose support dropped is checked at once.
         p = self.params
-        quota = -(-len(kept) // max(p.appearance_every, 1))
-        overdue = sorted((t for t in kept if frame - t.checked >= p.appearance_every), key=lambda t: t.checked)
+        every = self.frames(p.appearance_every_ms)
+        quota = -(-len(kept) // max(every, 1))
+        overdue = sorted((t for t in kept if frame - t.checked >= every), key=lambda t: t.checked)
         spread = {id(t) for t in overdue[quota:]}
         for t in kept:
             if id(t) in spread and t.support >= p.recheck_support:
@@ -297,7 +324,7 @@ class Tracker:
     def _check(self, t: Track, gray: np.ndarray, frame: int) -> str | None:
         """The appearance check when due; a track that passes it gets new points."""
         p = self.params
-        due = frame - t.checked >= p.appearance_every or t.support < p.recheck_support
+        due = frame - t.checked >= self.frames(p.appearance_every_ms) or t.support < p.recheck_support
         if not due:
             return None
         if isinstance(t, SolidTrack):  # no appearance check: new points come only with a re-detection
@@ -378,7 +405,8 @@ class Tracker:
         if self.tracks and self._frame != frame:
             self.flow.remember(gray)
             self._frame = frame
-        self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < self.params.lost_window_frames}
+        window = self.frames(self.params.lost_window_ms)
+        self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < window}
         return tracked + out, lost
 
     def _owner(self, d: Detection) -> Track | None:
@@ -445,7 +473,7 @@ class Tracker:
         most one per frame), or None.
 
         A track is due when its anchor came from a degraded search (a coarse sampling step or a reduced
-        resolution, under a budget), when the detector last agreed with it ``confirm_every`` frames ago or
+        resolution, under a budget), when the detector last agreed with it ``confirm_every_ms`` ago or
         more, or when much more of it is in view than when it was anchored (an object entering the frame was
         anchored on the part then visible; the rest of its outline was extrapolated). Of those due, the
         roughly anchored first, then the one waiting longest. See :meth:`reanchor` for the outcome.
@@ -468,7 +496,7 @@ class Tracker:
             return False
         last = max(t.confirmed, t.asked)
         grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
-        return t.rough or frame - last >= p.confirm_every or grown
+        return t.rough or frame - last >= self.frames(p.confirm_every_ms) or grown
 
     def confirmation_due(self, frame: int) -> Track | None:
         """The track :meth:`confirmation` would choose in frame ``frame``, not yet chosen; None when none is due."""
@@ -532,15 +560,16 @@ class Tracker:
         self.layout.clear()
         self.flow.forget()
         self._frame, self._asked_before = -1, None
+        self.rate.reset()
 
 
 def _trusted(tracker: Tracker, t: Track, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
     """Whether ``tracker``'s track ``t`` stands against the confirmation ``d`` that disagrees with it beyond
     ``tol``: the frame confirms its outline clearly better (the appearance check), or it was realigned with its
-    model within ``realign_every`` frames and either they disagree by no more than :data:`ALIGNED_TRUST` times
+    model within ``realign_every_ms`` and either they disagree by no more than :data:`ALIGNED_TRUST` times
     ``tol`` or the appearance check cannot tell them apart. A realignment found the whole model where the track
     is; a confirmation's inliers may hold a part of it only, and its far corners then follow."""
-    aligned = aligned_within(t, frame, tracker.params.realign_every)
+    aligned = aligned_within(t, frame, tracker.frames(tracker.params.realign_every_ms))
     if aligned and _agree(t, d, ALIGNED_TRUST * tol):
         return True
     prefers = tracker._prefers_track(t, d, gray)

@@ -199,9 +199,9 @@ def test_templates_are_read_once_and_kept_small():
 def test_a_drifted_track_is_realigned_when_due_and_its_points_follow(scene):
     """The tracker's track with a drifted homography: due at once, realigned within a pixel, its points on the
     realigned homography; moved that far, due again at once, first in line before a track waiting for its
-    turn; left where it is by that one, not due again for realign_every frames."""
+    turn; left where it is by that one, not due again for realign_every_ms (5 frames)."""
     img, model, Ht, size = scene
-    tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
+    tracker = Tracker(params=TrackParams(realign_every_ms=170.0), templates=ModelTemplates(lambda n: model))
     start = _drifted(Ht, 8.0, -6.0)
     d = Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)
     tracker.absorb([d], [], img, 0, lambda n: size)
@@ -217,14 +217,14 @@ def test_a_drifted_track_is_realigned_when_due_and_its_points_follow(scene):
     tracker.tracks.remove(other)
     assert realign_in(tracker, t, img, 10) and not t.again
     assert due(tracker, 14) is None and due(tracker, 15) is t
-    assert due(Tracker(params=TrackParams(realign_every=0), templates=tracker.templates), 9) is None
+    assert due(Tracker(params=TrackParams(realign_every_ms=0.0), templates=tracker.templates), 9) is None
 
 
 def test_a_track_just_realigned_is_not_moved_by_a_confirmation_that_disagrees(scene):
-    """Within realign_every frames of a realignment the track is the more accurate of the two: a confirmation
+    """Within realign_every_ms (5 frames) of a realignment the track is the more accurate of the two: a confirmation
     6 px off confirms it instead of moving it; later, with no appearance check to arbitrate, it moves it."""
     img, model, Ht, size = scene
-    tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
+    tracker = Tracker(params=TrackParams(realign_every_ms=170.0), templates=ModelTemplates(lambda n: model))
     start = _drifted(Ht, 5.0, 5.0)
     d = Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)
     out, _ = tracker.absorb([d], [], img, 0, lambda n: size)
@@ -252,7 +252,7 @@ def test_a_track_realigned_lately_stands_against_a_confirmation_far_off_unless_i
         return scores[1] if np.allclose(H, off) else scores[0]
 
     tracker = Tracker(
-        params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model), appearance=appearance
+        params=TrackParams(realign_every_ms=170.0), templates=ModelTemplates(lambda n: model), appearance=appearance
     )
     d = Detection("cover", 0.9, 40, Ht, map_points(Ht, model_corners(*size)), 1.0)
     out, _ = tracker.absorb([d], [], img, 0, lambda n: size)
@@ -279,7 +279,7 @@ def test_before_the_search_only_tracks_never_realigned_are_realigned_and_their_d
     from objrec.realtime.searches import SecondLooks
 
     img, model, Ht, size = scene
-    tracker = Tracker(params=TrackParams(realign_every=5), templates=ModelTemplates(lambda n: model))
+    tracker = Tracker(params=TrackParams(realign_every_ms=170.0), templates=ModelTemplates(lambda n: model))
     start = _drifted(Ht, 8.0, -6.0)
     tracker.absorb(
         [Detection("cover", 0.9, 40, start, map_points(start, model_corners(*size)), 1.0)], [], img, 0, lambda n: size
@@ -343,7 +343,7 @@ def test_a_track_half_out_of_the_frame_settles_on_its_object():
     Ht = shift @ Ht
     outline = map_points(Ht, model_corners(*size))
     assert outline[:, 0].max() > W + 40
-    params = TrackParams(realign_every=5)
+    params = TrackParams(realign_every_ms=170.0)
     tracker = Tracker(True, params, None, ModelTemplates(lambda n: model))
     start = np.array([[1.0, 0.0, 3.0], [0.0, 1.0, -2.0], [0.0, 0.0, 1.0]]) @ Ht
     d = Detection("cover", 1.0, 40, start, map_points(start, model_corners(*size)), 0.66)

@@ -11,21 +11,17 @@ from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
 from objrec.matching.verify import edge_agreement
 from objrec.realtime.align import ModelTemplates
-from objrec.realtime.reacquire import (
-    LAYOUT_FRAMES,
-    LAYOUT_RETRY,
-    REACQUIRE_AGREEMENT,
-    REACQUIRE_EVERY,
-    REACQUIRE_FRAMES,
-    REACQUIRE_RETRY,
-    placed,
-    reacquire,
-    waiting,
-)
+from objrec.realtime.footage import FrameRate
+from objrec.realtime.reacquire import ReacquireParams, placed, reacquire, waiting
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection
 
 W, H = 640, 480
+# The default windows in frames at the nominal 30 frames a second (frames without a footage time).
+_RP, _AT30 = ReacquireParams(), FrameRate()
+REACQUIRE_FRAMES, REACQUIRE_EVERY = _AT30.frames(_RP.window_ms), _AT30.frames(_RP.first_ms)
+REACQUIRE_RETRY, REACQUIRE_AGREEMENT = _AT30.frames(_RP.retry_ms), _RP.agreement
+LAYOUT_FRAMES, LAYOUT_RETRY = _AT30.frames(_RP.layout_ms), _AT30.frames(_RP.layout_retry_ms)
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +129,19 @@ def test_a_lost_object_is_looked_for_in_each_of_the_first_frames_then_at_interva
     gaps = np.diff(looked[len(first) - 1 :])
     assert len(gaps) and (gaps == REACQUIRE_RETRY).all()
     assert looked[-1] > REACQUIRE_FRAMES - REACQUIRE_RETRY  # looked for until the end of the while
+
+
+def test_the_while_a_lost_object_is_looked_for_lasts_as_long_in_footage_time_at_any_frame_rate(models, background):
+    """At 25 frames a second (frame times 40 ms apart) the second of ``window_ms`` is 25 frames, not 30; at
+    60 it is 60."""
+    for fps in (25.0, 60.0):
+        t, _, _ = _lost(models, background)
+        for i in range(20):
+            t.rate.update(1000.0 * i / fps)
+        window = round(fps * ReacquireParams().window_ms / 1000.0)
+        assert t.frames(ReacquireParams().window_ms) == window
+        assert [g.name for g in waiting(t, window, {})] == ["cover"]
+        assert waiting(t, window + 1, {}) == []
 
 
 def test_tracks_lost_for_support_are_looked_for_for_a_while_until_tracked_again(models, background):

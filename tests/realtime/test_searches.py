@@ -179,7 +179,10 @@ class _DueTracker(_OneTrack):
         self.track.realigned = -1
         self.tracks = [self.track]
         self.enabled, self.templates = True, {}
-        self.params = type("P", (), {"realign_every": 5})()
+        self.params = type("P", (), {"realign_every_ms": 170.0})()
+
+    def frames(self, ms):
+        return round(ms * 30 / 1000)
 
     def confirmation_due(self, frame):
         return self.track

@@ -320,7 +320,7 @@ def test_union_area_counts_the_pixels_a_mask_of_the_boxes_covers():
 
 
 def test_roughly_anchored_tracks_are_confirmed_first_and_re_anchored_on_a_full_search(model, background):
-    t = Tracker(params=TrackParams(confirm_every=15))
+    t = Tracker(params=TrackParams(confirm_every_ms=500.0))
     size = _size(model)
     a, b = _place(model, 160, 240, 0.5), _place(model, 480, 240, 0.5)
     gray = _render(model, background, a, 0)
@@ -338,7 +338,7 @@ def test_roughly_anchored_tracks_are_confirmed_first_and_re_anchored_on_a_full_s
     assert np.allclose(moved.corners, map_points(far, model_corners(*size))) and moved.state == "detected"
     lost = t.drop(t.tracks[1], "unconfirmed", 2)
     assert lost.reason == "unconfirmed" and len(t.tracks) == 1
-    assert t.confirmation(3) is None and t.confirmation(1 + 15) is not None  # then every confirm_every frames
+    assert t.confirmation(3) is None and t.confirmation(1 + 15) is not None  # then every confirm_every_ms (15 frames)
 
 
 def test_a_tracked_object_passing_in_front_does_not_carry_the_track_behind_away(model, background):
@@ -398,7 +398,7 @@ def test_appearance_checks_of_tracks_anchored_together_are_spread_over_the_frame
         calls.append(frame_no[0])
         return 1.0
 
-    p = TrackParams(appearance_every=5)
+    p = TrackParams(appearance_every_ms=170.0)
     t = Tracker(params=p, appearance=appearance)
     size = _size(model)
     places = [_place(model, 110 + 210 * (i % 3), 130 + 220 * (i // 3), 0.3) for i in range(6)]
@@ -422,13 +422,13 @@ def test_appearance_checks_of_tracks_anchored_together_are_spread_over_the_frame
             if tr.checked == k:
                 gaps.append(k - last[tr.track_id])
                 last[tr.track_id] = k
-    assert len(t.tracks) == 6 and max(gaps) <= p.appearance_every + 2
+    assert len(t.tracks) == 6 and max(gaps) <= t.frames(p.appearance_every_ms) + 2
 
 
 def test_a_confirmation_left_out_for_the_budget_keeps_its_place_in_line(model, background):
     """:meth:`Tracker.postpone` undoes the choice of :meth:`Tracker.confirmation`: the same track is due
-    first in the next frame, instead of waiting ``confirm_every`` frames as if it had been confirmed."""
-    t = Tracker(params=TrackParams(confirm_every=15))
+    first in the next frame, instead of waiting ``confirm_every_ms`` as if it had been confirmed."""
+    t = Tracker(params=TrackParams(confirm_every_ms=500.0))
     size = _size(model)
     a, b = _place(model, 160, 240, 0.5), _place(model, 480, 240, 0.5)
     gray = _render(model, background, a, 0)
