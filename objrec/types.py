@@ -368,8 +368,8 @@ class Pose:
 class LostTrack:
     """A track ended in this frame, and why (``"support"``: too few of its points followed, ``"appearance"``:
     the appearance check failed, ``"visibility"``: too little of it left in the frame, ``"capacity"``: given
-    way to a newer track beyond ``max_tracked``, ``"unconfirmed"``: a full-quality search did not find the
-    object where a search under the budget had)."""
+    way to a newer track beyond ``max_tracked``, ``"unconfirmed"``: a full-resolution search of its box did
+    not find the object before any such search had confirmed the track)."""
 
     track_id: int
     name: str

@@ -269,7 +269,7 @@ def model_feature_cap(kind: str, width: int, height: int) -> int | None:
     Examples
     --------
     >>> model_feature_cap("surf", 500, 500), model_feature_cap("surf", 1000, 1000), model_feature_cap("sift", 90, 90)
-    (1200, 3200, 200)
+    (1200, 3200, 500)
     """
     if kind not in MODEL_FEATURES_PER_MEGAPIXEL:
         return MIN_MODEL_FEATURES.get(kind)

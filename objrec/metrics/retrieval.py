@@ -35,8 +35,10 @@ def ns_score(ranked: Sequence[Sequence[int]], groups: Sequence[int], top: int = 
 
     Examples
     --------
-    >>> ns_score([[0, 1, 2, 3], [1, 0, 4, 2]], [0, 0, 0, 0, 1])
-    3.5
+    Two objects of two images each; the second image's search puts an image of the other object second:
+
+    >>> ns_score([[0, 1], [1, 2], [2, 3], [3, 2]], [0, 0, 1, 1], top=2)
+    1.75
     """
     g = np.asarray(groups)
     if len(ranked) != len(g):

@@ -253,7 +253,8 @@ class OnlinePrefilter:
         detected_corners: Sequence[np.ndarray] = (),
         avoid_boxes: Sequence[Box] = (),
     ) -> None:
-        """Learn from the frame just processed.
+        """Learn from the frame just processed. Only cheap bookkeeping runs here; refits run in the worker
+        process.
 
         Parameters
         ----------
@@ -265,8 +266,6 @@ class OnlinePrefilter:
             Outlines of the frame's verified detections: their boxes are kept away from.
         avoid_boxes : sequence of (x0, y0, x1, y1)
             Other boxes to keep away from (tracking windows, unsure candidates).
-
-        Only cheap bookkeeping runs here; refits run in the worker process.
         """
         self.frame += 1
         if not isinstance(proposals, LiveRegions):

@@ -34,7 +34,7 @@ def display_available() -> bool:
 
 @dataclass
 class RunStats:
-    """Statistics of a run, in the ``objrec run --stats`` JSON schema (see the README), plus extras.
+    """Statistics of a run, in the ``objrec run --stats`` JSON schema (``docs/formats.md``), plus extras.
 
     Each frame's detections are recorded as drawn: with a recognizer that smooths corners, ``corners`` are the
     smoothed ones and ``raw_corners`` the frame's own beside them (:meth:`objrec.types.Detection.to_json`).

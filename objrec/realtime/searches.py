@@ -6,7 +6,7 @@
 * the **hints**: the primary detector on the boxes where the last frame's unverified candidates placed their
   objects (:func:`~objrec.matching.extent.predicted_extent`), before the frame's own search;
 * the **confirmation** of one track: its box searched again at full quality, which confirms the track,
-  re-anchors it, or (for a track anchored on a search degraded by the budget) ends it.
+  re-anchors it, or (for a track no such search has confirmed yet) ends it.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class SecondLooks:
         """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
         in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it
         (:meth:`~objrec.realtime.tracker.Tracker.reanchor`, with the tolerance of the box's resolution). A
-        track anchored on a degraded search that a full-resolution search does not find ends
+        track not yet confirmed (``rough``) that a full-resolution search does not find ends
         (``"unconfirmed"``): its detection was wrong, and a track would repeat it frame after frame. A
         confirmation left out for the budget keeps the track first in line."""
         t = tracker.confirmation(frame)

@@ -163,7 +163,7 @@ class Track:
     anchored_visible: float = 1.0  # the visible share when the detector last anchored or confirmed it
     asked: int = -1  # the last frame the detector was asked to confirm it
     anchor_inliers: int = 0  # inliers of the detection it was anchored on
-    rough: bool = True  # anchored on a detection of a degraded search, not yet confirmed at full quality
+    rough: bool = True  # not yet confirmed by a full-quality search of its box (every new anchor starts so)
     shown: bool = False  # reported in a frame's result (see objrec.recognizer.reportable)
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
@@ -472,11 +472,12 @@ class Tracker:
         """The track whose object the detector should search for again in this frame, at full quality (at
         most one per frame), or None.
 
-        A track is due when its anchor came from a degraded search (a coarse sampling step or a reduced
-        resolution, under a budget), when the detector last agreed with it ``confirm_every_ms`` ago or
-        more, or when much more of it is in view than when it was anchored (an object entering the frame was
-        anchored on the part then visible; the rest of its outline was extrapolated). Of those due, the
-        roughly anchored first, then the one waiting longest. See :meth:`reanchor` for the outcome.
+        A track is due when no full-quality search has confirmed it since it was anchored (``rough``: every
+        new or re-anchored track, whose anchor may come from a search degraded by the budget), when the
+        detector last agreed with it (or was asked to) ``confirm_every_ms`` of footage ago or more, or when much more
+        of it is in view than when it was anchored (an object entering the frame was anchored on the part then
+        visible; the rest of its outline was extrapolated). Of those due, the unconfirmed first, then the one
+        waiting longest. See :meth:`reanchor` for the outcome.
         """
         t = self.confirmation_due(frame)
         if t is not None:
