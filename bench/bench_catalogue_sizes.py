@@ -164,7 +164,7 @@ class Run:
         work = self.out / f"n{n}"
         log = work / "reindex.log"
         log.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(self.db), "--json"]
+        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(self.db), "--json", "--no-progress"]
         s = run_sampled(cmd, log, cwd=ROOT)
         if s.returncode:
             raise SystemExit(f"N={n} reindex: exit {s.returncode}; see {log}")

@@ -189,7 +189,7 @@ def without(db_path: Path, photos: list[tuple[str, str]], side: int, covers: lis
         present = [c for c in covers if c in db]
         if present:
             db.remove(present)
-        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(copy), "--json"]
+        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(copy), "--json", "--no-progress"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         warm_kernels()
         rec = Recognizer(ModelDB.open(copy), budget_ms=None, prefilter=None, track=False)

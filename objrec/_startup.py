@@ -1,4 +1,5 @@
-"""Start-up of the ``objrec`` command-line process: Numba without SciPy's linear algebra.
+"""Start-up of the ``objrec`` command-line process: Numba without SciPy's linear algebra, and OpenCV and FFmpeg
+without their own log lines (:func:`quiet_video_backends`).
 
 When Numba's CPU target is first used it imports ``numba.np.arraymath``, which checks whether SciPy's
 BLAS is present (``import scipy.linalg.cython_blas``, which imports all of :mod:`scipy.linalg`) so that
@@ -61,10 +62,20 @@ def numba_without_scipy_linalg() -> None:
 
 
 def quiet_video_backends() -> None:
-    """Silence FFmpeg's own log lines in the command-line process (a damaged video file otherwise prints
-    ``[mov,mp4,...] moov atom not found`` before objrec's one-line error naming the file). OpenCV reads the
-    variable when its FFmpeg backend first starts, so this runs before any video is opened; a value the user
-    set is kept. The library itself leaves the environment alone."""
+    """Silence OpenCV's and FFmpeg's own log lines in the command-line process and the processes it starts.
+
+    A damaged video file otherwise prints FFmpeg's ``[mov,mp4,...] moov atom not found`` and OpenCV's
+    ``[ WARN:0@...]`` / ``[ERROR:0@...]`` lines from its capture backends before objrec's one-line error naming
+    the file; what they report reaches the user as that error or as an exception. Neither library offers its log
+    to Python's ``logging``, so both are set to silent: OpenCV reads ``OPENCV_LOG_LEVEL`` and
+    ``OPENCV_FFMPEG_LOGLEVEL`` when it first logs or starts its FFmpeg backend, so this runs before any image or
+    video is opened, and an OpenCV already imported is also told directly. A value the user set is kept. The
+    library itself leaves the environment alone."""
     import os
+    import sys
 
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "SILENT")
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None and os.environ["OPENCV_LOG_LEVEL"] == "SILENT":
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import sys
 import time
@@ -17,6 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from objrec import __version__
+from objrec._cliargs import (
+    add_deprecated_alias,
+    add_json,
+    add_no_progress,
+    add_out_dir,
+    add_recognition_options,
+    print_json,
+    recognizer_options,
+)
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -33,40 +41,30 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
     return (CLIError, InputError, FileFormatError, BackendError, KeyError, ValueError, OSError)
 
 
+def _quiet(*_: Any) -> None:
+    """What a command says on stdout with ``--json``, where the document is all it prints: nothing."""
+
+
 def _err_text(exc: BaseException) -> str:
     msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
     return " ".join(str(msg).split())
 
 
-SAMPLE_STEP_HELP = (
-    "SURF's sampling step in frames: 1 as the enrolled models (OpenCV's), 2 about half the detector's time for a "
-    "few of the smallest keypoints (default: 1, and 2 when a budget needs it)"
-)
-
-
 # --- detect ---------------------------------------------------------------------------------------
 def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.draw import draw_detections
-    from objrec.enrolcli import detectors_arg
     from objrec.imageio import read_image
     from objrec.modeldb import ModelDB
     from objrec.recognizer import Recognizer
 
+    options = recognizer_options(args)
     db = ModelDB.open(args.db)
-    rec = Recognizer(
-        db,
-        backend=args.backend,
-        detectors=detectors_arg(args.detectors),
-        ratio=args.ratio,
-        prefilter=None if args.no_prefilter else "auto",
-        exact_matching=args.exact_matching,
-        sample_step=args.sample_step,
-    )
+    rec = Recognizer(db, **options)
     results = []
     failed = False
-    annotate = Path(args.annotate) if args.annotate else None
-    if annotate:
-        annotate.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
     for path in args.images:
         try:
             img = read_image(path)
@@ -88,11 +86,12 @@ def cmd_detect(args: argparse.Namespace) -> int:
         )
         if args.explain:
             results[-1]["rejections"] = [dataclasses.asdict(x) for x in rec.last_rejections]
-        if annotate:
+        if out:
             import cv2
 
-            out = annotate / (Path(path).stem + "_detections.png")
-            cv2.imwrite(str(out), draw_detections(img, r.detections))
+            picture = out / (Path(path).stem + "_detections.png")
+            cv2.imwrite(str(picture), draw_detections(img, r.detections))
+            results[-1]["picture"] = str(picture)
         if not args.json:
             names = ", ".join(f"{d.name} (score {d.score:.2f}, {d.inliers} inliers)" for d in r.detections) or "none"
             print(f"{path}: {names}  [{r.latency_ms:.1f} ms]")
@@ -102,8 +101,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
     memory = memory_report()
     if args.json:
-        json.dump({"results": results, "memory": memory}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"results": results, "memory": memory})
     elif memory["peak_rss_mb"] is not None:
         print(f"memory: peak resident {memory['peak_rss_mb']:.0f} MiB ({len(db)} object(s) enrolled)")
     return EXIT_BAD_INPUT if failed else EXIT_OK
@@ -113,8 +111,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from objrec.demo import run_demo
 
-    all_found = run_demo(Path(args.out), args.seed, args.frames, args.budget_ms, args.backend)
-    return EXIT_OK if all_found else EXIT_INTERNAL
+    say = _quiet if args.json else print
+    doc = run_demo(Path(args.out), args.seed, args.frames, args.budget_ms, args.backend, say=say)
+    if args.json:
+        print_json(doc)
+    return EXIT_OK if doc["all_found"] else EXIT_INTERNAL
 
 
 # --- run ------------------------------------------------------------------------------------------
@@ -134,6 +135,32 @@ def _smooth_arg(args: argparse.Namespace) -> Any:
     return SmoothParams(**given)
 
 
+def _run_prefilter(db: Any, args: argparse.Namespace) -> tuple[Any, bool]:
+    """The ``prefilter`` that ``run`` gives its recognizer, and whether it was trained now: with adaptation and
+    no current prefilter stored with the database, one is trained on the built-in backgrounds first (with a
+    progress bar unless ``--no-progress``)."""
+    if args.no_prefilter or not args.adapt or not len(db):  # an empty database: the recognizer refuses it
+        return None if args.no_prefilter else "auto", False
+    from objrec.prefilter.resolve import resolve_prefilter
+
+    stored, _ = resolve_prefilter(db, "auto")
+    if stored is not None:
+        return stored, False
+    from objrec.prefilter.estimator import RegionPrefilter
+
+    print(f"objrec: training a prefilter for {db.path} on the built-in backgrounds (first use)", file=sys.stderr)
+    return RegionPrefilter().train(db, None, progress=not args.no_progress), True
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    if args.max_frames is not None and args.max_frames < 1:
+        raise CLIError(f"--max-frames: expected a positive integer, got {args.max_frames}")
+    if args.save_prefilter and (not args.adapt or args.no_prefilter):
+        raise CLIError("--save-prefilter: nothing is learned with --no-adapt or --no-prefilter")
+    if args.fps is not None and not args.fps > 0:
+        raise CLIError(f"--fps: expected a positive number of frames per second, got {args.fps}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from objrec.modeldb import ModelDB
     from objrec.pose import Camera
@@ -141,36 +168,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     from objrec.realtime.sources import open_source
     from objrec.recognizer import Recognizer
 
-    if args.budget_ms is not None and not args.budget_ms > 0:
-        raise CLIError(f"--budget-ms: expected a positive number, got {args.budget_ms}")
-    if args.max_frames is not None and args.max_frames < 1:
-        raise CLIError(f"--max-frames: expected a positive integer, got {args.max_frames}")
-    if args.save_prefilter and (not args.adapt or args.no_prefilter):
-        raise CLIError("--save-prefilter: nothing is learned with --no-adapt or --no-prefilter")
+    options = recognizer_options(args)
+    _check_run_args(args)
     smooth = _smooth_arg(args)
     camera = Camera.load(args.camera) if args.camera else None
     db = ModelDB.open(args.db)
-    if args.fps is not None and not args.fps > 0:
-        raise CLIError(f"--fps: expected a positive number of frames per second, got {args.fps}")
     source = open_source(args.source, realtime=args.realtime, fps=args.fps)  # a bad source fails before training
     shape = getattr(source, "frame_shape", None)
     if camera is not None and shape is not None:
         camera.for_frame(shape[1], shape[0])  # a frame the calibration cannot describe fails here
+    options["prefilter"], trained = _run_prefilter(db, args)
     rec = Recognizer(
         db,
-        budget_ms=args.budget_ms,
-        backend=args.backend,
-        prefilter=None if args.no_prefilter else "auto",
+        **options,
         adapt_prefilter=args.adapt and not args.no_prefilter,
-        sample_step=args.sample_step,
         smooth=smooth,
         **({"camera": camera} if camera is not None else {}),
     )
-    if rec.adapter is not None and rec.prefilter_status.startswith("trained"):
+    say = _quiet if args.json else print
+    written: dict[str, str] = {}
+    if trained:
         from objrec.prefilter.storage import save_for
 
-        jpath, _ = save_for(rec.adapter.base, db)
-        print(f"saved the prefilter trained on the built-in backgrounds with the database: {jpath}")
+        written["prefilter"] = str(save_for(rec.adapter.base, db)[0])
+        say(f"saved the prefilter trained on the built-in backgrounds with the database: {written['prefilter']}")
     display = not args.no_display and display_available()
     if not args.no_display and not display:
         print("objrec run: no display available; running headless (use --no-display to silence this)", file=sys.stderr)
@@ -184,22 +205,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         camera=camera,
         widths_m={i.object_name: i.width_m for i in db.infos() if i.width_m},
     )
-    print(stats.summary())
+    say(stats.summary())
     if rec.adapter is not None:
         rec.adapter.wait()
         st = rec.adapter.status()
-        print(
+        say(
             f"prefilter adaptation: {st['refits']} refit(s), {st['negatives']} negative and {st['positives']} "
             f"positive cells, {st['backoffs']} back-off(s), {st['scene_resets']} change(s) of scene"
         )
         if args.save_prefilter:
-            jpath, _ = rec.adapter.current.save(args.save_prefilter)
-            print(f"wrote the adapted prefilter to {jpath} (for database {db.database_id})")
+            written["adapted_prefilter"] = str(rec.adapter.current.save(args.save_prefilter)[0])
+            say(f"wrote the adapted prefilter to {written['adapted_prefilter']} (for database {db.database_id})")
     if args.stats:
         stats.write(args.stats)
-        print(f"wrote {args.stats}")
+        written["stats"] = str(args.stats)
+        say(f"wrote {args.stats}")
     if args.out:
-        print(f"wrote {args.out}")
+        written["video"] = str(args.out)
+        say(f"wrote {args.out}")
+    if args.json:
+        doc = stats.to_json()
+        del doc["per_frame"]  # every frame's result is what --stats writes
+        print_json({**doc, "written": written})
     return EXIT_OK
 
 
@@ -217,13 +244,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     if args.action == "clear":
         out = kernel_cache.clear(stale_only=args.stale)
+        if args.json:
+            print_json(out)
+            return EXIT_OK
         what = "stale " if args.stale else ""
         size = _size_text(out["bytes"])
         print(f"removed {len(out['removed'])} {what}kernel cache folder(s), {size}, from {out['root']}")
         return EXIT_OK
     doc = kernel_cache.info()
     if args.json:
-        print(json.dumps(doc, indent=1))
+        print_json(doc)
         return EXIT_OK
     print(f"kernel cache: {doc['root']} (set {doc['env_var']} to move it)")
     print(f"this installation's key: {doc['current_key']}")
@@ -245,64 +275,43 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         "(kernel sources, Numba version, CPU). 'info' lists the folders, 'clear' removes them.",
     )
     c.add_argument("action", choices=["info", "clear"], help="info: list cached kernels; clear: remove them")
-    c.add_argument("--json", action="store_true", help="info: print one JSON document")
+    add_json(c)
     c.add_argument("--stale", action="store_true", help="clear: keep this installation's kernels")
     c.set_defaults(func=cmd_cache)
 
 
 # --- parser ---------------------------------------------------------------------------------------
-def _recognizer_command(sub: Any, name: str, summary: str, description: str, no_prefilter_help: str) -> Any:
-    """A subcommand that recognises objects, with the options all of them take: the database, the backend,
-    the prefilter switch."""
-    p = sub.add_parser(name, help=summary, description=description)
-    p.add_argument("--db", required=True, help="model database directory")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="compute backend")
-    p.add_argument("--no-prefilter", action="store_true", help=no_prefilter_help)
-    return p
-
-
 def _add_detect_parser(sub: Any) -> None:
-    d = _recognizer_command(
-        sub,
+    d = sub.add_parser(
         "detect",
-        "find enrolled objects in images",
-        "Find enrolled objects in images. With --json, print one JSON document "
+        help="find enrolled objects in images",
+        description="Find enrolled objects in images. With --json, print one JSON document "
         "{results: [{image, detections: [{name, score, inliers, homography, corners, visible_fraction}], "
         "timings_ms}]}; an unreadable image gets {image, error} and the exit code is 2.",
-        "search whole images even if a prefilter is trained",
     )
-    d.add_argument("--json", action="store_true", help="print results as one JSON document")
-    d.add_argument("--detectors", help="subset of the database's detectors, comma-separated")
-    d.add_argument("--ratio", type=float, default=0.75, help="Lowe's ratio-test threshold (default 0.75)")
-    d.add_argument("--annotate", metavar="DIR", help="write annotated copies of the images here")
+    add_recognition_options(d, budget_ms=None)
+    add_json(d)
+    add_out_dir(d, "an annotated copy of each image (NAME_detections.png)")
+    add_deprecated_alias(d, "--annotate", "--out")
     d.add_argument(
         "--explain",
         action="store_true",
         help="also report every rejected candidate with its reason code (with --json: a 'rejections' list)",
     )
-    d.add_argument(
-        "--exact-matching",
-        action="store_true",
-        help="exact brute-force 2-NN against every object for every database size (default: a spill-tree index "
-        "for SIFT databases of 2048+ descriptors, about half the work, and a retrieval shortlist for catalogues)",
-    )
-    d.add_argument("--sample-step", type=int, choices=(1, 2), help=SAMPLE_STEP_HELP)
     d.add_argument("images", nargs="+", metavar="IMAGE")
     d.set_defaults(func=cmd_detect)
 
 
 def _add_run_parser(sub: Any) -> None:
-    r = _recognizer_command(
-        sub,
+    r = sub.add_parser(
         "run",
-        "recognise objects in a camera, video or image folder stream within a frame budget",
-        "Process a stream frame by frame within a per-frame budget. A video or folder is processed "
+        help="recognise objects in a camera, video or image folder stream within a frame budget",
+        description="Process a stream frame by frame within a per-frame budget. A video or folder is processed "
         "frame by frame, nothing dropped, unless --realtime paces it like a camera (newest frame wins, drops "
         "counted). Latency runs from capture to result; warm-up happens before the first frame.",
-        "process whole frames (compare with the prefilter)",
     )
+    add_recognition_options(r, budget_ms=33.0)
     r.add_argument("--source", required=True, help="camera index, video file or image folder")
-    r.add_argument("--budget-ms", type=float, default=33.0, help="per-frame budget in ms (default 33)")
     r.add_argument("--realtime", action="store_true", help="pace a file like a camera at its frame rate")
     r.add_argument(
         "--fps",
@@ -313,6 +322,8 @@ def _add_run_parser(sub: Any) -> None:
     r.add_argument("--no-display", action="store_true", help="run headless (no window)")
     r.add_argument("--out", metavar="VIDEO", help="write the annotated video (.mp4)")
     r.add_argument("--stats", metavar="FILE.json", help="write run statistics as JSON")
+    add_json(r, "the run's statistics as --stats writes them, without per_frame, and the files written")
+    add_no_progress(r)
     r.add_argument("--max-frames", type=int, help="stop after N frames")
     r.add_argument(
         "--camera",
@@ -330,7 +341,6 @@ def _add_run_parser(sub: Any) -> None:
     )
     r.add_argument("--adapt", dest="adapt", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--save-prefilter", metavar="PATH", help="write the adapted prefilter here at the end")
-    r.add_argument("--sample-step", type=int, choices=(1, 2), help=SAMPLE_STEP_HELP)
     r.add_argument(
         "--no-smooth",
         action="store_true",
@@ -362,7 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Real-time hierarchical object recognition: enroll pictures of objects, find them in images.",
     )
     p.add_argument("--version", action="version", version=f"objrec {__version__}")
-    p.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show tracebacks for unexpected errors, and OpenCV's and FFmpeg's own log lines",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     from objrec.enrolcli import register as register_enroll
@@ -382,11 +396,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compose a scene from embedded sample images, enroll three objects, detect them, "
         "print the detections with their corner error against ground truth and write an annotated PNG.",
     )
-    m.add_argument("--out", default="objrec-demo", help="output directory (default ./objrec-demo)")
+    add_out_dir(m, "the scene, its annotated copy and the stream demo's video and statistics", default="objrec-demo")
     m.add_argument("--seed", type=int, default=0, help="scene seed")
     m.add_argument("--frames", type=int, default=90, help="frames of the stream demo (0: still image only)")
-    m.add_argument("--budget-ms", type=float, default=33.0, help="frame budget of the stream demo (default 33)")
-    m.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    m.add_argument(
+        "--budget-ms", type=float, default=33.0, metavar="MS", help="frame budget of the stream demo (default 33)"
+    )
+    m.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="compute backend")
+    add_json(m, "the detections with their corner errors, the files written and the stream's statistics")
     m.set_defaults(func=cmd_demo)
 
     from objrec.dbcli import register as register_db
@@ -412,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from objrec import _startup, kernel_cache
 
     _startup.numba_without_scipy_linalg()
-    _startup.quiet_video_backends()
+    if not args.debug:
+        _startup.quiet_video_backends()
 
     kernel_cache.announce_compilation(sys.stderr)
     t0 = time.perf_counter()

@@ -15,10 +15,18 @@ the write lock.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from objrec._cliargs import (
+    add_cluster_options,
+    add_deprecated_option,
+    add_json,
+    add_no_progress,
+    cluster_choice,
+    print_json,
+)
 
 EXIT_OK, EXIT_DAMAGED = 0, 2
 
@@ -108,7 +116,7 @@ def index_status(db: Any) -> dict[str, dict[str, Any]]:
 
 def _print(args: argparse.Namespace, doc: Any, lines: list[str]) -> None:
     if args.json:
-        print(json.dumps(doc, indent=1))
+        print_json(doc)
     else:
         for line in lines:
             print(line)
@@ -254,15 +262,16 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    from objrec.cluster import check_workers
     from objrec.matching.shortlist import prepare_indexes
     from objrec.modeldb.enrolment import LOCAL_CLUSTER
 
-    check_workers(args.workers, args.scheduler)
+    workers, scheduler = cluster_choice(args)
     db = _open(args)
-    scheduler = LOCAL_CLUSTER if args.cluster else args.scheduler
-    opts = {"workers": args.workers, "scheduler": scheduler, "send_bytes": args.send_bytes}
-    kinds = prepare_indexes(db, progress=not args.json, **opts)
+    if workers is not None:
+        opts = {"workers": workers, "scheduler": LOCAL_CLUSTER}
+    else:
+        opts = {"workers": args.threads, "scheduler": scheduler}
+    kinds = prepare_indexes(db, progress=not args.no_progress, send_bytes=args.send_bytes, **opts)
     doc = {"database_id": db.database_id, "indexes": index_status(db), "kinds": kinds}
     lines = [f"index {k}: {v['status']}" for k, v in doc["indexes"].items() if k in kinds]
     lines.append(f"{args.db}: {len(kinds)} retrieval index(es) current; {len(db)} object(s), id {db.database_id}")
@@ -276,9 +285,9 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from objrec.modeldb.upgrade import upgrade_database
 
     before = _disk_bytes(Path(args.db))
-    version = upgrade_database(args.db, progress=not args.json)
+    version = upgrade_database(args.db, progress=not args.no_progress)
     db = ModelDB.open(args.db)
-    kinds = prepare_indexes(db, progress=not args.json) if version is not None else []
+    kinds = prepare_indexes(db, progress=not args.no_progress) if version is not None else []
     after = _disk_bytes(Path(args.db))
     doc = {"database": str(args.db), "upgraded_from": version, "schema_version": db.manifest["schema_version"]}
     doc.update(database_id=db.database_id, objects=len(db), disk_bytes_before=before, disk_bytes=after, reindexed=kinds)
@@ -338,7 +347,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     def action(name: str, summary: str, func: Any) -> argparse.ArgumentParser:
         a = acts.add_parser(name, help=summary, description=summary)
         a.add_argument("--db", required=True, help="model database directory")
-        a.add_argument("--json", action="store_true", help="print one JSON document")
+        add_json(a)
         a.set_defaults(func=func)
         return a
 
@@ -380,11 +389,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         cmd_reindex,
     )
     _add_encoding_options(x)
-    action(
+    add_no_progress(x)
+    u = action(
         "upgrade",
         "convert an older (schema 1 or 2) database in place to the current compact layout (atomic; progress bar)",
         cmd_upgrade,
     )
+    add_no_progress(u)
     v = action(
         "verify",
         "check every file against its sha256 (exit 2 on damage), report orphans and stale prefilter or index",
@@ -395,26 +406,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _add_encoding_options(x: argparse.ArgumentParser) -> None:
     """Where ``reindex`` encodes the descriptors: FAISS's threads here (default), or the workers of a Dask cluster."""
-    x.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="FAISS threads for training and encoding (default: the usable cores); with --cluster local, its "
-        "worker processes",
-    )
-    where = x.add_mutually_exclusive_group()
-    where.add_argument(
-        "--cluster",
-        choices=("local",),
-        help="encode the descriptors on a local Dask cluster of --workers processes (pip install 'objrec[dask]'); "
-        "this process trains the codec and writes the segments, so the index equals the threads' one",
-    )
-    where.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="encode the descriptors on the workers of a running Dask scheduler (tcp://host:8786); the workers "
-        "read the database's shards by its path unless --send-bytes",
-    )
+    add_cluster_options(x, threads="FAISS threads for training and encoding")
+    add_deprecated_option(x, "--cluster", "--workers N", choices=("local",))
     x.add_argument(
         "--send-bytes",
         action="store_true",

@@ -8,7 +8,9 @@ backgrounds runs within a frame budget.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -27,7 +29,7 @@ from objrec.scenes import Distortion, compose_scene, place_homography
 __all__ = ["run_demo", "demo_recognizer", "demo_stream"]
 
 
-def demo_recognizer(tmp: str, objects: dict, **kwargs):
+def demo_recognizer(tmp: str, objects: dict, say: Callable[[str], Any] = print, **kwargs):
     """A temporary database of the demo objects, with the shipped prefilter when it fits this database."""
     from importlib.resources import files
 
@@ -39,14 +41,28 @@ def demo_recognizer(tmp: str, objects: dict, **kwargs):
     # database whose objects changed) is skipped here on purpose; the object names must still agree.
     pf = RegionPrefilter.load(files("objrec.data") / "demo_prefilter.json")
     if sorted(getattr(pf, "object_names_", [])) != sorted(objects):
-        print("  (shipped demo prefilter was trained for other objects; running without it)")
+        say("  (shipped demo prefilter was trained for other objects; running without it)")
         pf = None
     return Recognizer(db, prefilter=pf, **kwargs)
 
 
-def run_demo(out: Path, seed: int = 0, frames: int = 0, budget_ms: float | None = None, backend: str = "auto") -> bool:
-    """Compose a scene of the sample objects, recognise it, print what was found and write the annotated
-    picture to ``out``; with ``frames`` > 0 also the stream demo. True when every object was found."""
+def run_demo(
+    out: Path,
+    seed: int = 0,
+    frames: int = 0,
+    budget_ms: float | None = None,
+    backend: str = "auto",
+    say: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Compose a scene of the sample objects, recognise it, tell ``say`` what was found and write the annotated
+    picture to ``out``; with ``frames`` > 0 also the stream demo.
+
+    Returns
+    -------
+    dict
+        ``{"all_found", "detections": [detection JSON with "corner_error_px"], "missing", "timings_ms",
+        "latency_ms", "written", "stream"}`` (``stream``: :func:`demo_stream`'s document, or None).
+    """
     out.mkdir(parents=True, exist_ok=True)
     objects = sample_objects()
     rng = np.random.default_rng(seed)
@@ -69,23 +85,23 @@ def run_demo(out: Path, seed: int = 0, frames: int = 0, budget_ms: float | None 
         distortion=Distortion(noise_sigma=3.0, blur_sigma=0.6),
     )
     with tempfile.TemporaryDirectory(prefix="objrec-demo-") as tmp:
-        rec = demo_recognizer(tmp, objects, backend=backend, track=False)
+        rec = demo_recognizer(tmp, objects, say, backend=backend, track=False)
         rec.process(scene.image)  # warm-up: first-call costs are not the recognizer's steady state
         r = rec.process(scene.image)
-    print(
+    say(
         f"objrec {__version__} demo: {len(objects)} enrolled objects ({', '.join(objects)}), "
         f"scene {size[0]}x{size[1]} composed from scikit-learn's sample photos (seed {seed})"
     )
-    worst = 0.0
+    found = []
     for d in r.detections:
         t = scene.truth(d.name)
         err = float(np.linalg.norm(d.corners - t.corners, axis=1).mean()) if t is not None else float("nan")
-        worst = max(worst, err)
-        print(f"  {d.name:8s} score {d.score:.2f}  inliers {d.inliers:4d}  mean corner error {err:.2f} px")
+        found.append({**d.to_json(), "corner_error_px": None if np.isnan(err) else round(err, 3)})
+        say(f"  {d.name:8s} score {d.score:.2f}  inliers {d.inliers:4d}  mean corner error {err:.2f} px")
     missing = [o.name for o in scene.objects if o.name not in {d.name for d in r.detections}]
     if missing:
-        print(f"  not found: {', '.join(missing)}")
-    print(
+        say(f"  not found: {', '.join(missing)}")
+    say(
         "  timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in r.timings_ms.items()) + f"; total {r.latency_ms:.1f} ms"
     )
     cv2.imwrite(str(out / "demo_scene.png"), scene.image)
@@ -95,16 +111,34 @@ def run_demo(out: Path, seed: int = 0, frames: int = 0, budget_ms: float | None 
     ]
     annotated = draw_detections(scene.image, r.detections, [o.corners for o in scene.objects], lines)
     cv2.imwrite(str(out / "demo_result.png"), annotated)
-    print(f"wrote {out / 'demo_result.png'} (annotated) and {out / 'demo_scene.png'}")
+    say(f"wrote {out / 'demo_result.png'} (annotated) and {out / 'demo_scene.png'}")
+    doc: dict[str, Any] = {
+        "all_found": not missing,
+        "detections": found,
+        "missing": missing,
+        "timings_ms": {k: round(v, 3) for k, v in r.timings_ms.items()},
+        "latency_ms": round(r.latency_ms, 3),
+        "written": [str(out / "demo_result.png"), str(out / "demo_scene.png")],
+        "stream": None,
+    }
     if frames > 0:
-        demo_stream(objects, out, frames, seed, budget_ms, backend)
-    return not missing
+        doc["stream"] = demo_stream(objects, out, frames, seed, budget_ms, backend, say)
+        doc["written"] += [str(out / "demo_stream.mp4"), str(out / "demo_stats.json")]
+    return doc
 
 
 def demo_stream(
-    objects: dict, out: Path, n_frames: int, seed: int, budget_ms: float | None, backend: str = "auto"
-) -> None:
-    """The headless stream demo: the objects moving over panning backgrounds, within a frame budget."""
+    objects: dict,
+    out: Path,
+    n_frames: int,
+    seed: int,
+    budget_ms: float | None,
+    backend: str = "auto",
+    say: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """The headless stream demo: the objects moving over panning backgrounds, within a frame budget. Returns the
+    run's statistics (``objrec run --stats`` without ``per_frame``) with the stream's recall and false
+    detections."""
 
     stream = SceneStream(
         objects,
@@ -117,7 +151,7 @@ def demo_stream(
     frames = list(stream)
     score = StreamScore()
     with tempfile.TemporaryDirectory(prefix="objrec-demo-") as tmp:
-        rec = demo_recognizer(tmp, objects, budget_ms=budget_ms, backend=backend)
+        rec = demo_recognizer(tmp, objects, say, budget_ms=budget_ms, backend=backend)
         stats = run_stream(
             rec,
             ArraySource([f.image for f in frames], fps=30.0),
@@ -126,9 +160,13 @@ def demo_stream(
             warmup_shape=frames[0].image.shape[:2],
         )
     stats.write(out / "demo_stats.json")
-    print(f"stream: {stats.summary()}")
-    print(
+    say(f"stream: {stats.summary()}")
+    say(
         f"  recall of fully visible objects {score.found}/{score.visible} "
         f"({100 * score.recall:.1f}%), false detections {score.false}"
     )
-    print(f"wrote {out / 'demo_stream.mp4'} (annotated) and {out / 'demo_stats.json'}")
+    say(f"wrote {out / 'demo_stream.mp4'} (annotated) and {out / 'demo_stats.json'}")
+    doc = stats.to_json()
+    del doc["per_frame"]
+    recall = {"found": score.found, "visible": score.visible, "recall": round(score.recall, 4)}
+    return {**doc, "fully_visible": recall, "false_detections": score.false}

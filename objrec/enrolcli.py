@@ -1,5 +1,5 @@
 """``objrec enroll``: add objects to a model database, one by one (``NAME=IMAGE``) or in bulk (``--from``), with
-features extracted in threads, on a local Dask cluster (``--cluster local``) or on a running one
+features extracted in threads here (``--threads N``), on a local Dask cluster (``--workers N``) or on a running one
 (``--scheduler ADDRESS``).
 
 Bad input is a ``ValueError``: ``objrec`` prints it as one line and
@@ -14,6 +14,16 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
+
+from objrec._cliargs import (
+    add_cluster_options,
+    add_deprecated_option,
+    add_json,
+    add_no_progress,
+    cluster_choice,
+    detectors_arg,
+    print_json,
+)
 
 __all__ = [
     "register",
@@ -69,19 +79,40 @@ def look_alikes(db: Any, images: Sequence[tuple[str, Any]]) -> list[str]:
     return out
 
 
-def _rating_lines(db: Any, name: str) -> list[str]:
-    """One line per view of ``name``: its rating and reasons, a warning below :data:`RATING_WARN_BELOW`."""
-    lines = []
-    keys = db.view_keys(name)
-    for key in keys:
-        i = db.info(key)
-        if i.rating is None:
-            continue
-        label = f"view {i.view}" if len(keys) > 1 else "rating"
-        why = f" ({'; '.join(i.rating_reasons)})" if i.rating_reasons else ""
-        warn = "warning: " if i.rating < RATING_WARN_BELOW else ""
-        lines.append(f"  {warn}{label} {i.rating}/100{why}")
-    return lines
+class _Report:
+    """What ``enroll`` reports: lines on stdout as they come (none with ``--json``), and the ``--json`` document."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.doc: dict[str, Any] = {"enrolled": [], "warnings": []}
+
+    def say(self, line: str) -> None:
+        if not self.quiet:
+            print(line)
+
+    def warn(self, line: str) -> None:
+        self.doc["warnings"].append(line.strip().removeprefix("warning: "))
+        self.say(line)
+
+
+def _ratings(db: Any, name: str) -> list[dict[str, Any]]:
+    """``{"view", "rating", "reasons"}`` of every rated view of ``name``."""
+    infos = [db.info(k) for k in db.view_keys(name)]
+    return [
+        {"view": i.view, "rating": i.rating, "reasons": list(i.rating_reasons)} for i in infos if i.rating is not None
+    ]
+
+
+def _rating_lines(ratings: list[dict[str, Any]], report: _Report) -> None:
+    """One line per rated view: its rating and reasons, a warning below :data:`RATING_WARN_BELOW`."""
+    for r in ratings:
+        label = f"view {r['view']}" if len(ratings) > 1 else "rating"
+        why = f" ({'; '.join(r['reasons'])})" if r["reasons"] else ""
+        text = f"{label} {r['rating']}/100{why}"
+        if r["rating"] < RATING_WARN_BELOW:
+            report.warn(f"  warning: {text}")
+        else:
+            report.say(f"  {text}")
 
 
 def _parse_pairs(pairs: Sequence[str]) -> list[tuple[str, str]]:
@@ -98,18 +129,7 @@ def _parse_pairs(pairs: Sequence[str]) -> list[tuple[str, str]]:
     return out
 
 
-def detectors_arg(text: str | None) -> list[str] | None:
-    """The detector kinds of a ``--detectors sift,surf`` option (None when not given)."""
-    if text is None:
-        return None
-    kinds = [k.strip() for k in text.split(",") if k.strip()]
-    for k in kinds:
-        if k not in ("sift", "surf"):
-            raise ValueError(f"--detectors: unknown detector {k!r} (choose from sift, surf)")
-    return kinds
-
-
-def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argparse.Namespace) -> None:
+def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argparse.Namespace, report: _Report) -> None:
     """Enrol NAME=IMAGE pairs; a name given more than once is one object with those images as its views."""
     objects: dict[str, list[Any]] = {}
     for name, img in pairs:
@@ -128,34 +148,45 @@ def _enroll_pairs(db: Any, pairs: list[tuple[str, Any]], path: str, args: argpar
             min_rating=args.min_rating,
             full_rating=True,  # a few images named one by one: each gets the full rating, with its views
         )
-        counts = ", ".join(f"{k}: {len(f)}" for k, f in obj.features.items())
+        features = {k: len(f) for k, f in obj.features.items()}
+        ratings = _ratings(db, name)
+        report.doc["enrolled"].append(
+            {
+                "name": name,
+                "width": obj.width,
+                "height": obj.height,
+                "features": features,
+                "views": len(imgs),
+                "synthesised_views": obj.views,
+                "shape": obj.shape,
+                "width_m": obj.width_m,
+                "ratings": ratings,
+            }
+        )
+        counts = ", ".join(f"{k}: {n}" for k, n in features.items())
         shown = f"; {len(imgs)} views" if len(imgs) > 1 else ""
         shown += f"; synthesised views {obj.views}" if obj.views else ""
         shown += f"; {obj.shape}" if obj.shape != "flat" else ""
         shown += f"; width {obj.width_m:g} m" if obj.width_m else ""
-        print(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
-        for line in _rating_lines(db, name):
-            print(line)
+        report.say(f"enrolled {name} ({obj.width}x{obj.height}; features {counts}{shown})")
+        _rating_lines(ratings, report)
 
 
 def _extraction(args: argparse.Namespace) -> AbstractContextManager[tuple[Any, str]]:
-    """Where ``--from`` extracts: ``(None, "threads")``, or a Dask client (``--cluster local``, ``--scheduler``)
+    """Where ``--from`` extracts: ``(None, "threads")``, or a Dask client (``--workers N``, ``--scheduler``)
     connected before anything is written, so a bad address fails with the database untouched."""
-    cluster = args.cluster is not None or args.scheduler is not None
-    if (cluster or args.send_bytes) and not args.source:
-        raise ValueError("--cluster, --scheduler and --send-bytes apply to --from DIR|LIST.csv")
-    from objrec.cluster import check_workers
-
-    check_workers(args.workers, args.scheduler)
-    if not cluster:
+    on_cluster = any(v is not None for v in (args.workers, args.scheduler, args.cluster))
+    if (on_cluster or args.send_bytes or args.threads is not None) and not args.source:
+        raise ValueError("--threads, --workers, --scheduler and --send-bytes apply to --from DIR|LIST.csv")
+    workers, scheduler = cluster_choice(args)
+    if workers is None and scheduler is None:
         return nullcontext((None, "threads"))
-    from objrec._threads import usable_cores
     from objrec.cluster import dask_client
 
-    return dask_client(args.workers or usable_cores() if args.cluster else None, args.scheduler)
+    return dask_client(workers, scheduler)
 
 
-def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool:
+def _enroll_from(db, source: str, args: argparse.Namespace, client: Any, report: _Report) -> bool:
     """Bulk enrolment from a folder or a name,path CSV; prints each failure to stderr. True if none failed."""
     from objrec.imageio import InputError, read_image
     from objrec.modeldb.enrolment import items_from_csv, items_from_dir
@@ -174,10 +205,10 @@ def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool
             except (InputError, OSError):
                 continue  # enrolment reports it as a failure
         alikes = look_alikes(db, readable)
-    report = db.enroll_many(
+    result = db.enroll_many(
         items,
         replace=args.replace,
-        workers=args.workers,
+        workers=args.threads,
         progress=not args.no_progress,
         views=args.views,
         width_m=args.width_m,
@@ -186,31 +217,40 @@ def _enroll_from(db, source: str, args: argparse.Namespace, client: Any) -> bool
         send_bytes=args.send_bytes,
         min_rating=args.min_rating,
     )
-    for f in report.failed:
+    for f in result.failed:
         print(f"objrec enroll: failed {f.name} ({f.source}): {f.reason}", file=sys.stderr)
-    _print_weakest(db, report.enrolled)
+    report.doc["from"] = {
+        "source": str(source),
+        "enrolled": list(result.enrolled),
+        "skipped": list(result.skipped),
+        "failed": [{"name": f.name, "source": str(f.source), "reason": f.reason} for f in result.failed],
+        "weakest": _weakest(db, result.enrolled, report),
+    }
     for line in alikes:
-        print(line)
-    print(
-        f"from {source}: enrolled {len(report.enrolled)}, skipped {len(report.skipped)} "
-        f"(already enrolled from the same content), failed {len(report.failed)}"
+        report.warn(line)
+    report.say(
+        f"from {source}: enrolled {len(result.enrolled)}, skipped {len(result.skipped)} "
+        f"(already enrolled from the same content), failed {len(result.failed)}"
     )
-    return not report.failed
+    return not result.failed
 
 
-def _print_weakest(db: Any, names: Sequence[str]) -> None:
+def _weakest(db: Any, names: Sequence[str], report: _Report) -> list[dict[str, Any]]:
     """The :data:`WEAKEST_SHOWN` lowest-rated views of the objects ``names``, with their reasons."""
     infos = [i for n in names for i in (db.info(k) for k in db.view_keys(n)) if i.rating is not None]
     if not infos:
-        return
+        return []
     partial = any("+features" in (i.rating_version or "") for i in infos)
     how = " from their own features; `objrec db info --rating` adds the rendered views" if partial else ""
-    print(f"weakest images (of {len(infos)} rated{how}):")
+    report.say(f"weakest images (of {len(infos)} rated{how}):")
+    out = []
     for i in sorted(infos, key=lambda i: (i.rating, i.name))[:WEAKEST_SHOWN]:
         src = (i.source or {}).get("path") or i.name
         why = f" ({'; '.join(i.rating_reasons)})" if i.rating_reasons else ""
         warn = "warning: " if i.rating < RATING_WARN_BELOW else ""
-        print(f"  {warn}{i.rating}/100 {i.name} {src}{why}")
+        report.say(f"  {warn}{i.rating}/100 {i.name} {src}{why}")
+        out.append({"name": i.name, "source": src, "rating": i.rating, "reasons": list(i.rating_reasons)})
+    return out
 
 
 def _check_min_rating(images: list[tuple[str, Any]], detectors: dict, min_rating: int | None) -> None:
@@ -228,9 +268,7 @@ def _check_min_rating(images: list[tuple[str, Any]], detectors: dict, min_rating
             raise ValueError(f"{name}: rating {r.score} is below --min-rating {min_rating} ({why}); nothing enrolled")
 
 
-def cmd_enroll(args: argparse.Namespace) -> int:
-    from objrec.imageio import read_image
-    from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
+def _check_object_options(args: argparse.Namespace) -> None:
     from objrec.modeldb.records import check_width_m
     from objrec.modeldb.views import check_views
 
@@ -244,10 +282,18 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         args.width_m = check_width_m(args.width_m)
     except ValueError as exc:
         raise ValueError(f"--width-m: {exc}".replace("width_m: ", "", 1)) from None
+
+
+def cmd_enroll(args: argparse.Namespace) -> int:
+    from objrec.imageio import read_image
+    from objrec.modeldb import DEFAULT_DETECTORS, ModelDB
+
+    _check_object_options(args)
     pairs = _parse_pairs(args.objects)
     images = [(name, read_image(path)) for name, path in pairs]  # all readable before anything is written
     kinds = detectors_arg(args.detectors)
     dets = {k: DEFAULT_DETECTORS.get(k, {}) for k in kinds} if kinds else None
+    report = _Report(quiet=args.json)
     with _extraction(args) as (client, _):
         db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
         if kinds and set(kinds) != set(db.detectors):
@@ -255,20 +301,25 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         _check_min_rating(images, db.detectors, args.min_rating)
         if len(images) <= LOOK_ALIKE_MAX:
             for line in look_alikes(db, images):
-                print(line)
-        _enroll_pairs(db, images, args.db, args)
-        ok = _enroll_from(db, args.source, args, client) if args.source else True
-    print(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
+                report.warn(line)
+        _enroll_pairs(db, images, args.db, args, report)
+        ok = _enroll_from(db, args.source, args, client, report) if args.source else True
+    report.say(f"database {args.db}: {len(db)} object(s), id {db.database_id}")
+    report.doc.update(database=str(args.db), database_id=db.database_id, objects=len(db), prefilter=None)
     if args.train_prefilter:
         from objrec.prefilter.estimator import RegionPrefilter
 
-        pf = RegionPrefilter().train(db, None, progress=True)
+        pf = RegionPrefilter().train(db, None, progress=not args.no_progress)
         from objrec.prefilter.storage import save_for
 
         jpath, _ = save_for(pf, db)
-        print(f"trained the prefilter for this content (embedded backgrounds): {jpath}")
+        report.doc["prefilter"] = {"status": "trained", "path": str(jpath)}
+        report.say(f"trained the prefilter for this content (embedded backgrounds): {jpath}")
     elif (Path(args.db) / "prefilter.json").exists():
-        print("note: the database changed, so its prefilter is stale; retrain with objrec train-prefilter")
+        report.doc["prefilter"] = {"status": "stale", "path": str(Path(args.db) / "prefilter.json")}
+        report.say("note: the database changed, so its prefilter is stale; retrain with objrec train-prefilter")
+    if args.json:
+        print_json(report.doc)
     return 0 if ok else 2
 
 
@@ -277,12 +328,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "enroll",
         help="add objects to a model database (created if missing)",
-        description="Add objects to a model database, created if missing. Every write is atomic.",
+        description="Add objects to a model database, created if missing. Every write is atomic. --from extracts "
+        "the features in this process's threads (--threads N), on a local Dask cluster (--workers N) or on the "
+        "workers of a running Dask scheduler (--scheduler ADDRESS); this process commits the batches, so the "
+        "database is the same wherever the features were extracted.",
         epilog="A LIST.csv has one 'name,path' row per object (an optional header row 'name,path'; relative "
         "paths are taken from the CSV's folder).",
     )
     e.add_argument("--db", required=True, help="model database directory")
-    e.add_argument("--detectors", help="comma-separated detector kinds for a new database (default: surf,sift)")
+    e.add_argument(
+        "--detectors", metavar="LIST", help="comma-separated detector kinds for a new database (default: surf,sift)"
+    )
     e.add_argument("--replace", action="store_true", help="replace objects that are already enrolled")
     e.add_argument(
         "--min-rating",
@@ -328,6 +384,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "axis), for a metric pose with objrec run --camera; objrec db set-width sets it later",
     )
     _add_extraction_options(e)
+    add_json(e, "the objects enrolled, --from's outcome, warnings and the database's id and size")
     e.add_argument(
         "objects", nargs="*", metavar="NAME=IMAGE", help="object name and image file (a name repeated: its views)"
     )
@@ -336,28 +393,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _add_extraction_options(e: argparse.ArgumentParser) -> None:
     """Where ``--from`` extracts features: threads here (default), or the workers of a Dask cluster."""
-    e.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="extraction threads for --from (default: the usable cores); with --cluster local, its worker processes",
-    )
-    where = e.add_mutually_exclusive_group()
-    where.add_argument(
-        "--cluster",
-        choices=("local",),
-        help="extract the features of --from on a local Dask cluster of --workers processes (pip install "
-        "'objrec[dask]'); this process commits the batches, so the database equals the threads' one",
-    )
-    where.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="extract the features of --from on the workers of a running Dask scheduler (tcp://host:8786); the "
-        "workers read the image files by their paths unless --send-bytes",
-    )
+    add_cluster_options(e, threads="extraction threads for --from")
+    add_deprecated_option(e, "--cluster", "--workers N", choices=("local",))
     e.add_argument(
         "--send-bytes",
         action="store_true",
         help="read each image file here and send its bytes to the workers (for workers that cannot see the files)",
     )
-    e.add_argument("--no-progress", action="store_true", help="no progress bar for --from")
+    add_no_progress(e)

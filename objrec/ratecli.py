@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from objrec._cliargs import add_json, add_out_dir, print_json
 
 __all__ = ["register", "cmd_rate", "picture_name"]
 
@@ -123,8 +124,7 @@ def cmd_rate(args: argparse.Namespace) -> int:
                 if key in doc:
                     print(f"  wrote {doc[key]}")
     if args.json:
-        json.dump({"results": results}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json({"results": results})
         for doc in results:
             if "error" in doc:
                 print(f"objrec rate: error: {doc['error']}", file=sys.stderr)
@@ -140,11 +140,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "under 40 a poor one) and the reasons that lowered it, each with its number.",
     )
     r.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
-    r.add_argument("--json", action="store_true", help='print {"results": [{"image", "score", "reasons", ...}]}')
-    r.add_argument(
-        "--out",
-        metavar="DIR",
-        help="write a picture per image (features coloured by distinctiveness, weak areas shaded, score and reasons)",
+    add_json(r, '{"results": [{"image", "score", "reasons", ...}]}')
+    add_out_dir(
+        r,
+        "a picture per image (features coloured by distinctiveness, weak areas shaded, score and reasons), and "
+        "with --envelope its plot",
     )
     r.add_argument("--db", help="rate with this model database's detectors (default: the default detectors)")
     r.add_argument(

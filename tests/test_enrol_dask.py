@@ -155,9 +155,11 @@ def test_cli_bad_scheduler_is_one_line_and_writes_nothing(folder, tmp_path, caps
     assert len(err) == 1 and "--scheduler: cannot connect to bogus://nowhere" in err[0]
     assert not db.exists()
     assert main(["enroll", "--db", str(db), f"cover={folder / 'cover.png'}", "--scheduler", "tcp://127.0.0.1:1"]) == 2
-    assert main(["enroll", "--db", str(db), "--from", str(folder), "--scheduler", "x", "--workers", "2"]) == 2
-    err = capsys.readouterr().err
-    assert "apply to --from" in err and "has its own workers" in err
+    assert "apply to --from" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["enroll", "--db", str(db), "--from", str(folder), "--scheduler", "x", "--workers", "2"])
+    assert exc.value.code == 2 and "not allowed with argument --scheduler" in capsys.readouterr().err
+    assert not db.exists()
 
 
 def test_unreachable_scheduler_names_address_and_reason():

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from objrec._cliargs import add_cluster_options, add_json, add_no_progress, add_out_dir, print_json
 from objrec.evaluation._help import DETECTOR_HELP
 
 __all__ = ["register", "cmd_eval", "config_from_args"]
@@ -104,10 +106,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     report = run_evaluation(cfg)
     run = report["run"]
-    print(
-        f"objrec eval: {run['tasks']} tasks ({run['ran']} run, {run['resumed']} resumed) in {run['wall_s']:.1f} s "
-        f"[{run['mode']}]; report in {cfg.out}/report.md, report.html, report.json"
-    )
+    out = Path(cfg.out)
+    if args.json:
+        written = [str(out / name) for name in ("report.json", "report.md", "report.html")]
+        print_json({"out": str(out), "run": run, "notes": report["notes"], "written": written})
+    else:
+        print(
+            f"objrec eval: {run['tasks']} tasks ({run['ran']} run, {run['resumed']} resumed) in "
+            f"{run['wall_s']:.1f} s [{run['mode']}]; report in {out}/report.md, report.html, report.json"
+        )
     for n in report["notes"]:
         print(f"note: {n}", file=sys.stderr)
     return 0
@@ -187,7 +194,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         + ", ".join(f"{k} {list(v)}" for k, v in SWEEPS.items()),
     )
     p.add_argument("dataset", metavar="KIND:PATH", help=_KINDS_HELP)
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created; reused to resume)")
+    add_out_dir(p, "the reports, plots and per-task records (reused to resume)", required=True)
     p.add_argument(
         "--detectors",
         metavar="LIST",
@@ -199,12 +206,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--budget-ms",
         type=float,
+        metavar="MS",
         help="per-frame budget given to the recognizer (recognition); "
         "for feature runs, detection times are also checked against it",
     )
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--workers", type=int, metavar="N", help="run tasks on a local Dask cluster of N processes")
-    g.add_argument("--scheduler", metavar="ADDRESS", help="run tasks on an existing Dask cluster (tcp://host:8786)")
+    add_cluster_options(p)
     p.add_argument(
         "--sequences",
         metavar="LIST",
@@ -241,7 +247,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     _catalogue_options(p)
     _video_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(p)
     p.add_argument("--no-plots", action="store_true", help="no matplotlib plots")
+    add_json(p, "the run's summary, notes and the report files written")
     p.set_defaults(func=cmd_eval)
     return p

@@ -1,4 +1,4 @@
-"""Filling a retrieval index on the workers of a Dask cluster (``objrec db reindex --cluster local|--scheduler``).
+"""Filling a retrieval index on the workers of a Dask cluster (``objrec db reindex --workers N|--scheduler ADDRESS``).
 
 What a build spends its time on after training is encoding: each descriptor's nearest cell of the inverted
 file (the coarse quantiser) and its product-quantised code, what FAISS's ``add`` computes. Here this process

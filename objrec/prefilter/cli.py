@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from objrec._cliargs import add_json, add_no_progress, print_json
+
 __all__ = ["register", "cmd_train_prefilter"]
 
 
@@ -49,6 +51,20 @@ def cmd_train_prefilter(args: argparse.Namespace) -> int:
     r: dict[str, Any] = pf.training_report_
     recall = r.get("calibration_region_area_recall")
     rejected = r.get("calibration_empty_area_rejected")
+    if args.json:
+        print_json(
+            {
+                "database_id": db.database_id,
+                "objects": len(db),
+                "scenes": r.get("n_scenes"),
+                "cells": r.get("n_samples"),
+                "threshold": float(pf.threshold_),
+                "held_out_area_kept": recall,
+                "held_out_empty_area_rejected": rejected,
+                "written": [str(jpath), str(npath)],
+            }
+        )
+        return 0
     print(
         f"prefilter for database {db.database_id} ({len(db)} object(s)): {r.get('n_scenes')} scenes, "
         f"{r.get('n_samples')} cells, threshold {pf.threshold_:.3f}"
@@ -96,6 +112,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cascade", type=int, default=2, help="number of tree stages (default 2)")
     p.add_argument("--max-depth", type=int, default=8, help="depth of each tree (default 8)")
     p.add_argument("--seed", type=int, default=0, help="random seed for scenes and trees")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(p)
+    add_json(p, "the database's id, the training's figures and the files written")
     p.set_defaults(func=cmd_train_prefilter)
     return p

@@ -153,42 +153,46 @@ def test_an_interrupted_reindex_on_workers_resumes(copies, client):
 
 def test_cli_reindex_on_a_running_scheduler(copies, capsys):
     """objrec db reindex --scheduler ADDRESS with worker processes reading the shards: the threads' index;
-    --workers N alone sets the threads and gives it too."""
+    --threads N sets the threads and gives it too."""
     pytest.importorskip("distributed", reason="a reindex on a cluster needs Dask (pip install 'objrec[dask]')")
     from dask.distributed import LocalCluster
 
     ref, threads, db = copies("ref"), copies("threads"), copies("dask")
     shortlist.prepare_indexes(ref, kinds=["sift"])
-    assert main(["db", "reindex", "--db", str(threads.path), "--workers", "1", "--json"]) == 0
+    assert main(["db", "reindex", "--db", str(threads.path), "--threads", "1", "--json"]) == 0
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         assert main(["db", "reindex", "--db", str(db.path), "--scheduler", cluster.scheduler_address, "--json"]) == 0
     out = capsys.readouterr().out
-    doc = json.loads(out[out.rindex('{\n "database_id"') :])
+    doc = json.loads(out[out.rindex('{\n  "database_id"') :])
     assert doc["kinds"] == ["sift"] and doc["indexes"]["sift"]["status"] == "current"
     _assert_same_index(ref, threads)
     _assert_same_index(ref, db)
 
 
 def test_cli_cluster_errors_are_one_line_and_write_nothing(copies, capsys):
-    """A scheduler that cannot be reached, --workers with --scheduler, --workers 0 and --cluster local without
-    Dask: each one line, exit 2, no index written."""
+    """A scheduler that cannot be reached, --workers 0, --threads beside a cluster, and Dask missing: each one
+    line, exit 2, no index written; --workers with --scheduler is a usage error."""
     db = copies("db")
     argv = ["db", "reindex", "--db", str(db.path)]
     pytest.importorskip("distributed", reason="connecting needs Dask (pip install 'objrec[dask]')")
     assert main([*argv, "--scheduler", "bogus://nowhere"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--scheduler: cannot connect to bogus://nowhere" in err[0]
-    assert main([*argv, "--scheduler", "x", "--workers", "2"]) == 2
-    assert main([*argv, "--cluster", "local", "--workers", "0"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--scheduler", "x", "--workers", "2"])
+    assert exc.value.code == 2 and "not allowed with argument --scheduler" in capsys.readouterr().err
+    assert main([*argv, "--workers", "0"]) == 2
+    assert main([*argv, "--cluster", "local", "--threads", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "has its own workers" in err[0] and "expected a positive integer, got 0" in err[1]
+    assert len(err) == 3 and "expected a positive integer, got 0" in err[0]
+    assert "--cluster is deprecated" in err[1] and "--threads: the work runs on the Dask workers" in err[2]
     assert not (db.path / "index" / "sift" / MANIFEST).exists()
 
 
 def test_cli_cluster_without_dask_is_one_line(copies, capsys, monkeypatch):
     db = copies("db")
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import dask.distributed fails
-    assert main(["db", "reindex", "--db", str(db.path), "--cluster", "local", "--workers", "2"]) == 2
+    assert main(["db", "reindex", "--db", str(db.path), "--workers", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a Dask cluster needs Dask: pip install 'objrec[dask]'" in err[0]
     assert not (db.path / "index" / "sift" / MANIFEST).exists()
