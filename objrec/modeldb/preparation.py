@@ -68,15 +68,15 @@ class PreparedObject:
         :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows.
     descriptors : dict of kind -> ndarray
         Descriptors in their stored dtype (:func:`encode_descriptors`).
-    thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
-        The gray thumbnail (:func:`thumbnail`).
+    thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray
+        The gray thumbnail (:func:`thumbnail`; ``entry["thumb_sha256"]`` its hash, :func:`thumb_sha256`).
     """
 
     entry: dict[str, Any]
     image: np.ndarray
     keypoints: dict[str, np.ndarray]
     descriptors: dict[str, np.ndarray]
-    thumb: np.ndarray | None = None
+    thumb: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
