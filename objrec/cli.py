@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from objrec import __version__
 
@@ -156,6 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     shape = getattr(source, "frame_shape", None)
     if camera is not None and shape is not None:
         camera.for_frame(shape[1], shape[0])  # a frame the calibration cannot describe fails here
+    with_camera: dict[str, Any] = {"camera": camera} if camera is not None else {}
     rec = Recognizer(
         db,
         budget_ms=args.budget_ms,
@@ -164,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         adapt_prefilter=args.adapt and not args.no_prefilter,
         sample_step=args.sample_step,
         smooth=smooth,
-        **({"camera": camera} if camera is not None else {}),
+        **with_camera,
     )
     if rec.adapter is not None and rec.prefilter_status.startswith("trained"):
         from objrec.prefilter.storage import save_for
@@ -204,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # --- cache ----------------------------------------------------------------------------------------
-def _size_text(n: int) -> str:
+def _size_text(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -400,7 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     print(f"objrec: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -27,7 +28,7 @@ from objrec.scenes import Distortion, compose_scene, place_homography
 __all__ = ["run_demo", "demo_recognizer", "demo_stream"]
 
 
-def demo_recognizer(tmp: str, objects: dict, **kwargs):
+def demo_recognizer(tmp: str, objects: dict, **kwargs: Any) -> Recognizer:
     """A temporary database of the demo objects, with the shipped prefilter when it fits this database."""
     from importlib.resources import files
 

@@ -373,6 +373,7 @@ class Recognizer:
         prefilter learn from the frame (from the corners as verified)."""
         verdicts = state.verdicts
         found = reportable(self.tracker, state.detections, state.budget_ms)
+        assert state.t_frame is not None  # process_with sets it before the frame's stages
         shown = found if self.smoother is None else self.smoother.update(found, state.t_frame)
         if self.camera is not None:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]

@@ -165,7 +165,7 @@ def run_stream(
                         h, w = shown.shape[:2]
                         writer = cv2.VideoWriter(
                             str(out_video),
-                            cv2.VideoWriter_fourcc(*"mp4v"),
+                            cv2.VideoWriter.fourcc(*"mp4v"),
                             float(getattr(source, "fps", None) or 30.0),
                             (w, h),
                         )

@@ -333,7 +333,8 @@ class SearchPlanner:
                 if first[2] >= self.min_sweep_scale:
                     part, pixels, scale, subject, crop = first
         rounds.step = tile_step
-        largest = largest_tile(w, h, *rounds.grid)  # type: ignore[misc]
+        assert rounds.grid is not None  # rounds.tile() set the round's grid
+        largest = largest_tile(w, h, *rounds.grid)
         self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))
         return part, pixels, scale, tile_step, crop, SkipRecord("region", "sweep", subject)
 

@@ -162,6 +162,7 @@ class Sweep:
                 if min(level_scale, fit) >= self.min_scale:
                     break
             self.grid, self.tile_index = (cols, rows), 0
+        assert self.grid is not None  # set above, or by the round whose tile's second piece comes next
         cols, rows = self.grid
         region, subject = self._region(sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)], piece, w, h)
         proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
@@ -174,7 +175,8 @@ class Sweep:
     ) -> tuple[tuple[int, int, int, int], str]:
         """What of ``tile`` to search and its record's subject: its second piece when the first was searched
         (:func:`tile_piece`), its first piece when ``piece`` is asked, else the whole tile."""
-        cols, rows = self.grid  # type: ignore[misc]
+        assert self.grid is not None  # a tile (or its piece) is asked for only once a round has its grid
+        cols, rows = self.grid
         name = f"tile {tile} of {cols}x{rows}"
         k = 1 if self.piece else 0 if piece else None
         if k is None:

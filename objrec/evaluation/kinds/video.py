@@ -211,7 +211,7 @@ def _annotate(writer: Any, spec: dict[str, Any], clip: VideoClip, img: np.ndarra
         folder = Path(spec["video_out"])
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{spec['detector']}_{clip.name}.mp4"
-        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), clip.fps, out.shape[1::-1])
+        writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), clip.fps, out.shape[1::-1])
     writer.write(out)
     return writer
 
@@ -250,7 +250,8 @@ def score_frames(frames: list[dict[str, Any]], gt: np.ndarray, budget_ms: float 
         e_al.append(alignment_error(c, gt[i]))
         e_raw.append(alignment_error(None if f is None else f["raw_corners"], gt[i]))
         H = None if c is None else corners_homography(unit, np.asarray(c))
-        e_h.append(homography_discrepancy(H, corners_homography(unit, gt[i])))
+        H_true = corners_homography(unit, gt[i])
+        e_h.append(float("inf") if H_true is None else homography_discrepancy(H, H_true))
     e_al_a, e_raw_a = np.array(e_al), np.array(e_raw)
     found = e_al_a <= FOUND_PX
     estimated = np.isfinite(e_al_a)
