@@ -7,8 +7,9 @@ Every type is a small dataclass of arrays, validated on construction (the style 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,6 +26,7 @@ __all__ = [
     "FrameResult",
     "Failure",
     "SkipRecord",
+    "UnitScheduler",
     "Pose",
     "LostTrack",
     "TRACK_STATES",
@@ -527,6 +529,25 @@ class SkipRecord:
             "subject": self.subject,
             "predicted_ms": None if p is None or not np.isfinite(p) else round(float(p), 3),
         }
+
+
+class UnitScheduler(Protocol):
+    """What a stage needs of the frame's scheduler (:class:`~objrec.realtime.scheduler.FrameScheduler`): a unit
+    of work offered to it runs, returning ``fn(*args)``, or is left out, returning its :class:`SkipRecord`."""
+
+    def run(
+        self,
+        unit: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        size: float = 1.0,
+        mandatory: bool = False,
+        stage: str | None = None,
+        subject: str = "",
+        timing: str | None = None,
+        relearn: bool = False,
+        after_ms: float = 0.0,
+    ) -> Any: ...
 
 
 @dataclass(eq=False)

@@ -19,7 +19,7 @@ from objrec.matching.solid import SolidParams, SolidVerified, verify_solid
 from objrec.matching.verdicts import FrameVerdicts
 from objrec.matching.verify import VerifyParams, edge_agreement, verify_homography
 from objrec.modeldb.views import covered_tilt
-from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord
+from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord, UnitScheduler
 
 __all__ = ["CandidateVerifier", "aspect_limits"]
 
@@ -168,7 +168,9 @@ class CandidateVerifier:
         n = len(candidate)
         return None if n >= least else Rejection(candidate.name, "too_few_matches", n, f"{n} matches < {least}")
 
-    def run(self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: Any, first_mandatory: bool) -> None:
+    def run(
+        self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: UnitScheduler, first_mandatory: bool
+    ) -> None:
         """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.
 
         The first candidate is mandatory when ``first_mandatory`` (the frame's best candidate); the others
