@@ -300,7 +300,7 @@ def edge_agreement(
     seen = cv2.resize(seen, (g, g), interpolation=cv2.INTER_AREA)
     # Cells wholly in view, shrunk by the Sobel kernel's reach so no gradient touches the border.
     in_view = (cv2.resize(shown, (g, g), interpolation=cv2.INTER_AREA) == 255).astype(np.uint8)
-    visible = cv2.erode(in_view, None)  # type: ignore[call-overload]  # None: OpenCV's 3x3 default; its stub wants an array
+    visible: np.ndarray = cv2.erode(in_view, np.ones((3, 3), np.uint8))
     visible &= _resolved(H @ np.diag([w / g, h / g, 1.0]), g)
     mx, my = _gradients(model.astype(np.float32))
     fx, fy = _gradients(seen.astype(np.float32))
