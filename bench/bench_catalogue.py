@@ -123,11 +123,13 @@ def section_enrol(items, args) -> None:
 def section_scale(args) -> None:
     """Commits and opening at catalogue size without extraction: synthetic objects (random uint8 SIFT rows,
     a tiny PNG) go through the same batch commit as ``enroll_many``."""
-    from objrec.modeldb.preparation import PreparedObject, content_sha256, keypoint_rows
+    from objrec.modeldb.preparation import PreparedObject, content_sha256, keypoint_rows, thumb_sha256, thumbnail
     from objrec.types import Features
 
     rng = np.random.default_rng(0)
-    png = cv2.imencode(".png", rng.integers(0, 255, (32, 32), dtype=np.uint8))[1].reshape(-1)
+    img = rng.integers(0, 255, (32, 32), dtype=np.uint8)
+    png = cv2.imencode(".png", img)[1].reshape(-1)
+    thumb = thumbnail(img)
     work = tempfile.mkdtemp(prefix="bench-catalogue-")
     atexit.register(shutil.rmtree, work, True)
     tmp = Path(work) / "db"
@@ -142,7 +144,8 @@ def section_scale(args) -> None:
             kps, descs = {"sift": keypoint_rows(f)}, {"sift": d}
             entry = {"name": f"o{i:05d}", "width": 500, "height": 500, "source": None, "image_bytes": int(png.size)}
             entry.update(sha256=content_sha256(png, kps, descs), n_features={"sift": m})
-            objs.append(PreparedObject(entry, png, kps, descs))
+            entry["thumb_sha256"] = thumb_sha256(thumb)
+            objs.append(PreparedObject(entry, png, kps, descs, thumb))
         t = time.perf_counter()
         db.commit_batch(objs, replace=False)
         commit_s.append(time.perf_counter() - t)

@@ -102,7 +102,7 @@ def verify_all(verifier, candidates, shape) -> tuple[list, list]:
     return detections, [v for v in results if not isinstance(v, Detection)]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - the benchmark's sections in order, one script
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats, median reported (>= 5; default 7)")
     ap.add_argument("--warmup", type=int, default=2)

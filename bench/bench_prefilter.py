@@ -80,7 +80,7 @@ def sift_regions(sift: SIFT, gray: np.ndarray, regions) -> Features:
     return Features.concatenate(parts) if parts else Features.empty(128, "sift")
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the benchmark's sections in order, one script
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", help="shared data folder (default: ../shared/data or $OBJREC_SHARED_DATA)")
     ap.add_argument("--train-scenes", type=int, default=500)

@@ -105,7 +105,7 @@ def baseline(frames, truths, step: int):
     return np.array(lat), score
 
 
-def main() -> int:
+def main() -> int:  # noqa: PLR0915 - the benchmark's sections in order, one script
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=1000)
     ap.add_argument("--budget-ms", type=float, default=33.0)

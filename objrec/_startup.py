@@ -31,7 +31,8 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         hide = _HIDDEN not in sys.modules and "scipy.linalg" not in sys.modules
         if hide:
-            sys.modules[_HIDDEN] = None  # type: ignore[assignment] - makes the import raise ImportError
+            # None makes the import raise ImportError (typeshed types sys.modules' values as modules only)
+            sys.modules[_HIDDEN] = None  # type: ignore[assignment]
         try:
             self._loader.exec_module(module)
         finally:

@@ -264,7 +264,9 @@ def to_device(a: Any, xp: ModuleType | None = None) -> Any:
         An array of ``xp``; ``a`` itself when it is one already.
     """
     if xp is None:
-        import cupy as xp
+        import cupy
+
+        xp = cupy
     if xp is np:
         return np.asarray(a)
     if isinstance(a, xp.ndarray):

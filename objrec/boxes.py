@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import cv2
@@ -93,7 +94,7 @@ def grow_regions(regions: Any, shape: tuple[int, int], margin: int) -> Any:
 def regions_to_mask(regions: Any, shape: tuple[int, int], dtype: type = bool) -> np.ndarray:
     """A mask of ``shape`` (rows, cols) and ``dtype``, 1 (True) inside the union of the boxes."""
     h, w = shape[:2]
-    mask = np.zeros((h, w), dtype)
+    mask: np.ndarray = np.zeros((h, w), dtype)
     for x0, y0, x1, y1 in _boxes_of(regions).tolist():
         mask[max(y0, 0) : max(min(y1, h), 0), max(x0, 0) : max(min(x1, w), 0)] = 1
     return mask
@@ -142,7 +143,8 @@ def _union_area_few(boxes: list[list[int]], w: int, h: int) -> int:
     area = 0
     for xa, xb in itertools.pairwise(xs):
         spans = sorted((y0, y1) for x0, y0, x1, y1 in b if x0 <= xa and x1 >= xb)
-        covered, top, bottom = 0, None, None
+        covered, top = 0, 0
+        bottom: int | None = None  # the merged span's bottom (top, bottom), None before the first span
         for y0, y1 in spans:
             if bottom is None or y0 > bottom:
                 covered += 0 if bottom is None else bottom - top
@@ -173,7 +175,7 @@ def subtract_boxes(
     the index of the box it came from."""
     pieces = [(tuple(int(v) for v in b), i) for i, b in enumerate(np.asarray(boxes).reshape(-1, 4))]
     for hx0, hy0, hx1, hy1 in holes:
-        out = []
+        out: list[tuple[tuple[int, ...], int]] = []
         for (x0, y0, x1, y1), i in pieces:
             if hx0 >= x1 or hx1 <= x0 or hy0 >= y1 or hy1 <= y0:
                 out.append(((x0, y0, x1, y1), i))
@@ -190,7 +192,9 @@ def subtract_boxes(
     return np.array([p for p, _ in pieces], np.int32), np.array([i for _, i in pieces], np.int64)
 
 
-def clip_boxes(boxes: np.ndarray, box: tuple[int, int, int, int], min_side: int = MIN_BOX_SIDE) -> np.ndarray:
+def clip_boxes(
+    boxes: np.ndarray, box: tuple[int, int, int, int], min_side: int = MIN_BOX_SIDE
+) -> tuple[np.ndarray, np.ndarray]:
     """Boolean mask of the ``boxes`` (N, 4) that keep at least ``min_side`` per side inside ``box``, and the
     boxes clipped to it (those rows only)."""
     b = np.asarray(boxes, np.int64).reshape(-1, 4)
@@ -203,7 +207,8 @@ def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tu
     """Bounding box of an outline ((N, 2) points), grown by ``grow`` times its size per side, clipped."""
     lo, hi = outline.min(axis=0), outline.max(axis=0)
     g = (hi - lo) * grow
-    return clip_box(*(lo - g), *(hi + g), width, height)
+    (x0, y0), (x1, y1) = lo - g, hi + g
+    return clip_box(x0, y0, x1, y1, width, height)
 
 
 def inner_boxes(outline: np.ndarray, width: int, height: int, rows: int = 6) -> list[tuple[int, int, int, int]]:
@@ -255,7 +260,7 @@ def covered_region(points: np.ndarray, grow: float = 1.2) -> np.ndarray | None:
     return (c + grow * (hull - c)).astype(np.float32)
 
 
-def inside_polygons(xy: np.ndarray, polygons: list[np.ndarray]) -> np.ndarray:
+def inside_polygons(xy: np.ndarray, polygons: Sequence[np.ndarray]) -> np.ndarray:
     """Which of the points ``xy`` (n, 2) lie inside any of the convex ``polygons`` ((N, 2) each, either winding)."""
     xy = np.asarray(xy, np.float32).reshape(-1, 2)
     inside = np.zeros(len(xy), bool)
@@ -282,7 +287,8 @@ def points_box(
         return None
     lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)
     g = np.maximum((hi - lo) * grow, min_grow)
-    return clip_box(*(lo - g), *(hi + g), width, height)
+    (x0, y0), (x1, y1) = lo - g, hi + g
+    return clip_box(x0, y0, x1, y1, width, height)
 
 
 def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:

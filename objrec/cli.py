@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from objrec import __version__
 from objrec._cliargs import (
@@ -178,16 +178,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if camera is not None and shape is not None:
         camera.for_frame(shape[1], shape[0])  # a frame the calibration cannot describe fails here
     options["prefilter"], trained = _run_prefilter(db, args)
+    with_camera: dict[str, Any] = {"camera": camera} if camera is not None else {}
     rec = Recognizer(
         db,
         **options,
         adapt_prefilter=args.adapt and not args.no_prefilter,
         smooth=smooth,
-        **({"camera": camera} if camera is not None else {}),
+        **with_camera,
     )
     say = _quiet if args.json else print
     written: dict[str, str] = {}
-    if trained:
+    if trained and rec.adapter is not None:
         from objrec.prefilter.storage import save_for
 
         written["prefilter"] = str(save_for(rec.adapter.base, db)[0])
@@ -231,7 +232,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # --- cache ----------------------------------------------------------------------------------------
-def _size_text(n: int) -> str:
+def _size_text(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -417,7 +418,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     print(f"objrec: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 

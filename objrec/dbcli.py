@@ -267,11 +267,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     workers, scheduler = cluster_choice(args)
     db = _open(args)
-    if workers is not None:
-        opts = {"workers": workers, "scheduler": LOCAL_CLUSTER}
-    else:
-        opts = {"workers": args.threads, "scheduler": scheduler}
-    kinds = prepare_indexes(db, progress=not args.no_progress, send_bytes=args.send_bytes, **opts)
+    n, where = (workers, LOCAL_CLUSTER) if workers is not None else (args.threads, scheduler)
+    kinds = prepare_indexes(db, progress=not args.no_progress, send_bytes=args.send_bytes, workers=n, scheduler=where)
     doc = {"database_id": db.database_id, "indexes": index_status(db), "kinds": kinds}
     lines = [f"index {k}: {v['status']}" for k, v in doc["indexes"].items() if k in kinds]
     lines.append(f"{args.db}: {len(kinds)} retrieval index(es) current; {len(db)} object(s), id {db.database_id}")

@@ -29,7 +29,7 @@ from objrec.scenes import Distortion, compose_scene, place_homography
 __all__ = ["run_demo", "demo_recognizer", "demo_stream"]
 
 
-def demo_recognizer(tmp: str, objects: dict, say: Callable[[str], Any] = print, **kwargs):
+def demo_recognizer(tmp: str, objects: dict, say: Callable[[str], Any] = print, **kwargs: Any) -> Recognizer:
     """A temporary database of the demo objects, with the shipped prefilter when it fits this database."""
     from importlib.resources import files
 

@@ -88,9 +88,9 @@ def draw_detections(
     thick = max(1, round(2 * scale))
     band = min(out.shape[0], int(round((len(lines) * 22 + 10) * scale))) if len(lines) else 0
     for q in truth_corners:
-        pts = np.asarray(q, np.float64)
+        truth = np.asarray(q, np.float64)
         for i in range(4):
-            a, b = pts[i], pts[(i + 1) % 4]
+            a, b = truth[i], truth[(i + 1) % 4]
             n = max(2, int(np.linalg.norm(b - a) / (8 * scale)))
             for k in range(0, n, 2):
                 p0 = a + (b - a) * k / n

@@ -13,7 +13,10 @@ import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from objrec.modeldb import ModelDB
 
 from objrec._cliargs import (
     add_cluster_options,
@@ -186,7 +189,7 @@ def _extraction(args: argparse.Namespace) -> AbstractContextManager[tuple[Any, s
     return dask_client(workers, scheduler)
 
 
-def _enroll_from(db, source: str, args: argparse.Namespace, client: Any, report: _Report) -> bool:
+def _enroll_from(db: ModelDB, source: str, args: argparse.Namespace, client: Any, report: _Report) -> bool:
     """Bulk enrolment from a folder or a name,path CSV; prints each failure to stderr. True if none failed."""
     from objrec.imageio import InputError, read_image
     from objrec.modeldb.enrolment import items_from_csv, items_from_dir

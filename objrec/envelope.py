@@ -388,7 +388,7 @@ class Envelope:
 def _share(views: Sequence[ViewResult]) -> float:
     """Found runs over all runs of ``views`` (0 for none)."""
     runs = sum(r.runs for r in views)
-    return sum(r.found_runs for r in views) / runs if runs else 0.0
+    return sum(r.found_runs or 0 for r in views) / runs if runs else 0.0  # (never None after __post_init__)
 
 
 def _draw(env: Envelope) -> np.ndarray:

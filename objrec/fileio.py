@@ -11,7 +11,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -35,7 +35,7 @@ class FileFormatError(ValueError):
     """A stored file is missing, damaged, tampered with or from an unknown/newer format; names the file."""
 
 
-def sha256_bytes(data: bytes) -> str:
+def sha256_bytes(data: bytes | bytearray | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -62,7 +62,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def atomic_write_via(
-    folder: str | os.PathLike, write: Callable[[str], None], name: Callable[[str], str]
+    folder: str | os.PathLike, write: Callable[[str], object], name: Callable[[str], str]
 ) -> tuple[Path, str]:
     """Let ``write(tmp_path)`` write a file in ``folder`` (for libraries that write to a path themselves),
     then move it, synced, to ``folder / name(sha256)``; returns the final path and the sha256.
@@ -132,7 +132,8 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
         if np.asarray(v).dtype == object:
             raise TypeError(f"array {k!r} has dtype object, which would need pickle")
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    # (cast: NumPy's stub would check every keyword array against savez_compressed's own allow_pickle flag)
+    np.savez_compressed(buf, **cast("dict[str, Any]", arrays))
     return buf.getvalue()
 
 

@@ -38,7 +38,7 @@ import re
 import sys
 import types
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["Target", "get_target"]
 
@@ -93,8 +93,10 @@ def _code_names(code: types.CodeType) -> Iterable[str]:
 
 def _hash_value(v: Any, h: Any, seen: set[int]) -> None:
     fn = getattr(v, "py_func", None) or getattr(v, "fn", None)  # Numba dispatchers, simulator device functions
-    if isinstance(v, types.FunctionType) or isinstance(fn, types.FunctionType):
-        _hash_function(v if isinstance(v, types.FunctionType) else fn, h, seen)
+    if isinstance(v, types.FunctionType):
+        _hash_function(v, h, seen)
+    elif isinstance(fn, types.FunctionType):
+        _hash_function(fn, h, seen)
     elif isinstance(v, types.ModuleType):
         h.update(f"module {v.__name__}".encode())
     elif v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
@@ -143,10 +145,10 @@ def fingerprint(fn: Callable) -> str | None:
         16 hex digits; None when something it reaches cannot be hashed by value (an arbitrary object in a
         closure or global), in which case its launcher is not cached.
     """
-    fn = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
+    plain = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
     h = hashlib.sha256()
     try:
-        _hash_function(fn, h, set())
+        _hash_function(cast(types.FunctionType, plain), h, set())
     except _Uncacheable:
         return None
     return h.hexdigest()[:16]
@@ -156,9 +158,11 @@ def _load_module(path: Any, name: str) -> types.ModuleType:
     # Registered in sys.modules: Numba names a compiled function's globals by its module, and a cached
     # function's environment is rebuilt by importing that name.
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"generated launcher {path}: not importable as a Python source file")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    spec.loader.exec_module(mod)
     return mod
 
 
@@ -255,11 +259,13 @@ class Target:
         if self.is_cuda:
             from numba import cuda
 
-            mod.body = body if hasattr(body, "py_func") or hasattr(body, "fn") else cuda.jit(device=True)(body)
+            mod.__dict__["body"] = (
+                body if hasattr(body, "py_func") or hasattr(body, "fn") else cuda.jit(device=True)(body)
+            )
             return self._cuda_launch(cuda.jit(mod.launch), kind, threads)
         import numba
 
-        mod.body = body if hasattr(body, "py_func") else numba.njit(fastmath=fm)(body)
+        mod.__dict__["body"] = body if hasattr(body, "py_func") else numba.njit(fastmath=fm)(body)
         launch = numba.njit(parallel=self.parallel)(mod.launch)
         return kernel_cache.enable_cache(launch) if cacheable else launch
 
@@ -293,33 +299,29 @@ class Target:
 
     def _cuda_launch(self, kernel: Any, kind: str, threads: int) -> Callable:
         target = self
-        if kind == "grid1d":
 
-            def launch(n: int, *a: Any, stream: Any = 0) -> None:
-                if n <= 0:
-                    return
-                bs = target.block1d
-                target.launches += 1
-                kernel[(n + bs - 1) // bs, bs, stream](n, *a)
+        def launch_grid1d(n: int, *a: Any, stream: Any = 0) -> None:
+            if n <= 0:
+                return
+            bs = target.block1d
+            target.launches += 1
+            kernel[(n + bs - 1) // bs, bs, stream](n, *a)
 
-        elif kind == "grid2d":
+        def launch_grid2d(h: int, w: int, *a: Any, stream: Any = 0) -> None:
+            if h <= 0 or w <= 0:
+                return
+            by, bx = target.block2d
+            target.launches += 1
+            kernel[((w + bx - 1) // bx, (h + by - 1) // by), (bx, by), stream](h, w, *a)
 
-            def launch(h: int, w: int, *a: Any, stream: Any = 0) -> None:
-                if h <= 0 or w <= 0:
-                    return
-                by, bx = target.block2d
-                target.launches += 1
-                kernel[((w + bx - 1) // bx, (h + by - 1) // by), (bx, by), stream](h, w, *a)
+        def launch_blocks(n: int, *a: Any, stream: Any = 0) -> None:
+            if n <= 0:
+                return
+            target.launches += 1
+            kernel[n, threads, stream](n, *a)
 
-        else:
-
-            def launch(n: int, *a: Any, stream: Any = 0) -> None:
-                if n <= 0:
-                    return
-                target.launches += 1
-                kernel[n, threads, stream](n, *a)
-
-        launch.kernel = kernel  # type: ignore[attr-defined]
+        launch: Any = {"grid1d": launch_grid1d, "grid2d": launch_grid2d}.get(kind, launch_blocks)
+        launch.kernel = kernel
         return launch
 
 

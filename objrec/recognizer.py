@@ -373,6 +373,7 @@ class Recognizer:
         prefilter learn from the frame (from the corners as verified)."""
         verdicts = state.verdicts
         found = reportable(self.tracker, state.detections, state.budget_ms)
+        assert state.t_frame is not None  # process_with sets it before the frame's stages
         shown = found if self.smoother is None else self.smoother.update(found, state.t_frame)
         if self.camera is not None:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
@@ -521,7 +522,7 @@ def more_tiles(
         rec.guided.run(state.verdicts, rec.matchers[rec.primary], feats, sched)
 
 
-def reportable(tracker: Any, found: list[Detection], budget_ms: float | None) -> list[Detection]:
+def reportable(tracker: Tracker, found: list[Detection], budget_ms: float | None) -> list[Detection]:
     """The frame's detections to report. Under a budget a new track's detection waits until a look at full
     quality has agreed with it: a realignment that succeeded (``Track.aligned``) or a confirmation (no longer
     ``rough``). A search under a budget places a new object from few inliers at a lower resolution, at
@@ -533,7 +534,7 @@ def reportable(tracker: Any, found: list[Detection], budget_ms: float | None) ->
     tracks = {t.track_id: t for t in tracker.tracks}
     out = []
     for d in found:
-        t = tracks.get(d.track_id)
+        t = None if d.track_id is None else tracks.get(d.track_id)
         if t is not None and not t.shown:
             if t.rough and getattr(t, "aligned", 0) < 0:
                 continue
@@ -542,7 +543,7 @@ def reportable(tracker: Any, found: list[Detection], budget_ms: float | None) ->
     return out
 
 
-def explained(tracker: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def explained(tracker: Tracker) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The tracked objects' outlines, which the search leaves out and whose features it drops as explained, and
     the parts of them other objects may cover (where the tracks lost points lately,
     :func:`~objrec.boxes.covered_region`), which it still searches: an object in front of a tracked one is

@@ -111,11 +111,16 @@ def apply_photometric(img: np.ndarray, d: Distortion, rng: np.random.Generator) 
         # normal draws on a frame); its state is per thread, so other threads' draws are not disturbed.
         cv2.setRNGSeed(int(rng.integers(1 << 31)))
         # One channel: on a multi-channel array OpenCV would take the scalar sigma for the first channel only.
-        noise = cv2.randn(np.empty((out.shape[0], out.size // out.shape[0]), np.float32), 0.0, float(d.noise_sigma))
+        noise = cv2.randn(  # type: ignore[call-overload]  # OpenCV takes scalars for both; its stub wants arrays
+            np.empty((out.shape[0], out.size // out.shape[0]), np.float32), 0.0, float(d.noise_sigma)
+        )
         out = cv2.add(out, noise.reshape(out.shape), dtype=cv2.CV_8U)  # rounded and saturated to 0..255
     if d.jpeg_quality is not None:
         ok, buf = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, int(d.jpeg_quality)])
-        out = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+        decoded = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
+        if decoded is None:
+            raise RuntimeError(f"jpeg_quality={d.jpeg_quality}: the frame could not be encoded and decoded as JPEG")
+        out = decoded
     return out
 
 

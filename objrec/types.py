@@ -7,8 +7,9 @@ Every type is a small dataclass of arrays, validated on construction (the style 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -25,6 +26,7 @@ __all__ = [
     "FrameResult",
     "Failure",
     "SkipRecord",
+    "UnitScheduler",
     "Pose",
     "LostTrack",
     "TRACK_STATES",
@@ -141,7 +143,7 @@ class Features:
 
     def subset(self, index: Any) -> Features:
         """Features selected by a boolean mask or an index array (of the same array module)."""
-        return Features(*(getattr(self, k)[index] for k in _FEATURE_ARRAYS), self.kind)
+        return Features(**{k: getattr(self, k)[index] for k in _FEATURE_ARRAYS}, kind=self.kind)
 
     def shifted(self, dx: float, dy: float) -> Features:
         """The same features with positions translated (crop coordinates to frame coordinates)."""
@@ -163,7 +165,7 @@ class Features:
             return self
         from objrec.backend import to_numpy  # counted by objrec.backend.TransferCounter
 
-        return Features(*(to_numpy(getattr(self, k)) for k in _FEATURE_ARRAYS), self.kind)
+        return Features(**{k: to_numpy(getattr(self, k)) for k in _FEATURE_ARRAYS}, kind=self.kind)
 
     @staticmethod
     def concatenate(parts: list[Features]) -> Features:
@@ -174,7 +176,7 @@ class Features:
         if len(kinds) != 1 or len(dims) != 1:
             raise ValueError(f"concatenate: mixed kinds {sorted(kinds)} or descriptor sizes {sorted(dims)}")
         cat = parts[0].xp.concatenate
-        return Features(*(cat([getattr(p, k) for p in parts]) for k in _FEATURE_ARRAYS), parts[0].kind)
+        return Features(**{k: cat([getattr(p, k) for p in parts]) for k in _FEATURE_ARRAYS}, kind=parts[0].kind)
 
     def to_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
         """Plain host arrays for ``np.savez`` (the kind travels in the manifest)."""
@@ -183,7 +185,7 @@ class Features:
 
     @classmethod
     def from_arrays(cls, arrays: Any, prefix: str = "", kind: str = "unknown") -> Features:
-        return cls(*(arrays[prefix + k] for k in _FEATURE_ARRAYS), kind=kind)
+        return cls(**{k: arrays[prefix + k] for k in _FEATURE_ARRAYS}, kind=kind)
 
 
 @dataclass(frozen=True, eq=False)
@@ -527,6 +529,25 @@ class SkipRecord:
             "subject": self.subject,
             "predicted_ms": None if p is None or not np.isfinite(p) else round(float(p), 3),
         }
+
+
+class UnitScheduler(Protocol):
+    """What a stage needs of the frame's scheduler (:class:`~objrec.realtime.scheduler.FrameScheduler`): a unit
+    of work offered to it runs, returning ``fn(*args)``, or is left out, returning its :class:`SkipRecord`."""
+
+    def run(
+        self,
+        unit: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        size: float = 1.0,
+        mandatory: bool = False,
+        stage: str | None = None,
+        subject: str = "",
+        timing: str | None = None,
+        relearn: bool = False,
+        after_ms: float = 0.0,
+    ) -> Any: ...
 
 
 @dataclass(eq=False)

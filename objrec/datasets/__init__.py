@@ -10,6 +10,7 @@ at the top of the repository.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from objrec.datasets._common import (
@@ -63,7 +64,7 @@ __all__ = [
     "read_points",
 ]
 
-_LOADERS = {
+_LOADERS: dict[str, Callable[[str | os.PathLike], Any]] = {
     "oxford": load_oxford_affine,
     "hpatches": load_hpatches,
     "coil": load_coil,

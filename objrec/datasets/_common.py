@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ def image_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
 
 
-def image_sizes(paths: list[Path] | list[str]) -> dict[str, tuple[int, int]]:
+def image_sizes(paths: Sequence[Path | str]) -> dict[str, tuple[int, int]]:
     """Read every image once, so a damaged file fails before any work starts: ``{str(path): (width, height)}``.
 
     Raises

@@ -45,7 +45,7 @@ class CatalogueSet:
 
 def _smvs(root: Path) -> CatalogueSet:
     refs = [(p.stem, str(p.resolve())) for p in image_files(root / "reference")]
-    queries = []
+    queries: list[tuple[str, str | None, str]] = []
     for p in image_files(root / "queries"):
         group, sep, label = p.stem.rpartition("_")
         if not sep or not group:

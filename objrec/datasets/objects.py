@@ -200,7 +200,7 @@ def load_objects_dataset(json_path: str | os.PathLike) -> ObjectsDataset:
             "expected an object with 'name' and 'homography'",
         ):
             name = o.get("name")
-            if name not in objects:
+            if not isinstance(name, str) or name not in objects:
                 raise DatasetError(f"{w}.name: {name!r} is not one of the objects {sorted(objects)}")
             if "homography" not in o:
                 raise DatasetError(f"{w}.homography: missing")

@@ -10,7 +10,7 @@ In both, each homography maps pixels of image 1 to image N.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from objrec.datasets._common import DatasetError, ImagePair, find_image, read_homography
@@ -37,7 +37,7 @@ def _oxford_h_file(folder: Path, n: int) -> Path:
     raise DatasetError(f"{folder / f'H1to{n}p'}: homography file not found")
 
 
-def _sequence_names(root: Path, sequences: Iterable[str] | None, is_seq) -> list[str]:
+def _sequence_names(root: Path, sequences: Iterable[str] | None, is_seq: Callable[[Path], bool]) -> list[str]:
     if sequences is not None:
         names = list(sequences)
         for s in names:

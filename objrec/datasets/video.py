@@ -297,11 +297,11 @@ def rectified_reference(frame: np.ndarray, corners: np.ndarray, max_side: int = 
     c = np.asarray(corners, np.float64).reshape(4, 2)
     if not np.all(np.isfinite(c)):
         raise DatasetError("rectified_reference: frame 0 has no ground truth to rectify")
-    w = 0.5 * (np.linalg.norm(c[1] - c[0]) + np.linalg.norm(c[2] - c[3]))
-    h = 0.5 * (np.linalg.norm(c[3] - c[0]) + np.linalg.norm(c[2] - c[1]))
-    s = min(1.0, max_side / max(w, h))
-    w, h = max(8, int(round(w * s))), max(8, int(round(h * s)))
-    dst = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
+    side_w = 0.5 * float(np.linalg.norm(c[1] - c[0]) + np.linalg.norm(c[2] - c[3]))
+    side_h = 0.5 * float(np.linalg.norm(c[3] - c[0]) + np.linalg.norm(c[2] - c[1]))
+    s = min(1.0, max_side / max(side_w, side_h))
+    w, h = max(8, int(round(side_w * s))), max(8, int(round(side_h * s)))
+    dst = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
     M = cv2.getPerspectiveTransform(c.astype(np.float32), dst)
     return cv2.warpPerspective(frame, M, (w, h), flags=cv2.INTER_AREA)
 

@@ -156,10 +156,12 @@ class FindObjBaseline:
     def _ratio_matches(self, query: Features, train: Features | cv2.DescriptorMatcher) -> np.ndarray:
         """(K, 2) query and train indices of the ratio-test matches from ``query`` to ``train``."""
         if self.matcher == "knn2":
+            assert isinstance(train, Features)  # knn2 matches against Features: a model's or the catalogue index
             return ratio_test_matches(query, train, self.ratio, self.binary)
         # Unpacked binary descriptors: the L2 distance is the square root of the Hamming distance.
         r = float(np.sqrt(self.ratio)) if self.binary else self.ratio
         if isinstance(train, Features):
+            assert self._pairwise is not None  # made for every matcher but knn2
             raw = self._pairwise.knnMatch(query.descriptors, train.descriptors, k=2)
         else:
             raw = train.knnMatch(query.descriptors, k=2)
@@ -218,5 +220,5 @@ class FindObjBaseline:
         if inliers < self.min_inliers:
             return None
         H = H / H[2, 2]
-        corners = cv2.perspectiveTransform(np.float64([[[0, 0], [w, 0], [w, h], [0, h]]]), H)[0]
+        corners = cv2.perspectiveTransform(np.array([[[0, 0], [w, 0], [w, h], [0, h]]], np.float64), H)[0]
         return Detection(name, inliers / float(len(model_xy)), inliers, H, corners)

@@ -9,9 +9,9 @@ Names
     objrec's SIFT with ``backend="cpu"`` (OpenCV's implementation behind the objrec contract); ``sift-numba`` and
     ``sift-gpu`` when objrec has those kernels (and a device).
 ``opencv-sift``
-    ``cv2.SIFT_create()`` called directly (the anchor).
+    ``cv2.SIFT.create()`` called directly (the anchor).
 ``orb``
-    ``cv2.ORB_create(nfeatures=max_features or 2000)``; binary descriptors.
+    ``cv2.ORB.create(nfeatures=max_features or 2000)``; binary descriptors.
 ``akaze``
     ``cv2.AKAZE_create()`` (or ``cv2.xfeatures2d.AKAZE_create`` in OpenCV 5); binary descriptors; absent on some
     builds, which the report says.
@@ -201,10 +201,10 @@ def cap_features(f: Features, max_features: int) -> Features:
 def detector_for(name: str, max_features: int) -> Any:
     """A detector object with ``detect_and_compute(gray) -> Features`` (cached per process)."""
     if name == "opencv-sift":
-        sift = cv2.SIFT_create()
+        sift = cv2.SIFT.create()
         return _OpenCVDetector(sift, "opencv-sift", binary=False)
     if name == "orb":
-        return _OpenCVDetector(cv2.ORB_create(nfeatures=max_features or ORB_DEFAULT_FEATURES), "orb", binary=True)
+        return _OpenCVDetector(cv2.ORB.create(nfeatures=max_features or ORB_DEFAULT_FEATURES), "orb", binary=True)
     if name == "akaze":
         factory = _akaze_factory()
         if factory is None:

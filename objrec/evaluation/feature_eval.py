@@ -207,6 +207,7 @@ def build_feature_tasks(
                 "meta": {"dataset": p.dataset, "seq": p.seq, "kind": p.kind, "index": int(p.index)},
             }
             if det == "opencv-surf-ref":
+                assert ref_dir is not None  # found above whenever this detector is available
                 spec["reference_dir"] = str(ref_dir.resolve())
             tasks.append(finish_task(spec))
     check_some_task(tasks, status, cfg)

@@ -174,6 +174,8 @@ def score_detections(
         ok = False
         if t is not None:
             if match == "visible":
+                if d.homography is None:
+                    raise ValueError(f"match='visible': the detection of {d.name!r} has no homography (use 'corners')")
                 e = visible_grid_error(d.homography, t)
                 e = np.inf if e is None else e
             else:

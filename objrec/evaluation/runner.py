@@ -116,7 +116,7 @@ class RecordStore:
         self.records[record["id"]] = record
 
 
-def _progress(total: int, enabled: bool, desc: str):
+def _progress(total: int, enabled: bool, desc: str) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="task", disable=not enabled, file=sys.stderr, dynamic_ncols=True)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from objrec.features.sift import SIFT
+
+if TYPE_CHECKING:
+    from objrec.features.surf import SURF
 
 __all__ = ["SIFT", "SURF", "make_detector"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "SURF":
         from objrec.features.surf import SURF
 
@@ -15,7 +20,7 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def make_detector(kind: str, **params):
+def make_detector(kind: str, **params: Any) -> SIFT | SURF:
     """Build a detector by its kind name.
 
     Parameters

@@ -9,9 +9,9 @@ allocates nothing but its results.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, SupportsInt, TypeVar, cast
 
 import numpy as np
 
@@ -57,7 +57,10 @@ class Plan(dict):
         needed when it grows), so a keypoint count that varies from frame to frame rarely reallocates. The
         result is a view of the first ``shape[0]`` rows: anything returned to a caller must be a copy.
         """
-        shape = (int(shape),) if np.isscalar(shape) else tuple(int(v) for v in shape)
+        if np.isscalar(shape):
+            shape = (int(cast(SupportsInt, shape)),)
+        else:
+            shape = tuple(int(v) for v in cast(Iterable[SupportsInt], shape))
         n, tail = shape[0], shape[1:]
         dtype = np.dtype(dtype)
         buf = self._scratch.get(name)
@@ -75,8 +78,11 @@ class Plan(dict):
         return v
 
 
-class PlanCache:
-    """A bounded least-recently-used cache of :class:`Plan` objects.
+P = TypeVar("P", bound=Plan)
+
+
+class PlanCache(Generic[P]):
+    """A bounded least-recently-used cache of :class:`Plan` objects (of one subclass, ``P``).
 
     Parameters
     ----------
@@ -88,9 +94,9 @@ class PlanCache:
         if maxsize < 1:
             raise ValueError(f"maxsize: expected an int >= 1, got {maxsize!r}")
         self.maxsize = maxsize
-        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        self._plans: OrderedDict[tuple, P] = OrderedDict()
 
-    def get(self, key: tuple, build: Callable[[], Plan]) -> Plan:
+    def get(self, key: tuple, build: Callable[[], P]) -> P:
         """The plan for ``key``, built by ``build()`` on first use."""
         plan = self._plans.get(key)
         if plan is None:
@@ -108,7 +114,7 @@ class PlanCache:
     def __contains__(self, key: object) -> bool:
         return key in self._plans
 
-    def values(self) -> Iterator[Plan]:
+    def values(self) -> Iterator[P]:
         """The cached plans, least recently used first."""
         return iter(list(self._plans.values()))
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
 
 from objrec.features import _common_kernels as common
 from objrec.kernels import Target, get_target
@@ -228,7 +229,7 @@ def pyramid_bodies(t: Target, h: dict) -> dict:
     return {"up": up_body, "hblur": hblur_body, "vblur": vblur_body}
 
 
-def extrema_body(h: dict):
+def extrema_body(h: dict) -> Callable:
     """``extrema``'s element function: 3x3x3 extrema of the middle DoG planes in one row segment, every octave."""
     row_segment, extremum26 = h["row_segment"], h["extremum26"]
 
@@ -436,7 +437,7 @@ def orientation_helpers(t: Target, h: dict) -> dict:
     return {"ori_hist": dev(ori_hist), "ori_peaks": dev(ori_peaks)}
 
 
-def refine_body(h: dict):
+def refine_body(h: dict) -> Callable:
     """``refine``'s element function: one candidate located, tested, written as a keypoint, and oriented.
 
     ``out_ok[k]`` is 0 when the candidate's location does not converge, its contrast is below
@@ -590,7 +591,7 @@ def descriptor_helpers(t: Target, h: dict) -> dict:
     return {"desc_cell": dev(desc_cell)}
 
 
-def descriptor_bodies(t: Target, h: dict):
+def descriptor_bodies(t: Target, h: dict) -> tuple[Callable, Callable]:
     """``desc``'s and ``finish``'s element functions: cells of keypoints, then each keypoint's normalisation.
 
     ``finish_one`` normalises, clips at 0.2, renormalises, scales by 512 and saturates to uchar values.

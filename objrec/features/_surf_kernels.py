@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +119,7 @@ T_LEN = 3 * N_ORI_MAX + 32 * 8
 DET_ALL, DET_MASK, DET_BOXES, DET_BOXES_MASK = 0, 1, 2, 3
 
 
-cuda = None  # numba.cuda, bound on the first CUDA build (a module global: the simulator swaps those in kernels)
+cuda: Any = None  # numba.cuda, bound on the first CUDA build (a module global: the simulator swaps those in kernels)
 
 
 def _bind_cuda() -> None:
@@ -339,7 +341,7 @@ def detector_run_helpers(t: Target, h: dict) -> dict:
     return {"hess_row": hess_row, "hess_runs": hess_runs, "box_columns": dev(box_columns)}
 
 
-def detector_body(t: Target, h: dict):
+def detector_body(t: Target, h: dict) -> Callable:
     """``det``'s element function: the detector response (the Hessian's determinant) of one row segment.
 
     ``det_body(y, xc, ...)`` covers columns ``[xc * chunk, xc * chunk + chunk)`` of grid row ``y``, every
@@ -404,7 +406,7 @@ def detector_body(t: Target, h: dict):
     return det_body
 
 
-def nms_body(t: Target, h: dict):
+def nms_body(t: Target, h: dict) -> Callable:
     """``nms``'s element function: threshold, mask test and 3x3x3 non-maximum suppression of a row segment.
 
     Writes one flag per sample of the middle layers (``n_mid`` of them) for columns ``[xc * chunk, xc * chunk
@@ -474,7 +476,7 @@ def nms_body(t: Target, h: dict):
     return nms_body
 
 
-def refinement_body(t: Target, h: dict):
+def refinement_body(t: Target, h: dict) -> Callable:
     """``interp``'s element function: the sub-pixel/sub-scale fit and the Laplacian sign of one candidate.
 
     ``interp_body(k, cand, ...)`` refines the maximum at flat flag index ``cand[k]`` (Brown & Lowe, BMVC 2002:
@@ -980,7 +982,7 @@ def descriptor_helpers(t: Target, h: dict) -> dict:
     return {"cell_desc": dev(cell_desc), "desc_scale": dev(desc_scale)}
 
 
-def describe_cpu_body(h: dict):
+def describe_cpu_body(h: dict) -> Callable:
     """``describe``'s element function on the CPU: one keypoint, start to end, on one thread.
 
     ``describe_one(k, slot, ...)`` composes the phases; ``slot`` is the keypoint's chunk, whose slices of the
@@ -1018,7 +1020,7 @@ def describe_cpu_body(h: dict):
     return describe_one
 
 
-def describe_cuda_body(h: dict):
+def describe_cuda_body(h: dict) -> Callable:
     """``describe``'s block body on CUDA: one block of ``DESC_THREADS`` per keypoint.
 
     The threads share the orientation samples, the 72 windows, the 441 window samples and the 16 sub-regions;

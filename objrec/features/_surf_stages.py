@@ -198,7 +198,7 @@ def describe_keypoints(
     desc = xp.empty((n, D), np.float32)
     ok = xp.empty(n, np.uint8)
     ori_pts = plan["ori_pts"]
-    args = (S, H, W, xy, size, int(bool(upright)), int(bool(extended)), ori_pts, plan["ori_w"])
+    args: tuple[Any, ...] = (S, H, W, xy, size, int(bool(upright)), int(bool(extended)), ori_pts, plan["ori_w"])
     args += (int(ori_pts.shape[0]), plan["desc_w"])
     describe = K.kernels_for(target)["describe"]
     if target == "cpu":

@@ -192,7 +192,8 @@ class FeatureStage:
     def _extract_in_crop(cls, det: Any, native: bool, img: Any, plan: SearchPlan, kw: dict) -> Features:
         """``plan.regions`` searched in ``plan.crop`` alone: the whole crop where they cover it, else the regions
         (by the detector itself where it restricts its own work, one crop each otherwise)."""
-        x0, y0, x1, y1 = plan.crop  # type: ignore[misc]
+        assert plan.crop is not None  # extract() comes here only for a plan with a crop
+        x0, y0, x1, y1 = plan.crop
         xp = get_array_module(img)
         crop = xp.ascontiguousarray(img[y0:y1, x0:x1])
         regions = plan.regions

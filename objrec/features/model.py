@@ -299,6 +299,8 @@ def cap_features(f: Features, max_features: int | dict[str, int] | str | None, w
         max_features = model_feature_cap(f.kind, width, height)
     if isinstance(max_features, dict):
         max_features = max_features.get(f.kind)
+    if isinstance(max_features, str):
+        raise ValueError(f"max_features: expected an int, a dict, {AUTO_CAP!r} or None, got {max_features!r}")
     if max_features is None or len(f) <= max_features:
         return f
     return f.subset(strongest_spread(f.xy, f.response, max_features, width, height))

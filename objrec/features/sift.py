@@ -88,11 +88,11 @@ class SIFT:
         self.edge_threshold = edge_threshold
         self.sigma = sigma
         self.backend = backend
-        self._impl = None
+        self._impl: cv2.SIFT | None = None
 
-    def _opencv(self):
+    def _opencv(self) -> cv2.SIFT:
         if self._impl is None:
-            self._impl = cv2.SIFT_create(
+            self._impl = cv2.SIFT.create(
                 nfeatures=int(self.n_features),
                 nOctaveLayers=int(self.n_octave_layers),
                 contrastThreshold=float(self.contrast_threshold),

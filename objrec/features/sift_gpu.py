@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -145,7 +146,7 @@ class SiftRunner:
     def __init__(self, target: str, xp: Any) -> None:
         self.target = target
         self.xp = xp
-        self._plans = PlanCache()
+        self._plans: PlanCache[_Plan] = PlanCache()
         self.last_stats_: dict[str, Any] = {}
 
     @property
@@ -330,7 +331,9 @@ def runner(target: str, xp: Any = None) -> SiftRunner:
     a real GPU, NumPy under the simulator)."""
     if xp is None:
         if target == "cuda" and not K._simulated():
-            import cupy as xp  # noqa: PLC0415 - optional dependency, imported on use
+            import cupy  # noqa: PLC0415 - optional dependency, imported on use
+
+            xp = cupy
         else:
             xp = np
     key = (target, xp.__name__)
@@ -343,7 +346,7 @@ def runner(target: str, xp: Any = None) -> SiftRunner:
 _TARGETS = {"numba": ("cpu", False), "gpu": ("cuda", True), "cudasim": ("cuda", False)}
 
 
-def implementation(backend: str):
+def implementation(backend: str) -> Callable[[Any, Any, Any | None], Features]:
     """``impl(sift, gray_uint8, mask_or_None) -> Features`` for ``backend``.
 
     Parameters

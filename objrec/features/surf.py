@@ -191,7 +191,7 @@ class SURF:
         resolved = resolve_backend(self.backend, "SURF", extra=("cudasim",))
         cap = self.max_features if max_features is None else int(max_features)
         if max_features is not None and self.max_features is not None:
-            cap = min(cap, int(self.max_features))
+            cap = min(int(max_features), int(self.max_features))
         with TransferCounter() as tc:
             if resolved == "gpu":
                 out = self._run_gpu(img, m, boxes, cap)
@@ -240,7 +240,7 @@ class SURF:
         key = plan_key(shape, params, xp)
         cache = self.__dict__.get("_plans_")
         if cache is None:
-            cache = self._plans_ = PlanCache()
+            cache = self._plans_ = PlanCache[Plan]()
         return cache.get(key, lambda: make_plan(key, shape, params, xp))
 
     def _run(self, img: Any, mask: Any, xp: ModuleType, target: str, *args: Any) -> Features:
@@ -321,7 +321,7 @@ class SURF:
             "desc": desc,
         }
 
-    def _describe_host(self, img: np.ndarray, xy: np.ndarray, size: np.ndarray, target: str):
+    def _describe_host(self, img: np.ndarray, xy: np.ndarray, size: np.ndarray, target: str) -> tuple[Any, Any, Any]:
         """Orientation and descriptors at keypoints of a host image: ``(angle, descriptors, ok)`` (NumPy)."""
         plan = self._plan(img.shape, np)
         xy = np.ascontiguousarray(xy, np.float32)

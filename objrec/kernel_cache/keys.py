@@ -203,7 +203,7 @@ def write_source(name: str, text: str) -> tuple[Path, bool]:
     """
     base = usable_kernel_dir()
     cacheable = base is not None
-    folder = (base / "launchers") if cacheable else scratch_dir()
+    folder = (base / "launchers") if base is not None else scratch_dir()
     folder.mkdir(mode=0o700, exist_ok=True)
     path = folder / name
     try:

@@ -126,7 +126,7 @@ class DatabaseMatcher:
             if not len(rows):
                 return []
             dev_rows = self.xp.asarray(rows)
-            lap = self.laplacian[dev_rows] if self.use_laplacian else None
+            lap = self.laplacian[dev_rows] if self.laplacian is not None else None
             sub = BruteForceIndex(self.descriptors[dev_rows], lap)
             fginn = None
             if self.fginn is not None:  # the same test on the shortlist's rows
@@ -185,7 +185,7 @@ class DatabaseMatcher:
         w, h = self.sizes[oi]
         rows = lo + view_rows(self.view_tables[oi], self.kind, int(self._start[oi + 1]) - lo, H, (w / 2, h / 2))
         xp_rows = self.xp.asarray(rows)
-        sign = self.laplacian[xp_rows] if self.use_laplacian else None
+        sign = self.laplacian[xp_rows] if self.laplacian is not None else None
         mi, si = guided_matches(
             H,
             self.xy[rows],

@@ -109,5 +109,6 @@ def predicted_extent(candidate: Candidate, width: int, height: int, support: int
     inside = np.clip(np.minimum(hi, (width, height)) - np.maximum(lo, 0.0), 0.0, None)
     in_view = float(inside[0] * inside[1] / max((hi - lo)[0] * (hi - lo)[1], 1e-9))
     g = (hi - lo) * EXTENT_GROW
-    box = clip_box(*(lo - g), *(hi + g), width, height)
+    (x0, y0), (x1, y1) = lo - g, hi + g
+    box = clip_box(x0, y0, x1, y1, width, height)
     return None if box is None else Extent(box, agree, in_view)

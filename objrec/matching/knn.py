@@ -238,7 +238,8 @@ class SpillIndex:
     @property
     def leaf_sizes(self) -> tuple[int, int]:
         """Train rows in the low and the high leaf (their sum exceeds ``M`` by the overlap)."""
-        return tuple(int(rows.shape[0]) for rows, _ in self._leaves)
+        (low, _), (high, _) = self._leaves
+        return int(low.shape[0]), int(high.shape[0])
 
     def knn2(self, query: Any, laplacian: Any | None = None) -> tuple[Any, Any]:
         """``(index, dist2)`` of the two nearest train rows of the query's leaf (see :func:`knn2`)."""
@@ -283,7 +284,7 @@ def _search_part(part: BruteForceIndex, rows: Any, q: Any, which: Any, index: An
 ARGMIN_MAX_K = 16
 
 
-def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
+def _topk(d: Any, k: int, xp: Any) -> tuple[Any, Any]:
     """Indices and values of the ``k`` smallest entries per row, ascending; ``d`` is overwritten.
 
     Repeated ``argmin`` (SIMD-vectorised in NumPy, a tree reduction in CuPy) beats ``argpartition`` and a
@@ -297,7 +298,7 @@ def _topk(d: Any, k: int, xp) -> tuple[Any, Any]:
     return _topk_argmin(d, k, xp)
 
 
-def _topk_partition(d: Any, k: int, xp) -> tuple[Any, Any]:
+def _topk_partition(d: Any, k: int, xp: Any) -> tuple[Any, Any]:
     """:func:`_topk` by one ``argpartition`` pass and a sort of the ``k`` selected values (``k < d.shape[1]``)."""
     part = xp.argpartition(d, k - 1, axis=1)[:, :k]
     vals = xp.take_along_axis(d, part, axis=1)
@@ -305,7 +306,7 @@ def _topk_partition(d: Any, k: int, xp) -> tuple[Any, Any]:
     return xp.take_along_axis(part, order, axis=1).astype(xp.int64), xp.take_along_axis(vals, order, axis=1)
 
 
-def _topk_argmin(d: Any, k: int, xp) -> tuple[Any, Any]:
+def _topk_argmin(d: Any, k: int, xp: Any) -> tuple[Any, Any]:
     """:func:`_topk` by ``k`` passes of ``argmin``, each masking the minimum it found; ``d`` is overwritten."""
     n = d.shape[0]
     rows = xp.arange(n)
@@ -536,5 +537,5 @@ def ratio_match(
                 xp.concatenate([out.ratio, rv]),
             )
     if xp is not np:
-        out = Matches(*(a.get() for a in (out.query_idx, out.train_idx, out.distance, out.ratio)))
+        out = Matches(*(xp.asnumpy(a) for a in (out.query_idx, out.train_idx, out.distance, out.ratio)))
     return out

@@ -234,8 +234,8 @@ class RetrievalIndex:
         self._writable()
         return int(self.index_.remove_ids(faiss_module().IDSelectorBatch(ids)))
 
-    def candidates(self, query: Any, top: int = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The ``top`` objects with most votes from ``query`` descriptors (N, D), best first.
+    def candidates(self, query: Any, top: int | None = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``top`` objects (None: all) with most votes from ``query`` descriptors (N, D), best first.
 
         ``n_probe`` overrides ``params.n_probe`` for this search (an inverted file only).
 
@@ -393,7 +393,7 @@ class DatabaseRetrieval:
     def __len__(self) -> int:
         return len(self.core)
 
-    def candidates(self, query: Any, top: int = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, query: Any, top: int | None = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`RetrievalIndex.candidates`: the ``top`` labels with most votes, best first, and their
         shares of the query descriptors."""
         q = _as_f32(query, self.core.dim, "query")

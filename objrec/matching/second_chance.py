@@ -18,7 +18,7 @@ from typing import Any
 from objrec.matching.guided import tentative_homography
 from objrec.matching.verdicts import FrameVerdicts
 from objrec.matching.verifier import CandidateVerifier
-from objrec.types import Candidate, Detection, Features, Rejection, SkipRecord
+from objrec.types import Candidate, Detection, Features, Rejection, SkipRecord, UnitScheduler
 
 __all__ = ["GuidedStage", "guided_work", "GUIDED_RADIUS", "GUIDED_SUPPORT", "REFINE_ROUNDS"]
 
@@ -54,7 +54,7 @@ class GuidedStage:
     def __init__(self, verifier: CandidateVerifier) -> None:
         self.verifier = verifier
 
-    def run(self, verdicts: FrameVerdicts, matcher: Any, scene: Features, sched: Any) -> None:
+    def run(self, verdicts: FrameVerdicts, matcher: Any, scene: Features, sched: UnitScheduler) -> None:
         """Guided matching against ``scene`` (the features ``matcher``'s candidates came from) for the
         candidates ``verdicts`` queued for a retry, then for its detections to refine."""
         for c in verdicts.take_retry():

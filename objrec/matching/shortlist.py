@@ -72,7 +72,7 @@ class ShortlistMatcher:
     matcher : DatabaseMatcher or StoredMatcher
         Every enrolled object's descriptors of one kind (its objects in database order), in memory or read
         from the database when shortlisted.
-    index : RetrievalIndex
+    index : RetrievalIndex or DatabaseRetrieval
         An index of the same database and kind (:meth:`RetrievalIndex.for_database`), whose labels are
         mapped to the matcher's objects by name.
     top : int
@@ -91,8 +91,8 @@ class ShortlistMatcher:
 
     def __init__(
         self,
-        matcher: DatabaseMatcher,
-        index: RetrievalIndex,
+        matcher: DatabaseMatcher | StoredMatcher,
+        index: RetrievalIndex | DatabaseRetrieval,
         top: int = SHORTLIST_SIZE,
         queries: int = RETRIEVAL_QUERIES,
         n_probe: int = RETRIEVAL_PROBES,
@@ -174,15 +174,20 @@ class ShortlistMatcher:
 
     def read(self, objects: Any) -> None:
         """Read ``objects`` (indices) into memory (see :meth:`unread`)."""
-        self.matcher.read(objects)
+        self._stored().read(objects)
 
     def read_ahead(self, objects: Any) -> None:
         """Have the kernel start reading ``objects`` (indices) without waiting (see :meth:`unread`)."""
-        self.matcher.read_ahead(objects)
+        self._stored().read_ahead(objects)
 
     def read_ahead_before(self, i: int) -> bool:
         """Whether object ``i`` was read ahead and not read since (see :meth:`unread`)."""
-        return self.matcher.read_ahead_before(i)
+        return self._stored().read_ahead_before(i)
+
+    def _stored(self) -> StoredMatcher:
+        if not isinstance(self.matcher, StoredMatcher):
+            raise TypeError("ShortlistMatcher: its matcher holds every object in memory, so nothing is read")
+        return self.matcher
 
     def candidates(self, scene: Features, shortlist: Any = None) -> list[Candidate]:
         """Ratio-test matches against the shortlisted objects (retrieved here when not given), in its order."""

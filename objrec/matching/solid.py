@@ -274,7 +274,7 @@ def _support_checks(
         sv = np.linalg.svd(pts - pts.mean(axis=0), compute_uv=False)
         if sv[1] < p.min_spread * sv[0]:
             return Failure("collinear", f"support nearly collinear (singular values {sv[0]:.1f}, {sv[1]:.1f})")
-    hull = cv2.convexHull(np.float32(model_xy))
+    hull = cv2.convexHull(np.asarray(model_xy, np.float32))
     coverage = cv2.contourArea(hull) / max(1.0, float(size[0] * size[1]))
     if coverage < p.min_model_coverage:
         return Failure("inliers_clustered", f"support covers {coverage:.3f} of the model image")
@@ -283,7 +283,7 @@ def _support_checks(
 
 def _outline(scene_xy: np.ndarray, scene_shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """The convex hull of the supporting scene points and its bounding box ``(x0, y0, x1, y1)`` in the frame."""
-    outline = cv2.convexHull(np.float32(scene_xy)).reshape(-1, 2).astype(np.float64)
+    outline = cv2.convexHull(np.asarray(scene_xy, np.float32)).reshape(-1, 2).astype(np.float64)
     rows, cols = scene_shape[:2]
     lo, hi = np.floor(outline.min(axis=0)), np.ceil(outline.max(axis=0))
     return outline, np.array([max(0, lo[0]), max(0, lo[1]), min(cols, hi[0]), min(rows, hi[1])], np.int64)
@@ -297,12 +297,14 @@ def _score(n: int, consistent: int, min_inliers: int) -> float:
     return float(np.clip((1.0 - np.exp(-(n - min_inliers + 1) / 15.0)) * np.sqrt(min(1.0, n / consistent)), 0, 1))
 
 
-def _check_inputs(model_xy, scene_xy, model_frames, scene_frames) -> tuple[np.ndarray, ...]:
+def _check_inputs(
+    model_xy: np.ndarray, scene_xy: np.ndarray, model_frames: np.ndarray | None, scene_frames: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     x1 = np.ascontiguousarray(model_xy, np.float64).reshape(-1, 2)
     x2 = np.ascontiguousarray(scene_xy, np.float64).reshape(-1, 2)
     if len(x1) != len(x2):
         raise ValueError(f"model_xy and scene_xy: expected the same number of points, got {len(x1)} and {len(x2)}")
-    frames = []
+    frames: list[np.ndarray | None] = []
     for name, f in (("model_frames", model_frames), ("scene_frames", scene_frames)):
         if f is None:
             frames.append(None)
@@ -379,7 +381,9 @@ def verify_solid(
     if fail is not None:
         return fail
     outline, box = _outline(x2[support], scene_shape)
-    coverage = cv2.contourArea(cv2.convexHull(np.float32(x1[support]))) / float(model_size[0] * model_size[1])
+    coverage = cv2.contourArea(cv2.convexHull(np.asarray(x1[support], np.float32))) / float(
+        model_size[0] * model_size[1]
+    )
     info = {"matches": n, "consistent": nc, "epipolar": n_epipolar, "planar": n_planar,
             "model_coverage": float(coverage)}  # fmt: skip
     return SolidVerified(

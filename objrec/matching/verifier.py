@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from objrec.matching.solid import SolidParams, verify_solid
+from objrec.matching.solid import SolidParams, SolidVerified, verify_solid
 from objrec.matching.verdicts import FrameVerdicts
 from objrec.matching.verify import VerifyParams, edge_agreement, verify_homography
 from objrec.modeldb.views import covered_tilt
-from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord
+from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord, UnitScheduler
 
 __all__ = ["CandidateVerifier", "aspect_limits"]
 
@@ -106,15 +106,18 @@ class CandidateVerifier:
         v = verify_solid(
             c.model_xy, c.scene_xy, c.model_size, frame_shape, self.solid_params, c.model_frames, c.scene_frames
         )
-        if not v or v.mode == "planar":  # a flat view, or no consistency without a plane: a homography decides
+        # A flat view, or no consistency without a plane: a homography decides.
+        if isinstance(v, Failure) or v.mode == "planar":
             flat = self.verify_flat(c, frame_shape, verdicts)
-            if isinstance(flat, Detection) or v:
-                return flat if isinstance(flat, Detection) else self._solid_detection(c, v)
+            if isinstance(flat, Detection):
+                return flat
+            if not isinstance(v, Failure):
+                return self._solid_detection(c, v)
             return Rejection(c.name, v.reason, len(c), f"without a plane: {v.detail}; as flat: {flat.reason}")
         return self._solid_detection(c, v)
 
     @staticmethod
-    def _solid_detection(c: Candidate, v: Any) -> Detection:
+    def _solid_detection(c: Candidate, v: SolidVerified) -> Detection:
         """The detection of a candidate verified without a plane: its inliers' outline, the box around it."""
         x0, y0, x1, y1 = (float(b) for b in v.box)
         box = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
@@ -132,7 +135,12 @@ class CandidateVerifier:
         if isinstance(v, Failure):
             return Rejection(candidate.name, v.reason, len(candidate), v.detail)
         frame = verdicts.gray if verdicts is not None else None
-        if p.min_edge_agreement is not None and self.thumbnails is not None and frame is not None:
+        if (
+            p.min_edge_agreement is not None
+            and self.thumbnails is not None
+            and verdicts is not None
+            and frame is not None
+        ):
             hidden = verdicts.in_front_of(candidate.name)
             share, n = edge_agreement(frame, self.thumbnails(candidate.name), v.homography, (w, h), hidden)
             if share < p.min_edge_agreement:  # NaN (too little in view to judge) passes
@@ -160,7 +168,9 @@ class CandidateVerifier:
         n = len(candidate)
         return None if n >= least else Rejection(candidate.name, "too_few_matches", n, f"{n} matches < {least}")
 
-    def run(self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: Any, first_mandatory: bool) -> None:
+    def run(
+        self, candidates: list[Candidate], verdicts: FrameVerdicts, sched: UnitScheduler, first_mandatory: bool
+    ) -> None:
         """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.
 
         The first candidate is mandatory when ``first_mandatory`` (the frame's best candidate); the others

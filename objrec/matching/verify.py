@@ -124,7 +124,7 @@ def _cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     return float((a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]))
 
 
-def _segments_cross(p1, p2, p3, p4) -> bool:
+def _segments_cross(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarray) -> bool:
     d1, d2 = _cross(p3, p4, p1), _cross(p3, p4, p2)
     d3, d4 = _cross(p1, p2, p3), _cross(p1, p2, p4)
     return (d1 * d2 < 0) and (d3 * d4 < 0)
@@ -167,8 +167,8 @@ def visible_part(
     c = np.asarray(corners, np.float64)
     if c.min() >= 0 and c[:, 0].max() <= fw and c[:, 1].max() <= fh:  # wholly in view: nothing to clip
         return c, _polygon_area(c), 1.0
-    frame = np.float32([[0, 0], [fw, 0], [fw, fh], [0, fh]])
-    area, poly = cv2.intersectConvexConvex(np.float32(corners), frame)
+    frame = np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32)
+    area, poly = cv2.intersectConvexConvex(np.asarray(corners, np.float32), frame)
     if poly is None or area <= 0:
         return np.zeros((0, 2), np.float64), 0.0, 0.0
     poly = poly.reshape(-1, 2).astype(np.float64)
@@ -208,8 +208,8 @@ def quad_checks(
     if not p.scale_range[0] <= area / float(width * height) <= p.scale_range[1]:
         return "scale_change", q
     # Aspect: mean lengths of opposite sides against the model's w/h.
-    wq = 0.5 * (np.linalg.norm(q[1] - q[0]) + np.linalg.norm(q[2] - q[3]))
-    hq = 0.5 * (np.linalg.norm(q[3] - q[0]) + np.linalg.norm(q[2] - q[1]))
+    wq = 0.5 * float(np.linalg.norm(q[1] - q[0]) + np.linalg.norm(q[2] - q[3]))
+    hq = 0.5 * float(np.linalg.norm(q[3] - q[0]) + np.linalg.norm(q[2] - q[1]))
     change = (wq / max(hq, 1e-9)) / (width / height)
     if not 1.0 / p.max_aspect_change <= change <= p.max_aspect_change:
         return "aspect", q
@@ -299,7 +299,8 @@ def edge_agreement(
     shown[seen >= SATURATED] = 0  # glare: the frame shows nothing of the object there
     seen = cv2.resize(seen, (g, g), interpolation=cv2.INTER_AREA)
     # Cells wholly in view, shrunk by the Sobel kernel's reach so no gradient touches the border.
-    visible = cv2.erode((cv2.resize(shown, (g, g), interpolation=cv2.INTER_AREA) == 255).astype(np.uint8), None)
+    in_view = (cv2.resize(shown, (g, g), interpolation=cv2.INTER_AREA) == 255).astype(np.uint8)
+    visible: np.ndarray = cv2.erode(in_view, np.ones((3, 3), np.uint8))
     visible &= _resolved(H @ np.diag([w / g, h / g, 1.0]), g)
     mx, my = _gradients(model.astype(np.float32))
     fx, fy = _gradients(seen.astype(np.float32))
@@ -413,7 +414,7 @@ def verify_homography(
     poly, visible_px, visible = visible_part(H, corners, width, height, scene_shape)
     # Inliers in one small patch of a large visible outline (repeated texture, a logo shared by many
     # objects) do not show that the rest of the outline is there.
-    hull = cv2.convexHull(np.float32(scene_xy[inl])).reshape(-1, 2).astype(np.float64)
+    hull = cv2.convexHull(np.asarray(scene_xy[inl], np.float32)).reshape(-1, 2).astype(np.float64)
     coverage = _polygon_area(hull) / max(visible_px, 1e-9)
     if coverage < p.min_inlier_coverage:
         return Failure("inliers_clustered", f"inlier hull covers {coverage:.3f} of the visible outline")

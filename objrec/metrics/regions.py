@@ -26,12 +26,15 @@ K. Lenc, V. Gulshan, A. Vedaldi, "VLBenchmarks", 2012. https://github.com/vlfeat
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 from objrec.metrics.ellipse import ellipse_overlap, ellipses_from_features, ellipses_in_box, warp_ellipses
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "ScalarFields",
@@ -49,10 +52,10 @@ __all__ = [
 class ScalarFields:
     """Mixin for result dataclasses: ``to_dict`` returns the fields shown in ``repr``."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self: DataclassInstance) -> dict[str, Any]:
         """Scalars only (for JSON reports), as plain ``int``/``float``; the per-match arrays are left out."""
         out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             if f.repr:
                 v = getattr(self, f.name)
                 out[f.name] = int(v) if isinstance(v, int | np.integer) else float(v)

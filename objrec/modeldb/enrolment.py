@@ -16,7 +16,7 @@ import csv
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -105,10 +105,12 @@ def _known(db: ModelDB, name: str) -> list[dict] | None:
     an object not enrolled (or enrolled without a source record)."""
     if name not in db.names:
         return None
-    infos = [db.info(k) for k in db.view_keys(name)]
-    if any(i.source is None for i in infos):
-        return None
-    return [{**i.source, "views": i.views, "width_m": i.width_m, "shape": i.shape} for i in infos]
+    known = []
+    for i in [db.info(k) for k in db.view_keys(name)]:
+        if i.source is None:
+            return None
+        known.append({**i.source, "views": i.views, "width_m": i.width_m, "shape": i.shape})
+    return known
 
 
 def _reason(exc: BaseException) -> str:
@@ -229,7 +231,12 @@ def _as_bytes(images: list[Any]) -> list[Any]:
 
 
 def _feed(
-    run: _Run, items: Iterable[tuple[str, Any]], submit: Callable[..., Any], in_flight: int, send_bytes: bool, **opts
+    run: _Run,
+    items: Iterable[tuple[str, Any]],
+    submit: Callable[..., Any],
+    in_flight: int,
+    send_bytes: bool,
+    **opts: Any,
 ) -> None:
     """Submit every item's extraction and collect the results in input order, at most ``in_flight`` pending;
     after an interruption, what was submitted is still committed (:meth:`_Run.salvage`). ``opts`` are the
@@ -282,7 +289,7 @@ def run_enrolment(
 
     opts = {"views": check_views(views), "width_m": check_width_m(width_m), "shape": check_shape(shape)}
     opts["min_rating"] = min_rating
-    total = len(items) if hasattr(items, "__len__") else None
+    total = len(items) if isinstance(items, Sized) else None
     bar = tqdm(total=total, unit="image", desc="enrol", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     run = _Run(db, replace, batch_size, bar)
     try:

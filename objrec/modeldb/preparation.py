@@ -68,15 +68,15 @@ class PreparedObject:
         :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows.
     descriptors : dict of kind -> ndarray
         Descriptors in their stored dtype (:func:`encode_descriptors`).
-    thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
-        The gray thumbnail (:func:`thumbnail`).
+    thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray
+        The gray thumbnail (:func:`thumbnail`; ``entry["thumb_sha256"]`` its hash, :func:`thumb_sha256`).
     """
 
     entry: dict[str, Any]
     image: np.ndarray
     keypoints: dict[str, np.ndarray]
     descriptors: dict[str, np.ndarray]
-    thumb: np.ndarray | None = None
+    thumb: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +148,7 @@ def keypoint_rows(f: Features) -> np.ndarray:
     """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them
     (the octave number only: the signed low byte of the octave field)."""
     rows = np.empty(len(f), KEYPOINT_DTYPE)
+    assert KEYPOINT_DTYPE.names is not None  # a structured dtype
     for k in KEYPOINT_DTYPE.names:
         if k == "octave":
             rows[k] = (np.asarray(f.octave, np.int64) & 0xFF).astype(np.uint8).view(np.int8)
@@ -225,6 +226,7 @@ def _load_source(name: str, image: Any) -> tuple[np.ndarray, np.ndarray, dict[st
         img = check_frame(image, f"image for {name!r}")
         img = to_bgr(img) if img.ndim == 3 else img
         return img, encode_model_image(img), {"path": None, "sha256": _array_sha256(img)}
+    path: str | Path
     if isinstance(image, FileBytes):
         path, data = image.path, np.frombuffer(image.data, np.uint8)
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class ShardReader:
 
     # -- construction and state ---------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike) -> ShardReader:
+    def open(cls, path: str | os.PathLike) -> Self:
         """The state of the database at ``path``; errors name the file that is missing, damaged or too new."""
         path = Path(path)
         mpath = path / MANIFEST

@@ -252,7 +252,8 @@ def convert_object(
         if rows.dtype not in (LEGACY_KEYPOINT_DTYPE, KEYPOINT_DTYPE):
             raise ModelDBError(f"object {name!r}: {kind} keypoints of unknown dtype {rows.dtype}")
         values = decode_descriptors(kind, descriptors[kind])
-        f = Features(*(rows[k] for k in ("xy", "size", "angle", "response", "octave", "laplacian")), values, kind)
+        columns = {k: rows[k] for k in ("xy", "size", "angle", "response", "octave", "laplacian")}
+        f = Features(**columns, descriptors=values, kind=kind)
         own = counts[kind][0] if kind in counts else len(f)
         kept = cap_features(f.subset(np.arange(own)), max_features, int(entry["width"]), int(entry["height"]))
         if kind in counts:

@@ -211,6 +211,7 @@ class RegionPrefilter(PrefilterFiles, BaseEstimator):
         cl, tl = check_luts(color_lut, texture_lut)
         tr, cal = fit_and_calibration_rows(len(X), calibration, self.calibration_fraction, groups, self.random_state)
         cascade, estimators = self.fit_cascade(X, y, rw, tr, cal, sample_weight=sw)
+        assert cascade is not None  # fit_stages always fits the first stage
         threshold = None if self.threshold == "auto" else float(self.threshold)
         self.set_fitted(cascade, threshold, X.shape[1], cl, tl, feature_params or FeatureParams(), estimators)
         scores = self.cell_scores(X[cal])

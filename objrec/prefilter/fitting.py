@@ -78,7 +78,7 @@ def check_params(params: Mapping[str, Any]) -> None:
 
 def stage_depths(max_depth: int | tuple[int, ...] | None, cascade: int) -> list[int | None]:
     """The depth of every stage: ``max_depth`` repeated, or one value per stage (checked)."""
-    depths = list(max_depth) if isinstance(max_depth, (tuple, list)) else [max_depth] * int(cascade)
+    depths: list[int | None] = list(max_depth) if isinstance(max_depth, (tuple, list)) else [max_depth] * int(cascade)
     if len(depths) != cascade:
         raise ValueError(f"max_depth: expected an int or {cascade} values (one per stage), got {max_depth!r}")
     for v in depths:

@@ -356,6 +356,7 @@ class OnlinePrefilter:
                 return
         if self._worker is None:
             self._start_worker()
+        assert self._worker is not None  # _start_worker starts one (or raises)
         job["ops"], self._outbox = self._outbox, []
         if self._worker.submit(job):
             self._job = (self._generation, self._scale)

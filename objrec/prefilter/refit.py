@@ -263,4 +263,5 @@ def _best(base: RegionPrefilter, options: list, calibration: list, live: list) -
         rejected = 1.0 - float(np.mean(kept))
         if best is None or rejected > best[0]:
             best = (rejected, cascade, threshold)
+    assert best is not None  # options hold the new trees at least
     return best[1], best[2]

@@ -70,7 +70,7 @@ def decompose_mask(mask: np.ndarray, min_fill: float) -> list[tuple[int, int, in
         return []
     boxes = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for sl in ndimage.find_objects(labels)])
     rects = decompose_labels(labels.astype(np.int32), n, boxes.astype(np.int64), float(min_fill))
-    return [tuple(int(v) for v in r) for r in rects]
+    return [(int(x0), int(y0), int(x1), int(y1)) for x0, y0, x1, y1 in rects]
 
 
 def cells_to_regions(

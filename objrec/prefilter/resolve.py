@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from objrec.prefilter.storage import load_for
+from objrec.types import Failure
 
 __all__ = ["resolve_prefilter"]
 
@@ -41,7 +42,7 @@ def resolve_prefilter(db: Any, prefilter: Any = "auto") -> tuple[Any, str]:
     if prefilter != "auto":
         raise ValueError(f"prefilter: expected 'auto', a prefilter or None, got {prefilter!r}")
     stored = load_for(db)
-    if not stored:
+    if isinstance(stored, Failure):
         return None, stored.reason
     from objrec.prefilter.estimator import RegionPrefilter
 

@@ -39,7 +39,7 @@ def _read_video(path: Path, step: int, max_frames: int | None) -> list[np.ndarra
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
         raise InputError(f"{path}: not a readable video")
-    frames = []
+    frames: list[np.ndarray] = []
     i = 0
     try:
         while max_frames is None or len(frames) < max_frames:
@@ -209,7 +209,7 @@ def _random_distortion(rng: np.random.Generator) -> Distortion:
         gain=float(rng.uniform(0.7, 1.3)),
         gamma=float(rng.uniform(0.8, 1.25)),
         blur_sigma=float(rng.choice([0.0, 0.0, rng.uniform(0.3, 1.5)])),
-        motion_blur=int(rng.choice([0, 0, 0, rng.integers(3, 9)])),
+        motion_blur=int(rng.choice([0, 0, 0, int(rng.integers(3, 9))])),
         noise_sigma=float(rng.uniform(0.0, 5.0)),
         jpeg_quality=int(rng.integers(40, 95)) if rng.random() < 0.3 else None,
     )

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -222,11 +222,12 @@ def stored_from_state(
         n_features = int(m["n_features_in"])
         threshold = float(m["threshold"])
         fpm = m["feature_params"]
+        low, mid, high = (float(v) for v in fpm["contrast_levels"])
         fparams = FeatureParams(
             float(fpm["edge_threshold"]),
             float(fpm["corner_threshold"]),
             float(fpm["lbp_threshold"]),
-            tuple(float(v) for v in fpm["contrast_levels"]),
+            (low, mid, high),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise PrefilterError(f"{jpath}: manifest lacks or mangles a field ({type(exc).__name__}: {exc})") from None
@@ -338,14 +339,15 @@ class PrefilterFiles:
 
     def save(self, path: str | os.PathLike) -> tuple[Path, Path]:
         """Write ``<stem>.json`` and ``<stem>.npz`` (:func:`save_prefilter`)."""
-        return save_prefilter(self, path)
+        return save_prefilter(cast("RegionPrefilter", self), path)
 
     @classmethod
     def from_stored(cls, stored: StoredPrefilter) -> Any:
         """The fitted prefilter a file held (:func:`load_prefilter`)."""
-        known = cls().get_params()
+        estimator = cast("type[RegionPrefilter]", cls)
+        known = estimator().get_params()
         state = {f.name: getattr(stored, f.name) for f in fields(stored) if f.name != "params"}
-        return cls(**{k: v for k, v in stored.params.items() if k in known}).set_fitted(**state)
+        return estimator(**{k: v for k, v in stored.params.items() if k in known}).set_fitted(**state)
 
     @classmethod
     def load(cls, path: str | os.PathLike, database_id: str | None = None) -> Any:
@@ -365,4 +367,4 @@ class PrefilterFiles:
         Use as ``pf = RegionPrefilter.load_for(db); if pf: regions = pf.propose(frame)``.
         """
         stored = load_for(db, path, on_stale)
-        return cls.from_stored(stored) if stored else stored
+        return stored if isinstance(stored, Failure) else cls.from_stored(stored)

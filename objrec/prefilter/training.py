@@ -125,7 +125,7 @@ def _region_recall(masks: list[np.ndarray], scenes: SceneSet, which: Sequence[in
     return kept / max(total, 1e-12)
 
 
-def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: Sequence[int]) -> float:
+def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: Iterable[int]) -> float:
     """Largest threshold whose regions keep ``pf.target_recall`` of the object area on scenes ``which``.
 
     Thresholds are chosen where they matter, after dilation and grouping into boxes: a missed cell
@@ -160,7 +160,7 @@ def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: Se
     return float(cand[lo])
 
 
-def region_report(pf: RegionPrefilter, cells: SceneCells, which: Sequence[int]) -> dict[str, Any]:
+def region_report(pf: RegionPrefilter, cells: SceneCells, which: Iterable[int]) -> dict[str, Any]:
     """Object area kept and empty-scene area rejected by ``pf``'s regions at ``pf.threshold_`` on ``which``."""
     scenes = cells.scenes
     which = [int(i) for i in which]

@@ -120,7 +120,8 @@ class FlatCascade:
         st = np.ascontiguousarray(stage_thresholds, np.float64)
         if st.shape != (len(trees),):
             raise ValueError(f"stage_thresholds: expected {len(trees)} values, got shape {st.shape}")
-        roots, parts = [], {k: [] for k in ("left", "right", "feature", "threshold", "mgl", "pp")}
+        roots: list[int] = []
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("left", "right", "feature", "threshold", "mgl", "pp")}
         off = 0
         for t in trees:
             roots.append(off)

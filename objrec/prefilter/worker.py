@@ -168,7 +168,7 @@ def serve(conn: Any) -> None:
         try:
             if session is None:
                 raise RuntimeError("a refit job before the start message")
-            msg = ("ok", session.run(payload))
+            msg: tuple[str, Any] = ("ok", session.run(payload))
         except Exception as exc:  # noqa: BLE001 - reported to the prefilter, which keeps its model
             msg = ("error", f"{type(exc).__name__}: {exc}")
         conn.send(msg)

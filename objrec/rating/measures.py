@@ -223,16 +223,16 @@ def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) 
     h, w = gray.shape
     s = min(1.0, max_side / max(h, w))
     g = gray if s == 1.0 else cv2.resize(gray, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
-    orb = cv2.ORB_create(nfeatures=500)
+    orb = cv2.ORB.create(nfeatures=500)
     kp, d = orb.detectAndCompute(g, None)
     if d is None or len(kp) < min_inliers:
         return 0.0
-    xy = np.float32([k.pt for k in kp])
+    xy = np.array([k.pt for k in kp], np.float32)
     bf = cv2.BFMatcher(cv2.NORM_HAMMING)
     candidates = [(bf.knnMatch(d, d, k=3), xy, 1)]
     kpm, dm = orb.detectAndCompute(cv2.flip(g, 1), None)
     if dm is not None and len(kpm) >= 2:
-        xym = np.float32([k.pt for k in kpm])
+        xym = np.array([k.pt for k in kpm], np.float32)
         xym[:, 0] = g.shape[1] - 1 - xym[:, 0]  # the mirror's features at their place in the image
         candidates.append((bf.knnMatch(d, dm, k=2), xym, 0))
     diag = float(np.hypot(*g.shape))
@@ -330,7 +330,7 @@ def small_view_matches(
         T = None
         if tilt:
             view, T = _tilted(view, tilt, VIEW_FOCAL * side)
-        canvas = np.full((view.shape[0] + 2 * m, view.shape[1] + 2 * m), 128.0, np.float32)
+        canvas: np.ndarray = np.full((view.shape[0] + 2 * m, view.shape[1] + 2 * m), 128.0, np.float32)
         canvas[m:-m, m:-m] = view
         canvas += rng.normal(0.0, noise_sigma, canvas.shape).astype(np.float32)
         q = detect(np.clip(canvas, 0, 255).astype(np.uint8)).to_host()

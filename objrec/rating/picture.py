@@ -47,7 +47,7 @@ def draw_rating(image: np.ndarray, rating: Rating) -> np.ndarray:
     cols = np.minimum((np.arange(W) * GRID) // W, GRID - 1)
     mask = weak[rows[:, None], cols[None, :]]
     shade = out.astype(np.float32)
-    shade[mask] = shade[mask] * 0.35 + np.float32([0, 0, 90]) * 0.65
+    shade[mask] = shade[mask] * 0.35 + np.array([0, 0, 90], np.float32) * 0.65
     out = shade.astype(np.uint8)
     r = max(2, round(2 * max(H, W) / 800))
     for (x, y), c in zip(np.round(xy * s).astype(int), distinctiveness_colour(ratio), strict=True):

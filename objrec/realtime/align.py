@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cv2
 import numpy as np
@@ -27,6 +27,9 @@ import numpy as np
 from objrec.boxes import inside_polygons, map_points, model_corners
 from objrec.matching.verify import visible_part
 from objrec.realtime.flow import seed_points
+
+if TYPE_CHECKING:
+    from objrec.realtime.tracker import Track, Tracker, TrackLike, TrackParams
 
 __all__ = [
     "ModelTemplates",
@@ -305,7 +308,7 @@ def realign(
             return None, 0
         p0 = found.astype(np.float32).reshape(-1, 1, 2)
         src = map_points(np.linalg.inv(M), p0.reshape(-1, 2).astype(np.float64)) / scale
-    kw = {
+    kw: dict[str, Any] = {
         "winSize": (WIN_SIZE, WIN_SIZE),
         "maxLevel": MAX_LEVEL,
         "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01),
@@ -359,7 +362,7 @@ def f_threshold(dof: int, level: float = SIGNIFICANCE) -> float:
     return float(fdtri(8, dof, level))
 
 
-def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:
+def realign_track(t: Track, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:
     """Realign the planar track ``t`` (a :class:`~objrec.realtime.tracker.Track`) in the frame ``gray``
     (:func:`realign`): its points move onto the realigned homography, and its motion from the frame before
     keeps its size. Whether it was realigned."""
@@ -374,7 +377,7 @@ def realign_track(t: Any, gray: np.ndarray, templates: ModelTemplates, hidden: S
     return True
 
 
-def due(tracker: Any, frame: int) -> Any:
+def due(tracker: Tracker, frame: int) -> Track | None:
     """The planar track of ``tracker`` (a :class:`~objrec.realtime.tracker.Tracker`) to realign in frame
     ``frame``: never realigned, or moved far by its last realignment (:data:`AGAIN_PX`; in the same frame too,
     where the budget allows), or realigned ``realign_every_ms`` of footage ago or more; in that order, the
@@ -382,30 +385,33 @@ def due(tracker: Any, frame: int) -> Any:
     every = tracker.frames(tracker.params.realign_every_ms)
     if not tracker.enabled or not every or tracker.templates is None:
         return None
-    waiting = [t for t in tracker.tracks if hasattr(t, "realigned") and _waits(t, frame, every)]
+    # Planar tracks only: a solid track (no ``realigned``) is never realigned.
+    planar = [cast("Track", t) for t in tracker.tracks if hasattr(t, "realigned")]
+    waiting = [t for t in planar if _waits(t, frame, every)]
     return min(waiting, key=lambda t: (t.realigned >= 0, not unsettled(t), t.realigned)) if waiting else None
 
 
-def unsettled(t: Any) -> bool:
+def unsettled(t: Track) -> bool:
     """Whether track ``t`` has not yet been realigned onto its model: never realigned, or moved far by its
     last realignment (:data:`AGAIN_PX`)."""
     return t.realigned < 0 or getattr(t, "again", False)
 
 
-def _waits(t: Any, frame: int, every: int) -> bool:
+def _waits(t: Track, frame: int, every: int) -> bool:
     return unsettled(t) or frame - t.realigned >= every
 
 
-def lost_points(t: Any) -> np.ndarray:
+def lost_points(t: TrackLike) -> np.ndarray:
     """Where track ``t`` lost points over the last frames (``lost_pts``, model pixels), in frame pixels through
     its homography: (k, 2), empty for a track that keeps no such record (a solid one)."""
     lost = getattr(t, "lost_pts", None)
     if not lost:
         return np.zeros((0, 2))
+    assert t.homography is not None  # only a planar track keeps lost points
     return map_points(t.homography, np.concatenate(list(lost)))
 
 
-def hiders(tracks: Sequence[Any], outline: np.ndarray, skip: Any = None) -> list[np.ndarray]:
+def hiders(tracks: Sequence[TrackLike], outline: np.ndarray, skip: TrackLike | None = None) -> list[np.ndarray]:
     """The outlines of the ``tracks`` (but ``skip``) that may hide part of an object at ``outline``: all of them
     but those that lost points inside ``outline`` lately (:func:`lost_points`): the object is in front of those."""
     q = [np.asarray(outline, np.float32)]
@@ -419,11 +425,13 @@ def hiders(tracks: Sequence[Any], outline: np.ndarray, skip: Any = None) -> list
     return out
 
 
-def realign_in(tracker: Any, t: Any, gray: np.ndarray, frame: int) -> bool:
+def realign_in(tracker: Tracker, t: Track, gray: np.ndarray, frame: int) -> bool:
     """Realign ``tracker``'s track ``t`` in ``gray`` (frame number ``frame``) with the other tracks' outlines
     hidden (:func:`realign_track`); whether it was realigned. A realignment that moved the part of the outline
     inside the frame by more than :data:`AGAIN_PX` (:func:`seen_move`) leaves the track due again, with new
     points (:func:`_reseed`)."""
+    if tracker.templates is None:
+        raise ValueError("realign_in: the tracker has no model images (templates) to realign with")
     t.realigned = frame
     hidden = hiders(tracker.tracks, t.corners, t)
     before, H0 = t.corners, t.homography
@@ -452,7 +460,7 @@ def seen_move(
     return float(np.linalg.norm(map_points(move, pts) - pts, axis=1).max())
 
 
-def _reseed(t: Any, gray: np.ndarray, params: Any, hidden: Sequence[np.ndarray]) -> None:
+def _reseed(t: Track, gray: np.ndarray, params: TrackParams, hidden: Sequence[np.ndarray]) -> None:
     """Track ``t``'s points chosen anew on the frame's strong corners inside its realigned outline. Its points
     were corners of the frame where the homography before put them; moved with the outline by pixels they
     sit beside those corners, on texture that Lucas-Kanade follows poorly, and the next frames' refits
@@ -465,7 +473,7 @@ def _reseed(t: Any, gray: np.ndarray, params: Any, hidden: Sequence[np.ndarray])
         t.seeded = len(pts)
 
 
-def aligned_within(t: Any, frame: int, every: int) -> bool:
+def aligned_within(t: TrackLike, frame: int, every: int) -> bool:
     """Whether track ``t`` was realigned with its model within the last ``every`` frames (0: never is)."""
     last = getattr(t, "aligned", -1)
     return every > 0 and last >= 0 and frame - last <= every

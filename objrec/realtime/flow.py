@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -97,18 +98,17 @@ class PointFlow:
         x1, y1 = np.minimum(np.ceil(both.max(axis=0)) + reach + 1, [w, h]).astype(int)
         if x1 - x0 < p.win_size or y1 - y0 < p.win_size:
             return pts.copy(), np.zeros(n, bool)
-        off = np.float32([x0, y0])
+        off = np.array([x0, y0], np.float32)
         a, b = prev[y0:y1, x0:x1], gray[y0:y1, x0:x1]
-        kw = {
+        kw: dict[str, Any] = {
             "winSize": (p.win_size, p.win_size),
             "maxLevel": p.max_level,
             "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, p.max_iters, p.epsilon),
         }
         p0 = (pts - off).reshape(-1, 1, 2)
-        p1 = np.ascontiguousarray((guess - off).reshape(-1, 1, 2))
-        p1, st1, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, p1, flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **kw)
-        back = p0.copy()
-        back, st2, _ = cv2.calcOpticalFlowPyrLK(b, a, p1, back, flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **kw)
+        init = np.ascontiguousarray((guess - off).reshape(-1, 1, 2))
+        p1, st1, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, init, flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **kw)
+        back, st2, _ = cv2.calcOpticalFlowPyrLK(b, a, p1, p0.copy(), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **kw)
         fb = np.linalg.norm((back - p0).reshape(-1, 2), axis=1)
         good = (st1.ravel() == 1) & (st2.ravel() == 1) & (fb <= p.fb_max_px)
         out = p1.reshape(-1, 2) + off
@@ -147,7 +147,7 @@ def seed_points(
         return np.zeros((0, 2), np.float32)
     mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
     cv2.fillConvexPoly(mask, np.round(inner - [x0, y0]).astype(np.int32), 255)
-    side = float(np.sqrt(max(cv2.contourArea(np.float32(inner)), 1.0)))
+    side = float(np.sqrt(max(cv2.contourArea(inner.astype(np.float32)), 1.0)))
     min_dist = max(4.0, side / (2.0 * np.sqrt(n)))
     for other in hidden:
         cv2.fillPoly(mask, [np.round(np.asarray(other, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)], 0)
@@ -161,7 +161,7 @@ def seed_points(
     if found is None:
         return np.zeros((0, 2), np.float32)
     if screen:
-        xy = found.reshape(-1, 2) + np.float32([x0, y0])
+        xy = found.reshape(-1, 2) + np.array([x0, y0], np.float32)
         from scipy.spatial import cKDTree  # imported on first use: it adds to every process's start-up
 
         found = found[cKDTree(kept).query(xy)[0] <= cKDTree(lost).query(xy)[0]][:n]
@@ -169,4 +169,4 @@ def seed_points(
             return np.zeros((0, 2), np.float32)
     crit = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 10, 0.03)
     found = cv2.cornerSubPix(roi, np.ascontiguousarray(found, np.float32), (3, 3), (-1, -1), crit)
-    return (found.reshape(-1, 2) + np.float32([x0, y0])).astype(np.float32)
+    return (found.reshape(-1, 2) + np.array([x0, y0], np.float32)).astype(np.float32)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import cv2
 import numpy as np
@@ -20,7 +20,19 @@ from objrec.types import FrameResult
 if TYPE_CHECKING:
     from objrec.pose import Camera
 
-__all__ = ["RunStats", "run_stream", "overlay_lines", "display_available"]
+__all__ = ["RunStats", "StreamRecognizer", "run_stream", "overlay_lines", "display_available"]
+
+
+class StreamRecognizer(Protocol):
+    """What :func:`run_stream` needs of a recognizer (:class:`~objrec.recognizer.Recognizer`); an ``adapter``
+    attribute (an adapting prefilter), where it has one, is reported on too."""
+
+    @property
+    def budget_ms(self) -> float | None: ...
+
+    def warmup(self, frame_shape: tuple[int, int] = ...) -> None: ...
+
+    def process(self, frame: np.ndarray, t0: float | None = None, t_frame: float | None = None) -> FrameResult: ...
 
 
 def display_available() -> bool:
@@ -121,7 +133,7 @@ def overlay_lines(
 
 
 def run_stream(
-    recognizer: Any,
+    recognizer: StreamRecognizer,
     source: Any,
     max_frames: int | None = None,
     display: bool = False,
@@ -165,7 +177,7 @@ def run_stream(
                         h, w = shown.shape[:2]
                         writer = cv2.VideoWriter(
                             str(out_video),
-                            cv2.VideoWriter_fourcc(*"mp4v"),
+                            cv2.VideoWriter.fourcc(*"mp4v"),
                             float(getattr(source, "fps", None) or 30.0),
                             (w, h),
                         )
@@ -179,8 +191,9 @@ def run_stream(
     finally:
         stats.dropped = int(getattr(source, "dropped", 0))
         stats.wall_s = time.perf_counter() - t_start
-        if getattr(recognizer, "adapter", None) is not None:
-            stats.adaptation = recognizer.adapter.status()
+        adapter = getattr(recognizer, "adapter", None)
+        if adapter is not None:
+            stats.adaptation = adapter.status()
         if writer is not None:
             writer.release()
         if window:

@@ -9,7 +9,7 @@ prefilter, and the escalation of the secondary detector to an unsure box. It rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from objrec.realtime.sweep import (
     whole_or_boxes,
 )
 from objrec.types import Regions, SearchPlan, SkipRecord
+
+if TYPE_CHECKING:
+    from objrec.realtime.scheduler import CostModel, FrameScheduler
 
 __all__ = [
     "SearchPlanner",
@@ -94,14 +97,14 @@ def _less_holes(proposals: Regions, holes: list[tuple[int, int, int, int]]) -> R
     return Regions(pieces, proposals.scores[parent])
 
 
-def _typical(cost: Any, units: list[tuple[str, float]]) -> tuple[float, float]:
+def _typical(cost: CostModel, units: list[tuple[str, float]]) -> tuple[float, float]:
     """The summed typical times of ``units`` ((cost-model stage, size) pairs) and the sum of their squared
     margins (see :meth:`SearchPlanner._after`)."""
     return sum(cost.expected(stage, size) for stage, size in units), sum(cost.spread(stage) ** 2 for stage, _ in units)
 
 
 def escalation_plan(
-    box: tuple[int, int, int, int], sched: Any = None, stage: str = "", after_ms: float = 0.0
+    box: tuple[int, int, int, int], sched: FrameScheduler | None = None, stage: str = "", after_ms: float = 0.0
 ) -> SearchPlan:
     """One unsure box searched by a secondary detector whose extraction is the cost model's ``stage``.
 
@@ -122,7 +125,9 @@ def escalation_plan(
     return SearchPlan(Regions.from_boxes([box]), scale=float(scale), pixels=px, skipped=skipped)
 
 
-def fitting_windows(planner: Any, windows: Regions, shape: tuple[int, int], sched: Any) -> tuple[Regions, int]:
+def fitting_windows(
+    planner: SearchPlanner, windows: Regions, shape: tuple[int, int], sched: FrameScheduler
+) -> tuple[Regions, int]:
     """The most recent of the ``windows`` (first ones) whose union, searched at the lowest resolution and the
     coarse step, is predicted to fit the time left with the units after it, at least one; and how many
     were left out. After many tracks end at once (a quick swing of the camera) their windows together
@@ -208,7 +213,7 @@ class SearchPlanner:
         windows: Regions,
         proposals: Regions,
         degrade: DegradeController,
-        sched: Any,
+        sched: FrameScheduler,
         sample_step: int | None = None,
         tracked: list[np.ndarray] | tuple = (),
         covered: list[np.ndarray] | tuple = (),
@@ -273,7 +278,9 @@ class SearchPlanner:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
         return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop)
 
-    def _fewer_features(self, sched: Any, cap: int, pixels: float, step: int, top: float) -> tuple[int, float]:
+    def _fewer_features(
+        self, sched: FrameScheduler, cap: int, pixels: float, step: int, top: float
+    ) -> tuple[int, float]:
         """The feature cap and resolution of a search without a sweep that does not fit at resolution ``top``
         with ``cap``: the largest resolution of :data:`~objrec.realtime.degrade.SCALE_LEVELS` up to ``top``,
         and at it the largest cap of ``cap`` times powers of 2/3, down to :data:`MIN_FEATURE_DENSITY` of the
@@ -303,7 +310,7 @@ class SearchPlanner:
         boxes: Regions,
         n_windows: int,
         shape: tuple[int, int],
-        sched: Any,
+        sched: FrameScheduler,
         cap: int | None,
         steps: list[int],
         top: float,
@@ -333,7 +340,8 @@ class SearchPlanner:
                 if first[2] >= self.min_sweep_scale:
                     part, pixels, scale, subject, crop = first
         rounds.step = tile_step
-        largest = largest_tile(w, h, *rounds.grid)  # type: ignore[misc]
+        assert rounds.grid is not None  # rounds.tile() set the round's grid
+        largest = largest_tile(w, h, *rounds.grid)
         self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))
         return part, pixels, scale, tile_step, crop, SkipRecord("region", "sweep", subject)
 
@@ -341,7 +349,7 @@ class SearchPlanner:
         self,
         shape: tuple[int, int],
         proposals: Regions,
-        sched: Any,
+        sched: FrameScheduler,
         step: int,
         tracked: Any = (),
         covered: Any = (),
@@ -367,7 +375,7 @@ class SearchPlanner:
 
     def fits(
         self,
-        sched: Any,
+        sched: FrameScheduler,
         cap: int | None,
         pixels: float,
         scale: float,
@@ -380,14 +388,16 @@ class SearchPlanner:
         ``reserve``, with the mandatory units after it (``verify``: a first verification among them)."""
         return self._need(sched, cap, pixels, scale, step, verify) <= sched.remaining() - reserve
 
-    def _need(self, sched: Any, cap: int | None, pixels: float, scale: float, step: int, verify: bool = True) -> float:
+    def _need(
+        self, sched: FrameScheduler, cap: int | None, pixels: float, scale: float, step: int, verify: bool = True
+    ) -> float:
         """Time extracting ``pixels`` at ``scale`` and ``step`` needs with the mandatory units after it
         (:meth:`_tail`): their typical times and the margin a plan keeps for its tail."""
         after, var = self._tail(sched, cap, pixels * scale * scale, step, verify)
         work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
         return sched.cost.expected(self.stage, work) + after + float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
-    def least_ms(self, shape: tuple[int, int], sched: Any) -> float:
+    def least_ms(self, shape: tuple[int, int], sched: FrameScheduler) -> float:
         """The predicted time of the least primary search a frame of ``shape`` (rows, cols) can make: the
         prefilter (once learned, while it pays), the plan, the extraction of the largest tile of the sweep's
         finest grid (the whole frame without a sweep) at the lowest resolution and the coarse step, and the
@@ -406,7 +416,7 @@ class SearchPlanner:
             least += cost.predict("prefilter")
         return least
 
-    def waits(self, shape: tuple[int, int], sched: Any, upkeep_ms: float) -> bool:
+    def waits(self, shape: tuple[int, int], sched: FrameScheduler, upkeep_ms: float) -> bool:
         """Whether a frame's primary search waits for the next frame: the tracks' optional upkeep before it
         (re-acquisitions of lost tracks, realignments of new ones) took ``upkeep_ms`` of the frame and the
         search's least part (:meth:`least_ms`) no longer fits the time left. Objects found again where they
@@ -415,7 +425,7 @@ class SearchPlanner:
         a frame whose tracking alone fills the budget would never find a new object)."""
         return upkeep_ms > 0.0 and sched.remaining() < self.least_ms(shape, sched)
 
-    def prefilter_pays(self, sched: Any) -> bool:
+    def prefilter_pays(self, sched: FrameScheduler) -> bool:
         """Whether the prefilter is worth running before this frame's plan: always, except under a budget while
         the sweep is under way and the prefilter's typical time is at least the extraction time it could save
         (that of the sweep's last part, at its resolution and step, less that of nothing): the part is then
@@ -429,7 +439,13 @@ class SearchPlanner:
         return cost.expected("prefilter") < saving
 
     def fitting_scale(
-        self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True, reserve: float = 0.0
+        self,
+        sched: FrameScheduler,
+        cap: int | None,
+        pixels: float,
+        step: int,
+        verify: bool = True,
+        reserve: float = 0.0,
     ) -> float:
         """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left
         less ``reserve`` (the smallest when none does)."""
@@ -437,13 +453,13 @@ class SearchPlanner:
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
         return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left - reserve)
 
-    def frame_cap(self, sched: Any, share: float = 1.0) -> int | None:
+    def frame_cap(self, sched: FrameScheduler, share: float = 1.0) -> int | None:
         """The feature cap of a search under the frame's budget (None without a budget or a cap)."""
         if sched.budget_ms is None or not self.feature_cap:
             return None
         return max(self.min_features, int(self.feature_cap * share))
 
-    def safety_plan(self, shape: tuple[int, int], primary: SearchPlan | None, sched: Any) -> SearchPlan:
+    def safety_plan(self, shape: tuple[int, int], primary: SearchPlan | None, sched: FrameScheduler) -> SearchPlan:
         """The whole frame of ``shape`` (rows, cols) at full resolution, at the primary plan's sampling step
         and the budget's feature cap: the adapting prefilter's safety search."""
         h, w = shape[:2]
@@ -462,7 +478,7 @@ class SearchPlanner:
         old = self._density.get(plan.sample_step)
         self._density[plan.sample_step] = d if old is None else 0.7 * old + 0.3 * d
 
-    def voters(self, n_features: int, sched: Any) -> int:
+    def voters(self, n_features: int, sched: FrameScheduler) -> int:
         """How many of a frame's ``n_features`` vote in retrieval: all up to ``retrieval_voters`` without a
         budget; under one, the most of that, 2/3, 1/2 and 1/3 of it whose retrieval, with matching and
         the first verification after it, is expected to fit the time left (the least when none does).
@@ -477,7 +493,7 @@ class SearchPlanner:
         return max(1, n // 3)
 
     def _left(
-        self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
+        self, sched: FrameScheduler, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
     ) -> tuple[float, float]:
         """The time left for extraction once the mandatory units after it have their typical time, for the
         keypoints expected from ``pixels`` at ``step`` (at most ``cap``; with ``worst``, ``cap`` itself where
@@ -487,7 +503,7 @@ class SearchPlanner:
         return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
     def _tail(
-        self, sched: Any, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
+        self, sched: FrameScheduler, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
     ) -> tuple[float, float]:
         """:meth:`_after` for the keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval
         with :data:`PLANNED_VOTERS` of its voters; with ``worst``, for ``cap`` keypoints where there is a cap:
@@ -505,7 +521,7 @@ class SearchPlanner:
         n = float(cap or 2000) if d is None else d * pixels
         return min(n, float(cap)) if cap else n
 
-    def hint_after(self, sched: Any, pixels: float) -> float:
+    def hint_after(self, sched: FrameScheduler, pixels: float) -> float:
         """The time a hint's search needs after its extraction: the matching (:data:`HINT_MATCHING`) of the
         keypoints expected from ``pixels`` at full resolution (:meth:`_keypoints`, at most the frame's cap)
         and the first verification, typical times plus their margins in quadrature (:func:`_typical`). At
@@ -515,7 +531,7 @@ class SearchPlanner:
         return after + float(np.sqrt(var))
 
     def _after(
-        self, sched: Any, n_features: float, voters: float, verify: bool = True, capped: bool = False
+        self, sched: FrameScheduler, n_features: float, voters: float, verify: bool = True, capped: bool = False
     ) -> tuple[float, float]:
         """Typical time of the mandatory units after extraction (the features tracked objects explain, retrieval
         for a catalogue, matching, and with ``verify`` the first verification) and the sum of their squared

@@ -25,7 +25,7 @@ Every window is given in milliseconds of footage time and counted in the footage
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from objrec.boxes import map_points, model_corners
 from objrec.matching.verify import visible_part
 from objrec.realtime.align import hiders, realign
 from objrec.types import Detection
+
+if TYPE_CHECKING:
+    from objrec.realtime.tracker import Track, Tracker, TrackLike
 
 __all__ = [
     "ReacquireParams",
@@ -110,7 +113,7 @@ class ReacquireParams:
                 raise ValueError(f"{name}: expected a time in milliseconds >= 0, got {v!r}")
 
 
-def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, int] | None = None) -> list[Any]:
+def waiting(tracker: Tracker, frame: int, sought: dict[str, int], shape: tuple[int, int] | None = None) -> list[Track]:
     """The ended planar tracks of ``tracker`` whose objects are looked for in frame ``frame`` (of ``shape``
     rows and columns), not tracked now: those ended for one of :data:`REASONS` within ``window_ms``
     (:class:`ReacquireParams`: in each frame of the first ``first_ms``, then at most once in ``retry_ms``); and
@@ -133,10 +136,11 @@ def waiting(tracker: Any, frame: int, sought: dict[str, int], shape: tuple[int, 
     for pair in [p for p in tracker.layout if not set(p) <= known]:
         del tracker.layout[pair]
     least = tracker.params.min_anchor_visible  # an object less in view than this would not anchor a track
-    out = []
-    for t, ended, why in tracker.ended.values():
-        if t.name in tracked or getattr(t, "homography", None) is None:
+    out: list[Track] = []
+    for track, ended, why in tracker.ended.values():
+        if track.name in tracked or getattr(track, "homography", None) is None:
             continue
+        t = cast("Track", track)  # a track with a homography is planar
         recent = frame - ended <= window
         H = placed(tracker, t) if why in LAYOUT_REASONS else None
         if H is None:
@@ -153,14 +157,14 @@ def _in_view(H: np.ndarray, w: int, h: int, shape: tuple[int, int]) -> float:
     return float(visible_part(H, map_points(H, model_corners(w, h)), w, h, shape)[2])
 
 
-def last_seen(tracker: Any, t: Any) -> np.ndarray:
+def last_seen(tracker: Tracker, t: Track) -> np.ndarray:
     """Where the object of the ended track ``t`` is looked for: where an object followed now places it
     (:func:`placed`), or else its last homography."""
     H = placed(tracker, t)
     return t.homography if H is None else H
 
 
-def placed(tracker: Any, t: Any) -> np.ndarray | None:
+def placed(tracker: Tracker, t: TrackLike) -> np.ndarray | None:
     """The homography at which the objects followed now place the object of the ended track ``t``: the first
     tracked (planar) object it was seen with, times its place relative to that one (:func:`remember_layout`);
     None when there is none. Objects that stay where they are (a shelf, a desk, a wall) keep their places
@@ -178,7 +182,7 @@ def placed(tracker: Any, t: Any) -> np.ndarray | None:
     return None
 
 
-def remember_layout(tracker: Any, t: Any) -> None:
+def remember_layout(tracker: Tracker, t: TrackLike) -> None:
     """At the end of the planar track ``t``: its place relative to each planar track of ``tracker`` still followed
     (``tracker.layout[(other, t)]``: ``t``'s model to the other's model), both from the last frame ``t`` was
     followed in (``Track.history``; a track that followed a swing of the camera a frame longer than the others
@@ -225,10 +229,12 @@ def _steady(
     return R if drift <= steady_px else None
 
 
-def reacquire(tracker: Any, t: Any, gray: np.ndarray) -> Detection | None:
+def reacquire(tracker: Tracker, t: Track, gray: np.ndarray) -> Detection | None:
     """The object of the ended track ``t`` looked for in ``gray`` where the objects followed now place it, or
     else where ``t`` last placed it (:func:`last_seen`; see the module notes): a detection of it, or None.
     Other tracks' outlines are hidden from the alignment and from the appearance check."""
+    if tracker.templates is None or tracker.appearance is None:
+        raise ValueError("reacquire: the tracker needs model images (templates) and an appearance check")
     start = last_seen(tracker, t)
     w, h = t.model_size
     hidden = hiders(tracker.tracks, map_points(start, model_corners(w, h)))

@@ -380,7 +380,8 @@ class FrameScheduler:
             self.cost.observe(OVERHEAD, 1.0, max(0.0, elapsed - self.lag_ms - self.unit_ms))
             late = elapsed > self.budget_ms
             step = LATE_STEP * self.budget_ms * ((1.0 - LATE_TARGET) if late else -LATE_TARGET)
-            # start() set the reserve at the first frame with a budget
+            if self.late_reserve_ms is None:  # start() sets it at the first frame with a budget
+                raise RuntimeError("FrameScheduler.finish: the frame's budget was set without start()")
             self.late_reserve_ms = min(max(0.0, self.late_reserve_ms + step), LATE_RESERVE_MAX * self.budget_ms)
         return elapsed
 

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import cv2
 import numpy as np
@@ -25,6 +26,17 @@ from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import HINT_MATCHING, plan_work
 from objrec.realtime.reacquire import reacquire, waiting
 from objrec.types import Detection, Features, SkipRecord
+
+if TYPE_CHECKING:
+    from objrec.features.extract import FeatureStage
+    from objrec.matching.second_chance import GuidedStage
+    from objrec.matching.verdicts import FrameVerdicts
+    from objrec.matching.verifier import CandidateVerifier
+    from objrec.prefilter.online import OnlinePrefilter
+    from objrec.realtime.planner import SearchPlanner
+    from objrec.realtime.scheduler import FrameScheduler
+    from objrec.realtime.solid_track import SolidTrack
+    from objrec.realtime.tracker import Track, Tracker, TrackLike
 
 __all__ = ["SecondLooks", "CONFIRM_PIXELS", "RETRIEVED"]
 
@@ -59,7 +71,14 @@ class SecondLooks:
     """
 
     def __init__(
-        self, features: Any, matchers: dict, verifier: Any, guided: Any, planner: Any, kinds: list[str], names: list
+        self,
+        features: FeatureStage,
+        matchers: dict,
+        verifier: CandidateVerifier,
+        guided: GuidedStage,
+        planner: SearchPlanner,
+        kinds: list[str],
+        names: list,
     ) -> None:
         self.features = features
         self.matchers = matchers
@@ -98,7 +117,7 @@ class SecondLooks:
         wanted = dict.fromkeys(split_key(k)[0] for k in keys)
         return [i for name in wanted for i in self._views.get(name, ())]
 
-    def safety(self, state: FrameState, sched: Any, adapter: Any) -> None:
+    def safety(self, state: FrameState, sched: FrameScheduler, adapter: OnlinePrefilter) -> None:
         """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
         (a detection all the same)."""
         plan = self.planner.safety_plan(state.shape, state.plan, sched)
@@ -115,7 +134,7 @@ class SecondLooks:
         new = [verdicts.found[n].corners for n in verdicts.found if n not in known]
         adapter.found_in_safety_search(state.proposals, new, state.shape)
 
-    def escalate(self, state: FrameState, sched: Any) -> None:
+    def escalate(self, state: FrameState, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
         found or tracked), each box an optional unit at the resolution the planner gives it
         (:meth:`~objrec.realtime.planner.SearchPlanner.escalation_plan`: lower under a budget, down to what a
@@ -152,7 +171,9 @@ class SecondLooks:
                     )  # fmt: skip
                     self._settle(out[0], more, kind, verdicts, sched)
 
-    def hinted(self, state: FrameState, sched: Any, hints: list[tuple[str, tuple[int, int, int, int]]]) -> None:
+    def hinted(
+        self, state: FrameState, sched: FrameScheduler, hints: list[tuple[str, tuple[int, int, int, int]]]
+    ) -> None:
         """The boxes where the last frame's unverified candidates placed their objects (``hints``: record key
         and box, :meth:`~objrec.matching.verdicts.FrameVerdicts.open_hints`), each searched by the primary
         detector as an optional unit, admitted only with the time its matching and first verification take
@@ -186,12 +207,14 @@ class SecondLooks:
             )  # fmt: skip
             self._settle(feats, found, kind, verdicts, sched)
 
-    def _settle(self, feats: Features, candidates: list, kind: str, verdicts: Any, sched: Any) -> None:
+    def _settle(
+        self, feats: Features, candidates: list, kind: str, verdicts: FrameVerdicts, sched: FrameScheduler
+    ) -> None:
         """An escalation's ``candidates`` verified, and guided matching for those with too little evidence."""
         self.verifier.run(candidates, verdicts, sched, first_mandatory=False)
         self.guided.run(verdicts, self.matchers[kind], feats, sched)
 
-    def turn_reserve(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> float:
+    def turn_reserve(self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int) -> float:
         """What a frame given to the tracks keeps for their realignment and confirmation due: each one's
         predicted time (the high quantile, sized as :meth:`realign` and :meth:`confirm` size them) where it
         fits the time left after the one before, as the scheduler will admit them; none where it does not."""
@@ -209,7 +232,7 @@ class SecondLooks:
                 ms += p
         return ms
 
-    def confirm(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+    def confirm(self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int) -> None:
         """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
         in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it
         (:meth:`~objrec.realtime.tracker.Tracker.reanchor`, with the tolerance of the box's resolution). A
@@ -218,7 +241,7 @@ class SecondLooks:
         confirmation left out for the budget keeps the track first in line."""
         t = tracker.confirmation(frame)
         box, scale, size = _confirm_box(state, t)
-        if box is None:
+        if t is None or box is None:
             return
         args = (state, box, t, scale, tracker, frame)
         v = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
@@ -229,7 +252,7 @@ class SecondLooks:
             state.lost.append(tracker.drop(t, "unconfirmed", frame))
             state.detections = [d for d in state.detections if d.track_id != t.track_id]
 
-    def reacquire(self, state: FrameState, sched: Any, tracker: Any, frame: int) -> None:
+    def reacquire(self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int) -> None:
         """The objects of tracks lost lately looked for where they were (:mod:`objrec.realtime.reacquire`), the
         least recently looked for first, each an optional unit sized by its outline's area, while they fit and
         until :data:`MAX_REALIGNS` were not found (a view still blurred or covered costs no more than that; a
@@ -248,11 +271,13 @@ class SecondLooks:
             if d is None:
                 failed += 1
                 continue
-            new, ended = tracker.absorb([d], [], gray, frame, lambda name, size=t.model_size: size)
+            new, ended = tracker.absorb([d], [], gray, frame, _sized(t.model_size))
             state.tracked, state.lost = state.tracked + new, state.lost + ended
             _aligned_now(tracker, new, frame)
 
-    def realign(self, state: FrameState, sched: Any, tracker: Any, frame: int, new_only: bool = False) -> None:
+    def realign(
+        self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int, new_only: bool = False
+    ) -> None:
         """The tracks due for realignment with their models, in :func:`~objrec.realtime.align.due`'s order, each
         an optional unit sized by its outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``:
         only tracks not yet realigned onto their models (:func:`~objrec.realtime.align.unsettled`). A realigned
@@ -270,7 +295,13 @@ class SecondLooks:
                 state.detections = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.detections]
 
     def _confirmed(
-        self, state: FrameState, box: tuple[int, int, int, int], t: Any, scale: float, tracker: Any, frame: int
+        self,
+        state: FrameState,
+        box: tuple[int, int, int, int],
+        t: Track | SolidTrack,
+        scale: float,
+        tracker: Tracker,
+        frame: int,
     ) -> Detection | None:
         """The confirmation's search: the primary features of one box at the models' sampling, their candidates
         against track ``t``'s object alone, verified; the detection found, or None. A detection confirms or
@@ -290,22 +321,28 @@ class SecondLooks:
         return self._indexes[name]
 
 
-def _aligned_now(tracker: Any, detections: list, frame: int) -> None:
+def _sized(size: tuple[int, int]) -> Callable[[str], tuple[int, int]]:
+    """``model_size(name)`` for one object's track: ``size`` whatever the name."""
+    return lambda name: size
+
+
+def _aligned_now(tracker: Tracker, detections: list, frame: int) -> None:
     """The tracks of ``detections`` (new ones, from re-acquisitions) count as realigned with their models in
     ``frame``: a re-acquisition is that alignment, confirmed by the appearance check, so they are reported at
     once and not realigned again before their turn."""
     ids = {d.track_id for d in detections}
     for t in tracker.tracks:
-        if t.track_id in ids and hasattr(t, "aligned"):
-            t.aligned = t.realigned = frame
+        if t.track_id in ids and hasattr(t, "aligned"):  # planar tracks only
+            planar = cast("Track", t)
+            planar.aligned = planar.realigned = frame
 
 
-def _area(t: Any) -> float:
+def _area(t: TrackLike) -> float:
     """The area of track ``t``'s outline: the size a realignment or a re-acquisition is costed at."""
     return float(cv2.contourArea(np.asarray(t.corners, np.float32)))
 
 
-def _confirm_box(state: FrameState, t: Any) -> tuple[Any, float, float]:
+def _confirm_box(state: FrameState, t: TrackLike | None) -> tuple[tuple[int, int, int, int] | None, float, float]:
     """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at most
     :data:`CONFIRM_PIXELS`) and the pixels searched, the size the unit is costed at; ``(None, 1.0, 0.0)`` without
     a track or a box."""

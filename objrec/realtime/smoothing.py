@@ -168,6 +168,7 @@ class OneEuroFilter:
         if self.x_hat is None:
             self.x_hat, self.dx_hat, self.t_ms = x.copy(), np.zeros_like(x), float(t_ms)
             return x.copy()
+        assert self.dx_hat is not None and self.t_ms is not None  # set with x_hat by the first sample
         if x.shape != self.x_hat.shape:
             raise ValueError(f"x: expected shape {self.x_hat.shape} as the filter's earlier samples, got {x.shape}")
         dt = (float(t_ms) - self.t_ms) / 1e3
@@ -216,7 +217,7 @@ class CornerSmoother:
     def __init__(self, params: SmoothParams | None = None, *, model_size: Callable[[str], tuple[int, int]]) -> None:
         self.params = params or SmoothParams()
         self.model_size = model_size
-        self.filters: dict[str, OneEuroFilter] = {}
+        self.filters: dict[tuple[str, int | None], OneEuroFilter] = {}
 
     def update(self, detections: list[Detection], t_ms: float) -> list[Detection]:
         """The frame's detections with smoothed corners and homographies, in the same order.

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from objrec.realtime.flow import seed_points
 from objrec.types import Detection
+
+if TYPE_CHECKING:
+    from objrec.realtime.tracker import TrackParams
 
 __all__ = ["SolidTrack", "spread_subset"]
 
@@ -125,7 +129,7 @@ class SolidTrack:
             return self.pts
         return _apply(self.step_motion, self.pts).astype(np.float32)
 
-    def follow(self, moved: np.ndarray, good: np.ndarray, shape: tuple[int, int], p) -> str | None:
+    def follow(self, moved: np.ndarray, good: np.ndarray, shape: tuple[int, int], p: TrackParams) -> str | None:
         """Fit the similarity from the reference to the followed points (``moved``, those ``good``) in a frame of
         ``shape`` with RANSAC (``p.refit_px``: :class:`~objrec.realtime.tracker.TrackParams`); the reason the
         track ends, or None."""
@@ -213,6 +217,6 @@ def _inside_share(outline: np.ndarray, shape: tuple[int, int]) -> float:
     area = float(cv2.contourArea(q))
     if area <= 0:
         return 0.0
-    frame = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
+    frame = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
     inter, _ = cv2.intersectConvexConvex(q, frame)
     return float(np.clip(inter / area, 0.0, 1.0))

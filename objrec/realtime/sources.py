@@ -98,8 +98,12 @@ class LatestFrameSlot:
 
 
 class _Source:
-    dropped = 0
     fps: float | None = None
+
+    @property
+    def dropped(self) -> int:
+        """Frames dropped so far: none, for a source that delivers every frame."""
+        return 0
 
     def __iter__(self) -> Iterator[Frame]:
         raise NotImplementedError
@@ -153,6 +157,8 @@ class ImageDirSource(_Source):
     """Images of a folder in name order, image ``i`` at ``1000 i / fps`` ms of footage time (``fps``: the rate
     the images were taken at, 30 by default); an unreadable file is an error naming it."""
 
+    fps: float
+
     def __init__(self, path: str | Path, fps: float = 30.0) -> None:
         if not fps > 0:
             raise ValueError(f"fps: expected a positive number, got {fps}")
@@ -171,6 +177,8 @@ class ImageDirSource(_Source):
 class PacedSource(_Source):
     """Delivers another source's frames at ``fps`` like a camera: newest wins, late frames are dropped."""
 
+    fps: float
+
     def __init__(self, inner: _Source, fps: float) -> None:
         if not fps > 0:
             raise ValueError(f"fps: expected a positive number, got {fps}")
@@ -182,7 +190,7 @@ class PacedSource(_Source):
         self.frame_shape = getattr(inner, "frame_shape", None)
 
     @property
-    def dropped(self) -> int:  # type: ignore[override]
+    def dropped(self) -> int:
         return self._slot.dropped
 
     def _run(self) -> None:
@@ -254,7 +262,7 @@ class CameraSource(_Source):
         return cap
 
     @property
-    def dropped(self) -> int:  # type: ignore[override]
+    def dropped(self) -> int:
         return self._slot.dropped
 
     def _run(self) -> None:

@@ -36,14 +36,16 @@ class _Pass:
     tilt: tuple[float, float]
 
 
-def video_backgrounds(path: str, size: tuple[int, int] = (640, 480), step: int = 1, limit: int | None = None):
+def video_backgrounds(
+    path: str, size: tuple[int, int] = (640, 480), step: int = 1, limit: int | None = None
+) -> list[np.ndarray]:
     """Frames of a video resized to ``size`` (every ``step``-th, at most ``limit``)."""
     import cv2
 
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
         raise ValueError(f"{path}: cannot be opened as a video")
-    out = []
+    out: list[np.ndarray] = []
     i = 0
     while limit is None or len(out) < limit:
         ok, img = cap.read()
@@ -244,10 +246,13 @@ class StreamScore:
             first, seen = self.entries[k]
             self.entries[k] = (seen if first is None and ok else first, seen + 1)
         for d in detections:
-            o = by_name.get(d.name)
-            if o is None:
+            obj = by_name.get(d.name)
+            if obj is None:
                 self.false += 1
-            elif o.visible_fraction >= min_visible and np.linalg.norm(d.corners - o.corners, axis=1).max() > 5 * tol_px:
+            elif (
+                obj.visible_fraction >= min_visible
+                and np.linalg.norm(d.corners - obj.corners, axis=1).max() > 5 * tol_px
+            ):
                 self.false += 1  # reported far from where the object is
 
     @property

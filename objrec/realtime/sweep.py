@@ -20,12 +20,16 @@ for each frame's part and prices the part with its cost model (``planner.fitting
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from objrec.boxes import clip_boxes, union_area
 from objrec.types import Regions, SearchPlan, SkipRecord
+
+if TYPE_CHECKING:  # the planner builds on the sweep: it imports this module, not the reverse
+    from objrec.realtime.planner import SearchPlanner
+    from objrec.realtime.scheduler import FrameScheduler
 
 __all__ = [
     "Sweep",
@@ -135,11 +139,11 @@ class Sweep:
 
     def tile(
         self,
-        planner: Any,
+        planner: SearchPlanner,
         boxes: Regions,
         n_windows: int,
         shape: tuple[int, int],
-        sched: Any,
+        sched: FrameScheduler,
         cap: int | None,
         step: int,
         level_scale: float,
@@ -162,6 +166,7 @@ class Sweep:
                 if min(level_scale, fit) >= self.min_scale:
                     break
             self.grid, self.tile_index = (cols, rows), 0
+        assert self.grid is not None  # set above, or by the round whose tile's second piece comes next
         cols, rows = self.grid
         region, subject = self._region(sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)], piece, w, h)
         proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
@@ -174,14 +179,17 @@ class Sweep:
     ) -> tuple[tuple[int, int, int, int], str]:
         """What of ``tile`` to search and its record's subject: its second piece when the first was searched
         (:func:`tile_piece`), its first piece when ``piece`` is asked, else the whole tile."""
-        cols, rows = self.grid  # type: ignore[misc]
+        assert self.grid is not None  # a tile (or its piece) is asked for only once a round has its grid
+        cols, rows = self.grid
         name = f"tile {tile} of {cols}x{rows}"
         k = 1 if self.piece else 0 if piece else None
         if k is None:
             return tile, name
         return tile_piece(tile, k, w, h), f"{name}, {PIECE_SUBJECT} {k + 1} of 2"
 
-    def coarse_step(self, planner: Any, sched: Any, cap: int | None, pixels: float, steps: list[int]) -> int | None:
+    def coarse_step(
+        self, planner: SearchPlanner, sched: FrameScheduler, cap: int | None, pixels: float, steps: list[int]
+    ) -> int | None:
         """The finest of ``steps`` at which the coarse pass over ``pixels`` is predicted to fit the time left with
         the mandatory units after it, when the coarse pass is due; None otherwise."""
         if not self.coarse_due:
@@ -193,10 +201,10 @@ class Sweep:
 
     def next_plan(
         self,
-        planner: Any,
+        planner: SearchPlanner,
         shape: tuple[int, int],
         rest: Regions,
-        sched: Any,
+        sched: FrameScheduler,
         cap: int | None,
         step: int,
         reserve: float,

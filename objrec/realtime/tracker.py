@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import cv2
 import numpy as np
@@ -43,7 +44,7 @@ from objrec.realtime.solid_track import SolidTrack
 from objrec.realtime.track_kernels import dlt_homography
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
-__all__ = ["TrackParams", "Track", "Tracker", "fit_homography", "COVERED_FRAMES"]
+__all__ = ["TrackParams", "Track", "TrackLike", "Tracker", "fit_homography", "COVERED_FRAMES"]
 
 #: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
 #: this many times ``reanchor_px`` (a detection's own error); beyond, the appearance check decides (see
@@ -58,6 +59,41 @@ APPEARANCE_MARGIN = 0.05
 
 #: ``appearance(gray, name, homography, model_size, hidden_outlines) -> share`` (NaN: too little in view).
 AppearanceCheck = Callable[[np.ndarray, str, np.ndarray, tuple[int, int], list], float]
+
+
+class TrackLike(Protocol):
+    """What a planar :class:`Track` and a :class:`~objrec.realtime.solid_track.SolidTrack` have in common: the
+    interface of code that serves both (the tracker's bookkeeping, the outlines a search leaves out, the
+    order of confirmations). ``homography`` is None for a solid track."""
+
+    track_id: int
+    name: str
+    model_size: tuple[int, int]
+    pts: np.ndarray
+    score: float
+    confirmed: int
+    checked: int
+    asked: int
+    anchor_inliers: int
+    rough: bool
+    shown: bool
+    seeded: int
+    visible: float
+    anchored_visible: float
+    history: deque
+
+    @property
+    def homography(self) -> np.ndarray | None: ...
+
+    @property
+    def corners(self) -> np.ndarray: ...
+
+    @property
+    def support(self) -> float: ...
+
+    def predict(self) -> np.ndarray: ...
+
+    def detection(self, state: str) -> Detection: ...
 
 
 @dataclass(frozen=True)
@@ -204,8 +240,8 @@ class Track:
             return "support"
         src, dst = t.model_pts[good], moved[good]
         H = fit_homography(src, dst)  # most frames: every point agrees, and RANSAC is not needed
-        inl = None if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
-        if inl is None or not inl.all():
+        inl = np.zeros(0, bool) if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
+        if H is None or not inl.all():
             H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
             if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
                 return "support"
@@ -321,7 +357,7 @@ class Tracker:
         out = [t.detection("tracked") for t in self.tracks]
         return out, lost
 
-    def _check(self, t: Track, gray: np.ndarray, frame: int) -> str | None:
+    def _check(self, t: Track | SolidTrack, gray: np.ndarray, frame: int) -> str | None:
         """The appearance check when due; a track that passes it gets new points."""
         p = self.params
         due = frame - t.checked >= self.frames(p.appearance_every_ms) or t.support < p.recheck_support
@@ -354,13 +390,13 @@ class Tracker:
                 t.pts = np.concatenate([t.pts, new])
         t.seeded = len(t.pts)
 
-    def drop(self, t: Track, reason: str, frame: int) -> LostTrack:
+    def drop(self, t: Track | SolidTrack, reason: str, frame: int) -> LostTrack:
         """End track ``t`` now, for ``reason``."""
         if t in self.tracks:
             self.tracks.remove(t)
         return self._end(t, reason, frame)
 
-    def _end(self, t: Track, reason: str, frame: int) -> LostTrack:
+    def _end(self, t: Track | SolidTrack, reason: str, frame: int) -> LostTrack:
         self.recent[t.name], self.ended[t.name] = (t.corners, frame), (t, frame, reason)
         remember_layout(self, t)
         return LostTrack(t.track_id, t.name, reason)
@@ -409,7 +445,7 @@ class Tracker:
         self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < window}
         return tracked + out, lost
 
-    def _owner(self, d: Detection) -> Track | None:
+    def _owner(self, d: Detection) -> Track | SolidTrack | None:
         """The track of ``d``'s object whose outline holds ``d``'s centre (None: a new object)."""
         c = np.asarray(d.corners, np.float64).mean(axis=0)
         for t in self.tracks:
@@ -418,7 +454,8 @@ class Tracker:
                 return t
         return None
 
-    def _appearance(self, t: Track, H: np.ndarray, gray: np.ndarray) -> float:
+    def _appearance(self, t: Track | SolidTrack, H: np.ndarray, gray: np.ndarray) -> float:
+        assert self.appearance is not None  # its callers run it only where there is a check
         return self.appearance(gray, t.name, H, t.model_size, hiders(self.tracks, t.corners, t))
 
     def _confirmed(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray, frame: int) -> None:
@@ -427,7 +464,7 @@ class Tracker:
         if isinstance(t, SolidTrack):
             t.replenish(gray, self.params.points)
 
-    def _keeps(self, t: Track, d: Detection, gray: np.ndarray) -> bool:
+    def _keeps(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray) -> bool:
         """Whether track ``t`` stays as it is when the detector finds its object as ``d``: they agree within
         ``reanchor_px`` and the track's support holds; or, when they disagree, the frame confirms the track's
         outline clearly better than the detection's (the appearance check as the arbiter: a detection under
@@ -444,7 +481,7 @@ class Tracker:
         preferred = self._prefers_track(t, d, gray)
         return d.inliers <= t.anchor_inliers if preferred is None else preferred
 
-    def _prefers_track(self, t: Track, d: Detection, gray: np.ndarray) -> bool | None:
+    def _prefers_track(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray) -> bool | None:
         """True when the frame confirms ``t``'s outline clearly better than ``d``'s, False when the other way
         round, None when the appearance check tells them apart by no more than :data:`APPEARANCE_MARGIN`
         (or cannot judge either, or there is no check)."""
@@ -455,7 +492,9 @@ class Tracker:
             return bool(mine > theirs)
         return None
 
-    def _start(self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | None):
+    def _start(
+        self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | SolidTrack | None
+    ) -> Track | SolidTrack | None:
         """A track for ``d`` (keeping ``old``'s id, and whether it was reported, when it re-anchors one), or None
         when too few points can be followed on it."""
         if d.visible_fraction < self.params.min_anchor_visible:
@@ -468,7 +507,7 @@ class Tracker:
             new.shown = old is not None and old.shown
         return new
 
-    def confirmation(self, frame: int) -> Track | None:
+    def confirmation(self, frame: int) -> Track | SolidTrack | None:
         """The track whose object the detector should search for again in this frame, at full quality (at
         most one per frame), or None.
 
@@ -491,7 +530,7 @@ class Tracker:
             t.asked = self._asked_before[1]
         self._asked_before = None
 
-    def _due(self, t: Track, frame: int) -> bool:
+    def _due(self, t: Track | SolidTrack, frame: int) -> bool:
         p = self.params
         if t.asked == frame:
             return False
@@ -499,13 +538,19 @@ class Tracker:
         grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
         return t.rough or frame - last >= self.frames(p.confirm_every_ms) or grown
 
-    def confirmation_due(self, frame: int) -> Track | None:
+    def confirmation_due(self, frame: int) -> Track | SolidTrack | None:
         """The track :meth:`confirmation` would choose in frame ``frame``, not yet chosen; None when none is due."""
         waiting = [t for t in self.tracks if self._due(t, frame)] if self.enabled else []
         return min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked))) if waiting else None
 
     def reanchor(
-        self, t: Track, d: Detection, detections: list[Detection], gray: np.ndarray, frame: int, scale: float = 1.0
+        self,
+        t: Track | SolidTrack,
+        d: Detection,
+        detections: list[Detection],
+        gray: np.ndarray,
+        frame: int,
+        scale: float = 1.0,
     ) -> list[Detection]:
         """The outcome of a full-quality search for track ``t``'s object, found as ``d`` by a search at resolution
         ``scale``: within ``reanchor_px / scale`` (a corner found at a lower resolution is as uncertain in
@@ -564,7 +609,7 @@ class Tracker:
         self.rate.reset()
 
 
-def _trusted(tracker: Tracker, t: Track, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
+def _trusted(tracker: Tracker, t: Track | SolidTrack, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
     """Whether ``tracker``'s track ``t`` stands against the confirmation ``d`` that disagrees with it beyond
     ``tol``: the frame confirms its outline clearly better (the appearance check), or it was realigned with its
     model within ``realign_every_ms`` and either they disagree by no more than :data:`ALIGNED_TRUST` times
@@ -618,6 +663,7 @@ def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:
     if isinstance(t, SolidTrack):
         return t.explains(d, tolerance_px)
     if d.homography is None:
+        assert d.outline is not None  # a detection without a homography always has an outline (Detection)
         q = np.float32(t.corners).reshape(-1, 1, 2)
         return all(cv2.pointPolygonTest(q, (float(x), float(y)), True) >= -tolerance_px for x, y in d.outline)
     return float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max()) <= tolerance_px

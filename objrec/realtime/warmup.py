@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +15,10 @@ from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.sweep import COARSE_SWEEP_SCALE, SWEEP_GRIDS, sweep_tiles
 from objrec.realtime.tracker import fit_homography
 from objrec.types import Regions, SearchPlan
+
+if TYPE_CHECKING:  # the recognizer warms itself up with this module: it imports it, not the reverse
+    from objrec.features.extract import FrameImage
+    from objrec.recognizer import Recognizer
 
 __all__ = ["warm_up", "ESCALATION_SHARES", "ESCALATION_SCALES"]
 
@@ -28,7 +32,7 @@ ESCALATION_SHARES = (0.08, 0.2, 0.4)
 ESCALATION_SCALES = (1.0, 0.5)
 
 
-def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
+def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
     """Run ``recognizer`` without a budget on generated frames of ``frame_shape`` (rows, cols): scenes of up
     to two of its enrolled objects over a generated cover, and the cover alone.
 
@@ -76,12 +80,13 @@ def warm_up(recognizer: Any, frame_shape: tuple[int, int] = (480, 640), repeats:
         recognizer.scheduler.cost.forget("read")
         recognizer.tracker.reset()
         recognizer.degrade.reset()
-        if getattr(recognizer, "adapter", None) is not None:
-            recognizer.adapter.reset()  # the generated frames are not the camera's scene
+        adapter = getattr(recognizer, "adapter", None)
+        if adapter is not None:
+            adapter.reset()  # the generated frames are not the camera's scene
     collect_in_slack(float("inf"))
 
 
-def _sweep_tiles(recognizer: Any, image: Any, step: int | None) -> None:
+def _sweep_tiles(recognizer: Recognizer, image: FrameImage, step: int | None) -> None:
     """The primary extraction on one tile of each grid of the sweep (``SWEEP_GRIDS``, searched as the sweep
     searches them, each a crop of its own) and on the sweep's coarse pass at sampling ``step``, each a scheduler
     unit of a frame without a budget: the cost model learns the extraction across the sizes the sweep asks it
@@ -103,7 +108,7 @@ def _sweep_tiles(recognizer: Any, image: Any, step: int | None) -> None:
         )  # fmt: skip
 
 
-def _escalate_boxes(recognizer: Any, image: Any) -> None:
+def _escalate_boxes(recognizer: Recognizer, image: FrameImage) -> None:
     """The escalation of each secondary detector kind on centred boxes of :data:`ESCALATION_SHARES` of the
     frame ``image`` (a :class:`~objrec.features.extract.FrameImage`) at each of :data:`ESCALATION_SCALES`, each
     a scheduler unit of a frame without a budget (the cost model learns it), matched as a frame's escalation

@@ -151,3 +151,15 @@ def test_without_vtest_no_object_draws_on_the_video(shared_data, tmp_path, monke
     assert [n for n, _ in items[-10:]] == [f"gen_{i:06d}" for i in range(10)]
     assert read and not any("vtest" in p for p in read)  # the tiles and warps read their sources
     assert all("novtest" in p for _, p in items[-10:])
+
+
+def test_scale_section_commits_its_synthetic_objects(capsys):
+    """The ``scale`` section's synthetic objects go through the batch commit and the database opens, reads and
+    removes them: every object a shard stores has its thumbnail (``thumbs.npy`` holds one per object)."""
+    from types import SimpleNamespace
+
+    import bench_catalogue
+
+    bench_catalogue.section_scale(SimpleNamespace(scale_objects=3, scale_features=20))
+    out = capsys.readouterr().out
+    assert "scale: 3 objects x 20 SIFT rows in 1 commits" in out and "remove" in out

@@ -162,9 +162,9 @@ _warmed: weakref.WeakSet[FindObjBaseline] = weakref.WeakSet()
 def _recognizer(detector: str, database: str, database_id: str, objects: str, budget_ms: float | None) -> Any:
     if detector == "findobj":
         listing = json.loads(Path(objects).read_text(encoding="utf-8"))["objects"]
-        objects = {name: load_image(Path(path), gray=True) for name, path in listing}
+        images = {name: load_image(Path(path), gray=True) for name, path in listing}
         return FindObjBaseline(
-            objects,
+            images,
             matcher="flann",
             ratio=0.8,
             candidates=ANCHOR_CANDIDATES,

@@ -127,7 +127,8 @@ def _recognizer(detector: str, image_a: np.ndarray, views: str | None, folder: P
         kind, _, backend = detector.partition("-")
         db = ModelDB.create(folder / "db", detectors={kind: {}})
         kw = {"track": False, "detectors": [kind], "backend": backend or "cpu"}
-    db.enroll("a", image_a, **({"views": views} if views is not None else {}))
+    enrol_kw: dict[str, Any] = {"views": views} if views is not None else {}
+    db.enroll("a", image_a, **enrol_kw)
     return Recognizer(db, **kw)
 
 

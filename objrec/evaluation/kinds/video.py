@@ -31,7 +31,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,11 @@ from objrec.datasets.video import (
 from objrec.evaluation.config import EvalConfig, finish_task
 from objrec.evaluation.document import ReportDoc
 from objrec.evaluation.kinds.base import EvalKind
+
+if TYPE_CHECKING:
+    from objrec.evaluation.baseline import FindObjBaseline
+    from objrec.recognizer import Recognizer
+    from objrec.types import Detection
 
 __all__ = [
     "KIND",
@@ -144,14 +149,16 @@ def _corners(d: Any, attr: str) -> list[list[float]] | None:
     return None if c is None else np.round(np.asarray(c, np.float64), 3).tolist()
 
 
-def _process(rec: Any, img: np.ndarray, t_footage: float, t_capture: float | None) -> tuple[Any, float, bool]:
+def _process(
+    rec: Recognizer | FindObjBaseline, img: np.ndarray, t_footage: float, t_capture: float | None
+) -> tuple[Detection | None, float, bool]:
     """One frame through ``rec``: its target detection (or None), latency and whether it met the budget."""
     from objrec.evaluation.baseline import FindObjBaseline
 
     if isinstance(rec, FindObjBaseline):
         t0 = time.perf_counter()
-        r = rec.process(img)
-        return (r.detections[0] if r.detections else None), (time.perf_counter() - t0) * 1e3, True
+        found = rec.process(img)
+        return (found.detections[0] if found.detections else None), (time.perf_counter() - t0) * 1e3, True
     r = rec.process(img, t0=t_capture, t_frame=t_footage)
     d = next((x for x in r.detections if x.name.split("#")[0] == _NAME), None)
     return d, r.latency_ms, r.deadline_met
@@ -211,7 +218,7 @@ def _annotate(writer: Any, spec: dict[str, Any], clip: VideoClip, img: np.ndarra
         folder = Path(spec["video_out"])
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{spec['detector']}_{clip.name}.mp4"
-        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), clip.fps, out.shape[1::-1])
+        writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), clip.fps, out.shape[1::-1])
     writer.write(out)
     return writer
 
@@ -250,7 +257,8 @@ def score_frames(frames: list[dict[str, Any]], gt: np.ndarray, budget_ms: float 
         e_al.append(alignment_error(c, gt[i]))
         e_raw.append(alignment_error(None if f is None else f["raw_corners"], gt[i]))
         H = None if c is None else corners_homography(unit, np.asarray(c))
-        e_h.append(homography_discrepancy(H, corners_homography(unit, gt[i])))
+        H_true = corners_homography(unit, gt[i])
+        e_h.append(float("inf") if H_true is None else homography_discrepancy(H, H_true))
     e_al_a, e_raw_a = np.array(e_al), np.array(e_raw)
     found = e_al_a <= FOUND_PX
     estimated = np.isfinite(e_al_a)
