@@ -77,10 +77,14 @@ def cli_enrolment(items: list[tuple[str, str]], work: Path) -> float:
 
 def profile(items: list[tuple[str, str]], n: int) -> dict[str, float]:
     """CPU milliseconds per object of each stage of ``prepare_object`` on one thread (cumulative times).
-    SURF's kernels run on one Numba thread here, so that CPU time is the work itself."""
+    SURF's kernels, OpenCV and BLAS run on one thread here, so that CPU time is the work itself."""
+    import cv2
     import numba
+    from threadpoolctl import threadpool_limits
 
     numba.set_num_threads(1)
+    cv2.setNumThreads(1)
+    threadpool_limits(1)
     from objrec.features.model import DEFAULT_DETECTORS
     from objrec.modeldb.preparation import prepare_object
 

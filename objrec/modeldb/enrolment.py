@@ -103,7 +103,7 @@ def _attempt(*args: Any) -> list[PreparedObject] | str | Exception:
 def _known(db: ModelDB, name: str) -> list[dict] | None:
     """What the enrolled views of object ``name`` were made from, for the skip test of :func:`_work`; None for
     an object not enrolled (or enrolled without a source record)."""
-    if name not in db.names:
+    if name not in db.store.views:  # a dict lookup: the list of names grows with the catalogue
         return None
     known = []
     for i in [db.info(k) for k in db.view_keys(name)]:
