@@ -538,7 +538,7 @@ def reportable(tracker: Tracker, found: list[Detection], budget_ms: float | None
         if t is not None and not t.shown:
             if t.rough and getattr(t, "aligned", 0) < 0:
                 continue
-            t.shown = True
+            tracker.mark_shown(t)
         out.append(d)
     return out
 

@@ -304,6 +304,7 @@ def test_under_a_budget_a_new_track_is_reported_once_a_full_quality_look_agrees(
     without a track, and every detection without a budget, is reported at once."""
     from types import SimpleNamespace
 
+    from objrec.realtime.tracker import Tracker
     from objrec.recognizer import reportable
     from objrec.types import Detection
 
@@ -313,7 +314,7 @@ def test_under_a_budget_a_new_track_is_reported_once_a_full_quality_look_agrees(
 
     new = SimpleNamespace(track_id=1, rough=True, aligned=-1, shown=False)
     confirmed = SimpleNamespace(track_id=2, rough=False, aligned=-1, shown=False)
-    tracker = SimpleNamespace(tracks=[new, confirmed])
+    tracker = SimpleNamespace(tracks=[new, confirmed], mark_shown=Tracker.mark_shown)
     found = [det(1), det(2), det(None)]
     assert [d.track_id for d in reportable(tracker, found, 33.0)] == [2, None]
     assert [d.track_id for d in reportable(tracker, found, None)] == [1, 2, None]

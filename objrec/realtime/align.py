@@ -29,12 +29,11 @@ from objrec.matching.verify import visible_part
 from objrec.realtime.flow import seed_points
 
 if TYPE_CHECKING:
-    from objrec.realtime.tracker import Track, Tracker, TrackLike, TrackParams
+    from objrec.realtime.tracker import Track, Tracker, TrackLike
 
 __all__ = [
     "ModelTemplates",
     "realign",
-    "realign_track",
     "due",
     "realign_in",
     "unsettled",
@@ -362,21 +361,6 @@ def f_threshold(dof: int, level: float = SIGNIFICANCE) -> float:
     return float(fdtri(8, dof, level))
 
 
-def realign_track(t: Track, gray: np.ndarray, templates: ModelTemplates, hidden: Sequence[np.ndarray]) -> bool:
-    """Realign the planar track ``t`` (a :class:`~objrec.realtime.tracker.Track`) in the frame ``gray``
-    (:func:`realign`): its points move onto the realigned homography, and its motion from the frame before
-    keeps its size. Whether it was realigned."""
-    H = t.homography
-    H2 = realign(gray, templates.get(t.name), H, t.model_size, hidden)[0]
-    if H2 is None:
-        return False
-    if t.previous is not None:
-        t.previous = H2 @ np.linalg.inv(H) @ t.previous
-    t.homography = H2
-    t.pts = map_points(H2, t.model_pts).astype(np.float32)
-    return True
-
-
 def due(tracker: Tracker, frame: int) -> Track | None:
     """The planar track of ``tracker`` (a :class:`~objrec.realtime.tracker.Tracker`) to realign in frame
     ``frame``: never realigned, or moved far by its last realignment (:data:`AGAIN_PX`; in the same frame too,
@@ -426,22 +410,21 @@ def hiders(tracks: Sequence[TrackLike], outline: np.ndarray, skip: TrackLike | N
 
 
 def realign_in(tracker: Tracker, t: Track, gray: np.ndarray, frame: int) -> bool:
-    """Realign ``tracker``'s track ``t`` in ``gray`` (frame number ``frame``) with the other tracks' outlines
-    hidden (:func:`realign_track`); whether it was realigned. A realignment that moved the part of the outline
-    inside the frame by more than :data:`AGAIN_PX` (:func:`seen_move`) leaves the track due again, with new
-    points (:func:`_reseed`)."""
+    """Realign ``tracker``'s planar track ``t`` in ``gray`` (frame number ``frame``) with the other tracks'
+    outlines hidden (:func:`realign`); whether it was realigned. The tracker moves the track onto the realigned
+    homography (:meth:`~objrec.realtime.tracker.Tracker.mark_realigned`). A realignment that moved the part of
+    the outline inside the frame by more than :data:`AGAIN_PX` (:func:`seen_move`) leaves the track due again,
+    with new points (:func:`_reseed`)."""
     if tracker.templates is None:
         raise ValueError("realign_in: the tracker has no model images (templates) to realign with")
-    t.realigned = frame
     hidden = hiders(tracker.tracks, t.corners, t)
     before, H0 = t.corners, t.homography
-    moved = realign_track(t, gray, tracker.templates, hidden)
-    t.again = bool(moved) and seen_move(H0, t.homography, before, t.model_size, gray.shape[:2]) > AGAIN_PX
-    if t.again:
-        _reseed(t, gray, tracker.params, hidden)
-    if moved:
-        t.aligned = frame
-    return moved
+    H = realign(gray, tracker.templates.get(t.name), H0, t.model_size, hidden)[0]
+    far = H is not None and seen_move(H0, H, before, t.model_size, gray.shape[:2]) > AGAIN_PX
+    tracker.mark_realigned(t, frame, H, far)
+    if far:
+        _reseed(tracker, t, gray, hidden)
+    return H is not None
 
 
 def seen_move(
@@ -460,17 +443,16 @@ def seen_move(
     return float(np.linalg.norm(map_points(move, pts) - pts, axis=1).max())
 
 
-def _reseed(t: Track, gray: np.ndarray, params: TrackParams, hidden: Sequence[np.ndarray]) -> None:
-    """Track ``t``'s points chosen anew on the frame's strong corners inside its realigned outline. Its points
-    were corners of the frame where the homography before put them; moved with the outline by pixels they
-    sit beside those corners, on texture that Lucas-Kanade follows poorly, and the next frames' refits
-    wander by as much. None is taken where the track lost its points lately (:func:`seed_points`). Kept as
-    they are when too few corners are found."""
+def _reseed(tracker: Tracker, t: Track, gray: np.ndarray, hidden: Sequence[np.ndarray]) -> None:
+    """``tracker``'s track ``t`` given points chosen anew on the frame's strong corners inside its realigned
+    outline (:meth:`~objrec.realtime.tracker.Tracker.reseed`). Its points were corners of the frame where the
+    homography before put them; moved with the outline by pixels they sit beside those corners, on texture that
+    Lucas-Kanade follows poorly, and the next frames' refits wander by as much. None is taken where the track
+    lost its points lately (:func:`seed_points`). Kept as they are when too few corners are found."""
+    params = tracker.params
     pts = seed_points(gray, t.corners, params.points, hidden=hidden, kept=t.pts, lost=lost_points(t))
     if len(pts) >= params.min_points:
-        t.pts = pts
-        t.model_pts = map_points(np.linalg.inv(t.homography), pts).astype(np.float32)
-        t.seeded = len(pts)
+        tracker.reseed(t, pts)
 
 
 def aligned_within(t: TrackLike, frame: int, every: int) -> bool:

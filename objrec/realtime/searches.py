@@ -328,13 +328,12 @@ def _sized(size: tuple[int, int]) -> Callable[[str], tuple[int, int]]:
 
 def _aligned_now(tracker: Tracker, detections: list, frame: int) -> None:
     """The tracks of ``detections`` (new ones, from re-acquisitions) count as realigned with their models in
-    ``frame``: a re-acquisition is that alignment, confirmed by the appearance check, so they are reported at
-    once and not realigned again before their turn."""
+    ``frame`` (:meth:`~objrec.realtime.tracker.Tracker.mark_aligned`): a re-acquisition is that alignment,
+    confirmed by the appearance check, so they are reported at once and not realigned again before their turn."""
     ids = {d.track_id for d in detections}
     for t in tracker.tracks:
         if t.track_id in ids and hasattr(t, "aligned"):  # planar tracks only
-            planar = cast("Track", t)
-            planar.aligned = planar.realigned = frame
+            tracker.mark_aligned(cast("Track", t), frame)
 
 
 def _area(t: TrackLike) -> float:

@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from objrec.realtime.flow import seed_points
+from objrec.realtime.track_state import TrackState, state_of
 from objrec.types import Detection
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class SolidTrack:
     anchored_visible: float = 1.0
     motion: np.ndarray = field(default_factory=lambda: np.eye(3))
     step_motion: np.ndarray | None = None
+    lost_reason: str | None = None  # why it ended (LostTrack.reason); None while it is followed
 
     homography = None  # no plane: the interface of a planar track, for code that serves both
     history: deque = field(default_factory=lambda: deque(maxlen=1))  # (frame, None): as a planar track's
@@ -107,6 +109,11 @@ class SolidTrack:
             anchor_inliers=d.inliers, seeded=len(pts), visible=d.visible_fraction,
             anchored_visible=d.visible_fraction,
         )  # fmt: skip
+
+    @property
+    def state(self) -> TrackState:
+        """The track's state (:class:`~objrec.realtime.track_state.TrackState`), as a planar track's."""
+        return state_of(self.rough, self.shown, self.lost_reason)
 
     @property
     def outline(self) -> np.ndarray:

@@ -42,9 +42,10 @@ from objrec.realtime.footage import FrameRate
 from objrec.realtime.reacquire import ReacquireParams, remember_layout
 from objrec.realtime.solid_track import SolidTrack
 from objrec.realtime.track_kernels import dlt_homography
+from objrec.realtime.track_state import TrackState, state_of
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
-__all__ = ["TrackParams", "Track", "TrackLike", "Tracker", "fit_homography", "COVERED_FRAMES"]
+__all__ = ["TrackParams", "Track", "TrackLike", "TrackState", "Tracker", "fit_homography", "COVERED_FRAMES"]
 
 #: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
 #: this many times ``reanchor_px`` (a detection's own error); beyond, the appearance check decides (see
@@ -64,7 +65,8 @@ AppearanceCheck = Callable[[np.ndarray, str, np.ndarray, tuple[int, int], list],
 class TrackLike(Protocol):
     """What a planar :class:`Track` and a :class:`~objrec.realtime.solid_track.SolidTrack` have in common: the
     interface of code that serves both (the tracker's bookkeeping, the outlines a search leaves out, the
-    order of confirmations). ``homography`` is None for a solid track."""
+    order of confirmations). ``homography`` is None for a solid track. Their fields are changed by the
+    :class:`Tracker`'s methods only (and by the track's own, which the tracker calls)."""
 
     track_id: int
     name: str
@@ -81,6 +83,10 @@ class TrackLike(Protocol):
     visible: float
     anchored_visible: float
     history: deque
+    lost_reason: str | None
+
+    @property
+    def state(self) -> TrackState: ...
 
     @property
     def homography(self) -> np.ndarray | None: ...
@@ -200,7 +206,7 @@ class Track:
     asked: int = -1  # the last frame the detector was asked to confirm it
     anchor_inliers: int = 0  # inliers of the detection it was anchored on
     rough: bool = True  # not yet confirmed by a full-quality search of its box (every new anchor starts so)
-    shown: bool = False  # reported in a frame's result (see objrec.recognizer.reportable)
+    shown: bool = False  # reported under a budget (see objrec.recognizer.reportable)
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
     aligned: int = -1  # the frame of its last realignment that moved it onto the model
@@ -209,9 +215,16 @@ class Track:
     previous: np.ndarray | None = None  # the homography one frame before (None: just anchored)
     lost_pts: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # model points lost, per frame
     history: deque = field(default_factory=lambda: deque(maxlen=COVERED_FRAMES))  # (frame, homography) followed
+    lost_reason: str | None = None  # why it ended (LostTrack.reason); None while it is followed
     # (homography, its corners): asked for many times a frame, computed once per homography (a new homography
     # is always a new array: none is changed in place)
     _corners: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def state(self) -> TrackState:
+        """The track's state (:class:`~objrec.realtime.track_state.TrackState`), from ``rough``, ``shown`` and
+        ``lost_reason``."""
+        return state_of(self.rough, self.shown, self.lost_reason)
 
     @property
     def corners(self) -> np.ndarray:
@@ -397,9 +410,63 @@ class Tracker:
         return self._end(t, reason, frame)
 
     def _end(self, t: Track | SolidTrack, reason: str, frame: int) -> LostTrack:
+        self.mark_lost(t, reason)
         self.recent[t.name], self.ended[t.name] = (t.corners, frame), (t, frame, reason)
         remember_layout(self, t)
         return LostTrack(t.track_id, t.name, reason)
+
+    # A track's transitions: the stages call these with their results; nothing else changes a track's fields.
+
+    @staticmethod
+    def mark_lost(t: Track | SolidTrack, reason: str) -> None:
+        """Track ``t`` ended for ``reason`` (→ ``LOST``)."""
+        t.lost_reason = reason
+
+    @staticmethod
+    def mark_shown(t: Track | SolidTrack) -> None:
+        """Track ``t`` reported under a budget (→ ``SHOWN`` while not confirmed): once reported, it stays
+        reported (:func:`objrec.recognizer.reportable`)."""
+        t.shown = True
+
+    @staticmethod
+    def mark_confirmed(t: Track | SolidTrack) -> None:
+        """A full-quality search of track ``t``'s box found its object (→ ``CONFIRMED``)."""
+        t.rough = False
+
+    @staticmethod
+    def mark_asked(t: Track | SolidTrack, frame: int) -> None:
+        """The detector is asked to confirm track ``t`` in ``frame`` (or, ``frame`` an earlier one, the request
+        is taken back: :meth:`postpone`)."""
+        t.asked = frame
+
+    @staticmethod
+    def mark_realigned(t: Track, frame: int, homography: np.ndarray | None, moved_far: bool) -> None:
+        """Track ``t`` realigned with its model in ``frame`` (:func:`~objrec.realtime.align.realign_in`): onto
+        ``homography`` (None: the realignment failed, and the track stays as it is), its points moved onto it and
+        its motion from the frame before keeping its size; ``moved_far``: the move was large enough for the track
+        to be realigned again at once."""
+        t.realigned = frame
+        if homography is not None:
+            if t.previous is not None:
+                t.previous = homography @ np.linalg.inv(t.homography) @ t.previous
+            t.homography = homography
+            t.pts = map_points(homography, t.model_pts).astype(np.float32)
+            t.aligned = frame
+        t.again = moved_far
+
+    @staticmethod
+    def mark_aligned(t: Track, frame: int) -> None:
+        """Track ``t`` counts as realigned onto its model in ``frame`` (a re-acquisition, which is that
+        alignment): reported at once, and not realigned again before its turn."""
+        t.aligned = t.realigned = frame
+
+    @staticmethod
+    def reseed(t: Track, pts: np.ndarray) -> None:
+        """Planar track ``t``'s points replaced by ``pts`` (frame pixels, (k, 2) float32), mapped back onto its
+        model through its homography."""
+        t.pts = pts
+        t.model_pts = map_points(np.linalg.inv(t.homography), pts).astype(np.float32)
+        t.seeded = len(pts)
 
     def absorb(
         self,
@@ -502,9 +569,14 @@ class Tracker:
         tid = old.track_id if old is not None else self._next_id
         others = hiders(self.tracks, d.corners, old)
         new = anchor_track(d, gray, frame, size, tid, others, self.params)
-        if new is not None:
-            new.asked, self._next_id = (old.asked, self._next_id) if old is not None else (-1, tid + 1)
-            new.shown = old is not None and old.shown
+        if new is None:
+            return None
+        if old is None:
+            self._next_id = tid + 1
+            return new
+        self.mark_asked(new, old.asked)  # re-anchored: it keeps its place in line, and stays reported
+        if old.shown:
+            self.mark_shown(new)
         return new
 
     def confirmation(self, frame: int) -> Track | SolidTrack | None:
@@ -521,13 +593,13 @@ class Tracker:
         t = self.confirmation_due(frame)
         if t is not None:
             self._asked_before = (t, t.asked)
-            t.asked = frame
+            self.mark_asked(t, frame)
         return t
 
     def postpone(self, t: Track | SolidTrack) -> None:
         """The confirmation just chosen for ``t`` did not run (no room left): ``t`` keeps its place in line."""
         if self._asked_before is not None and self._asked_before[0] is t:
-            t.asked = self._asked_before[1]
+            self.mark_asked(t, self._asked_before[1])
         self._asked_before = None
 
     def _due(self, t: Track | SolidTrack, frame: int) -> bool:
@@ -558,7 +630,7 @@ class Tracker:
         id, ``state="detected"``) and ``d`` replaces the track's detection in the frame's ``detections``
         (returned), unless the track stands against it (:func:`_trusted`: a recent realignment with its
         model, or the appearance check)."""
-        t.rough = False
+        self.mark_confirmed(t)
         p = self.params
         tol = p.reanchor_px / min(1.0, max(scale, 1e-3))
         if _agree(t, d, tol) or t not in self.tracks or _trusted(self, t, d, gray, frame, tol):
@@ -567,7 +639,7 @@ class Tracker:
         new = self._start(d, gray, frame, t.model_size, t)
         if new is None:
             return detections
-        new.rough = False  # anchored on a full-quality search
+        self.mark_confirmed(new)  # anchored on a full-quality search
         self.tracks[self.tracks.index(t)] = new
         return [new.detection("detected") if x.track_id == t.track_id else x for x in detections]
 

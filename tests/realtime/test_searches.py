@@ -11,6 +11,7 @@ from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import ESCALATION_PIXELS, HINT_MATCHING, SearchPlanner, plan_work
 from objrec.realtime.scheduler import RELEARN_AFTER, CostModel, FakeClock, FrameScheduler
 from objrec.realtime.searches import SecondLooks
+from objrec.realtime.tracker import Tracker
 from objrec.types import Candidate, Detection, Features, Rejection, SearchPlan, SkipRecord
 
 
@@ -209,7 +210,9 @@ def test_a_frame_given_to_the_tracks_keeps_what_their_units_are_predicted_to_tak
 
 
 class _LostTracker:
-    """Lost objects to look for; the tracks their re-acquisitions start."""
+    """Lost objects to look for; the tracks their re-acquisitions start (marked by the tracker's transition)."""
+
+    mark_aligned = staticmethod(Tracker.mark_aligned)
 
     def __init__(self, names):
         ghost = {"model_size": (100, 100), "corners": np.float32([[0, 0], [9, 0], [9, 9], [0, 9]])}

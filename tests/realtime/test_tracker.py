@@ -16,7 +16,7 @@ from objrec.boxes import (
 )
 from objrec.data import sample_background, sample_objects
 from objrec.realtime.flow import FlowParams, PointFlow
-from objrec.realtime.tracker import Tracker, TrackParams, fit_homography
+from objrec.realtime.tracker import Tracker, TrackParams, TrackState, fit_homography
 from objrec.recognizer import explained, unexplained
 from objrec.types import Candidate, Detection, Features
 
@@ -140,6 +140,37 @@ def test_a_detection_confirms_within_tolerance_and_re_anchors_beyond(model, back
     assert [(d.state, d.track_id) for d in dets] == [("detected", tid)]  # re-anchored, same track
     assert np.allclose(dets[0].corners, map_points(far, model_corners(*size)))
     assert t.tracks[0].shown  # ... still reported (objrec.recognizer.reportable)
+
+
+def test_a_track_goes_through_its_states_by_the_tracker_s_transitions(model, background):
+    """Anchored: STARTED; reported under a budget: SHOWN; found by its confirmation: CONFIRMED; re-anchored by a
+    detection beyond the tolerance: rough again, SHOWN since it was reported (STARTED had it never been);
+    ended: LOST with its reason, in the tracker's ended tracks."""
+    t = Tracker(params=TrackParams(reanchor_px=2.0))
+    Hm = _place(model, 300, 240)
+    gray = _render(model, background, Hm, 0)
+    size = _size(model)
+    out, _ = t.absorb([_detection("cover", Hm, size)], [], gray, 0, lambda n: size)
+    track = t.tracks[0]
+    assert track.state is TrackState.STARTED and track.lost_reason is None
+    t.mark_shown(track)
+    assert track.state is TrackState.SHOWN
+    assert t.confirmation(1) is track and track.asked == 1
+    t.reanchor(track, _detection("cover", Hm, size), out, gray, 1)
+    assert t.tracks[0] is track and track.state is TrackState.CONFIRMED
+    far = np.array([[1, 0, 5.0], [0, 1, 0], [0, 0, 1]]) @ Hm
+    t.absorb([_detection("cover", far, size)], out, gray, 2, lambda n: size)
+    again = t.tracks[0]
+    assert again is not track and again.track_id == track.track_id and again.state is TrackState.SHOWN
+    assert again.asked == 1  # it keeps its place in the confirmations' line
+    unseen = Tracker(params=TrackParams(reanchor_px=2.0))
+    unseen.absorb([_detection("cover", Hm, size)], [], gray, 0, lambda n: size)
+    unseen.mark_confirmed(unseen.tracks[0])
+    unseen.absorb([_detection("cover", far, size)], [], gray, 1, lambda n: size)
+    assert unseen.tracks[0].state is TrackState.STARTED
+    lost = t.drop(again, "unconfirmed", 3)
+    assert again.state is TrackState.LOST and again.lost_reason == lost.reason == "unconfirmed"
+    assert t.ended["cover"][0] is again and not t.tracks
 
 
 def test_two_copies_are_two_tracks_and_capacity_gives_way_to_the_new(model, background):
