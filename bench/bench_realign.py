@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from objrec.boxes import map_points, model_corners  # noqa: E402
 from objrec.data import sample_background, sample_objects  # noqa: E402
+from objrec.geometry import map_points, model_corners  # noqa: E402
 from objrec.realtime.align import ModelTemplates, realign  # noqa: E402
 from objrec.scenes import warp_object  # noqa: E402
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
+from objrec.geometry import map_points, model_corners
 from objrec.scenes import Distortion, apply_photometric, warp_object
 
 __all__ = [

@@ -1,9 +1,9 @@
 """Box geometry shared by every stage: boxes are ``(x0, y0, x1, y1)`` int pixels, x1/y1 exclusive.
 
 A frame's boxes travel as :class:`objrec.types.Regions`; these functions are the one place where boxes
-are clipped, grown, rasterised, compared with outlines or derived from point sets, and where outlines are
-mapped through a homography. They take anything with a ``boxes`` array (a ``Regions``) or an ``(N, 4)``
-array of boxes, so this module depends on nothing else of objrec.
+are clipped, grown, rasterised, compared with outlines or derived from point sets (outlines and points
+mapped through a homography are :mod:`objrec.geometry`'s). They take anything with a ``boxes`` array (a
+``Regions``) or an ``(N, 4)`` array of boxes, so this module depends on nothing else of objrec.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ __all__ = [
     "clip_boxes",
     "outline_box",
     "points_box",
-    "map_points",
-    "model_corners",
     "inner_boxes",
     "covered_region",
     "inside_polygons",
@@ -289,16 +287,3 @@ def points_box(
     g = np.maximum((hi - lo) * grow, min_grow)
     (x0, y0), (x1, y1) = lo - g, hi + g
     return clip_box(x0, y0, x1, y1, width, height)
-
-
-def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
-    """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate)."""
-    pts = np.asarray(pts, np.float64).reshape(-1, 2)
-    hom = pts @ H[:, :2].T + H[:, 2]
-    return hom[:, :2] / hom[:, 2:3]
-
-
-def model_corners(width: float, height: float) -> np.ndarray:
-    """A ``width`` x ``height`` model image's outline ``(0,0), (w,0), (w,h), (0,h)`` as (4, 2) float64 (x, y):
-    what a detection's corners are, mapped through its homography."""
-    return np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)

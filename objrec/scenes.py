@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
+from objrec.geometry import map_points, model_corners
 from objrec.imageio import check_frame, to_bgr
 
 __all__ = [

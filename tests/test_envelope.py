@@ -6,7 +6,6 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import model_corners
 from objrec.data import sample_background, sample_objects
 from objrec.envelope import (
     CALIBRATION_VIEWS,
@@ -17,6 +16,7 @@ from objrec.envelope import (
     measure_envelope,
     view_homography,
 )
+from objrec.geometry import model_corners
 from objrec.imageio import InputError
 from objrec.scenes import compose_scene
 

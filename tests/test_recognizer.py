@@ -269,7 +269,7 @@ def test_two_copies_of_one_object_become_two_tracks_as_the_first_is_masked(db):
     its own copy's ground-truth outline."""
     import cv2
 
-    from objrec.boxes import map_points, model_corners
+    from objrec.geometry import map_points, model_corners
 
     cover = sample_objects()["cover"]
     h, w = cover.shape[:2]

@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import model_corners
 from objrec.data import sample_background, sample_objects
+from objrec.geometry import model_corners
 from objrec.scenes import (
     Distortion,
     apply_photometric,

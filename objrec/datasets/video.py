@@ -33,6 +33,7 @@ import cv2
 import numpy as np
 
 from objrec.datasets._common import IMAGE_EXTENSIONS, DatasetError, image_files, load_image
+from objrec.geometry import model_corners
 from objrec.imageio import video_frames
 
 __all__ = [
@@ -301,7 +302,7 @@ def rectified_reference(frame: np.ndarray, corners: np.ndarray, max_side: int = 
     side_h = 0.5 * float(np.linalg.norm(c[3] - c[0]) + np.linalg.norm(c[2] - c[1]))
     s = min(1.0, max_side / max(side_w, side_h))
     w, h = max(8, int(round(side_w * s))), max(8, int(round(side_h * s)))
-    dst = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+    dst = model_corners(w, h).astype(np.float32)
     M = cv2.getPerspectiveTransform(c.astype(np.float32), dst)
     return cv2.warpPerspective(frame, M, (w, h), flags=cv2.INTER_AREA)
 

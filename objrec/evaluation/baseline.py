@@ -35,6 +35,7 @@ import numpy as np
 
 from objrec.evaluation.detectors import BINARY_DETECTORS, detector_for, warm_up
 from objrec.evaluation.feature_eval import ratio_test_matches
+from objrec.geometry import model_corners
 from objrec.imageio import to_gray
 from objrec.matching.verify import verify_homography
 from objrec.types import Detection, Failure, Features
@@ -220,5 +221,5 @@ class FindObjBaseline:
         if inliers < self.min_inliers:
             return None
         H = H / H[2, 2]
-        corners = cv2.perspectiveTransform(np.array([[[0, 0], [w, 0], [w, h], [0, h]]], np.float64), H)[0]
+        corners = cv2.perspectiveTransform(model_corners(w, h)[None], H)[0]
         return Detection(name, inliers / float(len(model_xy)), inliers, H, corners)

@@ -74,7 +74,7 @@ def build_scene(scene: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, Any]]
     background from :func:`objrec.data.sample_background`, objects placed with exact homographies by
     :func:`objrec.scenes.compose_scene`, occlusion and photometric distortion), a pure function of the spec.
     """
-    from objrec.boxes import model_corners
+    from objrec.geometry import model_corners
     from objrec.scenes import Distortion, compose_scene
 
     if scene["mode"] == "file":
@@ -134,7 +134,7 @@ VISIBLE_GRID = 20
 def visible_grid_error(H: np.ndarray, truth: dict[str, Any]) -> float | None:
     """Mean distance between the true and the found positions of the model grid points (cell centres of a
     :data:`VISIBLE_GRID` square grid) that the true homography puts inside the frame; None if none is inside."""
-    from objrec.boxes import map_points
+    from objrec.geometry import map_points
 
     w, h = truth["model_size"]
     fw, fh = truth["frame_size"]

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from objrec.boxes import clip_box, model_corners
+from objrec.boxes import clip_box
+from objrec.geometry import model_corners
 from objrec.types import Candidate
 
 __all__ = ["Extent", "predicted_extent", "EXTENT_SUPPORT", "EXTENT_GROW"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
+from objrec.geometry import map_points, model_corners, polygon_area, visible_part
 from objrec.types import Detection, Failure
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "Verified",
     "verify_homography",
     "quad_checks",
-    "visible_part",
     "homography_condition",
     "score_from_inliers",
     "edge_agreement",
@@ -130,16 +129,6 @@ def _segments_cross(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarr
     return (d1 * d2 < 0) and (d3 * d4 < 0)
 
 
-def _polygon_area(poly: np.ndarray) -> float:
-    # The shoelace formula over the few corners of an outline, in plain Python: NumPy's calls would cost
-    # more than the arithmetic, and every tracked object's outline is measured in every frame.
-    pts = np.asarray(poly, np.float64).reshape(-1, 2).tolist()
-    s = 0.0
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:] + pts[:1], strict=True):
-        s += x0 * y1 - y0 * x1
-    return 0.5 * abs(s)
-
-
 def homography_condition(H: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]) -> float:
     """Condition number of ``H`` between the model and the frame, each scaled and centred to unit size
     (Hartley's normalisation: without it the number would measure the pixel units, not the mapping)."""
@@ -152,28 +141,6 @@ def homography_condition(H: np.ndarray, width: int, height: int, frame_shape: tu
     Hn = unit(fw, fh) @ H @ np.linalg.inv(unit(width, height))
     sv = np.linalg.svd(Hn / np.abs(Hn).max(), compute_uv=False)
     return float(sv[0] / sv[2]) if sv[2] > 0 else float("inf")
-
-
-def visible_part(
-    H: np.ndarray, corners: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]
-) -> tuple[np.ndarray, float, float]:
-    """The part of a projected outline inside the frame: ``(polygon, area_px, visible_fraction)``.
-
-    ``corners`` is the model outline mapped by ``H`` (convex, in front of the camera); the polygon is its
-    intersection with the frame in frame pixels, and ``visible_fraction`` the share of the model's area it
-    shows (measured back in model pixels, so foreshortening does not bias it).
-    """
-    fh, fw = frame_shape[:2]
-    c = np.asarray(corners, np.float64)
-    if c.min() >= 0 and c[:, 0].max() <= fw and c[:, 1].max() <= fh:  # wholly in view: nothing to clip
-        return c, _polygon_area(c), 1.0
-    frame = np.array([[0, 0], [fw, 0], [fw, fh], [0, fh]], np.float32)
-    area, poly = cv2.intersectConvexConvex(np.asarray(corners, np.float32), frame)
-    if poly is None or area <= 0:
-        return np.zeros((0, 2), np.float64), 0.0, 0.0
-    poly = poly.reshape(-1, 2).astype(np.float64)
-    model_area = _polygon_area(map_points(np.linalg.inv(H), poly))
-    return poly, float(area), float(min(1.0, model_area / float(width * height)))
 
 
 def quad_checks(
@@ -199,7 +166,7 @@ def quad_checks(
         return "mirrored", q
     if homography_condition(H, width, height, scene_shape) > p.max_condition:
         return "ill_conditioned", q
-    area = _polygon_area(q)
+    area = polygon_area(q)
     sh, sw = scene_shape[:2]
     if p.max_area_fraction is not None and area > p.max_area_fraction * sw * sh:
         return "area", q
@@ -285,7 +252,7 @@ def edge_agreement(
     """
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
-    side = np.sqrt(max(_polygon_area(corners), 1.0))
+    side = np.sqrt(max(polygon_area(corners), 1.0))
     g = int(np.clip(side, MIN_EDGE_GRID, thumb.shape[0])) // EDGE_BLOCKS * EDGE_BLOCKS
     model = thumb if g == thumb.shape[0] else cv2.resize(thumb, (g, g), interpolation=cv2.INTER_AREA)
     fine = g * EDGE_OVERSAMPLE
@@ -415,7 +382,7 @@ def verify_homography(
     # Inliers in one small patch of a large visible outline (repeated texture, a logo shared by many
     # objects) do not show that the rest of the outline is there.
     hull = cv2.convexHull(np.asarray(scene_xy[inl], np.float32)).reshape(-1, 2).astype(np.float64)
-    coverage = _polygon_area(hull) / max(visible_px, 1e-9)
+    coverage = polygon_area(hull) / max(visible_px, 1e-9)
     if coverage < p.min_inlier_coverage:
         return Failure("inliers_clustered", f"inlier hull covers {coverage:.3f} of the visible outline")
     score = score_from_inliers(k, n, p.min_inliers)

@@ -25,7 +25,7 @@ from objrec.metrics.descriptors import (
     mutual_nearest_neighbours,
 )
 from objrec.metrics.ellipse import ellipse_overlap, ellipses_from_features, project_points, warp_ellipses
-from objrec.metrics.homography import HomographyAccuracyResult, corner_error, homography_accuracy, image_corners
+from objrec.metrics.homography import HomographyAccuracyResult, corner_error, homography_accuracy
 from objrec.metrics.regions import RepeatabilityResult, geometric_correspondences, greedy_one_to_one, repeatability
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "mean_matching_accuracy",
     "homography_accuracy",
     "corner_error",
-    "image_corners",
     "geometric_correspondences",
     "greedy_one_to_one",
     "greedy_descriptor_matches",

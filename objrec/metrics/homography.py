@@ -13,14 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from objrec.geometry import model_corners
 from objrec.types import Failure
 
-__all__ = ["HomographyAccuracyResult", "corner_error", "homography_accuracy", "image_corners"]
-
-
-def image_corners(w: float, h: float) -> np.ndarray:
-    """The corners ``(0,0), (w,0), (w,h), (0,h)`` as (4, 2) float64 (the convention of ``Detection.corners``)."""
-    return np.array([[0.0, 0.0], [w, 0.0], [w, h], [0.0, h]])
+__all__ = ["HomographyAccuracyResult", "corner_error", "homography_accuracy"]
 
 
 def _map(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
@@ -73,7 +69,7 @@ def corner_error(H_est: Any, H_true: Any, w: float, h: float) -> float:
     He = _as_h(H_est, "H_est")
     if He is None:
         return float("inf")
-    c = image_corners(w, h)
+    c = model_corners(w, h)
     d = np.linalg.norm(_map(He, c) - _map(Ht, c), axis=1)
     if not np.all(np.isfinite(d)):
         return float("inf")

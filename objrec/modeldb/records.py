@@ -11,6 +11,7 @@ import numpy as np
 
 from objrec.features.model import DEFAULT_DETECTORS
 from objrec.fileio import FileFormatError
+from objrec.geometry import model_corners
 from objrec.imageio import InputError
 from objrec.types import Features
 
@@ -188,8 +189,7 @@ class ModelObject(_Keyed):
     @property
     def corners(self) -> np.ndarray:
         """The model image's corners (0,0), (w,0), (w,h), (0,h) as a (4, 2) float64 array."""
-        w, h = self.width, self.height
-        return np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64)
+        return model_corners(self.width, self.height)
 
 
 @dataclass(frozen=True)

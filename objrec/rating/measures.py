@@ -11,8 +11,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
 from objrec.data import synthetic_cover
+from objrec.geometry import map_points, model_corners
 from objrec.imageio import to_bgr, to_gray
 from objrec.scenes import CAMERA_FOCAL_PX, Distortion, camera_view, compose_scene, tilted_plane
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, cast
 import cv2
 import numpy as np
 
-from objrec.boxes import inside_polygons, map_points, model_corners
-from objrec.matching.verify import visible_part
+from objrec.boxes import inside_polygons
+from objrec.geometry import map_points, model_corners, visible_part
 from objrec.realtime.flow import seed_points
 
 if TYPE_CHECKING:
@@ -432,7 +432,7 @@ def seen_move(
 ) -> float:
     """How far the change from ``H0`` to ``H1`` moves the part of ``outline`` (``H0``'s, frame pixels; of a
     model of ``model_size``) inside a frame of ``shape`` (rows, cols): the largest move of a vertex of the
-    outline clipped to the frame (:func:`~objrec.matching.verify.visible_part`; the whole outline when it does
+    outline clipped to the frame (:func:`~objrec.geometry.visible_part`; the whole outline when it does
     not meet the frame). The corners of an object partly out of view are extrapolations from the points a
     realignment saw, which swing by pixels from one refit to the next with the points' noise: measured there,
     a track at the frame's edge would count as moved far at every realignment and be realigned in every

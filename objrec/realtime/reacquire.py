@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from objrec.boxes import map_points, model_corners
-from objrec.matching.verify import visible_part
+from objrec.geometry import map_points, model_corners, visible_part
 from objrec.realtime.align import hiders, realign
 from objrec.types import Detection
 

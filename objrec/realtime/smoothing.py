@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from objrec.boxes import model_corners
+from objrec.geometry import model_corners
 from objrec.types import Detection
 
 __all__ = ["SmoothParams", "OneEuroFilter", "CornerSmoother", "smoothing_alpha", "is_convex"]
@@ -202,7 +202,7 @@ class CornerSmoother:
         The filter's parameters (default: :class:`SmoothParams`'s).
     model_size : callable
         ``model_size(name) -> (width, height)`` of the object's model image, whose outline
-        (:func:`objrec.boxes.model_corners`) the refitted homography maps onto the smoothed corners.
+        (:func:`objrec.geometry.model_corners`) the refitted homography maps onto the smoothed corners.
 
     Notes
     -----

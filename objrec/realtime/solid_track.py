@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from objrec.geometry import model_corners
 from objrec.realtime.flow import seed_points
 from objrec.realtime.track_state import TrackState, state_of
 from objrec.types import Detection
@@ -224,6 +225,6 @@ def _inside_share(outline: np.ndarray, shape: tuple[int, int]) -> float:
     area = float(cv2.contourArea(q))
     if area <= 0:
         return 0.0
-    frame = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float32)
+    frame = model_corners(w, h).astype(np.float32)
     inter, _ = cv2.intersectConvexConvex(q, frame)
     return float(np.clip(inter / area, 0.0, 1.0))

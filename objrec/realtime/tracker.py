@@ -34,8 +34,8 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from objrec.boxes import map_points, model_corners, outline_box
-from objrec.matching.verify import visible_part
+from objrec.boxes import outline_box
+from objrec.geometry import map_points, model_corners, visible_part
 from objrec.realtime.align import ModelTemplates, aligned_within, hiders, lost_points
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.footage import FrameRate

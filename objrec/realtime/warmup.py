@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from objrec.boxes import model_corners
+from objrec.geometry import model_corners
 from objrec.imageio import to_gray
 from objrec.matching.shortlist import SHORTLIST_SIZE
 from objrec.realtime.guard import collect_in_slack

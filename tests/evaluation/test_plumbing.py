@@ -8,7 +8,6 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import model_corners
 from objrec.evaluation import RecordStore, numbers_only, task_id
 from objrec.evaluation.detectors import binary_to_float, cap_features, parse_detectors
 from objrec.evaluation.feature_eval import estimate_homography, evaluate_pair, ratio_test_matches
@@ -16,6 +15,7 @@ from objrec.evaluation.feature_report import feature_summary
 from objrec.evaluation.recognition import score_detections
 from objrec.evaluation.recognition_report import recognition_stats
 from objrec.evaluation.stats import median_with_failures
+from objrec.geometry import model_corners
 from objrec.metrics import corner_error
 from objrec.types import Detection, Features
 

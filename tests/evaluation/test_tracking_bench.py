@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import map_points, model_corners
+from objrec.geometry import map_points, model_corners
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 

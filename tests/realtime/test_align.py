@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
+from objrec.geometry import map_points, model_corners
 from objrec.realtime.align import AGAIN_PX, ModelTemplates, due, realign, realign_in, seen_move, significant
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection

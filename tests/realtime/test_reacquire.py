@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import map_points, model_corners
 from objrec.data import sample_background, sample_objects
+from objrec.geometry import map_points, model_corners
 from objrec.matching.verify import edge_agreement
 from objrec.realtime.align import ModelTemplates
 from objrec.realtime.footage import FrameRate

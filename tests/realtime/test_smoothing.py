@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from objrec.boxes import map_points, model_corners
+from objrec.geometry import map_points, model_corners
 from objrec.realtime.smoothing import CornerSmoother, OneEuroFilter, SmoothParams, is_convex
 from objrec.types import Detection
 

@@ -6,15 +6,9 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.boxes import (
-    inner_boxes,
-    map_points,
-    model_corners,
-    regions_to_mask,
-    subtract_boxes,
-    union_area,
-)
+from objrec.boxes import inner_boxes, regions_to_mask, subtract_boxes, union_area
 from objrec.data import sample_background, sample_objects
+from objrec.geometry import map_points, model_corners
 from objrec.realtime.flow import FlowParams, PointFlow
 from objrec.realtime.tracker import Tracker, TrackParams, TrackState, fit_homography
 from objrec.recognizer import explained, unexplained

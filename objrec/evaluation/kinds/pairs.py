@@ -49,7 +49,7 @@ def median_error(H: np.ndarray | None, points_a: np.ndarray, points_b: np.ndarra
     """Median distance between ``points_a`` mapped by ``H`` and ``points_b``; None without a homography."""
     if H is None:
         return None
-    from objrec.boxes import map_points
+    from objrec.geometry import map_points
 
     mapped = map_points(np.asarray(H, np.float64), np.asarray(points_a, np.float64))
     e = float(np.median(np.linalg.norm(mapped - points_b, axis=1)))

@@ -1,0 +1,60 @@
+"""Plane geometry shared by every stage: a model's outline, points mapped through a homography, and the part of
+a mapped outline a frame shows.
+
+A model image of ``width`` x ``height`` pixels has the outline :func:`model_corners`; a detection's corners are
+that outline mapped through its homography (:func:`map_points`), and :func:`visible_part` is how much of the
+model a frame shows. This module depends on nothing else of objrec.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+__all__ = ["model_corners", "map_points", "polygon_area", "visible_part"]
+
+
+def model_corners(width: float, height: float) -> np.ndarray:
+    """A ``width`` x ``height`` model image's outline ``(0,0), (w,0), (w,h), (0,h)`` as (4, 2) float64 (x, y):
+    what a detection's corners are, mapped through its homography."""
+    return np.array([[0, 0], [width, 0], [width, height], [0, height]], np.float64)
+
+
+def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate)."""
+    pts = np.asarray(pts, np.float64).reshape(-1, 2)
+    hom = pts @ H[:, :2].T + H[:, 2]
+    return hom[:, :2] / hom[:, 2:3]
+
+
+def polygon_area(poly: np.ndarray) -> float:
+    """The area of the simple polygon ``poly`` ((n, 2) vertices in order), by the shoelace formula."""
+    # In plain Python over the few corners of an outline: NumPy's calls would cost more than the arithmetic,
+    # and every tracked object's outline is measured in every frame.
+    pts = np.asarray(poly, np.float64).reshape(-1, 2).tolist()
+    s = 0.0
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:] + pts[:1], strict=True):
+        s += x0 * y1 - y0 * x1
+    return 0.5 * abs(s)
+
+
+def visible_part(
+    H: np.ndarray, corners: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]
+) -> tuple[np.ndarray, float, float]:
+    """The part of a projected outline inside the frame: ``(polygon, area_px, visible_fraction)``.
+
+    ``corners`` is the model outline mapped by ``H`` (convex, in front of the camera); the polygon is its
+    intersection with the frame in frame pixels, and ``visible_fraction`` the share of the model's area it
+    shows (measured back in model pixels, so foreshortening does not bias it).
+    """
+    fh, fw = frame_shape[:2]
+    c = np.asarray(corners, np.float64)
+    if c.min() >= 0 and c[:, 0].max() <= fw and c[:, 1].max() <= fh:  # wholly in view: nothing to clip
+        return c, polygon_area(c), 1.0
+    frame = model_corners(fw, fh).astype(np.float32)
+    area, poly = cv2.intersectConvexConvex(np.asarray(corners, np.float32), frame)
+    if poly is None or area <= 0:
+        return np.zeros((0, 2), np.float64), 0.0, 0.0
+    poly = poly.reshape(-1, 2).astype(np.float64)
+    model_area = polygon_area(map_points(np.linalg.inv(H), poly))
+    return poly, float(area), float(min(1.0, model_area / float(width * height)))
