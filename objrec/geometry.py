@@ -1,17 +1,28 @@
-"""Plane geometry shared by every stage: a model's outline, points mapped through a homography, and the part of
-a mapped outline a frame shows.
+"""Plane geometry shared by every stage: a model's outline, points mapped through a homography, the checks a
+homography must pass, and the part of a mapped outline a frame shows.
 
 A model image of ``width`` x ``height`` pixels has the outline :func:`model_corners`; a detection's corners are
 that outline mapped through its homography (:func:`map_points`), and :func:`visible_part` is how much of the
-model a frame shows. This module depends on nothing else of objrec.
+model a frame shows. An estimated homography is used only when :func:`usable_homography`; one given as an
+argument is checked by :func:`check_homography`. This module depends on nothing else of objrec.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 
-__all__ = ["model_corners", "map_points", "polygon_area", "visible_part"]
+__all__ = [
+    "model_corners",
+    "map_points",
+    "polygon_area",
+    "visible_part",
+    "usable_homography",
+    "singular_homography",
+    "check_homography",
+]
 
 
 def model_corners(width: float, height: float) -> np.ndarray:
@@ -25,6 +36,34 @@ def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
     pts = np.asarray(pts, np.float64).reshape(-1, 2)
     hom = pts @ H[:, :2].T + H[:, 2]
     return hom[:, :2] / hom[:, 2:3]
+
+
+def usable_homography(H: np.ndarray | None) -> bool:
+    """Whether the estimate ``H`` (None: none was found) can be used: finite, with an ``H[2, 2]`` that it can be
+    normalised by."""
+    return H is not None and bool(np.all(np.isfinite(H))) and abs(H[2, 2]) >= 1e-12
+
+
+def singular_homography(H: np.ndarray) -> bool:
+    """Whether the finite 3x3 ``H`` is singular for its scale: ``|det H|`` below 1e-12 of its largest entry
+    cubed."""
+    return bool(abs(np.linalg.det(H)) < 1e-12 * max(np.abs(H).max() ** 3, 1e-300))
+
+
+def check_homography(H: Any, name: str = "H") -> np.ndarray:
+    """``H`` as a float64 3x3 array, checked finite and non-singular.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, when ``H`` is not a finite 3x3 matrix or is singular.
+    """
+    H = np.asarray(H, np.float64)
+    if H.shape != (3, 3) or not np.all(np.isfinite(H)):
+        raise ValueError(f"{name}: expected a finite 3x3 homography, got shape {H.shape}")
+    if singular_homography(H):
+        raise ValueError(f"{name}: the homography is singular")
+    return H
 
 
 def polygon_area(poly: np.ndarray) -> float:

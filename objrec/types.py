@@ -15,6 +15,7 @@ import numpy as np
 
 from objrec.backend import get_array_module
 from objrec.boxes import union_area
+from objrec.geometry import usable_homography
 
 __all__ = [
     "Features",
@@ -458,7 +459,7 @@ class Detection:
             object.__setattr__(self, "outline", outline)
         else:
             H = np.asarray(self.homography, np.float64)
-            if H.shape != (3, 3) or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+            if H.shape != (3, 3) or not usable_homography(H):
                 raise ValueError(f"homography: expected a finite 3x3 matrix with H[2,2] != 0, got shape {H.shape}")
             object.__setattr__(self, "homography", H / H[2, 2])
             if self.outline is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from objrec.geometry import singular_homography
 from objrec.imageio import InputError, read_image, to_gray
 
 __all__ = [
@@ -53,7 +54,7 @@ def check_homography(H: Any, where: str) -> np.ndarray:
     if abs(H[2, 2]) < 1e-12 * np.abs(H).max():
         raise DatasetError(f"{where}: homography has H[2,2] = {H[2, 2]!r}, cannot normalise")
     H = H / H[2, 2]
-    if abs(np.linalg.det(H)) < 1e-12 * np.abs(H).max() ** 3:
+    if singular_homography(H):  # H[2, 2] is 1: its largest entry is at least 1
         raise DatasetError(f"{where}: homography is singular")
     return H
 

@@ -23,6 +23,7 @@ from objrec.evaluation.detectors import (
     reference_path,
     requested_detectors,
 )
+from objrec.geometry import usable_homography
 from objrec.matching.knn import ratio_match
 from objrec.metrics import homography_accuracy, matching_score, mean_matching_accuracy
 from objrec.types import Features
@@ -73,7 +74,7 @@ def estimate_homography(
         maxIters=max_iters,
         confidence=confidence,
     )
-    if H is None or mask is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+    if mask is None or not usable_homography(H):
         return None, 0
     return H / H[2, 2], int(mask.sum())
 

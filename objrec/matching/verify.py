@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from objrec.geometry import map_points, model_corners, polygon_area, visible_part
+from objrec.geometry import map_points, model_corners, polygon_area, usable_homography, visible_part
 from objrec.types import Detection, Failure
 
 __all__ = [
@@ -353,7 +353,7 @@ def verify_homography(
     H, mask = cv2.findHomography(
         src, dst, _METHODS[p.method], p.reproj_threshold, maxIters=p.max_iters, confidence=p.confidence
     )
-    if H is None or mask is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+    if mask is None or not usable_homography(H):
         return Failure("estimation_failed", "no homography")
     H = H / H[2, 2]
     inl = mask.ravel().astype(bool)

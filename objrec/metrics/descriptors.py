@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from objrec.geometry import check_homography
 from objrec.matching.knn import BruteForceIndex
 from objrec.metrics.ellipse import project_points
-from objrec.metrics.regions import ScalarFields, check_homography, original_indices, region_geometry
+from objrec.metrics.regions import ScalarFields, original_indices, region_geometry
 from objrec.types import Features
 
 __all__ = [

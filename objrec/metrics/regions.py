@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.spatial import cKDTree
 
+from objrec.geometry import check_homography
 from objrec.metrics.ellipse import ellipse_overlap, ellipses_from_features, ellipses_in_box, warp_ellipses
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ __all__ = [
     "region_geometry",
     "original_indices",
     "greedy_one_to_one",
-    "check_homography",
 ]
 
 
@@ -89,22 +89,6 @@ class RepeatabilityResult(ScalarFields):
     n2: int
     matches: np.ndarray = field(repr=False)
     overlap_error: np.ndarray = field(repr=False)
-
-
-def check_homography(H: Any, name: str = "H") -> np.ndarray:
-    """``H`` as a float64 3x3 array, checked finite and non-singular.
-
-    Raises
-    ------
-    ValueError
-        Naming ``name``, when ``H`` is not a finite 3x3 matrix or is singular.
-    """
-    H = np.asarray(H, np.float64)
-    if H.shape != (3, 3) or not np.all(np.isfinite(H)):
-        raise ValueError(f"{name}: expected a finite 3x3 homography, got shape {H.shape}")
-    if abs(np.linalg.det(H)) < 1e-12 * max(np.abs(H).max() ** 3, 1e-300):
-        raise ValueError(f"{name}: the homography is singular")
-    return H
 
 
 def _hw(shape: Any, name: str) -> tuple[int, int]:

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from objrec.boxes import inside_polygons
-from objrec.geometry import map_points, model_corners, visible_part
+from objrec.geometry import map_points, model_corners, usable_homography, visible_part
 from objrec.realtime.flow import seed_points
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ def realign(
         return None, 0
     dst = p1.reshape(-1, 2)[good].astype(np.float64) + [x0, y0]
     H2, inl = cv2.findHomography(src[good], dst, cv2.RANSAC, REFIT_PX, maxIters=500, confidence=0.995)
-    if H2 is None or not np.all(np.isfinite(H2)) or abs(H2[2, 2]) < 1e-12:
+    if not usable_homography(H2):
         return None, 0
     n = int(inl.sum())
     if n < MIN_POINTS or n < MIN_AGREE * int(good.sum()):

@@ -35,7 +35,7 @@ import cv2
 import numpy as np
 
 from objrec.boxes import outline_box
-from objrec.geometry import map_points, model_corners, visible_part
+from objrec.geometry import map_points, model_corners, usable_homography, visible_part
 from objrec.realtime.align import ModelTemplates, aligned_within, hiders, lost_points
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.footage import FrameRate
@@ -256,7 +256,7 @@ class Track:
         inl = np.zeros(0, bool) if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
         if H is None or not inl.all():
             H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
-            if H is None or not np.all(np.isfinite(H)) or abs(H[2, 2]) < 1e-12:
+            if not usable_homography(H):
                 return "support"
             inl = mask.ravel().astype(bool)
             if int(inl.sum()) < need:
