@@ -19,6 +19,7 @@ __all__ = [
     "map_points",
     "polygon_area",
     "visible_part",
+    "outline_in_frame",
     "usable_homography",
     "singular_homography",
     "check_homography",
@@ -90,10 +91,17 @@ def visible_part(
     c = np.asarray(corners, np.float64)
     if c.min() >= 0 and c[:, 0].max() <= fw and c[:, 1].max() <= fh:  # wholly in view: nothing to clip
         return c, polygon_area(c), 1.0
-    frame = model_corners(fw, fh).astype(np.float32)
-    area, poly = cv2.intersectConvexConvex(np.asarray(corners, np.float32), frame)
+    area, poly = outline_in_frame(corners, fw, fh)
     if poly is None or area <= 0:
         return np.zeros((0, 2), np.float64), 0.0, 0.0
     poly = poly.reshape(-1, 2).astype(np.float64)
     model_area = polygon_area(map_points(np.linalg.inv(H), poly))
     return poly, float(area), float(min(1.0, model_area / float(width * height)))
+
+
+def outline_in_frame(outline: np.ndarray, width: int, height: int) -> tuple[float, np.ndarray | None]:
+    """The part of the convex ``outline`` ((n, 2), frame pixels) inside a ``width`` x ``height`` frame: its area
+    and its polygon ((k, 1, 2) float32; None where they do not meet), by ``cv2.intersectConvexConvex``."""
+    frame = model_corners(width, height).astype(np.float32)
+    area, poly = cv2.intersectConvexConvex(np.asarray(outline, np.float32), frame)
+    return float(area), poly

@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.geometry import map_points, model_corners
+from objrec.geometry import map_points, model_corners, outline_in_frame
 from objrec.imageio import check_frame, to_bgr
 
 __all__ = [
@@ -282,7 +282,7 @@ def outside_fraction(H: np.ndarray, model_size: tuple[int, int], frame_size: tup
     area = _quad_area(q.astype(np.float64))
     if area <= 0:
         return 1.0
-    inter, _ = cv2.intersectConvexConvex(q, model_corners(*frame_size).astype(np.float32))
+    inter, _ = outline_in_frame(q, *frame_size)
     return float(np.clip(1.0 - inter / area, 0.0, 1.0))
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from objrec.geometry import model_corners
+from objrec.geometry import outline_in_frame
 from objrec.realtime.flow import seed_points
 from objrec.realtime.track_state import TrackState, state_of
 from objrec.types import Detection
@@ -225,6 +225,5 @@ def _inside_share(outline: np.ndarray, shape: tuple[int, int]) -> float:
     area = float(cv2.contourArea(q))
     if area <= 0:
         return 0.0
-    frame = model_corners(w, h).astype(np.float32)
-    inter, _ = cv2.intersectConvexConvex(q, frame)
+    inter, _ = outline_in_frame(q, w, h)
     return float(np.clip(inter / area, 0.0, 1.0))
