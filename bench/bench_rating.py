@@ -17,9 +17,11 @@ run takes the subset's views from ``measures.json`` in the same folder where the
 others only.
 
 Real found share, where real photos exist: the SMVS phone photos of covers 001-050 (4 cameras) against a catalogue
-of the 100 SMVS references, and UKBench views 4k+1..4k+3 against a catalogue of the 120 first views; each
-catalogue enrolled once, each photo recognised once (no budget, no tracking); a photo is found when the top-scored
-detection names its object.
+of the 100 SMVS references (flat), and UKBench views 4k+1..4k+3 against a catalogue of the 120 first views enrolled
+as solid (objects with depth); each catalogue enrolled once, each photo recognised once (no budget, no tracking); a
+photo is found when the top-scored detection names its object. For the solid score's own calibration
+(``bench/rating_real.py``) every UKBench view serves as the reference in turn, and objects of two enrolled views
+are recognised in their other two.
 
 With ``--retest-seeds N [N ...]`` every envelope is measured again with each seed (new background clutter and
 sensor noise, the same views). The Spearman correlation between two runs' found shares is the yardstick's
@@ -87,8 +89,13 @@ def real_photo_sets(root: Path) -> dict[str, tuple[dict[str, str], dict[str, str
     return {"smvs": (smvs_refs, smvs_photos), "ukbench": (uk_refs, uk_photos)}
 
 
+#: How each real-photo source's objects are enrolled: UKBench's are objects with depth.
+REAL_SHAPES = {"smvs": "flat", "ukbench": "solid"}
+
+
 def measure_real(root: Path, source: str, refs: dict[str, str], photos: dict[str, str]) -> dict[str, dict[str, int]]:
-    """Per reference path: photos of it and how many were found as the top-1 detection."""
+    """Per reference path: photos of it and how many were found as the top-1 detection (the catalogue enrolled
+    with the source's shape, :data:`REAL_SHAPES`)."""
     from tqdm import tqdm
 
     from objrec import ModelDB, Recognizer
@@ -97,7 +104,12 @@ def measure_real(root: Path, source: str, refs: dict[str, str], photos: dict[str
     out = {path: {"photos": 0, "found": 0} for path in refs.values()}
     with tempfile.TemporaryDirectory(prefix="objrec-bench-rating-") as tmp:
         db = ModelDB.create(Path(tmp) / "db")
-        db.enroll_many([(name, str(root / path)) for name, path in refs.items()], workers=1, progress=True)
+        db.enroll_many(
+            [(name, str(root / path)) for name, path in refs.items()],
+            workers=1,
+            progress=True,
+            shape=REAL_SHAPES.get(source, "flat"),
+        )
         rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
         for photo, name in tqdm(sorted(photos.items()), desc=f"{source} photos", unit="img", file=sys.stderr):
             result = rec.process(read_image(root / photo))
@@ -234,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                 if source not in cache["real"]:
                     cache["real"][source] = measure_real(root, source, refs, photos)
                     atomic_write_json(cache_path, cache)
+            if (root / "ukbench").is_dir():
+                from rating_real import measure_each, measure_two
+
+                for key, measure in (("ukbench_each", measure_each), ("ukbench_two", measure_two)):
+                    if key not in cache["real"]:
+                        cache["real"][key] = measure(root)
+                        atomic_write_json(cache_path, cache)
         measure_synthetic(root, images, cache, cache_path, args.limit, subset)
         for seed in dict.fromkeys(args.retest_seeds):
             measure_synthetic(root, images, cache, cache_path, args.limit, seed=seed)

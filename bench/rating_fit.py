@@ -53,6 +53,9 @@ MIN_SOURCE = 50
 #: Parts of weight names the data cannot calibrate (the calibration images have little repetition, symmetry or
 #: blocking): kept at the values their rule sets, as is the colour-only test.
 RULE_SET = ("repetition", "symmetry", "blocking", "colour_ratio")
+#: Parts of weight names fitted on real photos instead (``bench/rating_real.py``): the solid score's and the
+#: object rating's.
+REAL_SET = ("solid", "view_agreement")
 #: Weight of the pull towards the shipped values (per squared step, a step being a factor e for a positive
 #: weight): the shipped values come from principles, so a fit leaves them only for a clear gain in rank order.
 PRIOR = 0.01
@@ -188,7 +191,7 @@ def objective(scores: np.ndarray, shares: np.ndarray) -> float:
     return -(rho if rho is not None else -1.0) + BAND_PENALTY * band_shortfall(scores, shares)
 
 
-def free_keys(weights: Any, fixed: tuple[str, ...] = RULE_SET) -> list[str]:
+def free_keys(weights: Any, fixed: tuple[str, ...] = RULE_SET + REAL_SET) -> list[str]:
     """The top-level keys of ``weights`` the fit may move: all but those whose name contains one of ``fixed``."""
     return [k for k in weights if not any(f in k for f in fixed)]
 
@@ -255,7 +258,9 @@ def evaluate(score_fn, weights: Any, paths: list[str], images: dict[str, str], c
             "mean_score": float(scores[sel].mean()),
             "mean_found_share": float(synth[sel].mean()),
         }
-    real = {path: v for per in cache.get("real", {}).values() for path, v in per.items() if v["photos"]}
+    real = {
+        path: v for src in ("smvs", "ukbench") for path, v in cache.get("real", {}).get(src, {}).items() if v["photos"]
+    }
     sel = [i for i, p in enumerate(paths) if p in real]
     real_share = np.array([real[paths[i]]["found"] / real[paths[i]]["photos"] for i in sel], float)
     out["spearman_real"] = {
@@ -398,6 +403,9 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {s} | {r['n']} | {_fmt(r['spearman_synthetic'])} | {r['mean_score']:.1f} "
             f"| {r['mean_found_share']:.2f} |"
         )
+    from rating_real import markdown_real
+
+    lines += markdown_real(report.get("real_photos", {}))
     lines += [
         "",
         "Fitted weights:",
@@ -439,6 +447,12 @@ def fit_and_report(
         "fitted_keys": keys,
         "held_out_paths": held,
     }
+    from rating_real import fit_and_report_real
+
+    report["real_photos"] = fit_and_report_real(cache, root, tune)
+    if report["real_photos"]:
+        report["weights"] = {**fitted, **report["real_photos"]["solid_weights"]}
+    atomic_write_json(cache_path or out / "measures.json", cache)
     atomic_write_json(out / "rating_report.json", report)
     (out / "rating_report.md").write_text(markdown(report))
     title = f"held-out {len(held)} images, fitted weights: Spearman {_fmt(report['held_out']['spearman_synthetic'])}"

@@ -294,6 +294,7 @@ def entry_ukbench(ctx: Context) -> dict[str, Figure]:
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     found: dict[tuple[str, str], list[int]] = {}
     per_object: dict[str, list[int]] = {}
+    per_object_two: dict[str, list[int]] = {}
     for r in records:
         res, meta = r["result"], r["meta"]
         setting = meta.get("setting")
@@ -304,7 +305,10 @@ def entry_ukbench(ctx: Context) -> dict[str, Figure]:
         found.setdefault(key, []).append(int(res["found"]))
         if str(setting).startswith("1"):
             per_object.setdefault(str(obj), []).append(int(res["found"]))
+        elif str(setting).startswith("2"):
+            per_object_two.setdefault(str(obj), []).append(int(res["found"]))
     (ctx.work / "ukbench_found.json").write_text(json.dumps(per_object))
+    (ctx.work / "ukbench_found_two.json").write_text(json.dumps(per_object_two))
     figs = {}
     for (setting, split), v in sorted(found.items()):
         figs[f"{setting}.{split}"] = count(sum(v), len(v), split, "ukbench", unit="views", gated=True)
@@ -314,15 +318,16 @@ def entry_ukbench(ctx: Context) -> dict[str, Figure]:
 # --- the rating against real recognition ---------------------------------------------------------------------------
 def entry_rating(ctx: Context) -> dict[str, Figure]:
     """Spearman correlation of ``objrec.rating.rate``'s score of each reference with how many of its real photos
-    were found: UKBench first views (the other three views, from the ``ukbench`` entry) and SMVS covers (their
-    four phone photos, from the ``smvs`` entry), per split: the halves the rating's weights were fitted on
-    (``bench/rating_fit.py``'s ``split_halves`` of ``bench_rating.py``'s reference images)."""
+    were found: UKBench first views rated as solid (``shape="solid"``, as they are enrolled; the other three
+    views, from the ``ukbench`` entry), UKBench objects of two views rated as objects
+    (:func:`objrec.rating.objects.rate_object` of views 0 and 1; views 2 and 3, from the ``ukbench`` entry) and
+    SMVS covers rated as flat (their four phone photos, from the ``smvs`` entry), per split: the halves the
+    rating's weights were fitted on (``bench/rating_fit.py``'s ``split_halves`` of ``bench_rating.py``'s
+    reference images; an object is in the half of its first view); the held-out figures with their bootstrap
+    95% interval in the note."""
     import cv2
     from bench_rating import reference_images
-    from rating_fit import split_halves
-    from scipy.stats import spearmanr
-
-    from objrec.rating import rate
+    from rating_fit import spearman_ci, split_halves
 
     tune, _held = split_halves(reference_images(ctx.data))
     tuned = set(tune)
@@ -330,32 +335,84 @@ def entry_rating(ctx: Context) -> dict[str, Figure]:
     def half(rel: str) -> str:
         return "tuning" if rel in tuned else "held_out"
 
-    figs = {}
-    uk_path, smvs_path = ctx.work / "ukbench_found.json", ctx.work / "smvs_rows.json"
     pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    if uk_path.exists():
-        for obj, found in json.loads(uk_path.read_text()).items():
-            k = int(obj[3:])
-            img = cv2.imread(str(ctx.data / "ukbench" / f"ukbench{4 * k:05d}.jpg"))
-            pairs.setdefault(("ukbench", half(f"ukbench/ukbench{4 * k:05d}.jpg")), []).append(
-                (rate(img).score, float(np.mean(found)))
-            )
-    if smvs_path.exists():
-        by_cover: dict[str, list[int]] = {}
-        for r in json.loads(smvs_path.read_text()):
-            by_cover.setdefault(r["truth"], []).append(int(r["found"]))
-        for cover, found in by_cover.items():
-            img = cv2.imread(str(ctx.data / "smvs_dvd" / "reference" / f"{cover}.jpg"))
-            pairs.setdefault(("smvs_dvd", half(f"smvs_dvd/reference/{cover}.jpg")), []).append(
-                (rate(img).score, float(np.mean(found)))
-            )
+    for source, points in (
+        ("ukbench", _ukbench_solid_points(ctx)),
+        ("ukbench_objects", _ukbench_object_points(ctx)),
+        ("smvs_dvd", _smvs_points(ctx, cv2)),
+    ):
+        for rel, score, found in points:
+            pairs.setdefault((source, half(rel)), []).append((score, found))
+    figs = {}
     for (source, split), v in sorted(pairs.items()):
         a = np.array(v)
-        rho = float(spearmanr(a[:, 0], a[:, 1]).statistic) if len(a) > 2 and a[:, 1].std() > 0 else None
-        figs[f"{source}.spearman.{split}"] = share(
-            rho, split, source, unit="rho", floor=0.02, gated=True, note=f"{len(a)} objects"
-        )
+        ok = len(a) > 2 and a[:, 1].std() > 0
+        rho = float(spearmanr_safe(a[:, 0], a[:, 1])) if ok else None
+        ci = spearman_ci(a[:, 0], a[:, 1]) if ok and split == "held_out" else None
+        note = f"{len(a)} objects" + (f", 95% CI {ci[0]:.2f} to {ci[1]:.2f}" if ci else "")
+        figs[f"{source}.spearman.{split}"] = share(rho, split, source, unit="rho", floor=0.02, gated=True, note=note)
     return figs
+
+
+def spearmanr_safe(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def _ukbench_solid_points(ctx: Context) -> list[tuple[str, float, float]]:
+    """(first view's path, its solid rating, share of the other three views found) per UKBench object."""
+    from objrec.rating import rate
+
+    path = ctx.work / "ukbench_found.json"
+    if not path.exists():
+        return []
+    out = []
+    for obj, found in json.loads(path.read_text()).items():
+        rel = f"ukbench/ukbench{4 * int(obj[3:]):05d}.jpg"
+        out.append((rel, float(rate(str(ctx.data / rel), shape="solid").score), float(np.mean(found))))
+    return out
+
+
+def _ukbench_object_points(ctx: Context) -> list[tuple[str, float, float]]:
+    """(first view's path, the object rating of views 0 and 1 as solid, share of views 2 and 3 found) per
+    UKBench object."""
+    from objrec.features.model import DEFAULT_DETECTORS, extract_model_features
+    from objrec.imageio import read_image
+    from objrec.rating import rate
+    from objrec.rating.objects import rate_object
+    from objrec.rating.rater import rated_kind
+
+    path = ctx.work / "ukbench_found_two.json"
+    if not path.exists():
+        return []
+    kind = rated_kind(DEFAULT_DETECTORS)
+    out = []
+    for obj, found in json.loads(path.read_text()).items():
+        k = int(obj[3:])
+        rels = [f"ukbench/ukbench{4 * k + j:05d}.jpg" for j in (0, 1)]
+        imgs = [read_image(ctx.data / r) for r in rels]
+        feats = [extract_model_features(img, {kind: DEFAULT_DETECTORS[kind]})[kind] for img in imgs]
+        scores = [rate(img, shape="solid", features={kind: f}).score for img, f in zip(imgs, feats, strict=True)]
+        out.append((rels[0], float(rate_object(obj, scores, feats, "solid").score), float(np.mean(found))))
+    return out
+
+
+def _smvs_points(ctx: Context, cv2: Any) -> list[tuple[str, float, float]]:
+    """(reference path, its flat rating, share of its phone photos found) per SMVS cover with photos."""
+    from objrec.rating import rate
+
+    path = ctx.work / "smvs_rows.json"
+    if not path.exists():
+        return []
+    by_cover: dict[str, list[int]] = {}
+    for r in json.loads(path.read_text()):
+        by_cover.setdefault(r["truth"], []).append(int(r["found"]))
+    out = []
+    for cover, found in by_cover.items():
+        rel = f"smvs_dvd/reference/{cover}.jpg"
+        out.append((rel, float(rate(cv2.imread(str(ctx.data / rel))).score), float(np.mean(found))))
+    return out
 
 
 # --- false detections --------------------------------------------------------------------------------------------

@@ -143,7 +143,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _rating_line(v: dict[str, Any]) -> str:
     """A view's stored rating, saying when it was computed without the rendered views."""
     which = "" if v["view"] == 0 else f" (view {v['view']})"
-    partial = "+features" in (v["rating_version"] or "")
+    from objrec.rating.rater import features_only
+
+    partial = features_only(v["rating_version"])
     how = " from its own features (the full rating: --rating)" if partial else ""
     return f"rating{which}: {v['rating']}/100{how}"
 
@@ -162,6 +164,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         lines += [f"physical width: {doc['width_m']:g} m"] if doc["width_m"] else []
         lines += [f"shape: {doc['shape']}"]
         lines += [_rating_line(v) for v in doc["photos"] if v["rating"] is not None]
+        if args.rating and len(doc["photos"]) > 1:
+            obj = db.rate_object(args.name)
+            doc["object_rating"] = obj.to_json()
+            lines.append(f"object rating: {obj.summary()}")
         if len(doc["photos"]) > 1:
             lines += [
                 f"view {v['view']}: {v['width']}x{v['height']}, "
@@ -355,7 +361,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rating",
         action="store_true",
         help="first give NAME's views (or every object's) the full rating, with its rendered views, where "
-        "enrolment stored the rating of their own features; written back (one atomic commit)",
+        "enrolment stored the rating of their own features; written back (one atomic commit); for an object of "
+        "several views, also the object's rating (its views together and how well they agree)",
     )
     r = action("remove", "remove objects (one atomic commit; the prefilter stays valid)", cmd_remove)
     r.add_argument("names", nargs="+", metavar="NAME")

@@ -243,7 +243,9 @@ def _weakest(db: Any, names: Sequence[str], report: _Report) -> list[dict[str, A
     infos = [i for n in names for i in (db.info(k) for k in db.view_keys(n)) if i.rating is not None]
     if not infos:
         return []
-    partial = any("+features" in (i.rating_version or "") for i in infos)
+    from objrec.rating.rater import features_only
+
+    partial = any(features_only(i.rating_version) for i in infos)
     how = " from their own features; `objrec db info --rating` adds the rendered views" if partial else ""
     report.say(f"weakest images (of {len(infos)} rated{how}):")
     out = []
@@ -256,8 +258,11 @@ def _weakest(db: Any, names: Sequence[str], report: _Report) -> list[dict[str, A
     return out
 
 
-def _check_min_rating(images: list[tuple[str, Any]], detectors: dict, min_rating: int | None) -> None:
-    """Refuse, before anything is written, when an image of a NAME=IMAGE pair rates below ``--min-rating``."""
+def _check_min_rating(
+    images: list[tuple[str, Any]], detectors: dict, min_rating: int | None, shape: str = "flat"
+) -> None:
+    """Refuse, before anything is written, when an image of a NAME=IMAGE pair rates below ``--min-rating`` (rated
+    for the objects' ``shape``)."""
     if min_rating is None:
         return
     if not 0 <= min_rating <= 100:
@@ -265,7 +270,7 @@ def _check_min_rating(images: list[tuple[str, Any]], detectors: dict, min_rating
     from objrec.rating import rate
 
     for name, img in images:
-        r = rate(img, detectors=detectors)
+        r = rate(img, detectors=detectors, shape=shape)
         if r.score < min_rating:
             why = "; ".join(x.text for x in r.reasons) or "no reason above the report threshold"
             raise ValueError(f"{name}: rating {r.score} is below --min-rating {min_rating} ({why}); nothing enrolled")
@@ -301,7 +306,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
         db = ModelDB.create(args.db, detectors=dets, exist_ok=True)
         if kinds and set(kinds) != set(db.detectors):
             raise ValueError(f"--detectors {','.join(kinds)} differs from the database's {','.join(db.detectors)}")
-        _check_min_rating(images, db.detectors, args.min_rating)
+        _check_min_rating(images, db.detectors, args.min_rating, args.shape)
         if len(images) <= LOOK_ALIKE_MAX:
             for line in look_alikes(db, images):
                 report.warn(line)

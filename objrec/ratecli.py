@@ -61,7 +61,7 @@ def _rate_one(path: str, args: argparse.Namespace, detectors: Any, bad: tuple) -
 
     try:
         img = read_reference(path)
-        rating = rate(img, detectors=detectors)
+        rating = rate(img, detectors=detectors, shape=args.shape)
     except bad as exc:
         return {"image": path, "error": " ".join(str(exc).split())}
     doc = {"image": path, **rating.to_json()}
@@ -147,6 +147,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with --envelope its plot",
     )
     r.add_argument("--db", help="rate with this model database's detectors (default: the default detectors)")
+    r.add_argument(
+        "--shape",
+        choices=("flat", "solid"),
+        default="flat",
+        help="what the images show, as enrolment's --shape: flat (a cover, a poster, a box face: scored by how the "
+        "image survives being seen small, tilted and blurred) or solid (an object with depth: scored by what real "
+        "photos of such objects keep, its features on corner-like structure rather than on outlines and shading "
+        "edges) (default: flat)",
+    )
     r.add_argument(
         "--envelope",
         action="store_true",

@@ -13,10 +13,10 @@ import numpy as np
 from objrec.features.model import AUTO_CAP
 from objrec.imageio import InputError
 from objrec.modeldb import maintenance
-from objrec.modeldb.access import DatabaseReads
 from objrec.modeldb.enrolment import run_enrolment
 from objrec.modeldb.index_update import keep_indexes_current
-from objrec.modeldb.preparation import PreparedObject, prepare_object, rating_entry
+from objrec.modeldb.preparation import PreparedObject, prepare_object
+from objrec.modeldb.ratings import DatabaseRatings
 from objrec.modeldb.records import (
     DEFAULT_DETECTORS,
     ENROLL_BATCH,
@@ -37,7 +37,7 @@ from objrec.modeldb.views import check_views
 __all__ = ["ModelDB"]
 
 
-class ModelDB(DatabaseReads):
+class ModelDB(DatabaseRatings):
     """A directory of enrolled objects. Use :meth:`create` or :meth:`open`; every change is saved at once.
 
     Reading is cheap at any size: opening reads the manifest and the shards' object tables, and an
@@ -323,64 +323,6 @@ class ModelDB(DatabaseReads):
         width_m = check_width_m(width_m)
         with self.store.writing():
             self.store.set_width(self.view_keys(name), width_m)
-
-    def rate(self, names: Iterable[str] | None = None, progress: bool = False) -> dict[str, Any]:
-        """Give enrolled views the full rating (:func:`objrec.rating.rate` with its rendered views) where they
-        have only the rating enrolment stores from their own features (or one of another rating version),
-        computed from the enrolled image (its source file while that holds the same bytes, else the stored model
-        image) and written in one commit; nothing is re-extracted and the database id stays the same.
-
-        Parameters
-        ----------
-        names : iterable of str, optional
-            Objects (all their views) to rate; default every enrolled object. An unknown name is a KeyError
-            naming it, before anything is rated.
-        progress : bool
-            Show a tqdm progress bar on stderr.
-
-        Returns
-        -------
-        dict of record key -> Rating
-            The views rated by this call (those already fully rated are left out).
-        """
-        import sys
-
-        from tqdm import tqdm
-
-        from objrec._threads import worker_pool
-        from objrec.rating import RATING_VERSION, rate
-
-        keys = [k for n in (self.names if names is None else list(names)) for k in self.view_keys(n)]
-        todo = [k for k in keys if self.info(k).rating_version != RATING_VERSION]
-        detectors = self.detectors
-
-        def one(k: str) -> Any:
-            return rate(self._enrolled_image(k), detectors=detectors)
-
-        out = {}
-        with tqdm(total=len(todo), unit="view", desc="rate", disable=not progress, file=sys.stderr) as bar:
-            for k, r in zip(todo, worker_pool().map(one, todo), strict=True):
-                out[k] = r
-                bar.update()
-        if out:
-            with self.store.writing():
-                changes = [(k, field, v) for k, r in out.items() for field, v in rating_entry(r).items()]
-                self.store.override(changes)
-        return out
-
-    def _enrolled_image(self, key: str) -> np.ndarray:
-        """The image record ``key`` was enrolled from: its source file's pixels while the file holds the bytes
-        enrolled (the stored model image may be a lossy copy), else the stored model image."""
-        from objrec.fileio import sha256_bytes
-        from objrec.imageio import decode_image
-
-        src = self.info(key).source or {}
-        path = src.get("path")
-        if path and os.path.isfile(path):
-            data = np.fromfile(path, np.uint8)
-            if sha256_bytes(data.data) == src.get("sha256"):
-                return decode_image(data, path)
-        return self.image(key)
 
     def compact(self) -> int:
         """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored

@@ -306,7 +306,7 @@ def prepare_object(
     feats = extract_model_features(img, detectors)
     if all(len(f) == 0 for f in feats.values()):
         raise InputError(f"image for {name!r}: no features found (blank or textureless image cannot be enrolled)")
-    rating = rate(img, detectors=detectors, features=feats, views=full_rating or min_rating is not None)
+    rating = rate(img, detectors=detectors, features=feats, views=full_rating or min_rating is not None, shape=shape)
     if min_rating is not None and rating.score < min_rating:
         why = "; ".join(r.text for r in rating.reasons) or "no reason above the report threshold"
         raise InputError(f"image for {name!r}: rating {rating.score} is below the minimum {min_rating} ({why})")

@@ -28,6 +28,10 @@ __all__ = [
     "chroma_contrast",
     "blockiness",
     "symmetry_share",
+    "CORNER_SIDE_PX",
+    "CORNER_SCALE",
+    "corner_weights",
+    "ratio_pairs",
     "SMALL_VIEWS",
     "small_view_matches",
     "HARD_VIEWS",
@@ -202,6 +206,91 @@ def blockiness(gray: np.ndarray, block: int = 8) -> float:
     return float(np.mean(ratios)) if ratios else 1.0
 
 
+#: :func:`corner_weights` measures images whose shorter side is longer than this scaled down to it (the features'
+#: positions and sizes with them): a bounded cost, and the same structure relative to the object at any size.
+CORNER_SIDE_PX = 480
+#: A feature's neighbourhood for :func:`corner_weights`: the structure tensor's integration scale (Gaussian sigma)
+#: is this share of the feature's diameter (OpenCV ``KeyPoint.size``), between 1 and 16 px, rounded to a power
+#: of two.
+CORNER_SCALE = 0.25
+
+
+def _structure_ratio(products: list[np.ndarray], sigma: float, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """``l2 / l1`` of the structure tensor whose gradient products ``products`` (gx², gy², gx·gy) are integrated
+    by a Gaussian of ``sigma`` px, at the pixels (``xs``, ``ys``); 0 where the gradients vanish."""
+    a, b, c = (np.asarray(cv2.GaussianBlur(q, (0, 0), sigma)[ys, xs], np.float64) for q in products)
+    half, root = (a + b) / 2, np.sqrt(np.maximum((a - b) ** 2 / 4 + c * c, 0.0))
+    return np.where(half > 1e-12, (half - root) / np.maximum(half + root, 1e-12), 0.0)
+
+
+def corner_weights(gray: np.ndarray, xy: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """How corner-like each feature's neighbourhood is: 1 where its gradients point every way (a corner, a
+    printed mark, isotropic texture), 0 where they all point one way (a straight edge, an outline, a fold, a
+    shading boundary).
+
+    Per feature, the ratio ``l2 / l1`` of the eigenvalues of the image's structure tensor (gradients at 0.7 px,
+    integrated over a Gaussian of :data:`CORNER_SCALE` times the feature's diameter, at most 16 px, on the
+    image scaled to a shorter side of at most :data:`CORNER_SIDE_PX`); tensors of 4 px and more are integrated
+    on a copy halved once per octave above 2 px (``cv2.pyrDown``), which keeps the cost near that of the first
+    two octaves.
+
+    A photo of an object with depth taken from another side, or under other light, changes the features on its
+    outlines and shading edges (another background behind the outline, a moved highlight) and keeps the corners
+    of its own print and texture: the weights say which kind each feature is.
+
+    Parameters
+    ----------
+    gray : (H, W) uint8 ndarray
+    xy : (N, 2) ndarray
+        Feature positions, in pixels of ``gray``.
+    size : (N,) ndarray
+        Feature diameters in pixels of ``gray``.
+
+    Returns
+    -------
+    (N,) float64 ndarray in [0, 1]
+
+    References
+    ----------
+    C. Harris and M. Stephens, "A combined corner and edge detector", Alvey Vision Conference 1988 (the
+    structure tensor's eigenvalues tell corners from edges).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> img = np.zeros((480, 480), np.uint8); img[:, 240:] = 255; img[200:280, 40:120] = 255
+    >>> w = corner_weights(img, [[240, 100], [40, 200]], [16, 16])
+    >>> round(float(w[0]), 2), bool(w[1] > 0.3)
+    (0.0, True)
+    """
+    xy = np.asarray(xy, np.float64).reshape(-1, 2)
+    out = np.zeros(len(xy))
+    if len(xy) == 0:
+        return out
+    s = min(1.0, CORNER_SIDE_PX / min(gray.shape[:2]))
+    g = np.asarray(gray)
+    if s < 1.0:
+        g = cv2.resize(g, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
+    g = cv2.GaussianBlur(g.astype(np.float32) / 255.0, (0, 0), 0.7)
+    gx, gy = cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)
+    products = [gx * gx, gy * gy, gx * gy]
+    sigma = np.clip(np.asarray(size, np.float64).reshape(-1) * s * CORNER_SCALE, 1.0, 16.0)
+    octave = np.rint(np.log2(sigma)).astype(np.int64)  # 0..4: sigma 1, 2, 4, 8, 16 px
+    pts = xy * s
+    for o in range(int(octave.max()) + 1):
+        if o >= 2:  # halve once per octave above 2 px: the tensor at 2**o px is one at 2 px of that copy
+            products = [cv2.pyrDown(q) for q in products]
+        sel = octave == o
+        if not sel.any():
+            continue
+        k = 2.0 ** max(0, o - 1)
+        h, w = products[0].shape
+        xs = np.clip((pts[sel, 0] / k).astype(np.int64), 0, w - 1)
+        ys = np.clip((pts[sel, 1] / k).astype(np.int64), 0, h - 1)
+        out[sel] = _structure_ratio(products, 2.0**o / k, xs, ys)
+    return out
+
+
 def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) -> float:
     """Share of an image's features that its own mirrored or rotated copy explains by one homography other
     than the identity (a mirror, a half turn, a shift of a repeated pattern).
@@ -345,15 +434,22 @@ def small_view_matches(
     return counts
 
 
+def ratio_pairs(qd: np.ndarray, md: np.ndarray, ratio: float = RATIO) -> tuple[np.ndarray, np.ndarray]:
+    """(query rows, model rows) of the query descriptors ``qd`` whose nearest model descriptor of ``md`` passes
+    Lowe's ratio test (OpenCV's brute-force 2-NN, L2)."""
+    if len(qd) == 0 or len(md) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(qd, np.float32), np.asarray(md, np.float32), k=2)
+    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < ratio * p[1].distance]
+    return (np.array([g.queryIdx for g in good], np.int64), np.array([g.trainIdx for g in good], np.int64))
+
+
 def _correct_matches(qxy: np.ndarray, qd: np.ndarray, mxy: np.ndarray, md: np.ndarray, tolerance: float) -> int:
     """Query features (``qxy``, ``qd``) whose ratio-test match (:data:`RATIO`) among the model features
     (``mxy``, ``md``) lies within ``tolerance`` of them, both positions given in the same pixels."""
-    pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(qd, np.float32), np.asarray(md, np.float32), k=2)
-    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < RATIO * p[1].distance]
-    if not good:
+    qi, ti = ratio_pairs(qd, md)
+    if not len(qi):
         return 0
-    qi = np.array([g.queryIdx for g in good], np.int64)
-    ti = np.array([g.trainIdx for g in good], np.int64)
     return int((np.linalg.norm(np.asarray(qxy)[qi] - np.asarray(mxy)[ti], axis=1) <= tolerance).sum())
 
 

@@ -21,7 +21,25 @@ The score is 100 times a product of factors in [0, 1], each owned by one reason:
   contrast over ``contrast_ok``, capped at 1;
 - ``too_few_pixels``: ``(short_side / min_side_px) ** 2`` below the minimum, the share of the pixels a usable
   reference has (fitted near 128 px, the smallest image Zappar accepts);
-- ``jpeg_blocking`` and ``symmetry``: linear penalties above an onset, down to a floor.
+- ``jpeg_blocking`` and ``symmetry``: linear penalties above an onset, down to a floor;
+
+Every reason has a basis (:data:`BASES`): the image's own pixels and features (``image``: texture, contrast,
+repetition, size), rendered views of it (``views``), or what real photos of objects predict from the image
+(``real_photos``); :func:`parts` adds up the points each basis cost.
+
+**Objects with depth** (``shape="solid"``) are scored for what real photos of such an object do, which rendered
+views of a flat print do not show: from another side, under other light, an object keeps the features of its own
+print and texture and loses those on its outlines, folds and shading edges. Their score is
+
+    ``100 * min(1, corner_features / solid_features_ok) ** solid_features_power * F_image ** solid_image_power
+    * F_views ** solid_views_power``
+
+with ``corner_features`` the distinctive features weighted by how corner-like their neighbourhoods are
+(:func:`objrec.rating.measures.corner_weights`), reported as ``few_stable_features`` (basis ``real_photos``),
+and ``F_image``, ``F_views`` the products of the image's and the views' factors above. Its parameters are fitted
+against recognition in real photos of objects (each view of one half of the UKBench objects enrolled as solid,
+the other views queried, by ``bench/bench_rating.py``), so that a score reads as the share of real photos in
+which the object is found.
 
 Each reason's cost in points splits the score's loss in proportion to ``-log`` of its factor, so the costs add up
 to ``100 - score``; a reason is reported when its factor is below :data:`REPORT_BELOW`. The values of
@@ -41,7 +59,7 @@ from dataclasses import dataclass
 
 from objrec.rating.measures import HARD_VIEWS
 
-__all__ = ["Reason", "WEIGHTS", "MEASURE_KEYS", "REPORT_BELOW", "score_from_measures"]
+__all__ = ["Reason", "WEIGHTS", "MEASURE_KEYS", "REPORT_BELOW", "BASES", "SHAPES", "score_from_measures", "parts"]
 
 #: The measures the model reads (see :func:`objrec.rating.rate`); every rating carries all of them.
 MEASURE_KEYS = (
@@ -57,7 +75,29 @@ MEASURE_KEYS = (
     "symmetry",
     "small_view_matches",
     "hard_views",
+    "corner_features",
 )
+
+#: What a reason's factor rests on: the image's own pixels and features, rendered views of the image, or the
+#: behaviour of real photos of objects (a factor fitted against recognition in real photos).
+BASES = ("image", "views", "real_photos")
+#: The basis of each reason's code.
+BASIS = {
+    "few_features": "image",
+    "repetition": "image",
+    "fine_detail": "views",
+    "hard_views": "views",
+    "low_coverage": "image",
+    "low_contrast": "image",
+    "colour_only_contrast": "image",
+    "too_few_pixels": "image",
+    "jpeg_blocking": "image",
+    "symmetry": "image",
+    "few_stable_features": "real_photos",
+    "views_disagree": "real_photos",
+}
+#: Reasons whose factors come from rendered views (``views``), raised to ``solid_views_power`` for a solid object.
+VIEW_REASONS = tuple(code for code, basis in BASIS.items() if basis == "views")
 
 #: The model's parameters (plain numbers, so a calibration can fit and store them).
 WEIGHTS: dict[str, float] = {
@@ -74,7 +114,16 @@ WEIGHTS: dict[str, float] = {
     "symmetry_onset": 0.1,  # share of features explained by a symmetry from which it costs
     "symmetry_slope": 1.5,
     "symmetry_floor": 0.5,
+    # objects with depth (shape "solid"), fitted on real photos:
+    "solid_features_ok": 360.4,  # corner-weighted distinctive features from which a solid object loses nothing
+    "solid_features_power": 0.31,
+    "solid_image_power": 0.036,  # weight of the image's own factors in a solid object's score
+    "solid_views_power": 0.0,  # weight of the rendered views' factors (flat prints) in a solid object's score
+    # objects of several views (objrec.rating.objects), fitted on real photos:
+    "view_agreement_scale": 10.0,  # verified matches between views at which their factor reaches 1 - 1/e
 }
+#: The object shapes a score is computed for (as enrolment's ``shape``).
+SHAPES = ("flat", "solid")
 
 #: A reason is reported when its factor is below this.
 REPORT_BELOW = 0.9
@@ -88,23 +137,33 @@ class Reason:
     ----------
     code : str
         ``few_features``, ``repetition``, ``fine_detail``, ``hard_views``, ``low_coverage``, ``low_contrast``,
-        ``colour_only_contrast``, ``too_few_pixels``, ``jpeg_blocking`` or ``symmetry``.
+        ``colour_only_contrast``, ``too_few_pixels``, ``jpeg_blocking``, ``symmetry``; for objects with depth
+        ``few_stable_features``; for objects of several views ``views_disagree``.
     value : float
         The measure that triggered it (a count, a share, a contrast, pixels).
     text : str
         One line for people, with the number.
     cost : float
         Points of the score it cost.
+    basis : str
+        What the reason rests on (:data:`BASES`): ``image``, ``views`` or ``real_photos``.
     """
 
     code: str
     value: float
     text: str
     cost: float = 0.0
+    basis: str = "image"
 
     def to_json(self) -> dict:
-        """``{"code", "value", "message", "cost"}``."""
-        return {"code": self.code, "value": self.value, "message": self.text, "cost": round(self.cost, 1)}
+        """``{"code", "value", "message", "cost", "basis"}``."""
+        return {
+            "code": self.code,
+            "value": self.value,
+            "message": self.text,
+            "cost": round(self.cost, 1),
+            "basis": self.basis,
+        }
 
 
 def _curve(x: float, scale: float) -> float:
@@ -184,8 +243,25 @@ def _factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, 
     return [f for f in factors if not math.isnan(f[2])]
 
 
+def _solid_factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple[str, float, float, str]]:
+    """The factors of an object with depth: the flat factors raised to their basis' power, and the stable
+    features' factor."""
+    out = []
+    for code, f, value, text in _factors(m, w):
+        power = w["solid_views_power"] if code in VIEW_REASONS else w["solid_image_power"]
+        if power > 0:
+            out.append((code, max(0.0, f) ** power, value, text))
+    n = float(m["corner_features"])
+    stable = min(1.0, max(0.0, n) / w["solid_features_ok"]) ** w["solid_features_power"]
+    text = (
+        f"few stable features for an object with depth: {n:.0f} distinctive features on corner-like structure "
+        "(photos from other sides and under other light keep these, not outlines or shading edges)"
+    )
+    return [("few_stable_features", stable, n, text), *out]
+
+
 def score_from_measures(
-    measures: Mapping[str, float], weights: Mapping[str, float] = WEIGHTS
+    measures: Mapping[str, float], weights: Mapping[str, float] = WEIGHTS, shape: str = "flat"
 ) -> tuple[int, list[Reason]]:
     """The score 0-100 of a rating's measures and the reasons that lowered it, costliest first.
 
@@ -196,6 +272,9 @@ def score_from_measures(
         its reason costs nothing.
     weights : mapping
         The model's parameters (:data:`WEIGHTS`).
+    shape : {"flat", "solid"}
+        The object's shape (:data:`SHAPES`): a flat print is scored by the factors above, an object with depth
+        by what real photos of one keep (the module's notes).
 
     Returns
     -------
@@ -210,21 +289,37 @@ def score_from_measures(
     >>> score, reasons = score_from_measures(blank)
     >>> score, reasons[0].code
     (0, 'few_features')
+    >>> score_from_measures(blank, shape="solid")[1][0].code
+    'few_stable_features'
     """
     missing = [k for k in MEASURE_KEYS if k not in measures]
     if missing:
         raise KeyError(f"measures: missing {', '.join(missing)}")
-    factors = _factors(measures, weights)
+    if shape not in SHAPES:
+        raise ValueError(f"shape: expected one of {', '.join(SHAPES)}, got {shape!r}")
+    factors = _solid_factors(measures, weights) if shape == "solid" else _factors(measures, weights)
     product = math.prod(max(0.0, f) for _, f, _, _ in factors)
     score = int(round(100.0 * product))
     loss = 100.0 - 100.0 * product
     logs = [-math.log(min(1.0, max(f, 1e-6))) for _, f, _, _ in factors]
     total = sum(logs)
     reasons = [
-        Reason(code, float(value), text, loss * lg / total if total > 0 else 0.0)
+        Reason(code, float(value), text, loss * lg / total if total > 0 else 0.0, BASIS[code])
         for (code, f, value, text), lg in zip(factors, logs, strict=True)
         if f < REPORT_BELOW
     ]
     # Ties (several factors at 0) keep the model's order, which puts the feature count first.
     reasons.sort(key=lambda r: -round(r.cost, 6))
     return score, reasons
+
+
+def parts(reasons: list[Reason]) -> dict[str, float]:
+    """Points lost per basis (:data:`BASES`), from the reasons' costs: how much of the score's loss is the
+    image's own, how much its rendered views', how much predicted from real photos.
+
+    Examples
+    --------
+    >>> parts([Reason("few_features", 3, "", 40.0), Reason("few_stable_features", 9, "", 5.0, "real_photos")])
+    {'image': 40.0, 'views': 0.0, 'real_photos': 5.0}
+    """
+    return {b: round(float(sum(r.cost for r in reasons if r.basis == b)), 1) for b in BASES}

@@ -4,7 +4,7 @@ the rating needs (the features and how distinctive each is)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from objrec.rating.measures import (
     blockiness,
     cell_counts,
     chroma_contrast,
+    corner_weights,
     hard_view_matches,
     hard_view_share,
     nearest_other_distance,
@@ -36,14 +37,27 @@ from objrec.rating.measures import (
     symmetry_share,
     upright_turns,
 )
-from objrec.rating.model import WEIGHTS, Reason, score_from_measures
+from objrec.rating.model import SHAPES, WEIGHTS, Reason, parts, score_from_measures
 from objrec.types import Features
 
-__all__ = ["RATING_VERSION", "VIEW_MEASURES", "Rating", "rate", "read_reference", "rated_kind", "hard_view_kind"]
+__all__ = [
+    "RATING_VERSION",
+    "FEATURES_ONLY",
+    "VIEW_MEASURES",
+    "Rating",
+    "rate",
+    "read_reference",
+    "rated_kind",
+    "hard_view_kind",
+    "features_only",
+]
 
 #: The version of the measures and the score model; stored with every rating so a database can tell which
 #: ratings an updated model would change.
-RATING_VERSION = "rating-4"
+RATING_VERSION = "rating-5"
+#: The suffix of a stored rating version (:attr:`Rating.stored_version`) computed without the rendered views it
+#: needs (:func:`features_only` tells).
+FEATURES_ONLY = "+features"
 #: The measures that need rendered views of the image (:func:`~objrec.rating.measures.small_view_matches` and
 #: :func:`~objrec.rating.measures.hard_view_matches`): the costly part of a rating, which a rating from the
 #: image's own features (``rate(..., views=False)``, as enrolment stores it) leaves out.
@@ -74,9 +88,13 @@ class Rating:
     shape : tuple of int
         The image's (height, width).
     views : bool
-        Whether the measures of rendered views (:data:`VIEW_MEASURES`) took part. Without them their factors
-        count as 1, so the score is an upper bound of the full rating's; ``objrec rate`` and
-        :meth:`~objrec.modeldb.ModelDB.rate` compute the full one.
+        Whether the rating is complete: the measures of rendered views (:data:`VIEW_MEASURES`) took part, or
+        its shape's score does not use them. Without them their factors count as 1, so the score is an upper
+        bound of the full rating's; ``objrec rate`` and :meth:`~objrec.modeldb.ModelDB.rate` compute the full
+        one.
+    object_shape : str
+        The shape the image was scored for (:data:`~objrec.rating.model.SHAPES`): ``flat`` (a print, a cover,
+        a poster) or ``solid`` (an object with depth).
     """
 
     score: int
@@ -88,18 +106,27 @@ class Rating:
     distinctiveness: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     shape: tuple[int, int] = (0, 0)
     views: bool = True
+    object_shape: str = "flat"
 
     @property
     def codes(self) -> list[str]:
         """The reasons' codes, costliest first."""
         return [r.code for r in self.reasons]
 
+    @property
+    def parts(self) -> dict[str, float]:
+        """Points lost per basis (:func:`~objrec.rating.model.parts`): the image's own, its rendered views',
+        and what real photos predict."""
+        return parts(self.reasons)
+
     def to_json(self) -> dict[str, Any]:
-        """``{"score", "reasons": [{"code", "value", "message", "cost"}], "measures", "version", "kind",
-        "views"}``."""
+        """``{"score", "object_shape", "reasons": [{"code", "value", "message", "cost", "basis"}], "parts", "measures",
+        "version", "kind", "views"}``."""
         return {
             "score": self.score,
+            "object_shape": self.object_shape,
             "reasons": [r.to_json() for r in self.reasons],
+            "parts": self.parts,
             "measures": {k: round(float(v), 4) for k, v in self.measures.items()},
             "version": self.version,
             "kind": self.kind,
@@ -109,13 +136,22 @@ class Rating:
     def summary(self) -> str:
         """One line: the score and the reasons with their numbers."""
         why = "; ".join(r.text for r in self.reasons)
-        return f"{self.score}/100" + ("" if self.views else " without views") + (f" ({why})" if why else "")
+        how = ("" if self.views else " without views") + (
+            " as an object with depth" if self.object_shape == "solid" else ""
+        )
+        return f"{self.score}/100{how}" + (f" ({why})" if why else "")
 
     @property
     def stored_version(self) -> str:
-        """The version a database records for this rating: :data:`RATING_VERSION`, with ``+features`` for a
-        rating without the rendered views."""
-        return self.version if self.views else f"{self.version}+features"
+        """The version a database records for this rating: :data:`RATING_VERSION`, with :data:`FEATURES_ONLY`
+        for a rating without the rendered views it needs."""
+        return self.version if self.views else self.version + FEATURES_ONLY
+
+
+def features_only(stored_version: str | None) -> bool:
+    """Whether a stored rating version (:attr:`Rating.stored_version`) is of a rating without the rendered
+    views it needs, which ``objrec db info --rating`` completes."""
+    return (stored_version or "").endswith(FEATURES_ONLY)
 
 
 def read_reference(image: Any, name: str = "image") -> np.ndarray:
@@ -148,19 +184,27 @@ def hard_view_kind(kinds: Any) -> str:
     return present[-1] if present else rated_kind(kinds)
 
 
-def _feature_measures(f: Features, kind: str, shape: tuple[int, int]) -> tuple[dict, Any, Any]:
-    """Features, distinctive features, repetition share and coverage of one detector's features (on the host)."""
+def _feature_measures(f: Features, kind: str, gray: np.ndarray) -> tuple[dict, Any, Any]:
+    """Features, distinctive features, repetition share, coverage and corner-weighted distinctive features of
+    one detector's features (on the host) of the image ``gray``."""
     ratio = query_ratio(nearest_other_distance(f.descriptors), kind)
     xy = np.asarray(f.xy, np.float32).reshape(-1, 2)
-    nd = int((ratio < RATIO).sum())
-    covered = cell_counts(xy[ratio < RATIO], shape) >= MIN_CELL_FEATURES
+    distinct = ratio < RATIO
+    nd = int(distinct.sum())
+    covered = cell_counts(xy[distinct], gray.shape[:2]) >= MIN_CELL_FEATURES
     m = {
         "n_features": float(len(xy)),
         "distinctive_features": float(nd),
         "repetition": 1.0 - nd / len(xy) if len(xy) else 0.0,
         "coverage": float(covered.sum()) / (GRID * GRID),
+        "corner_features": float(corner_weights(gray, xy[distinct], np.asarray(f.size)[distinct]).sum()),
     }
     return m, xy, ratio
+
+
+def _needs_views(shape: str, weights: dict[str, float]) -> bool:
+    """Whether the score of an object of ``shape`` uses the rendered views' measures."""
+    return shape == "flat" or weights["solid_views_power"] > 0
 
 
 def rate(
@@ -170,6 +214,7 @@ def rate(
     features: dict[str, Features] | None = None,
     weights: dict[str, float] | None = None,
     views: bool = True,
+    shape: str = "flat",
 ) -> Rating:
     """Rate a reference image: how well objrec will recognise it, and what lowers that.
 
@@ -193,9 +238,14 @@ def rate(
     weights : dict, optional
         The score model's parameters (default :data:`~objrec.rating.model.WEIGHTS`).
     views : bool
-        Render and search the small and hard views (:data:`VIEW_MEASURES`, most of a rating's cost). Without
-        them the rating comes from the image's own features as given (with ``features``, nothing is extracted)
-        and the pixels: the views' factors count as 1 and their measures are NaN.
+        Render and search the small and hard views (:data:`VIEW_MEASURES`, most of a rating's cost) where the
+        shape's score uses them. Without them the rating comes from the image's own features as given (with
+        ``features``, nothing is extracted) and the pixels: the views' factors count as 1 and their measures
+        are NaN.
+    shape : {"flat", "solid"}
+        What the image shows, as enrolment's ``shape``: a flat print (a cover, a poster, a box face) or an
+        object with depth, scored for what real photos of such an object keep
+        (:func:`~objrec.rating.model.score_from_measures`); a solid object's score uses no rendered views.
 
     Returns
     -------
@@ -205,6 +255,8 @@ def rate(
     ------
     InputError
         For a missing, unreadable, empty, 16-bit or oversized image.
+    ValueError
+        For an unknown ``shape``.
 
     Examples
     --------
@@ -213,18 +265,36 @@ def rate(
     >>> r.score, r.codes[0]
     (0, 'few_features')
     """
-    given_img = read_reference(image)
+    if shape not in SHAPES:
+        raise ValueError(f"shape: expected one of {', '.join(SHAPES)}, got {shape!r}")
+    img = read_reference(image)
     dets = dict(detectors or DEFAULT_DETECTORS)
+    w = WEIGHTS if weights is None else weights
+    kinds = dets if features is None else features
+    if not (views and _needs_views(shape, w)):
+        # complete when the shape's score uses no views
+        return replace(
+            _rate_features(img, dets, rated_kind(kinds), features, w, shape), views=not _needs_views(shape, w)
+        )
+    return _rate_with_views(img, dets, features, w, shape)
+
+
+def _rate_with_views(
+    given_img: np.ndarray,
+    dets: dict[str, dict[str, Any]],
+    features: dict[str, Features] | None,
+    weights: dict[str, float],
+    shape: str,
+) -> Rating:
+    """A full rating: features and views measured on the image turned upright (:func:`upright_turns`), so that an
+    image and its quarter turns get the same rating; features given for the image as it is serve when it is
+    upright."""
     kinds = dets if features is None else features
     kind, hard_kind = rated_kind(kinds), hard_view_kind(kinds)
-    if not views:
-        return _rate_features(given_img, dets, kind, features, weights)
-    # Features and views are measured on the image turned upright (:func:`upright_turns`), so that an image
-    # and its quarter turns get the same rating; features given for the image as it is serve when it is upright.
     given_gray = to_gray(given_img)
     turns = upright_turns(given_gray)
     img = quarter_turned(given_img, turns)
-    gray = to_gray(img)
+    gray = quarter_turned(given_gray, turns)
     h, w = gray.shape
     params = {k: dets.get(k, DEFAULT_DETECTORS.get(k, {})) for k in {kind, hard_kind}}
     have = dict(features or {}) if turns == 0 else {}
@@ -232,26 +302,26 @@ def rate(
     if missing:
         have.update(extract_model_features(img, missing))
     f = have[kind].to_host()
-    m, xy, ratio = _feature_measures(f, kind, (h, w))
+    m, xy, ratio = _feature_measures(f, kind, gray)
     det = model_detector(kind, params[kind])
     small = small_view_matches(gray, xy, f.descriptors, lambda g: detect_features(kind, det, g))
     fh = have[hard_kind].to_host()
     hard_det = model_detector(hard_kind, params[hard_kind])
     hard = hard_view_matches(img, fh.xy, fh.descriptors, lambda g: detect_features(hard_kind, hard_det, g))
-    m.update(_pixel_measures(img, given_gray))
+    m.update(_pixel_measures(img, gray, given_gray))
     m.update(
         # the geometric mean of the small views' correct matches (plus one): an image must survive all of them
         small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),
         hard_views=hard_view_share(hard),
     )
-    score, reasons = score_from_measures(m, WEIGHTS if weights is None else weights)
+    score, reasons = score_from_measures(m, weights, shape)
     back = quarter_turned_points(xy, (h, w), -turns)  # the features where the image as given has them
-    return Rating(score, reasons, m, RATING_VERSION, kind, back, ratio, given_gray.shape[:2])
+    return Rating(score, reasons, m, RATING_VERSION, kind, back, ratio, given_gray.shape[:2], object_shape=shape)
 
 
-def _pixel_measures(img: np.ndarray, given_gray: np.ndarray) -> dict[str, float]:
-    """The measures of the pixels alone, on ``img`` (upright) and ``given_gray`` (the gray image as given)."""
-    gray = to_gray(img)
+def _pixel_measures(img: np.ndarray, gray: np.ndarray, given_gray: np.ndarray) -> dict[str, float]:
+    """The measures of the pixels alone, on ``img`` (upright, ``gray`` its gray) and ``given_gray`` (the gray
+    image as given)."""
     h, w = gray.shape
     return {
         "gray_contrast": rms_contrast(gray),
@@ -268,17 +338,19 @@ def _rate_features(
     dets: dict[str, dict[str, Any]],
     kind: str,
     features: dict[str, Features] | None,
-    weights: dict[str, float] | None,
+    weights: dict[str, float],
+    shape: str,
 ) -> Rating:
     """A rating without rendered views: the primary detector's features of the image as given (extracted only
-    when not given; a feature's count, distinctiveness and cell coverage do not depend on which way up the image
-    is) and the measures of its pixels, turned upright for symmetry."""
+    when not given; a feature's count, distinctiveness, cell coverage and corner-likeness do not depend on which
+    way up the image is) and the measures of its pixels, turned upright for symmetry."""
     if features is None or kind not in features:
         features = extract_model_features(img, {kind: dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))})
     given_gray = to_gray(img)
     f = features[kind].to_host()
-    m, xy, ratio = _feature_measures(f, kind, given_gray.shape[:2])
-    m.update(_pixel_measures(quarter_turned(img, upright_turns(given_gray)), given_gray))
+    m, xy, ratio = _feature_measures(f, kind, given_gray)
+    turns = upright_turns(given_gray)
+    m.update(_pixel_measures(quarter_turned(img, turns), quarter_turned(given_gray, turns), given_gray))
     m.update(dict.fromkeys(VIEW_MEASURES, float("nan")))
-    score, reasons = score_from_measures(m, WEIGHTS if weights is None else weights)
-    return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, given_gray.shape[:2], views=False)
+    score, reasons = score_from_measures(m, weights, shape)
+    return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, given_gray.shape[:2], object_shape=shape)
