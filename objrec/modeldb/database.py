@@ -32,12 +32,13 @@ from objrec.modeldb.records import (
 )
 from objrec.modeldb.store import ShardStore
 from objrec.modeldb.upgrade import upgrade_database
+from objrec.modeldb.upkeep import DatabaseUpkeep
 from objrec.modeldb.views import check_views
 
 __all__ = ["ModelDB"]
 
 
-class ModelDB(DatabaseRatings):
+class ModelDB(DatabaseRatings, DatabaseUpkeep):
     """A directory of enrolled objects. Use :meth:`create` or :meth:`open`; every change is saved at once.
 
     Reading is cheap at any size: opening reads the manifest and the shards' object tables, and an
@@ -323,36 +324,6 @@ class ModelDB(DatabaseRatings):
         width_m = check_width_m(width_m)
         with self.store.writing():
             self.store.set_width(self.view_keys(name), width_m)
-
-    def compact(self) -> int:
-        """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored
-        images) and merge all small shards; returns the shards rewritten."""
-        with self.store.writing():
-            return maintenance.compact(self.store)
-
-    def orphans(self) -> list[Path]:
-        """Files of this database that no commit names (left by a killed writer), without locking.
-
-        While another process holds the write lock, files newer than the manifest are left out: they may
-        belong to the write in progress.
-        """
-        return maintenance.orphans(self.store)
-
-    def clean(self) -> list[Path]:
-        """Delete the orphan files, holding the write lock (so never a write in progress); returns them."""
-        with self.store.writing():
-            found = maintenance.unnamed_files(self.store)
-            maintenance.collect_garbage(self.store)
-        return found
-
-    def refresh(self) -> bool:
-        """Take the current manifest if another process committed since this database read it."""
-        return self.store.refresh()
-
-    def verify(self) -> list[str]:
-        """Check every file of every shard (sha256, array headers, row counts against the object tables);
-        returns one line per problem, each naming the file (none when the database is sound)."""
-        return self.store.verify()
 
     def __repr__(self) -> str:
         shown = self.names[:5] + (["..."] if len(self) > 5 else [])

@@ -252,6 +252,8 @@ def _solid_factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple
         if power > 0:
             out.append((code, max(0.0, f) ** power, value, text))
     n = float(m["corner_features"])
+    if math.isnan(n):
+        raise ValueError("corner_features: not measured (a rating for shape 'flat'); rate with shape='solid'")
     stable = min(1.0, max(0.0, n) / w["solid_features_ok"]) ** w["solid_features_power"]
     text = (
         f"few stable features for an object with depth: {n:.0f} distinctive features on corner-like structure "

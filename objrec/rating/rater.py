@@ -3,6 +3,7 @@ the rating needs (the features and how distinctive each is)."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -127,7 +128,8 @@ class Rating:
             "object_shape": self.object_shape,
             "reasons": [r.to_json() for r in self.reasons],
             "parts": self.parts,
-            "measures": {k: round(float(v), 4) for k, v in self.measures.items()},
+            # a measure not taken (NaN) is null: JSON has no NaN
+            "measures": {k: None if math.isnan(v) else round(float(v), 4) for k, v in self.measures.items()},
             "version": self.version,
             "kind": self.kind,
             "views": self.views,
@@ -184,9 +186,10 @@ def hard_view_kind(kinds: Any) -> str:
     return present[-1] if present else rated_kind(kinds)
 
 
-def _feature_measures(f: Features, kind: str, gray: np.ndarray) -> tuple[dict, Any, Any]:
-    """Features, distinctive features, repetition share, coverage and corner-weighted distinctive features of
-    one detector's features (on the host) of the image ``gray``."""
+def _feature_measures(f: Features, kind: str, gray: np.ndarray, shape: str) -> tuple[dict, Any, Any]:
+    """Features, distinctive features, repetition share, coverage and, for a solid object (only its score uses
+    them; NaN otherwise), the corner-weighted distinctive features of one detector's features (on the host) of
+    the image ``gray``."""
     ratio = query_ratio(nearest_other_distance(f.descriptors), kind)
     xy = np.asarray(f.xy, np.float32).reshape(-1, 2)
     distinct = ratio < RATIO
@@ -197,7 +200,9 @@ def _feature_measures(f: Features, kind: str, gray: np.ndarray) -> tuple[dict, A
         "distinctive_features": float(nd),
         "repetition": 1.0 - nd / len(xy) if len(xy) else 0.0,
         "coverage": float(covered.sum()) / (GRID * GRID),
-        "corner_features": float(corner_weights(gray, xy[distinct], np.asarray(f.size)[distinct]).sum()),
+        "corner_features": float(corner_weights(gray, xy[distinct], np.asarray(f.size)[distinct]).sum())
+        if shape == "solid"
+        else float("nan"),
     }
     return m, xy, ratio
 
@@ -302,7 +307,7 @@ def _rate_with_views(
     if missing:
         have.update(extract_model_features(img, missing))
     f = have[kind].to_host()
-    m, xy, ratio = _feature_measures(f, kind, gray)
+    m, xy, ratio = _feature_measures(f, kind, gray, shape)
     det = model_detector(kind, params[kind])
     small = small_view_matches(gray, xy, f.descriptors, lambda g: detect_features(kind, det, g))
     fh = have[hard_kind].to_host()
@@ -348,7 +353,7 @@ def _rate_features(
         features = extract_model_features(img, {kind: dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))})
     given_gray = to_gray(img)
     f = features[kind].to_host()
-    m, xy, ratio = _feature_measures(f, kind, given_gray)
+    m, xy, ratio = _feature_measures(f, kind, given_gray, shape)
     turns = upright_turns(given_gray)
     m.update(_pixel_measures(quarter_turned(img, turns), quarter_turned(given_gray, turns), given_gray))
     m.update(dict.fromkeys(VIEW_MEASURES, float("nan")))
