@@ -16,13 +16,15 @@ A photo is found when the top-scored detection names its object (no budget, no t
 Split: the objects of ``rating_fit.split_halves``' tuning half of the reference images (the first views) are
 the tuning objects, the others the held-out objects, so the synthetic and real fits share one split.
 
-Fit: ``solid_features_ok``, ``solid_features_power``, ``solid_image_power`` and ``solid_views_power`` of
+Fit: ``solid_features_ok``, ``solid_features_power`` and ``solid_image_power`` of
 :data:`objrec.rating.model.WEIGHTS` by differential evolution (seeded) on the tuning objects' pairs, maximising
 Spearman's correlation of the solid score with the found share under the acceptance's band targets (a score of
 75 or more found in at least 80% of photos, under 40 in at most 40%, each with two standard errors of margin,
 from 3 pairs) and a small calibration term (the mean squared difference of score / 100 and found share), so a
 score reads as a found share. ``view_agreement_scale`` is fitted by a grid on the tuning objects' two-view
-figures under the same bands.
+figures under the same bands. ``solid_views_power`` stays 0 by rule: the rendered views are views of a flat
+print, which say nothing of an object's other sides, and they are most of a rating's cost (a solid rating without
+them is complete at enrolment).
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ SOLID_BOUNDS = {
     "solid_features_ok": (20.0, 5000.0),
     "solid_features_power": (0.0, 1.0),
     "solid_image_power": (0.0, 1.0),
-    "solid_views_power": (0.0, 1.0),
 }
 AGREEMENT_GRID = (5.0, 10.0, 20.0, 40.0, 80.0)
 BAND_TARGETS = ((75, 101, 0.8, 1.0), (0, 40, 0.4, -1.0))  # (low, high, target, sign): >=75 at least, <40 at most
@@ -184,15 +185,17 @@ def figures(scores: np.ndarray, shares: np.ndarray) -> dict[str, Any]:
     }
 
 
-def object_scores(two: dict[str, Any], objects: list[int], scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(object score, found share of views 2 and 3) of ``objects``, their view scores and agreement from
-    ``two``, with ``view_agreement_scale`` = ``scale``."""
+def object_scores(
+    two: dict[str, Any], objects: list[int], scale: float, view_scores: dict[str, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(object score, found share of views 2 and 3) of ``objects``: their views' scores from ``view_scores`` (by
+    path), their agreement from ``two``, with ``view_agreement_scale`` = ``scale``."""
     import math
 
     s, y = [], []
     for k in objects:
         e = two[uk(k, 0)]
-        covered = 1.0 - math.prod(1.0 - v / 100.0 for v in e["view_scores"])
+        covered = 1.0 - math.prod(1.0 - view_scores[uk(k, j)] / 100.0 for j in (0, 1))
         s.append(round(100.0 * covered * (1.0 - math.exp(-(e["agreement"] or 0.0) / scale))))
         y.append(float(np.mean(e["found"])))
     return np.array(s, float), np.array(y, float)
@@ -233,15 +236,18 @@ def fit_and_report_real(cache: dict[str, Any], root: Path, tune_refs: list[str])
     out["solid_weights"] = {k: fitted[k] for k in SOLID_BOUNDS}
     two = cache["real"].get("ukbench_two")
     if two:
+        # the views' solid scores under the shipped weights (the object rating's own scale is what is fitted)
+        refs = [uk(k, j) for k in range(UK_OBJECTS) for j in (0, 1)]
+        vs = dict(zip(refs, _solid_scores([sm[r]["measures"] for r in refs], dict(WEIGHTS)), strict=True))
         grid = {}
         for scale in AGREEMENT_GRID:
-            s, y = object_scores(two, tune, scale)
+            s, y = object_scores(two, tune, scale, vs)
             rho = spearman(s, y)
             grid[scale] = (rho if rho is not None else -1.0) - 10.0 * band_shortfall(s, y)
         best = max(grid, key=lambda k: grid[k])
-        s, y = object_scores(two, held, WEIGHTS["view_agreement_scale"])
-        s_fit, _ = object_scores(two, held, best)
-        first = np.array([two[uk(k, 0)]["view_scores"][0] for k in held], float)
+        s, y = object_scores(two, held, WEIGHTS["view_agreement_scale"], vs)
+        s_fit, _ = object_scores(two, held, best, vs)
+        first = np.array([vs[uk(k, 0)] for k in held], float)
         out["objects"] = {
             "view_agreement_scale_fitted": best,
             "held_shipped": figures(s, y),

@@ -115,10 +115,10 @@ WEIGHTS: dict[str, float] = {
     "symmetry_slope": 1.5,
     "symmetry_floor": 0.5,
     # objects with depth (shape "solid"), fitted on real photos:
-    "solid_features_ok": 360.4,  # corner-weighted distinctive features from which a solid object loses nothing
-    "solid_features_power": 0.31,
-    "solid_image_power": 0.036,  # weight of the image's own factors in a solid object's score
-    "solid_views_power": 0.0,  # weight of the rendered views' factors (flat prints) in a solid object's score
+    "solid_features_ok": 373.9,  # corner-weighted distinctive features from which a solid object loses nothing
+    "solid_features_power": 0.257,
+    "solid_image_power": 0.0049,  # weight of the image's own factors in a solid object's score
+    "solid_views_power": 0.0,  # weight of the rendered views' factors (of a flat print) in a solid score: 0 by rule
     # objects of several views (objrec.rating.objects), fitted on real photos:
     "view_agreement_scale": 10.0,  # verified matches between views at which their factor reaches 1 - 1/e
 }
