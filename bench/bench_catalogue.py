@@ -175,7 +175,7 @@ def section_scale(args) -> None:
 
 
 def ratio_matches(q: np.ndarray, t: np.ndarray, ratio: float = 0.75) -> set[tuple[int, int]]:
-    from objrec.matching.knn import knn2
+    from objrec.knn import knn2
 
     i, d = knn2(q, t)
     ok = np.sqrt(np.maximum(d[:, 0], 0)) < ratio * np.sqrt(np.maximum(d[:, 1], 0))
@@ -217,7 +217,7 @@ def model_sift(items, cache: str | None) -> list[np.ndarray]:
 
 
 def section_retrieval(items, qs, args) -> None:
-    from objrec.matching.knn import BruteForceIndex
+    from objrec.knn import BruteForceIndex
     from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, vote
 
     t = time.perf_counter()
@@ -257,7 +257,7 @@ def section_retrieval(items, qs, args) -> None:
 def section_ukbench(data: Path, args) -> None:
     from objrec.evaluation.kinds.ukbench import ukbench_groups
     from objrec.imageio import read_image, to_gray
-    from objrec.matching.knn import BruteForceIndex
+    from objrec.knn import BruteForceIndex
     from objrec.matching.retrieval import RetrievalIndex, RetrievalParams, vote
     from objrec.metrics.retrieval import ns_score
 

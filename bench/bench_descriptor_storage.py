@@ -50,7 +50,7 @@ def _stored(kind: str, desc: np.ndarray) -> np.ndarray:
 
 def compare(data: Path) -> dict:
     from objrec.features.model import DEFAULT_DETECTORS, model_detector
-    from objrec.matching.knn import knn2, ratio_match
+    from objrec.knn import knn2, ratio_match
 
     det = model_detector("surf", DEFAULT_DETECTORS["surf"])
     totals: dict = {}

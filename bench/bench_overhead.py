@@ -17,7 +17,7 @@ Timed per repeat, after warm-up: extraction (objrec SIFT, OpenCV on the CPU) on 
 so no appearance check). Medians over ``--repeats``.
 
 The default matcher searches a database of 2048 SIFT descriptors or more through a one-level spill tree
-of two exact GEMM leaves (``objrec.matching.knn.SpillIndex``); the exact brute-force matcher
+of two exact GEMM leaves (``objrec.knn.SpillIndex``); the exact brute-force matcher
 (``exact=True``) is timed in the same repeats, and the share of its ratio-test matches that the default
 also finds is reported.
 

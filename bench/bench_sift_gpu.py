@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from objrec.backend import gpu_available  # noqa: E402
 from objrec.features import SIFT, sift_gpu  # noqa: E402
-from objrec.matching.knn import BruteForceIndex, ratio_match  # noqa: E402
+from objrec.knn import BruteForceIndex, ratio_match  # noqa: E402
 
 SIZES = {"640x480": (640, 480, "oxford_affine/graf/img1.png"), "1920x1080": (1920, 1080, "oxford_affine/boat/img1.png")}
 

@@ -1,5 +1,5 @@
 """Benchmark: the k smallest entries per row of a distance block, by k passes of ``argmin`` and by one
-``argpartition`` pass plus a sort of the k selected (``objrec.matching.knn``'s ``_topk_argmin`` and
+``argpartition`` pass plus a sort of the k selected (``objrec.knn``'s ``_topk_argmin`` and
 ``_topk_partition``, between which ``_topk`` chooses at ``ARGMIN_MAX_K``).
 
 Blocks of ``DEFAULT_BLOCK`` query rows against shortlists of ``--lengths`` descriptors, float32, random;
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from objrec.matching.knn import ARGMIN_MAX_K, DEFAULT_BLOCK, _topk_argmin, _topk_partition
+from objrec.knn import ARGMIN_MAX_K, DEFAULT_BLOCK, _topk_argmin, _topk_partition
 
 
 def median_ms(fn, d0: np.ndarray, k: int, repeats: int) -> float:

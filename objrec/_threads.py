@@ -9,7 +9,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["usable_cores", "worker_pool", "one_blas_thread"]
+__all__ = ["usable_cores", "worker_pool", "one_blas_thread", "POOL_THREAD_PREFIX"]
+
+#: The names of objrec's pool threads (:func:`worker_pool`'s, enrolment's, read-ahead's) start with this: code
+#: that would spread its work over the worker pool keeps it on its own thread there.
+POOL_THREAD_PREFIX = "objrec"
 
 _lock = threading.Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None
@@ -28,7 +32,7 @@ def worker_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(usable_cores(), thread_name_prefix="objrec"))
+            _pool = (os.getpid(), ThreadPoolExecutor(usable_cores(), thread_name_prefix=POOL_THREAD_PREFIX))
         return _pool[1]
 
 

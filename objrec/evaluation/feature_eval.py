@@ -24,7 +24,7 @@ from objrec.evaluation.detectors import (
     requested_detectors,
 )
 from objrec.geometry import usable_homography
-from objrec.matching.knn import ratio_match
+from objrec.knn import ratio_match
 from objrec.metrics import homography_accuracy, matching_score, mean_matching_accuracy
 from objrec.types import Features
 

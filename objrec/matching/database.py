@@ -8,15 +8,15 @@ from typing import Any
 import numpy as np
 
 from objrec.backend import to_numpy
+from objrec.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
 from objrec.matching.guided import guided_matches
-from objrec.matching.knn import BruteForceIndex, Fginn, SpillIndex, ratio_match
 from objrec.modeldb.records import object_groups
 from objrec.types import Candidate, Features
 
 __all__ = ["DatabaseMatcher", "SPILL_MIN_TRAIN", "keypoint_frames"]
 
 #: Databases with at least this many descriptors of a kind without Laplacian signs (SIFT) are searched
-#: through a :class:`~objrec.matching.knn.SpillIndex` unless ``exact=True``; smaller ones exactly.
+#: through a :class:`~objrec.knn.SpillIndex` unless ``exact=True``; smaller ones exactly.
 SPILL_MIN_TRAIN = 2048
 
 
@@ -37,10 +37,10 @@ class DatabaseMatcher:
     exact : bool
         Exact brute-force 2-NN for every database size. By default a database of ``SPILL_MIN_TRAIN``
         descriptors or more without Laplacian signs is searched through a one-level spill tree of two exact
-        leaves (:class:`~objrec.matching.knn.SpillIndex`), about half the work; SURF's sign split already
+        leaves (:class:`~objrec.knn.SpillIndex`), about half the work; SURF's sign split already
         halves it exactly.
     fginn : bool, optional
-        Ratio test against the first geometrically inconsistent neighbour (:class:`~objrec.matching.knn.Fginn`)
+        Ratio test against the first geometrically inconsistent neighbour (:class:`~objrec.knn.Fginn`)
         instead of the second one. By default on when an object was enrolled with synthesised views or with
         several photos (their near-duplicate descriptors would fail Lowe's test against each other), off
         otherwise. The objects are the matcher's entries grouped by object name: entries are enrolled views

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from objrec.backend import get_array_module, to_numpy
-from objrec.matching.knn import BruteForceIndex, fginn_competitor
+from objrec.knn import BruteForceIndex, fginn_competitor
 from objrec.matching.verify import VerifyParams, quad_checks
 
 __all__ = ["tentative_homography", "guided_matches", "window_pairs"]

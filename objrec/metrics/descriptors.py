@@ -1,6 +1,6 @@
 """Descriptor metrics: matching score (Mikolajczyk et al. 2005) and mean matching accuracy (HPatches).
 
-Descriptors are compared by their L2 distance through :class:`~objrec.matching.knn.BruteForceIndex`, the
+Descriptors are compared by their L2 distance through :class:`~objrec.knn.BruteForceIndex`, the
 exact nearest-neighbour search the recognizer matches with: the mutual nearest neighbours come from its
 1-NN in both directions, and the one-to-one greedy matching walks its full distance matrix.
 
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from objrec.geometry import check_homography
-from objrec.matching.knn import BruteForceIndex
+from objrec.knn import BruteForceIndex
 from objrec.metrics.ellipse import project_points
 from objrec.metrics.regions import ScalarFields, original_indices, region_geometry
 from objrec.types import Features
@@ -108,7 +108,7 @@ def greedy_descriptor_matches(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
 
     Computed as rounds of mutual nearest neighbours among the still unmatched descriptors, which gives the
     same matching as the greedy walk over all ``N x M`` distances sorted in increasing order. The distances
-    are :meth:`~objrec.matching.knn.BruteForceIndex.distances`, one matrix for both directions, so the first
+    are :meth:`~objrec.knn.BruteForceIndex.distances`, one matrix for both directions, so the first
     global minimum of a round is mutual in it.
 
     Returns
@@ -152,7 +152,7 @@ def greedy_descriptor_matches(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
 def mutual_nearest_neighbours(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
     """Pairs ``(i, j)`` where ``j`` is the L2 nearest neighbour of ``i`` and ``i`` that of ``j``.
 
-    Each direction is one exact nearest-neighbour search (:class:`~objrec.matching.knn.BruteForceIndex`).
+    Each direction is one exact nearest-neighbour search (:class:`~objrec.knn.BruteForceIndex`).
 
     Returns
     -------

@@ -10,7 +10,7 @@ with the object, so the recognizer matches a frame against them like any other m
 
 Views multiply a model's near-duplicate descriptors (one physical point is found in several views), which
 defeats Lowe's ratio test; the database matcher then takes the first geometrically inconsistent neighbour
-as the competitor (FGINN, :func:`objrec.matching.knn.fginn_competitor`).
+as the competitor (FGINN, :func:`objrec.knn.fginn_competitor`).
 
 References
 ----------

@@ -14,6 +14,7 @@ import numpy as np
 from objrec.data import synthetic_cover
 from objrec.geometry import map_points, model_corners
 from objrec.imageio import to_bgr, to_gray
+from objrec.knn import knn2, ratio_match
 from objrec.scenes import CAMERA_FOCAL_PX, Distortion, camera_view, compose_scene, tilted_plane
 
 __all__ = [
@@ -72,17 +73,16 @@ VIEW_MARGIN_PX = 32
 MIN_CELL_FEATURES = 2
 
 
-def nearest_other_distance(descriptors: np.ndarray, block: int = 1024) -> np.ndarray:
+def nearest_other_distance(descriptors: np.ndarray) -> np.ndarray:
     """Distance from each descriptor to its nearest other descriptor of the same set, relative to its own norm.
 
-    An exact nearest-neighbour search by blocked GEMM (squared distances ``|a|^2 + |b|^2 - 2 a.b``) with each
-    descriptor's own entry excluded, so duplicates (a tiled pattern) give 0 rather than finding themselves.
+    The exact 2-NN of the set against itself (:func:`objrec.knn.knn2`): the nearest is the descriptor itself
+    (or a duplicate, at the same distance 0), the second its nearest other, so duplicates (a tiled pattern)
+    give 0.
 
     Parameters
     ----------
     descriptors : (N, D) ndarray
-    block : int
-        Rows per GEMM block (bounds memory to ``block * N`` floats).
 
     Returns
     -------
@@ -91,21 +91,11 @@ def nearest_other_distance(descriptors: np.ndarray, block: int = 1024) -> np.nda
     """
     d = np.ascontiguousarray(descriptors, np.float32)
     n = len(d)
-    out = np.full(n, np.inf, np.float32)
     if n < 2:
-        return out
-    sq = np.einsum("ij,ij->i", d, d)
-    for s in range(0, n, block):
-        e = min(n, s + block)
-        # |b|^2 - 2 a.b in place (one temporary per block); the row's own |a|^2 is added after the minimum
-        g = d[s:e] @ d.T
-        g *= -2.0
-        g += sq[None, :]
-        g[np.arange(e - s), np.arange(s, e)] = np.inf
-        out[s:e] = g.min(axis=1)
-    out += sq
-    np.sqrt(np.maximum(out, 0.0, out=out), out=out)
-    norm = np.sqrt(sq)
+        return np.full(n, np.inf, np.float32)
+    _, dist2 = knn2(d, d)
+    norm = np.sqrt(np.einsum("ij,ij->i", d, d))
+    out = np.sqrt(np.maximum(dist2[:, 1], 0.0))
     return np.where(norm > 0, out / np.maximum(norm, 1e-12), 0.0).astype(np.float32)
 
 
@@ -436,12 +426,11 @@ def small_view_matches(
 
 def ratio_pairs(qd: np.ndarray, md: np.ndarray, ratio: float = RATIO) -> tuple[np.ndarray, np.ndarray]:
     """(query rows, model rows) of the query descriptors ``qd`` whose nearest model descriptor of ``md`` passes
-    Lowe's ratio test (OpenCV's brute-force 2-NN, L2)."""
+    Lowe's ratio test (:func:`objrec.knn.ratio_match`: exact 2-NN, L2)."""
     if len(qd) == 0 or len(md) < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(np.asarray(qd, np.float32), np.asarray(md, np.float32), k=2)
-    good = [p[0] for p in pairs if len(p) == 2 and p[0].distance < ratio * p[1].distance]
-    return (np.array([g.queryIdx for g in good], np.int64), np.array([g.trainIdx for g in good], np.int64))
+    m = ratio_match(np.asarray(qd, np.float32), np.asarray(md, np.float32), ratio=ratio)
+    return np.asarray(m.query_idx, np.int64), np.asarray(m.train_idx, np.int64)
 
 
 def _correct_matches(qxy: np.ndarray, qd: np.ndarray, mxy: np.ndarray, md: np.ndarray, tolerance: float) -> int:

@@ -39,7 +39,7 @@ def test_bruteforce_matching_on_device_descriptors(gpu_device, shared_data):
     import cupy as cp
     import cv2
 
-    from objrec.matching.knn import BruteForceIndex, knn2, ratio_match
+    from objrec.knn import BruteForceIndex, knn2, ratio_match
 
     s = SIFT(backend="gpu")
     img1, img2 = (

@@ -188,7 +188,7 @@ def test_keypoints_and_descriptors_match_opencv(shared_data, sift_numba, name):
 
 
 def _correct_matches(q: Features, t: Features, H: np.ndarray, ratio: float = 0.8, tol: float = 3.0) -> int:
-    from objrec.matching.knn import ratio_match
+    from objrec.knn import ratio_match
 
     m = ratio_match(q.descriptors, t.descriptors, ratio=ratio)
     p = np.c_[q.xy[m.query_idx], np.ones(len(m))] @ H.T

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from objrec.matching.knn import Fginn, ratio_match
+from objrec.knn import Fginn, ratio_match
 
 
 def _data(seed: int, n_points: int = 40, copies: int = 4, n_query: int = 60):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from objrec.knn import BruteForceIndex
 from objrec.matching.guided import guided_matches, tentative_homography
-from objrec.matching.knn import BruteForceIndex
 from objrec.matching.verify import VerifyParams
 
 H_TRUE = np.array([[0.9, -0.3, 220.0], [0.25, 0.85, 60.0], [2e-4, -1e-4, 1.0]])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from objrec.matching.knn import ARGMIN_MAX_K, BruteForceIndex, Matches, knn2, ratio_match
+from objrec.knn import ARGMIN_MAX_K, BruteForceIndex, Matches, knn2, ratio_match
 
 
 def _ref_knn2(query: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +298,7 @@ def test_knn2_and_ratio_match_agree_with_opencv_bfmatcher(shared_data):
 @pytest.mark.parametrize("cores", [1, 2, 3])
 def test_knn2_rows_split_over_cores_equal_brute_force(monkeypatch, cores):
     """Enough queries to take the CPU path that splits rows over the cores (uneven shares with 3)."""
-    import objrec.matching.knn as K
+    import objrec.knn as K
 
     monkeypatch.setattr(K, "usable_cores", lambda: cores)
     rng = np.random.default_rng(11)

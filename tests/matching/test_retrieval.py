@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from objrec.matching.knn import BruteForceIndex
+from objrec.knn import BruteForceIndex
 from objrec.matching.retrieval import (
     RetrievalIndex,
     RetrievalIndexError,

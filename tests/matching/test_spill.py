@@ -12,8 +12,8 @@ import pytest
 from scipy.spatial.distance import cdist
 from sklearn.decomposition import PCA
 
+from objrec.knn import BruteForceIndex, SpillIndex, ratio_match
 from objrec.matching.database import SPILL_MIN_TRAIN, DatabaseMatcher
-from objrec.matching.knn import BruteForceIndex, SpillIndex, ratio_match
 from objrec.modeldb import ModelObject
 from objrec.types import Features
 
@@ -43,7 +43,7 @@ def test_split_axis_is_the_first_principal_axis_and_split_is_the_median():
     p = train @ index.axis
     assert abs(np.mean(p < index.split) - 0.5) < 0.01
     # Default margin: SPILL_MARGIN times the median row norm.
-    from objrec.matching.knn import SPILL_MARGIN
+    from objrec.knn import SPILL_MARGIN
 
     assert index.margin == pytest.approx(SPILL_MARGIN * np.median(np.linalg.norm(train, axis=1)), rel=1e-5)
 

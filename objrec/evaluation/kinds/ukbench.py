@@ -282,7 +282,7 @@ def evaluate_ukbench(spec: dict[str, Any]) -> dict[str, Any]:
 def _retrieval_setup(database: str, database_id: str, kind: str) -> tuple[Any, Any, list[str], dict[str, np.ndarray]]:
     """The database's retrieval index, an exact index over the same descriptors, the object names (the exact
     index's labels, through the owner array, are positions in it) and each image's voting descriptors."""
-    from objrec.matching.knn import BruteForceIndex
+    from objrec.knn import BruteForceIndex
     from objrec.matching.retrieval import RetrievalIndex
     from objrec.matching.shortlist import RETRIEVAL_QUERIES
     from objrec.modeldb import ModelDB

@@ -2,18 +2,20 @@
 
 Squared distances come from ``|a|² + |b|² − 2ab`` one block of query rows at a time, so memory stays
 ``block × M`` and the full ``N × M`` matrix never exists. The code takes its array module from the
-inputs (NumPy here, CuPy on a GPU), so the same function runs resident on the device.
+inputs (NumPy here, CuPy on a GPU), so the same function runs resident on the device. It sits at the bottom
+of the package's layers, so that matching, the model database and the rating all search with it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from objrec._threads import one_blas_thread, usable_cores, worker_pool
+from objrec._threads import POOL_THREAD_PREFIX, one_blas_thread, usable_cores, worker_pool
 from objrec.backend import get_array_module
 
 __all__ = ["knn2", "Matches", "ratio_match", "BruteForceIndex", "SpillIndex", "Fginn", "fginn_competitor"]
@@ -35,6 +37,11 @@ FGINN_K = 8
 #: Train keypoints of one object closer than this (model pixels) to the nearest neighbour's are taken as the
 #: same physical point, seen in another synthesised view (MODS's spatial threshold).
 FGINN_RADIUS = 10.0
+
+
+def _on_pool_thread() -> bool:
+    """Whether this code runs on a thread of :func:`~objrec._threads.worker_pool`."""
+    return threading.current_thread().name.startswith(POOL_THREAD_PREFIX)
 
 
 class BruteForceIndex:
@@ -147,7 +154,9 @@ class BruteForceIndex:
         # The augmented query [q, 1] once, and one output block per worker reused: a fresh block per
         # iteration costs page faults on every write.
         qa = self._augmented(q)
-        workers = usable_cores() if xp is np else 1
+        # A search already running on a pool thread (enrolment, a database's ratings) keeps to that thread: its
+        # share of the pool would wait behind the caller's own tasks.
+        workers = usable_cores() if xp is np and not _on_pool_thread() else 1
         if workers > 1 and n >= 4 * CPU_BLOCK * workers:
             # CPU: each core runs one-thread products on its share of the rows, blocks small enough to stay in
             # its cache for the top-2 passes (two BLAS threads on large blocks spend longer in those passes).
