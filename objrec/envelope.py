@@ -496,10 +496,7 @@ def measure_envelope(
     t0 = time.perf_counter()
     img = _read(image)
     h, w = img.shape[:2]
-    indices = list(range(len(GRID))) if views is None else sorted(set(int(i) for i in views))
-    bad = [i for i in indices if not 0 <= i < len(GRID)]
-    if bad:
-        raise ValueError(f"views: indices into GRID (0..{len(GRID) - 1}) expected, got {bad}")
+    indices = _view_indices(views)
     if isinstance(runs, bool) or not isinstance(runs, int | np.integer) or runs < 1:
         raise ValueError(f"runs: expected a whole number >= 1, got {runs!r}")
     runs = int(runs)
@@ -514,37 +511,50 @@ def measure_envelope(
         rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
         seeds = [seed + k for k in range(runs)]
         backgrounds = [sample_background(FRAME_SIZE, seed=s) for s in seeds]
-        results = []
-        for i in tqdm(indices, desc="envelope", unit="view", disable=not progress, dynamic_ncols=True):
-            v = GRID[i]
-            H = view_homography((w, h), v)
-            tries = []  # (found, reported, corner error, inliers, ms) per run
-            for s, background in zip(seeds, backgrounds, strict=True):
-                scene = compose_scene(
-                    background,
-                    {name: img},
-                    np.random.default_rng([s, i]),
-                    homographies={name: H},
-                    distortion=v.distortion,
-                )
-                truth = scene.objects[0].corners
-                reported, err, inliers, ms = _recognise_view(rec, name, scene.image, truth)
-                tol = corner_tolerance(truth)
-                tries.append((bool(reported and err is not None and err <= tol), bool(reported), err, inliers, ms))
-            errors = [t[2] for t in tries if t[2] is not None]
-            hits = sum(t[0] for t in tries)
-            results.append(
-                ViewResult(
-                    i,
-                    v,
-                    2 * hits > runs,
-                    any(t[1] for t in tries),
-                    float(np.median(errors)) if errors else None,
-                    tol,
-                    int(np.median([t[3] for t in tries])),
-                    float(np.mean([t[4] for t in tries])),
-                    hits,
-                    runs,
-                )
-            )
+        shown = tqdm(indices, desc="envelope", unit="view", disable=not progress, dynamic_ncols=True)
+        results = [_measure_view(rec, name, img, i, seeds, backgrounds) for i in shown]
     return Envelope((w, h), results, time.perf_counter() - t0)
+
+
+def _view_indices(views: Sequence[int] | None) -> list[int]:
+    """The indices into :data:`GRID` to measure: ``views`` sorted without repeats (default all); ValueError
+    naming those out of range."""
+    indices = list(range(len(GRID))) if views is None else sorted(set(int(i) for i in views))
+    bad = [i for i in indices if not 0 <= i < len(GRID)]
+    if bad:
+        raise ValueError(f"views: indices into GRID (0..{len(GRID) - 1}) expected, got {bad}")
+    return indices
+
+
+def _measure_view(
+    rec: Recognizer, name: str, img: np.ndarray, index: int, seeds: list[int], backgrounds: list[np.ndarray]
+) -> ViewResult:
+    """View ``index`` of :data:`GRID` of the enrolled ``img`` (``name``), rendered over each of the
+    ``backgrounds`` with the clutter and noise of its seed (``seeds``) and recognised by ``rec``, one run each:
+    found when more than half of the runs report it within the corner tolerance."""
+    v = GRID[index]
+    h, w = img.shape[:2]
+    H = view_homography((w, h), v)
+    tries = []  # (found, reported, corner error, inliers, ms) per run
+    for s, background in zip(seeds, backgrounds, strict=True):
+        rng = np.random.default_rng([s, index])
+        scene = compose_scene(background, {name: img}, rng, homographies={name: H}, distortion=v.distortion)
+        truth = scene.objects[0].corners
+        reported, err, inliers, ms = _recognise_view(rec, name, scene.image, truth)
+        tol = corner_tolerance(truth)
+        tries.append((bool(reported and err is not None and err <= tol), bool(reported), err, inliers, ms))
+    errors = [t[2] for t in tries if t[2] is not None]
+    hits = sum(t[0] for t in tries)
+    runs = len(seeds)
+    return ViewResult(
+        index,
+        v,
+        2 * hits > runs,
+        any(t[1] for t in tries),
+        float(np.median(errors)) if errors else None,
+        tol,
+        int(np.median([t[3] for t in tries])),
+        float(np.mean([t[4] for t in tries])),
+        hits,
+        runs,
+    )

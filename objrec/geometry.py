@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "model_corners",
     "map_points",
+    "map_homogeneous",
     "polygon_area",
     "visible_part",
     "outline_in_frame",
@@ -33,10 +34,19 @@ def model_corners(width: float, height: float) -> np.ndarray:
 
 
 def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
-    """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate)."""
-    pts = np.asarray(pts, np.float64).reshape(-1, 2)
-    hom = pts @ H[:, :2].T + H[:, 2]
+    """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate,
+    :func:`map_homogeneous`). A point whose third coordinate is 0 maps to infinity (or NaN), with NumPy's
+    warning for a division by zero: callers that expect such points silence it (``np.errstate``)."""
+    hom = map_homogeneous(H, pts)
     return hom[:, :2] / hom[:, 2:3]
+
+
+def map_homogeneous(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    """``(N, 2)`` points mapped through the homography ``H`` as ``(N, 3)`` homogeneous coordinates, before the
+    division by the third, ``w``: for a camera's homography the sign of ``w`` says on which side of the
+    camera's focal plane a point lies, and ``w`` near 0 that it maps near infinity."""
+    pts = np.asarray(pts, np.float64).reshape(-1, 2)
+    return pts @ H[:, :2].T + H[:, 2]
 
 
 def usable_homography(H: np.ndarray | None) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from objrec.fileio import FileFormatError, atomic_write_bytes
+from objrec.geometry import map_homogeneous, map_points
 from objrec.types import Detection, Pose
 
 __all__ = ["Camera", "object_pose", "with_pose", "DIST_LENGTHS", "ASPECT_TOLERANCE", "GRID_POINTS"]
@@ -245,11 +246,10 @@ def _model_grid(width: int, height: int) -> np.ndarray:
 def _mapped(H: np.ndarray, xy: np.ndarray) -> np.ndarray | None:
     """``xy`` mapped through ``H``, or None when some of them lie behind the camera and others in front
     (the plane crosses the camera's focal plane inside the object) or at infinity."""
-    p = np.column_stack([xy, np.ones(len(xy))]) @ H.T
-    w = p[:, 2]
+    w = map_homogeneous(H, xy)[:, 2]
     if not (np.all(w > 0) or np.all(w < 0)) or np.min(np.abs(w)) < 1e-9 * np.max(np.abs(w)):
         return None
-    out = p[:, :2] / w[:, None]
+    out = map_points(H, xy)
     return out if np.all(np.isfinite(out)) else None
 
 

@@ -1,12 +1,14 @@
 """The recognizer: frame in, verified detections out, within an optional per-frame budget.
 
 A frame travels as one record (:class:`~objrec.realtime.frame.FrameState`) through the stages of the
-pipeline, each a unit of its own package:
+pipeline, each a unit of its own package, and what it leaves for the next frames (the frame index among it)
+in the stream's record (:class:`~objrec.realtime.frame.StreamState`):
 
     tracking of the objects already found (``objrec.realtime.tracker``)
     ->  the places the last frame's unverified candidates gave their objects (``objrec.realtime.searches``)
     ->  prefilter (``objrec.prefilter``)  ->  search plan (``objrec.realtime.planner``)
-    ->  features (``objrec.features.extract``)  ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
+    ->  features (``objrec.features.extract``, run by ``objrec.realtime.primary``)
+    ->  retrieval, for a catalogue (``objrec.matching.shortlist``)
     ->  matching (``objrec.matching.database``)  ->  verification (``objrec.matching.verifier``)
     ->  guided matching (``objrec.matching.second_chance``)
     ->  safety search of an adapting prefilter  ->  escalation where unsure  (``objrec.realtime.searches``)
@@ -25,50 +27,56 @@ policy of its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from objrec.backend import resolve_backend, to_numpy
-from objrec.boxes import covered_region, inside_polygons, outline_box
+from objrec.backend import resolve_backend
+from objrec.boxes import outline_box
 from objrec.features.extract import FeatureStage, detector_kinds
 from objrec.imageio import check_frame, to_gray
 from objrec.matching.second_chance import GuidedStage
-from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, make_matcher, uses_retrieval
-from objrec.matching.verifier import CandidateVerifier, aspect_limits
 from objrec.matching.verify import VerifyParams
 from objrec.modeldb import ModelDB
 from objrec.modeldb.records import split_key
 from objrec.pose import Camera, with_pose
-from objrec.realtime.align import ModelTemplates, lost_points
+from objrec.realtime.align import ModelTemplates
 from objrec.realtime.degrade import DegradeController
-from objrec.realtime.frame import FrameState
+from objrec.realtime.frame import HINT_TRIES as HINT_TRIES
+from objrec.realtime.frame import FrameState, StreamState
 from objrec.realtime.guard import collect_in_slack, frame_guard
-from objrec.realtime.planner import SearchPlanner, plan_work
-from objrec.realtime.scheduler import LATE_RESERVE_START, CostModel, FrameScheduler, PerfClock
+from objrec.realtime.primary import MAX_EXTRA_TILES as MAX_EXTRA_TILES
+from objrec.realtime.primary import PrimarySearch, explained
+from objrec.realtime.primary import read_shortlist as read_shortlist
+from objrec.realtime.primary import unexplained as unexplained
+from objrec.realtime.scheduler import FrameScheduler, PerfClock
 from objrec.realtime.searches import SecondLooks
-from objrec.realtime.smoothing import CornerSmoother, SmoothParams
+from objrec.realtime.smoothing import SmoothParams
+from objrec.realtime.stages import FIRST_RUN_TEACHES as FIRST_RUN_TEACHES
+from objrec.realtime.stages import (
+    check_camera,
+    check_database,
+    make_matchers,
+    make_planner,
+    make_prefilter,
+    make_scheduler,
+    make_smoother,
+    make_verifier,
+    start_warming,
+)
+from objrec.realtime.stages import reads_objects as reads_objects
 from objrec.realtime.tracker import Tracker, TrackParams
-from objrec.types import Detection, Features, FrameResult, LostTrack, Regions, Rejection, SearchPlan, SkipRecord
+from objrec.types import Detection, FrameResult, LostTrack, Regions, Rejection
 
+# HINT_TRIES, MAX_EXTRA_TILES, FIRST_RUN_TEACHES, read_shortlist, unexplained and reads_objects are imported
+# above under their own names (``import x as x``) so that callers may import them from here too; each is defined
+# with its stage.
 __all__ = ["Recognizer"]
 
-#: At most this many more tiles of the sweep are searched in a frame's remaining time.
-MAX_EXTRA_TILES = 3
-
-
 #: At most this many boxes where the last frame's unverified candidates placed their objects are looked at in a
-#: frame (each costs about a small search and a verification).
+#: frame (each costs about a small search and a verification); an object whose hints keep failing is held back
+#: (:data:`~objrec.realtime.frame.HINT_TRIES`, :meth:`~objrec.realtime.frame.StreamState.keep_hints`).
 MAX_HINTS = 2
-#: An object whose hints were searched in vain in this many frames in a row is not hinted again until a frame
-#: leaves it no hint (:meth:`Recognizer._next_hints`).
-HINT_TRIES = 3
-
-#: Units whose costs are learned from their first runs (their prior admits the first): a confirmation, a
-#: realignment, a re-acquisition, a read of shortlisted objects (from the disk, or once read ahead), and the
-#: planning of a sweep's next part.
-FIRST_RUN_TEACHES = ("confirm", "realign", "reacquire", "read", "read_ahead", "plan_tile")
 
 
 class Recognizer:
@@ -177,90 +185,49 @@ class Recognizer:
         warm_cache: bool = True,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
-        if budget_ms is not None and not budget_ms > 0:
-            raise ValueError(f"budget_ms: expected a positive number or None, got {budget_ms}")
-        if len(self.db) == 0:
-            raise ValueError(f"{self.db.path}: the model database is empty; enroll objects first")
+        check_database(self.db, budget_ms)
         self.budget_ms = budget_ms
         self.backend = resolve_backend(backend, "Recognizer")
         self.kinds = detector_kinds(self.db, detectors)
         self.primary = self.kinds[0]
-        xp = __import__("cupy") if self.backend == "gpu" else np
-        if retrieval is None and exact_matching:
-            retrieval = False
-        check_saved_indexes(self.db, [k for k in self.kinds if uses_retrieval(self.db, k, retrieval)])
-        self.matchers = {
-            k: make_matcher(self.db, k, retrieval, ratio=ratio, mutual=mutual, xp=xp, exact=exact_matching)
-            for k in self.kinds
-        }
-        self.warming = None  # the thread reading the database's files into the page cache, if any
-        if warm_cache and any(reads_objects(m) for m in self.matchers.values()):
-            self.warming = self.db.warm_page_cache()
+        self.matchers = make_matchers(self.db, self.kinds, self.backend, retrieval, exact_matching, ratio, mutual)
+        self.warming = start_warming(self.db, self.matchers, warm_cache)  # reading the files ahead, if it does
         self.features = FeatureStage({k: self.db.detectors[k] for k in self.kinds}, backend)
-        cap = self.db.detectors[self.primary].get("max_features") or scene_max_features
         primary = self.matchers[self.primary]
-        voters = primary.queries if isinstance(primary, ShortlistMatcher) else 0
-        self.planner = SearchPlanner(
-            self.primary,
-            max_regions,
-            cap if budget_ms is not None else None,
-            retrieval_voters=voters,
-            sample_step=sample_step if self.primary == "surf" else 1,
-            sweep=track,
-        )
-        infos = self.db.infos()
-        solid = [i.name for i in infos if i.shape == "solid"]
-        self.verifier = CandidateVerifier(verify, aspect_limits(infos), self.db.thumbnail, solid)
+        args = (max_regions, scene_max_features, sample_step, track)
+        self.planner = make_planner(self.db, self.primary, primary, budget_ms, *args)
+        self.verifier = make_verifier(self.db, verify)
         self.guided = GuidedStage(self.verifier)
         self.looks = SecondLooks(
             self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.records
         )
-        self._set_prefilter(prefilter, adapt_prefilter, adapt_params)
-        self.clock = clock or PerfClock()
-        self.scheduler = FrameScheduler(
-            budget_ms,
-            CostModel(prior_ms=dict.fromkeys(FIRST_RUN_TEACHES, 0.0)),
-            self.clock,
-            safety_ms=2.0,
-            late_start=LATE_RESERVE_START,
+        self.prefilter, self.prefilter_status, self.adapter = make_prefilter(
+            self.db, prefilter, adapt_prefilter, adapt_params
         )
+        self.clock = clock or PerfClock()
+        self.scheduler = make_scheduler(budget_ms, self.clock)
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(track, track_params, self.verifier.appearance, ModelTemplates(self.db.image))
-        if not isinstance(smooth, bool | SmoothParams):
-            raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
-        params = SmoothParams() if smooth is True else smooth or None
-        self.smoother = CornerSmoother(params, model_size=self._model_size) if params and track else None
-        if camera is not None and not isinstance(camera, Camera):
-            raise ValueError(f"camera: expected an objrec.pose.Camera or None, got {type(camera).__name__}")
-        self.camera = camera
+        self.smoother = make_smoother(smooth, track, self._model_size)
+        self.camera = check_camera(camera)
+        self.search = PrimarySearch(
+            self.primary, self.features, primary, self.planner, self.verifier, self.guided, self.tracker,
+            self.prefilter, adapts=self.adapter is not None,
+        )  # fmt: skip
+        self.stream = StreamState()  # what the frames leave for the next ones, the frame index among it
         self.last_rejections: list[Rejection] = []
-        self._hints: list[tuple[str, tuple[int, int, int, int]]] = []  # the boxes the next frame looks at first
-        self._hint_tries: dict[str, int] = {}  # object name -> frames in a row its hints were searched in vain
-        self.frames = 0
 
-    def _set_prefilter(self, prefilter: Any, adapt: bool, adapt_params: Any) -> None:
-        """The prefilter stage (and the adapting prefilter's policy, ``adapter``, when ``adapt``)."""
-        from objrec.prefilter.resolve import resolve_prefilter  # scikit-learn only when a stored one is loaded
-
-        self.prefilter, self.prefilter_status = resolve_prefilter(self.db, prefilter)
-        self.adapter = None
-        if adapt:
-            from objrec.prefilter.online import adaptive_prefilter
-
-            self.prefilter, self.prefilter_status = adaptive_prefilter(
-                self.db, self.prefilter, self.prefilter_status, adapt_params
-            )
-            self.adapter = self.prefilter
+    @property
+    def frames(self) -> int:
+        """The frames of the stream processed so far (the stream's frame index, :class:`StreamState`)."""
+        return self.stream.index
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
-        """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts."""
+        """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts; the
+        stream starts afterwards, at frame 0 (the generated frames are no part of it)."""
         from objrec.realtime.warmup import warm_up
 
-        try:
-            warm_up(self, frame_shape, repeats)
-        finally:
-            if self.smoother is not None:
-                self.smoother.reset()  # the generated frames are no part of the stream
+        warm_up(self, frame_shape, repeats)
 
     def process(self, frame: np.ndarray, t0: float | None = None, t_frame: float | None = None) -> FrameResult:
         """Recognise objects in one frame (gray or BGR uint8).
@@ -308,121 +275,95 @@ class Recognizer:
 
     def _recognize(self, state: FrameState, sched: FrameScheduler) -> None:
         """The stages of one frame, each given what the frame record holds and its result written back."""
-        tracker = self.tracker
+        tracker, looks, stream, frame = self.tracker, self.looks, self.stream, self.stream.index
         if tracker.tracks:
             state.tracked, state.lost = sched.run(
-                "track", tracker.step, state.image.host, self.frames, size=tracker.n_points, mandatory=True
+                "track", tracker.step, state.image.host, frame, size=tracker.n_points, mandatory=True
             )
         # Lost objects looked for where they were first, faster than the search finds them (while they are found);
         # and the tracks found last frame realigned: a search under a budget places corners a few pixels off.
         before = sched.unit_ms
-        self.looks.reacquire(state, sched, tracker, self.frames)
-        self.looks.realign(state, sched, tracker, self.frames, new_only=True)
-        state.verdicts.tracked = [(d.name, d.corners) for d in state.tracked]
-        if self._hints:  # objects the last frame's sweep saw in part, looked for where their matches place them
-            self.looks.hinted(state, sched, self._hints)
+        found, lost, looked = looks.reacquire(state, sched, tracker, frame, stream.sought)
+        state.tracked, state.lost = state.tracked + found, state.lost + lost
+        stream.sought.update(dict.fromkeys(looked, frame))
+        state.moved(looks.realign(state, sched, tracker, frame, new_only=True))
+        state.verdicts.follow(state.tracked)
+        if stream.hints:  # objects the last frame's sweep saw in part, looked for where their matches place them
+            looks.hinted(state, sched, stream.hints)
         state.upkeep_ms = sched.unit_ms - before
         # Under a budget, every other frame goes to the tracks when a confirmation is due, instead of the search
         # for new objects: realignment, then the confirmation (both fit a frame's budget, seldom with a search).
         # A frame in which neither is predicted to fit searches as any other: the tracks would not use it.
-        turn = state.budget_ms is not None and self.frames % 2 == 1 and tracker.confirmation_due(self.frames)
-        reserve = self.looks.turn_reserve(state, sched, tracker, self.frames) if turn else 0.0
+        turn = state.budget_ms is not None and frame % 2 == 1 and tracker.confirmation_due(frame)
+        reserve = looks.turn_reserve(state, sched, tracker, frame) if turn else 0.0
         if reserve <= 0.0:
             self._detect(state, sched)
-        else:
-            turn_tiles(self, state, sched, reserve)
-        if self.adapter is not None and self.adapter.safety_due():
-            self.looks.safety(state, sched, self.adapter)
+        elif tracker.tracks and self.planner.sweep:  # the sweep's next parts in the time the tracks leave
+            state.explained = explained(tracker)
+            self.search.more_tiles(state, sched, Regions.full(*state.shape[::-1]), self.planner.rounds.step, reserve)
+        if self.adapter is not None and self.adapter.safety_due(frame):
+            new = looks.safety(state, sched)
+            if new is not None:  # the adapting prefilter learns what it missed
+                self.adapter.found_in_safety_search(state.proposals, new, state.shape)
         state.verdicts.take_retry()  # the primary detector's retries had their chance with its own features
-        self.looks.escalate(state, sched)
+        looks.escalate(state, sched)
         found = state.verdicts.detections()
         state.detections, lost = sched.run(
-            "absorb", tracker.absorb, found, state.tracked, state.image.host, self.frames, self._model_size,
+            "absorb", tracker.absorb, found, state.tracked, state.image.host, frame, self._model_size,
             size=len(found), mandatory=True,
         )  # fmt: skip
         state.lost += lost
         # Realignment first: cheaper than a confirmation, and more accurate (dense, at full resolution).
-        self.looks.realign(state, sched, tracker, self.frames)
-        self.looks.confirm(state, sched, tracker, self.frames)
+        state.moved(looks.realign(state, sched, tracker, frame))
+        state.detections, lost = looks.confirm(state, sched, tracker, frame)
+        state.lost += lost
 
     def _detect(self, state: FrameState, sched: FrameScheduler) -> None:
         """The primary search: the planner's plan (boxes inside tracked objects cut out; under a budget one part
         of the sweep sized to the time left), features, retrieval and matching, verification, guided matching."""
-        (h, w), tracker = state.shape, self.tracker
-        if tracker.tracks and sched.remaining() <= 0.0:  # the tracks took the frame; the sweep waits
-            return sched.record([SkipRecord("features", "budget", "tracking took the frame")])
-        if self.planner.waits(state.shape, sched, state.upkeep_ms):  # once begun, it runs its least part
-            return sched.record([SkipRecord("features", "budget", "the tracks' upkeep took the frame")])
-        proposals = propose(self, state, sched)
+        (h, w), tracker, search, stream = state.shape, self.tracker, self.search, self.stream
+        waits = search.waits(state, sched, stream.tile_work)
+        if waits is not None:
+            return sched.record([waits])
+        proposals, state.proposals = search.propose(state, sched, stream.tile_work)
         state.explained = explained(tracker)
         args = (state.shape, tracker.windows(w, h), proposals, self.degrade, sched, state.sample_step)
         plan = state.plan = sched.run("plan", self.planner.plan, *args, *state.explained, mandatory=True)
         sched.record(plan.skipped)
-        if plan.empty:
+        if plan.empty:  # nothing to search: the sweep's last part stays what the prefilter is weighed against
             return
-        feats = state.features[self.primary] = search_features(self, state, sched, plan)
-        state.candidates = tracker.prioritise(self._match(feats, sched))
+        stream.tile_work = plan.sweep_work
+        feats = state.features[self.primary] = search.extract(state, sched, plan)
+        state.candidates = tracker.prioritise(search.match(feats, sched))
         state.mandatory_ms = sched.elapsed()
         self.verifier.run(state.candidates, state.verdicts, sched, first_mandatory=True)
-        self.guided.run(state.verdicts, self.matchers[self.primary], feats, sched)
+        self.guided.run(state.verdicts, search.matcher, feats, sched)
         if any(r.reason == "sweep" for r in plan.skipped):  # the rest of the budget goes to more of the sweep
-            more_tiles(self, state, sched, proposals, plan.sample_step)
+            search.more_tiles(state, sched, proposals, plan.sample_step)
 
     def _finish(self, state: FrameState, sched: FrameScheduler) -> FrameResult:
-        """The frame's result, its corners smoothed when asked for; the degrade controller and an adapting
-        prefilter learn from the frame (from the corners as verified)."""
-        verdicts = state.verdicts
+        """The frame's result, its corners smoothed when asked for; the stream's state, the degrade controller
+        and an adapting prefilter learn from the frame (from the corners as verified)."""
         found = reportable(self.tracker, state.detections, state.budget_ms)
         assert state.t_frame is not None  # process_with sets it before the frame's stages
         shown = found if self.smoother is None else self.smoother.update(found, state.t_frame)
         if self.camera is not None:
             shown = [with_pose(d, self.db.info(d.name), self.camera, state.shape[::-1]) for d in shown]
         latency = sched.finish()
-        met = state.budget_ms is None or latency <= state.budget_ms
-        shown, lost = by_object(shown, state.lost)
-        result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=lost)
-        h, w = state.shape
-        if state.proposals is not None:
-            result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
-            result.prefilter_rejected = 1.0 - state.proposals.area_fraction(w, h)
-        self.last_rejections = verdicts.rejections
+        result = frame_result(state, *by_object(shown, state.lost), latency, sched)
+        self.last_rejections = state.verdicts.rejections
         # Only a sweep searches part of a frame at a time; without one, every frame's search sees the whole of it.
         # An object less in view than a track needs would be found again in every frame: it is left to the search.
         sweeping = self.planner.sweep and state.budget_ms is not None
         least = self.tracker.params.min_anchor_visible
-        self._hints = self._next_hints(verdicts.open_hints(MAX_HINTS, least) if sweeping else [], state)
+        self.stream.keep_hints(state.verdicts.open_hints(MAX_HINTS, least) if sweeping else [], state.detections)
         self.degrade.observe(latency if state.mandatory_ms is None else state.mandatory_ms)
         if self.adapter is not None:
-            avoid = [tuple(b) for b in self.tracker.windows(w, h).boxes] + list(verdicts.unsure)
-            avoid += [b for b in (outline_box(q, 0.0, w, h) for q in self.tracker.outlines()) if b is not None]
-            self.adapter.observe(state.frame, state.proposals, [d.corners for d in found], avoid)
+            avoid = kept_away(self.tracker, state.verdicts.unsure, state.shape)
+            self.adapter.observe(state.frame, state.proposals, [d.corners for d in found], avoid, self.stream.index)
         collect_in_slack(sched.remaining())
-        self.frames += 1
+        self.stream.index += 1
         return result
-
-    def _next_hints(self, hints: list, state: FrameState) -> list:
-        """The ``hints`` the next frame looks at: those of objects whose hints were not searched in vain in each
-        of the last :data:`HINT_TRIES` frames. A hint's own search leaves a hint when what it finds is not
-        verified; an object whose hints keep failing (a wrong place, a view too poor) would otherwise take a
-        search in every frame. It is hinted again once a frame leaves it no hint."""
-        hinted = {split_key(k)[0] for k, _ in self._hints}
-        shown = {split_key(d.name)[0] for d in state.detections}
-        still = {split_key(k)[0] for k, _ in hints} - shown
-        tries = {n: c for n, c in self._hint_tries.items() if n in still}
-        for n in hinted & still:
-            tries[n] = tries.get(n, 0) + 1
-        self._hint_tries = tries
-        return [(k, b) for k, b in hints if tries.get(split_key(k)[0], 0) < HINT_TRIES]
-
-    def _match(self, feats: Features, sched: FrameScheduler) -> list:
-        """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit."""
-        matcher = self.matchers[self.primary]
-        if not isinstance(matcher, ShortlistMatcher):
-            return sched.run("matching", matcher.candidates, feats, size=len(feats), mandatory=True)
-        voters = self.planner.voters(len(feats), sched)
-        shortlist = sched.run("retrieval", matcher.shortlist, feats, voters, size=voters, mandatory=True)
-        shortlist = read_shortlist(matcher, shortlist, sched)
-        return sched.run("matching", matcher.candidates, feats, shortlist, size=len(feats), mandatory=True)
 
     def _model_size(self, name: str) -> tuple[int, int]:
         """The (width, height) of ``name``'s model image."""
@@ -430,96 +371,12 @@ class Recognizer:
         return info.width, info.height
 
     def reset(self) -> None:
-        """Forget tracked objects and their smoothed corners (a new, unrelated sequence of frames follows)."""
+        """Forget tracked objects, their smoothed corners and what the frames found (hints, objects looked for):
+        a new, unrelated sequence of frames follows (:meth:`StreamState.forget`)."""
         self.tracker.reset()
-        self._hints, self._hint_tries = [], {}
+        self.stream.forget()
         if self.smoother is not None:
             self.smoother.reset()
-
-
-def reads_objects(matcher: Any) -> bool:
-    """Whether ``matcher`` reads shortlisted objects' rows from the database as frames need them."""
-    return isinstance(matcher, ShortlistMatcher) and hasattr(matcher.matcher, "unread")
-
-
-def propose(rec: Recognizer, state: FrameState, sched: FrameScheduler) -> Regions:
-    """``rec``'s prefilter regions of the frame, best first: the whole frame without a prefilter, or where the
-    sweep's tile is cheaper to search whole (``SearchPlanner.prefilter_pays``; an adapting prefilter runs on
-    every frame, it learns from each)."""
-    h, w = state.shape
-    if rec.prefilter is None:
-        return Regions.full(w, h)
-    if rec.adapter is None and not rec.planner.prefilter_pays(sched):
-        sched.record([SkipRecord("prefilter", "sweep", "the tile is cheaper to search whole")])
-        return Regions.full(w, h)
-    state.proposals = sched.run("prefilter", rec.prefilter.propose, state.frame, mandatory=True)
-    return state.proposals
-
-
-def read_shortlist(matcher: ShortlistMatcher, shortlist: np.ndarray, sched: FrameScheduler) -> np.ndarray:
-    """The shortlisted objects to match in this frame: those whose descriptors are in memory, and the others once
-    read. Reading one from the database is a unit of its own (``read``): from the page cache an object takes a
-    millisecond or two, from the disk up to tens, more than a frame can wait for several. The objects are read
-    best first while the next is predicted to fit (a unit left out frame after frame is tried again where its
-    typical time fits, so that it learns when the disk has become quicker); the kernel is asked to fetch the rest
-    without the frame waiting (:meth:`~objrec.matching.stored.StoredMatcher.read_ahead`), this frame matches
-    without them, and a later frame that shortlists them reads them from the page cache: such reads are
-    learned apart (stage ``read_ahead``), since they do not wait on the disk."""
-    unread = matcher.unread(shortlist)
-    for k, i in enumerate(unread):
-        stage = "read_ahead" if matcher.read_ahead_before(i) else "read"
-        done = sched.run("read", matcher.read, [i], stage=stage, subject=f"object {i}", timing="matching", relearn=True)
-        if isinstance(done, SkipRecord):
-            matcher.read_ahead(unread[k:])
-            later = set(unread[k:])
-            return np.asarray([j for j in np.asarray(shortlist).tolist() if j not in later], np.int64)
-    return shortlist
-
-
-def search_features(rec: Recognizer, state: FrameState, sched: FrameScheduler, plan: SearchPlan) -> Features:
-    """The primary features where ``plan`` says (the planner learns their density and moves its sweep on), less
-    those inside tracked outlines, each a mandatory unit."""
-    feats = sched.run(
-        "features", rec.features.extract, state.image, rec.primary, plan,
-        size=plan_work(plan), mandatory=True, stage=f"features_{rec.primary}",
-    )  # fmt: skip
-    rec.planner.observe(plan, len(feats))
-    rec.planner.rounds.advance(plan)
-    return sched.run("explained", unexplained, feats, *state.explained, size=len(feats), mandatory=True)
-
-
-def turn_tiles(rec: Recognizer, state: FrameState, sched: FrameScheduler, reserve: float) -> None:
-    """A frame given to the tracks (their realignment and confirmation) searches the sweep's next parts in the
-    time those leave (``reserve`` ms kept for them:
-    :meth:`~objrec.realtime.searches.SecondLooks.turn_reserve`), as after a search."""
-    if not rec.tracker.tracks or not rec.planner.sweep:
-        return
-    state.explained = explained(rec.tracker)
-    h, w = state.shape
-    more_tiles(rec, state, sched, Regions.full(w, h), rec.planner.rounds.step, reserve)
-
-
-def more_tiles(
-    rec: Recognizer, state: FrameState, sched: FrameScheduler, proposals: Regions, step: int, reserve: float = 0.0
-) -> None:
-    """The time ``rec``'s search of a frame leaves (less ``reserve`` ms for later units) goes to the sweep's next
-    tiles, one after another while the next is predicted to fit with the mandatory units after it
-    (``SearchPlanner.next_tile``; their verification is optional): a frame's search plans for the typical
-    tail, so most frames end with room."""
-    tracker = rec.tracker
-    for _ in range(MAX_EXTRA_TILES):
-        # Planning a part (its regions less the tracked outlines, their pixels, its resolution) is a unit of
-        # its own: its time varies with the tracks and proposals, and learned as a unit it is budgeted.
-        plan = sched.run(
-            "plan_tile", rec.planner.next_tile, state.shape, proposals, sched, step, *state.explained, reserve
-        )
-        if not isinstance(plan, SearchPlan):
-            return
-        sched.record(plan.skipped)  # which part of the sweep it searched, as for the frame's own plan
-        feats = search_features(rec, state, sched, plan)
-        candidates = tracker.prioritise(rec._match(feats, sched))
-        rec.verifier.run(candidates, state.verdicts, sched, first_mandatory=False)
-        rec.guided.run(state.verdicts, rec.matchers[rec.primary], feats, sched)
 
 
 def reportable(tracker: Tracker, found: list[Detection], budget_ms: float | None) -> list[Detection]:
@@ -543,28 +400,27 @@ def reportable(tracker: Tracker, found: list[Detection], budget_ms: float | None
     return out
 
 
-def explained(tracker: Tracker) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """The tracked objects' outlines, which the search leaves out and whose features it drops as explained, and
-    the parts of them other objects may cover (where the tracks lost points lately,
-    :func:`~objrec.boxes.covered_region`), which it still searches: an object in front of a tracked one is
-    then found."""
-    regions = [covered_region(lost_points(t)) for t in tracker.tracks]
-    return [t.corners for t in tracker.tracks], [r for r in regions if r is not None]
+def frame_result(
+    state: FrameState, shown: list[Detection], lost: list[LostTrack], latency: float, sched: FrameScheduler
+) -> FrameResult:
+    """The frame's result: the ``shown`` detections and the ``lost`` tracks, its ``latency`` against its budget,
+    the scheduler's timings and the work it left out, and the prefilter's boxes when it ran."""
+    met = state.budget_ms is None or latency <= state.budget_ms
+    result = FrameResult(shown, latency, met, dict(sched.timings), list(sched.skipped), lost=lost)
+    if state.proposals is not None:
+        h, w = state.shape
+        result.prefilter_boxes = [[int(v) for v in b] for b in state.proposals.boxes]
+        result.prefilter_rejected = 1.0 - state.proposals.area_fraction(w, h)
+    return result
 
 
-def unexplained(feats: Features, outlines: list[np.ndarray], covered: Sequence[np.ndarray] = ()) -> Features:
-    """``feats`` less those inside any of the tracked ``outlines`` ((N, 2) convex polygons) but not inside any of
-    the ``covered`` parts: what the tracked objects do not already explain, for retrieval and matching to look
-    for other objects in (a second copy of a tracked object among them, an object in front of one)."""
-    if not outlines or not len(feats):
-        return feats
-    xy = to_numpy(feats.xy)
-    drop = inside_polygons(xy, outlines)
-    if covered and drop.any():
-        drop &= ~inside_polygons(xy, covered)
-    if not drop.any():
-        return feats
-    return feats.subset(feats.xp.asarray(np.flatnonzero(~drop)))
+def kept_away(tracker: Tracker, unsure: list, shape: tuple[int, int]) -> list[tuple]:
+    """The boxes an adapting prefilter keeps away from when it learns the scene from a frame of ``shape`` (rows,
+    cols): the windows of the tracks lost lately, the ``unsure`` boxes and the tracked outlines' boxes (the
+    frame's detections' own are added by the prefilter)."""
+    h, w = shape
+    avoid = [tuple(b) for b in tracker.windows(w, h).boxes] + list(unsure)
+    return avoid + [b for b in (outline_box(q, 0.0, w, h) for q in tracker.outlines()) if b is not None]
 
 
 def by_object(detections: list[Detection], lost: list[LostTrack]) -> tuple[list[Detection], list[LostTrack]]:

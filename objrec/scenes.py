@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from objrec.geometry import map_points, model_corners, outline_in_frame
+from objrec.geometry import map_homogeneous, map_points, model_corners, outline_in_frame, polygon_area
 from objrec.imageio import check_frame, to_bgr
 
 __all__ = [
@@ -32,12 +32,6 @@ __all__ = [
     "compose_scene",
     "apply_photometric",
 ]
-
-
-def _quad_area(q: np.ndarray) -> float:
-    """Area of the quadrilateral ``q`` (4, 2): half the cross product of its diagonals."""
-    d1, d2 = q[2] - q[0], q[3] - q[1]
-    return 0.5 * abs(float(d1[0] * d2[1] - d1[1] * d2[0]))
 
 
 @dataclass(frozen=True)
@@ -253,7 +247,7 @@ def random_homography(
         H = place_homography(model_size, (cx, cy), scale, rot, tilt)
         q = map_points(H, model_corners(w, h))
         # Perspective changes the area: rescale about the centroid to the area that was drawn.
-        area = _quad_area(q)
+        area = polygon_area(q)
         k = np.sqrt(af * fw * fh / max(area, 1e-9))
         c = q.mean(axis=0)
         H = np.array([[k, 0, c[0] * (1 - k)], [0, k, c[1] * (1 - k)], [0, 0, 1]]) @ H
@@ -279,7 +273,7 @@ def random_homography(
 def outside_fraction(H: np.ndarray, model_size: tuple[int, int], frame_size: tuple[int, int]) -> float:
     """Share of the model's area that ``H`` maps outside a ``frame_size`` (w, h) frame (convex outline)."""
     q = map_points(np.asarray(H, np.float64), model_corners(*model_size)).astype(np.float32)
-    area = _quad_area(q.astype(np.float64))
+    area = polygon_area(q)
     if area <= 0:
         return 1.0
     inter, _ = outline_in_frame(q, *frame_size)
@@ -355,11 +349,12 @@ def warp_object(canvas: np.ndarray, obj: np.ndarray, H: np.ndarray, antialias: b
     fh, fw = canvas.shape[:2]
     cover = np.zeros((fh, fw), bool)
     h, w = obj.shape[:2]
-    corners = np.array([[0, 0, 1], [w, 0, 1], [w, h, 1], [0, h, 1]], np.float64) @ np.asarray(H, np.float64).T
-    if np.any(corners[:, 2] <= 1e-9):  # part of the plane is behind the camera: the whole frame may be covered
+    H = np.asarray(H, np.float64)
+    behind = np.any(map_homogeneous(H, model_corners(w, h))[:, 2] <= 1e-9)
+    if behind:  # part of the plane is behind the camera: the whole frame may be covered
         x0, y0, x1, y1 = 0, 0, fw, fh
     else:
-        xy = corners[:, :2] / corners[:, 2:]
+        xy = map_points(H, model_corners(w, h))
         x0, y0 = (max(0, int(np.floor(v)) - 1) for v in xy.min(0))
         x1, y1 = min(fw, int(np.ceil(xy[:, 0].max())) + 2), min(fh, int(np.ceil(xy[:, 1].max())) + 2)
     if x1 <= x0 or y1 <= y0:
@@ -465,7 +460,7 @@ def _ground_truth(
                 homography=H,
                 corners=q,
                 model_size=wh,
-                visible_fraction=float(min(1.0, visible / max(_quad_area(q), 1.0))),
+                visible_fraction=float(min(1.0, visible / max(polygon_area(q), 1.0))),
                 area_fraction=visible / float(fw * fh),
             )
         )

@@ -267,6 +267,10 @@ class SearchPlan:
         What the plan leaves out of the frame (regions beyond the count, full resolution, fine sampling).
     crop : tuple of int or None
         ``(x0, y0, x1, y1)``: a sweep tile, extracted alone (``regions`` inside it) with no margin around it.
+    sweep_work : float
+        For a frame's primary plan that searches a part of the sweep, the cost-model size of such a part (the
+        round's largest tile at the plan's scale and step, or the coarse pass): the extraction the next frame's
+        prefilter is weighed against (``SearchPlanner.prefilter_pays``); 0 otherwise.
     """
 
     regions: Regions | None
@@ -276,6 +280,7 @@ class SearchPlan:
     sample_step: int = 1
     skipped: tuple[SkipRecord, ...] = ()
     crop: tuple[int, int, int, int] | None = None
+    sweep_work: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.scale <= 1.0:

@@ -344,12 +344,12 @@ def test_a_frame_whose_track_units_cannot_fit_searches_instead_of_waiting(db, sc
 
 
 def test_each_extra_part_of_the_sweep_a_frame_searches_is_recorded_in_its_result(monkeypatch):
-    """The time a frame's search leaves goes to the sweep's next parts (``more_tiles``): each part searched is
-    recorded beside the frame's own plan (its sweep record), so ``--stats`` and ``FrameResult.skipped`` show
-    every part of the frame that was searched."""
+    """The time a frame's search leaves goes to the sweep's next parts (``PrimarySearch.more_tiles``): each part
+    searched is recorded beside the frame's own plan (its sweep record), so ``--stats`` and
+    ``FrameResult.skipped`` show every part of the frame that was searched."""
     from types import SimpleNamespace
 
-    import objrec.recognizer as recognizer
+    from objrec.realtime.primary import PrimarySearch
     from objrec.realtime.scheduler import CostModel, FrameScheduler
     from objrec.types import Regions, SearchPlan, SkipRecord
 
@@ -359,21 +359,22 @@ def test_each_extra_part_of_the_sweep_a_frame_searches_is_recorded_in_its_result
         for s in subjects
     ]
     searched = []
-    monkeypatch.setattr(recognizer, "search_features", lambda rec, state, sched, plan: searched.append(plan))
-    rec = SimpleNamespace(
+    search = PrimarySearch(
+        "surf",
+        features=None,
+        matcher=None,
         planner=SimpleNamespace(next_tile=lambda *a: plans.pop(0) if plans else None),
-        tracker=SimpleNamespace(prioritise=lambda c: c),
-        _match=lambda feats, sched: [],
         verifier=SimpleNamespace(run=lambda *a, **k: None),
         guided=SimpleNamespace(run=lambda *a, **k: None),
-        matchers={"surf": None},
-        primary="surf",
+        tracker=SimpleNamespace(prioritise=lambda c: c),
     )
+    monkeypatch.setattr(search, "extract", lambda state, sched, plan: searched.append(plan))
+    monkeypatch.setattr(search, "match", lambda feats, sched: [])
     state = SimpleNamespace(shape=(64, 64), explained=([], []), verdicts=None)
     sched = FrameScheduler(33.0, CostModel(), FakeClock())
     sched.cost.observe("plan_tile", 1.0, 0.1)  # planning a part is known to fit
     sched.start()
-    recognizer.more_tiles(rec, state, sched, Regions.full(64, 64), 1)
+    search.more_tiles(state, sched, Regions.full(64, 64), 1)
     assert len(searched) == 2
     assert [r.subject for r in sched.skipped if r.reason == "sweep"] == subjects
 
@@ -383,15 +384,15 @@ def test_an_object_whose_hints_keep_failing_is_not_hinted_again_until_a_frame_le
     object found, starts its count again; other objects' hints are not held back."""
     from types import SimpleNamespace
 
+    from objrec.realtime.frame import StreamState
     from objrec.recognizer import HINT_TRIES
 
-    rec = SimpleNamespace(_hints=[], _hint_tries={})
+    stream = StreamState()
     box, other = (10, 10, 150, 150), (300, 200, 420, 330)
 
     def frame(hints, shown=()):
-        state = SimpleNamespace(detections=[SimpleNamespace(name=n) for n in shown])
-        rec._hints = Recognizer._next_hints(rec, hints, state)
-        return [k for k, _ in rec._hints]
+        stream.keep_hints(hints, [SimpleNamespace(name=n) for n in shown])
+        return [k for k, _ in stream.hints]
 
     assert frame([("cover#1", box)]) == ["cover#1"]  # first seen: searched next frame
     for _ in range(HINT_TRIES - 1):
@@ -400,5 +401,5 @@ def test_an_object_whose_hints_keep_failing_is_not_hinted_again_until_a_frame_le
     assert frame([("cover", box), ("other", other)]) == ["other"]  # held back while it keeps leaving hints
     assert frame([("other", other)]) == ["other"]  # a frame without a hint for it
     assert frame([("cover", box)]) == ["cover"]  # starts again
-    assert frame([("cover", box)]) == ["cover"] and rec._hint_tries == {"cover": 1}
-    assert frame([], shown=["cover"]) == [] and rec._hint_tries == {}  # found (open hints leave it out): no count
+    assert frame([("cover", box)]) == ["cover"] and stream.hint_tries == {"cover": 1}
+    assert frame([], shown=["cover"]) == [] and stream.hint_tries == {}  # found (open hints leave it out): no count

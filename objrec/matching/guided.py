@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 
 from objrec.backend import get_array_module, to_numpy
+from objrec.geometry import map_homogeneous
 from objrec.knn import BruteForceIndex, fginn_competitor
 from objrec.matching.verify import VerifyParams, quad_checks
 
@@ -112,7 +113,7 @@ def guided_matches(
     where they are); returns host index arrays ``(model_idx, scene_idx)``.
     """
     xp = get_array_module(scene_desc)
-    hom = np.c_[model_xy, np.ones(len(model_xy))] @ H.T
+    hom = map_homogeneous(H, model_xy)
     ok = hom[:, 2] > 1e-9
     pred = np.full((len(model_xy), 2), np.nan, np.float32)
     pred[ok] = (hom[ok, :2] / hom[ok, 2:3]).astype(np.float32)

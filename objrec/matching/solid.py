@@ -316,6 +316,28 @@ def _check_inputs(
     return x1, x2, frames[0], frames[1]
 
 
+def _consistent_matches(
+    x1: np.ndarray, x2: np.ndarray, f1: np.ndarray | None, f2: np.ndarray | None, p: SolidParams
+) -> np.ndarray | Failure:
+    """The matches ``x1 -> x2`` that agree with their neighbours (:func:`local_consistency`; all of them without
+    keypoint frames ``f1``, ``f2``), as a mask; the rejection when there are too few matches, too few distinct
+    points or too few consistent matches to verify."""
+    n = len(x1)
+    if n < max(8, p.min_matches):
+        return Failure("too_few_matches", f"{n} matches < {max(8, p.min_matches)}")
+    distinct = min(len(np.unique(np.round(x1), axis=0)), len(np.unique(np.round(x2), axis=0)))
+    if distinct < p.min_inliers:
+        return Failure("too_few_distinct", f"{distinct} distinct points < {p.min_inliers}")
+    if f1 is None or f2 is None:
+        consistent = np.ones(n, bool)
+    else:
+        consistent = local_consistency(x1, x2, f1, f2, p) >= p.min_agreeing
+    nc = int(consistent.sum())
+    if nc < p.min_inliers:
+        return Failure("inconsistent", f"{nc} locally consistent matches < {p.min_inliers}")
+    return consistent
+
+
 def verify_solid(
     model_xy: np.ndarray,
     scene_xy: np.ndarray,
@@ -357,18 +379,10 @@ def verify_solid(
     p = params or SolidParams()
     x1, x2, f1, f2 = _check_inputs(model_xy, scene_xy, model_frames, scene_frames)
     n = len(x1)
-    if n < max(8, p.min_matches):
-        return Failure("too_few_matches", f"{n} matches < {max(8, p.min_matches)}")
-    distinct = min(len(np.unique(np.round(x1), axis=0)), len(np.unique(np.round(x2), axis=0)))
-    if distinct < p.min_inliers:
-        return Failure("too_few_distinct", f"{distinct} distinct points < {p.min_inliers}")
-    if f1 is None or f2 is None:
-        consistent = np.ones(n, bool)
-    else:
-        consistent = local_consistency(x1, x2, f1, f2, p) >= p.min_agreeing
+    consistent = _consistent_matches(x1, x2, f1, f2, p)
+    if isinstance(consistent, Failure):
+        return consistent
     nc = int(consistent.sum())
-    if nc < p.min_inliers:
-        return Failure("inconsistent", f"{nc} locally consistent matches < {p.min_inliers}")
     fit = _geometric_support(x1, x2, consistent, p)
     if isinstance(fit, Failure):
         return fit

@@ -82,10 +82,11 @@ class FrameVerdicts:
         :meth:`queue_refine`, taken with :meth:`take_refine`).
     tracked : list of (str, (4, 2) ndarray)
         Names and outlines of the objects the tracking stage followed into this frame (objects that may be in
-        front, like ``found``).
+        front, like ``found``; recorded with :meth:`follow`).
     unverified : list of Candidate
-        Candidates rejected for too little evidence or whose verification was left out for the budget: where
-        their matches place their objects (:attr:`hints`) the next frame's search can look (:meth:`open_hints`).
+        Candidates rejected for too little evidence or whose verification was left out for the budget
+        (:meth:`left_out`): where their matches place their objects (:attr:`hints`) the next frame's search can
+        look (:meth:`open_hints`).
     """
 
     shape: tuple[int, int]
@@ -115,6 +116,16 @@ class FrameVerdicts:
             box = points_box(candidate.scene_xy, w, h)
             if box is not None and box not in self.unsure:
                 self.unsure.append(box)
+
+    def left_out(self, candidate: Candidate) -> None:
+        """A candidate whose verification was left out for the budget: where it lies may be looked at again
+        (:attr:`unverified`)."""
+        self.unverified.append(candidate)
+
+    def follow(self, tracked: list[Detection]) -> None:
+        """The objects the tracking stage followed into this frame (their names and outlines): objects that may
+        be in front of others, and explain the unsure boxes inside them."""
+        self.tracked = [(d.name, d.corners) for d in tracked]
 
     def shown(self) -> set[str]:
         """The names of the objects found or followed in this frame (by any of their views)."""

@@ -195,7 +195,7 @@ class CandidateVerifier:
                 timing="verification",
             )
             if isinstance(v, SkipRecord):  # not verified for lack of time: where it lies may be looked at again
-                verdicts.unverified.append(c)
+                verdicts.left_out(c)
                 continue
             verdicts.add(c, v)
             if verdicts.found.get(c.name) is v and c.name in self.aspect_limits:

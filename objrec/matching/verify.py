@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from objrec.geometry import map_points, model_corners, polygon_area, usable_homography, visible_part
+from objrec.geometry import map_homogeneous, map_points, model_corners, polygon_area, usable_homography, visible_part
 from objrec.types import Detection, Failure
 
 __all__ = [
@@ -151,8 +151,7 @@ def quad_checks(
     Returns ``(reason or None, corners)``; ``corners`` are the model's (0,0),(w,0),(w,h),(0,h) mapped
     (NaN when part of the model lies behind the camera). The outline may reach beyond the frame.
     """
-    src = model_corners(width, height)
-    hom = np.c_[src, np.ones(4)] @ H.T
+    hom = map_homogeneous(H, model_corners(width, height))
     if np.any(hom[:, 2] <= 1e-9):
         return "behind_camera", np.full((4, 2), np.nan)
     q = hom[:, :2] / hom[:, 2:3]

@@ -21,6 +21,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from objrec.geometry import map_points
+
 __all__ = [
     "PRECISION_THRESHOLDS",
     "SUCCESS_THRESHOLDS",
@@ -82,9 +84,8 @@ def homography_discrepancy(H: np.ndarray | None, H_true: np.ndarray) -> float:
         M = np.asarray(H, np.float64) @ np.linalg.inv(np.asarray(H_true, np.float64))
     except np.linalg.LinAlgError:
         return float("inf")
-    p = np.c_[_SQUARE, np.ones(4)] @ M.T
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mapped = p[:, :2] / p[:, 2:3]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a corner mapped to infinity: inf
+        mapped = map_points(M, _SQUARE)
     d = np.linalg.norm(mapped - _SQUARE, axis=1)
     return float(d.mean()) if np.all(np.isfinite(d)) else float("inf")
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from objrec.geometry import map_homogeneous, map_points
+
 __all__ = [
     "ellipses_from_features",
     "warp_ellipses",
@@ -56,17 +58,10 @@ def ellipses_from_features(features: Any, radius_scale: float = 0.5) -> tuple[np
     return xy, S
 
 
-def _projective_map(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``H`` as float64, the mapped points ``(N, 2)`` and their third homogeneous coordinates ``(N,)``."""
-    H = np.asarray(H, np.float64)
-    xy = np.asarray(xy, np.float64).reshape(-1, 2)
-    w = xy @ H[2, :2] + H[2, 2]
-    return H, (xy @ H[:2, :2].T + H[:2, 2]) / w[:, None], w
-
-
 def project_points(H: np.ndarray, xy: np.ndarray) -> np.ndarray:
-    """Map ``(N, 2)`` points through the homography ``H`` (dividing by the third coordinate)."""
-    return _projective_map(H, xy)[1]
+    """Map ``(N, 2)`` points through the homography ``H`` (dividing by the third coordinate:
+    :func:`~objrec.geometry.map_points`)."""
+    return map_points(np.asarray(H, np.float64), xy)
 
 
 def homography_jacobian(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +75,8 @@ def homography_jacobian(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.n
     p : (N, 2) float64
     J : (N, 2, 2) float64
     """
-    H, p, w = _projective_map(H, xy)
+    H = np.asarray(H, np.float64)
+    p, w = map_points(H, xy), map_homogeneous(H, xy)[:, 2]
     J = (H[None, :2, :2] - p[:, :, None] * H[None, None, 2, :2]) / w[:, None, None]
     return p, J
 

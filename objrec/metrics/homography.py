@@ -13,17 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from objrec.geometry import model_corners
+from objrec.geometry import map_points, model_corners
 from objrec.types import Failure
 
 __all__ = ["HomographyAccuracyResult", "corner_error", "homography_accuracy"]
-
-
-def _map(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
-    q = pts @ H[:2, :2].T + H[:2, 2]
-    w = pts @ H[2, :2] + H[2, 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return q / w[:, None]
 
 
 def _as_h(H: Any, name: str) -> np.ndarray | None:
@@ -70,7 +63,8 @@ def corner_error(H_est: Any, H_true: Any, w: float, h: float) -> float:
     if He is None:
         return float("inf")
     c = model_corners(w, h)
-    d = np.linalg.norm(_map(He, c) - _map(Ht, c), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a corner mapped to infinity is an error of inf
+        d = np.linalg.norm(map_points(He, c) - map_points(Ht, c), axis=1)
     if not np.all(np.isfinite(d)):
         return float("inf")
     return float(d.mean())

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from objrec.modeldb.reader import iter_descriptor_chunks, sample_descriptors
+from objrec.modeldb.reader import descriptor_table, iter_descriptor_chunks, sample_descriptors
 from objrec.modeldb.records import ModelObject, ObjectInfo
 from objrec.modeldb.store import ShardStore
 
@@ -148,7 +148,7 @@ class DatabaseReads:
             Index into :attr:`records` of the view each row belongs to.
         """
         self._check_kind(kind)
-        return self.store.descriptor_table(kind)
+        return descriptor_table(self.store, kind)
 
     def iter_descriptor_chunks(
         self, kind: str, max_rows: int, names: list[str] | None = None

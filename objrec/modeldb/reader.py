@@ -29,7 +29,14 @@ from objrec.modeldb.records import (
 from objrec.modeldb.shards import Shard, check_manifest, read_table, stat_signature
 from objrec.types import Features
 
-__all__ = ["ShardReader", "stack_descriptors", "descriptor_spans", "iter_descriptor_chunks", "sample_descriptors"]
+__all__ = [
+    "ShardReader",
+    "stack_descriptors",
+    "descriptor_table",
+    "descriptor_spans",
+    "iter_descriptor_chunks",
+    "sample_descriptors",
+]
 
 
 def _will_need(arr: np.ndarray, a: int, b: int) -> None:
@@ -315,24 +322,6 @@ class ShardReader:
             self._thumbs[name] = thumbnail(self.image(shard, row))
         return self._thumbs[name]
 
-    def descriptor_table(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every live descriptor of ``kind`` (decoded: uint8 for SIFT, float16 for SURF), and the index (in
-        :attr:`live` order) of the object of each row (see :meth:`ModelDB.descriptor_table`)."""
-        order = {n: i for i, n in enumerate(self.live)}
-        parts, owners = [], []
-        for sh in self.shards:
-            dead = sh.dead
-            rows = [r for r in range(len(sh.objects)) if r not in dead]
-            if not rows:
-                continue
-            off = sh.offsets[kind]
-            desc = self.array(sh, f"{kind}.descriptors.npy")
-            parts += [desc[off[r] : off[r + 1]] for r in rows]
-            owners += [np.full(off[r + 1] - off[r], order[sh.objects[r]["name"]], np.int64) for r in rows]
-        if not parts:
-            return stack_descriptors(kind, parts), np.zeros(0, np.int64)
-        return stack_descriptors(kind, parts), np.concatenate(owners)
-
     def verify(self) -> list[str]:
         """Check every file of every shard (sha256, array headers, row counts against the object tables);
         one line per problem, each naming the file."""
@@ -365,6 +354,25 @@ def stack_descriptors(kind: str, parts: list[np.ndarray]) -> np.ndarray:
     dtypes = {p.dtype for p in parts}
     dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
     return np.concatenate([p.astype(dtype, copy=False) for p in parts])
+
+
+def descriptor_table(reader: ShardReader, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every live descriptor of ``kind`` in ``reader`` (decoded: uint8 for SIFT, float16 for SURF), and the index
+    (in :attr:`ShardReader.live` order) of the object of each row (see :meth:`ModelDB.descriptor_table`)."""
+    order = {n: i for i, n in enumerate(reader.live)}
+    parts, owners = [], []
+    for sh in reader.shards:
+        dead = sh.dead
+        rows = [r for r in range(len(sh.objects)) if r not in dead]
+        if not rows:
+            continue
+        off = sh.offsets[kind]
+        desc = reader.array(sh, f"{kind}.descriptors.npy")
+        parts += [desc[off[r] : off[r + 1]] for r in rows]
+        owners += [np.full(off[r + 1] - off[r], order[sh.objects[r]["name"]], np.int64) for r in rows]
+    if not parts:
+        return stack_descriptors(kind, parts), np.zeros(0, np.int64)
+    return stack_descriptors(kind, parts), np.concatenate(owners)
 
 
 def descriptor_spans(

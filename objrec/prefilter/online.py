@@ -207,7 +207,7 @@ class OnlinePrefilter:
         self.live: deque[np.ndarray] = deque(maxlen=p.live_frames)
         self.scene = SceneChange(p.scene_change, p.scene_change_frames)
         self.rng = np.random.default_rng(p.seed)
-        self.frame = 0
+        self.frame = 0  # frames observed: one past the stream index of the last (observe)
         self.refits = 0
         self.refits_taken = 0  # refits whose new trees replaced the live ones
         self.last_refit_frame: int | None = None
@@ -252,6 +252,7 @@ class OnlinePrefilter:
         proposals: Regions | None,
         detected_corners: Sequence[np.ndarray] = (),
         avoid_boxes: Sequence[Box] = (),
+        index: int | None = None,
     ) -> None:
         """Learn from the frame just processed. Only cheap bookkeeping runs here; refits run in the worker
         process.
@@ -266,8 +267,11 @@ class OnlinePrefilter:
             Outlines of the frame's verified detections: their boxes are kept away from.
         avoid_boxes : sequence of (x0, y0, x1, y1)
             Other boxes to keep away from (tracking windows, unsure candidates).
+        index : int, optional
+            The frame's index in its stream (a recognizer's, :class:`~objrec.realtime.frame.StreamState`), which
+            the adaptation's frame count (:attr:`frame`) follows; default: the frame after the last observed.
         """
-        self.frame += 1
+        self.frame = self.frame + 1 if index is None else index + 1
         if not isinstance(proposals, LiveRegions):
             return
         h, w = frame.shape[:2]
@@ -314,9 +318,11 @@ class OnlinePrefilter:
         self.last_refit_frame = None
         self.backoffs += 1
 
-    def safety_due(self) -> bool:
-        """Whether this frame's whole-frame safety search is due (every ``safety_every`` frames)."""
-        return self.params.safety_every > 0 and self.frame % self.params.safety_every == self.params.safety_every - 1
+    def safety_due(self, index: int | None = None) -> bool:
+        """Whether the whole-frame safety search of frame ``index`` (of the stream, as :meth:`observe` is given
+        it; default: the frame after the last observed) is due (every ``safety_every`` frames)."""
+        i = self.frame if index is None else index
+        return self.params.safety_every > 0 and i % self.params.safety_every == self.params.safety_every - 1
 
     def _harvest(self, proposals: LiveRegions, keep_away: list) -> None:
         far = ~near_boxes(proposals.cell_boxes, keep_away, float(self.params.guard_px))

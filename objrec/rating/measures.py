@@ -263,7 +263,7 @@ def corner_weights(gray: np.ndarray, xy: np.ndarray, size: np.ndarray) -> np.nda
         g = cv2.resize(g, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
     g = cv2.GaussianBlur(g.astype(np.float32) / 255.0, (0, 0), 0.7)
     gx, gy = cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)
-    products = [gx * gx, gy * gy, gx * gy]
+    products: list[Any] = [gx * gx, gy * gy, gx * gy]
     sigma = np.clip(np.asarray(size, np.float64).reshape(-1) * s * CORNER_SCALE, 1.0, 16.0)
     octave = np.rint(np.log2(sigma)).astype(np.int64)  # 0..4: sigma 1, 2, 4, 8, 16 px
     pts = xy * s

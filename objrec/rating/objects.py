@@ -130,7 +130,7 @@ def _agreement(features: Sequence[Features], solid: bool) -> float:
 def rate_object(
     name: str,
     view_scores: Sequence[int],
-    features: Sequence[Features],
+    features: Sequence[Features | None],
     shape: str = "flat",
     weights: Mapping[str, float] = WEIGHTS,
 ) -> ObjectRating:
@@ -143,7 +143,8 @@ def rate_object(
     view_scores : sequence of int
         Each view's rating (0-100), for the object's shape.
     features : sequence of Features
-        Each view's features of the rated detector kind, in the same order.
+        Each view's features of the rated detector kind, in the same order (unused, and may be None, for an
+        object of one view).
     shape : {"flat", "solid"}
     weights : mapping
         The score model's parameters (``view_agreement_scale``).
@@ -164,7 +165,9 @@ def rate_object(
         )
     if len(scores) == 1:
         return ObjectRating(name, scores[0], scores, None, shape)
-    agreement = _agreement([f.to_host() for f in features], shape == "solid")
+    if any(f is None for f in features):
+        raise ValueError(f"{name}: every view of an object of several views needs its features")
+    agreement = _agreement([f.to_host() for f in features if f is not None], shape == "solid")
     covered = 1.0 - math.prod(1.0 - min(100, max(0, s)) / 100.0 for s in scores)
     factor = 1.0 - math.exp(-agreement / weights["view_agreement_scale"])
     score = int(round(100.0 * covered * factor))

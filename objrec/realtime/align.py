@@ -262,51 +262,22 @@ def realign(
     into ``frame_gray``; the homography is refitted to where they are. Parts inside
     the ``hidden`` outlines (objects in front) are not used. ``(None, 0)`` when too few points agree or the
     outline would move by more than :data:`MAX_SHIFT` of its side."""
-    gray, scale = template.gray, template.scale
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
-    fh, fw = frame_gray.shape[:2]
-    x0, y0 = np.maximum(np.floor(corners.min(axis=0)).astype(int) - MARGIN, 0)
-    x1, y1 = np.minimum(np.ceil(corners.max(axis=0)).astype(int) + MARGIN, [fw, fh])
-    if x1 - x0 < 2 * WIN_SIZE or y1 - y0 < 2 * WIN_SIZE:
+    view = _rendered(frame_gray, template, H, corners, hidden)
+    if view is None:
         return None, 0
-    to_crop = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]]) @ H
-    M = to_crop @ np.diag([1.0 / scale, 1.0 / scale, 1.0])  # template pixels to crop pixels
-    size = (int(x1 - x0), int(y1 - y0))
-    rendered = cv2.warpPerspective(gray, M, size, flags=cv2.INTER_LINEAR)
-    inside = np.zeros((size[1], size[0]), np.uint8)
-    cv2.fillConvexPoly(inside, np.round(corners - [x0, y0]).astype(np.int32), 255)
-    for q in hidden:
-        poly = np.round(np.asarray(q, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)
-        cv2.fillPoly(inside, [poly.reshape(-1, 1, 2)], 0)
-    if cv2.countNonZero(inside) < WIN_SIZE * WIN_SIZE:
-        return None, 0
+    (x0, y0, x1, y1), M, rendered, inside = view
     crop = frame_gray[y0:y1, x0:x1]
     a, b = _normalised(rendered, inside), _normalised(crop, inside)
     # Around the object the rendered model shows the frame itself: windows reaching over the outline then
     # compare background with background, not with an empty border.
     a = cv2.copyTo(a, inside, b.copy())
-    # The template's corners where the rendering shows them, away from its border (a window there would hold
-    # the background too).
-    inner = cv2.erode(inside, np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
     side = np.sqrt(max(cv2.contourArea(corners.astype(np.float32)), 1.0))
-    k = side / (np.sqrt(w * h) * scale)  # the rendering's size against the template's
-    spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
-    pts = template.corners(template.level(k))
-    at = map_points(M, pts)
-    xi, yi = np.round(at).astype(np.int64).T
-    ok = (xi >= 0) & (yi >= 0) & (xi < size[0]) & (yi < size[1])
-    ok[ok] = inner[yi[ok], xi[ok]] > 0
-    pick = _spread(at[ok], spacing, POINTS) if ok.any() else np.zeros(0, np.int64)
-    if len(pick) >= POINTS:
-        p0 = at[ok][pick].astype(np.float32).reshape(-1, 1, 2)
-        src = pts[ok][pick] / scale
-    else:  # little of the object in view: the rendered view's own strongest corners there
-        found = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
-        if found is None or len(found) < MIN_POINTS:
-            return None, 0
-        p0 = found.astype(np.float32).reshape(-1, 1, 2)
-        src = map_points(np.linalg.inv(M), p0.reshape(-1, 2).astype(np.float64)) / scale
+    points = _points_to_follow(template, M, rendered, inside, side / (np.sqrt(w * h) * template.scale), side)
+    if points is None:
+        return None, 0
+    p0, src = points
     kw: dict[str, Any] = {
         "winSize": (WIN_SIZE, WIN_SIZE),
         "maxLevel": MAX_LEVEL,
@@ -332,6 +303,60 @@ def realign(
     if not significant(src[good][keep], dst[keep], H, H2):
         return np.asarray(H, np.float64), n
     return H2, n
+
+
+def _rendered(
+    frame_gray: np.ndarray, template: Template, H: np.ndarray, corners: np.ndarray, hidden: Sequence[np.ndarray]
+) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray, np.ndarray] | None:
+    """The model rendered through ``H`` into the frame's crop around its outline ``corners`` (plus
+    :data:`MARGIN`): the crop's box ``(x0, y0, x1, y1)``, the template-to-crop homography, the rendering, and
+    the mask of the outline less the ``hidden`` outlines (uint8, 255 inside); None when the crop or the mask
+    is too small for a window of the flow."""
+    gray, scale = template.gray, template.scale
+    fh, fw = frame_gray.shape[:2]
+    x0, y0 = np.maximum(np.floor(corners.min(axis=0)).astype(int) - MARGIN, 0)
+    x1, y1 = np.minimum(np.ceil(corners.max(axis=0)).astype(int) + MARGIN, [fw, fh])
+    if x1 - x0 < 2 * WIN_SIZE or y1 - y0 < 2 * WIN_SIZE:
+        return None
+    to_crop = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]]) @ H
+    M = to_crop @ np.diag([1.0 / scale, 1.0 / scale, 1.0])  # template pixels to crop pixels
+    size = (int(x1 - x0), int(y1 - y0))
+    rendered = cv2.warpPerspective(gray, M, size, flags=cv2.INTER_LINEAR)
+    inside = np.zeros((size[1], size[0]), np.uint8)
+    cv2.fillConvexPoly(inside, np.round(corners - [x0, y0]).astype(np.int32), 255)
+    for q in hidden:
+        poly = np.round(np.asarray(q, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)
+        cv2.fillPoly(inside, [poly.reshape(-1, 1, 2)], 0)
+    if cv2.countNonZero(inside) < WIN_SIZE * WIN_SIZE:
+        return None
+    return (x0, y0, x1, y1), M, rendered, inside
+
+
+def _points_to_follow(
+    template: Template, M: np.ndarray, rendered: np.ndarray, inside: np.ndarray, k: float, side: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The points a realignment follows from the ``rendered`` model (through ``M``, template to crop pixels;
+    ``inside`` its mask; ``k`` its size against the template's; ``side`` the outline's in frame pixels): up to
+    :data:`POINTS` of the template's corners where the rendering shows them, away from its border (a window
+    there would hold the background too), spread over the object; where fewer are in view, the rendered view's
+    own strongest corners there. Their positions in the crop ((n, 1, 2) float32) and on the model image; None
+    when fewer than :data:`MIN_POINTS` are found."""
+    inner = cv2.erode(inside, np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
+    size = (inside.shape[1], inside.shape[0])
+    spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
+    pts = template.corners(template.level(k))
+    at = map_points(M, pts)
+    xi, yi = np.round(at).astype(np.int64).T
+    ok = (xi >= 0) & (yi >= 0) & (xi < size[0]) & (yi < size[1])
+    ok[ok] = inner[yi[ok], xi[ok]] > 0
+    pick = _spread(at[ok], spacing, POINTS) if ok.any() else np.zeros(0, np.int64)
+    if len(pick) >= POINTS:
+        return at[ok][pick].astype(np.float32).reshape(-1, 1, 2), pts[ok][pick] / template.scale
+    found = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
+    if found is None or len(found) < MIN_POINTS:
+        return None
+    p0 = found.astype(np.float32).reshape(-1, 1, 2)
+    return p0, map_points(np.linalg.inv(M), p0.reshape(-1, 2).astype(np.float64)) / template.scale
 
 
 def significant(src: np.ndarray, dst: np.ndarray, H: np.ndarray, H2: np.ndarray, level: float = SIGNIFICANCE) -> bool:

@@ -4,7 +4,8 @@ and sampling step, and how many of them are described, so that the mandatory par
 The planner makes every plan of a frame: the primary search, the whole-frame safety search of an adapting
 prefilter, and the escalation of the secondary detector to an unsure box. It reads the frame's scheduler
 (cost model, time left) and changes nothing of it: what a plan leaves out travels with the plan
-(``SearchPlan.skipped``) for the orchestrator to record.
+(``SearchPlan.skipped``) for the orchestrator to record. What a plan costs is
+:class:`~objrec.realtime.plan_cost.PlanCosts`'s to predict (``SearchPlanner.costs``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ import numpy as np
 
 from objrec.boxes import inner_boxes, outline_box, subtract_boxes, union_area
 from objrec.realtime.degrade import SCALE_LEVELS, DegradeController, fit_scale
+from objrec.realtime.plan_cost import (
+    COARSE_SAMPLING_COST,
+    FIRST_VERIFY_MATCHES,
+    FIRST_VERIFY_SHARE,
+    HINT_MATCHING,
+    PLANNED_VOTERS,
+    PlanCosts,
+    plan_work,
+)
 from objrec.realtime.sweep import (
     COARSE_SUBJECT,
     COARSE_SWEEP_SCALE,
@@ -26,27 +36,20 @@ from objrec.realtime.sweep import (
 from objrec.types import Regions, SearchPlan, SkipRecord
 
 if TYPE_CHECKING:
-    from objrec.realtime.scheduler import CostModel, FrameScheduler
+    from objrec.realtime.scheduler import FrameScheduler
 
+# The plan's costs (objrec.realtime.plan_cost) are named here too, where the plans are made.
 __all__ = [
     "SearchPlanner",
     "plan_work",
     "escalation_plan",
     "COARSE_SAMPLING_COST",
     "ESCALATION_PIXELS",
+    "FIRST_VERIFY_MATCHES",
+    "FIRST_VERIFY_SHARE",
+    "HINT_MATCHING",
+    "PLANNED_VOTERS",
 ]
-
-#: Extraction time at SURF's sample step 2 as a share of step 1's on the same pixels: the detector's samples
-#: drop to a quarter, while the integral image, the description and per-call costs do not shrink
-#: (``bench/bench_surf.py --sample-step`` times both).
-COARSE_SAMPLING_COST = 0.55
-
-
-def plan_work(plan: SearchPlan) -> float:
-    """The cost model's size for a plan's extraction: the pixels extracted from (full-resolution pixels times
-    the scale squared), weighted by the sampling step's share of the detector's work."""
-    return plan.pixels * plan.scale * plan.scale * (COARSE_SAMPLING_COST if plan.sample_step == 2 else 1.0)
-
 
 #: Under a budget, an escalation searches its box at a resolution that keeps at least this many pixels
 #: (about 160 a side, twice that in SIFT's first octave, which doubles its input): the bound a track's
@@ -57,24 +60,6 @@ ESCALATION_PIXELS = 25_000
 #: its resolution drops (:meth:`SearchPlanner._fewer_features`): about 300 in a 640x480 frame, enough for the
 #: few objects such a frame holds.
 MIN_FEATURE_DENSITY = 1e-3
-
-#: The matches the first verification is sized at before the frame's candidates exist; a plan sized at its
-#: feature cap (a search without a sweep) takes at most :data:`FIRST_VERIFY_SHARE` of the cap.
-FIRST_VERIFY_MATCHES = 100
-#: A frame's first verified candidate seldom holds more than this share of its described keypoints as matches:
-#: the ratio test drops most of them, and the rest spread over the shortlist's objects.
-FIRST_VERIFY_SHARE = 0.25
-
-#: The cost-model stage of a hint's matching: the features of the hint's box against its object's views only,
-#: far fewer than a search's matching compares them with.
-HINT_MATCHING = "hint_matching"
-
-#: The share of its voters a plan keeps retrieval's time for (the search itself then takes what fits, see
-#: ``SearchPlanner.voters``). Retrieval costs in proportion to its voters, and the strongest half of them still
-#: put the photographed object on a shortlist of a few about as often as all do, while a coarser extraction
-#: (SURF's step 2, a lower resolution) loses the small and distant objects: at a large catalogue, where
-#: retrieval is a large part of a frame, the time is better spent on the extraction's detail.
-PLANNED_VOTERS = 0.5
 
 
 def tracked_holes(tracked: Any, w: int, h: int, covered: Any = ()) -> list[tuple[int, int, int, int]]:
@@ -95,12 +80,6 @@ def _less_holes(proposals: Regions, holes: list[tuple[int, int, int, int]]) -> R
         return proposals
     pieces, parent = subtract_boxes(proposals.boxes, holes)
     return Regions(pieces, proposals.scores[parent])
-
-
-def _typical(cost: CostModel, units: list[tuple[str, float]]) -> tuple[float, float]:
-    """The summed typical times of ``units`` ((cost-model stage, size) pairs) and the sum of their squared
-    margins (see :meth:`SearchPlanner._after`)."""
-    return sum(cost.expected(stage, size) for stage, size in units), sum(cost.spread(stage) ** 2 for stage, _ in units)
 
 
 def escalation_plan(
@@ -136,7 +115,8 @@ def fitting_windows(
     if cost.samples(planner.stage) < cost.min_samples:
         return windows, 0
     for k in range(len(windows), 1, -1):
-        if planner.fits(sched, planner.frame_cap(sched), union_area(windows[:k], shape), SCALE_LEVELS[-1], 2):
+        costs = planner.costs
+        if costs.fits(sched, costs.frame_cap(sched), union_area(windows[:k], shape), SCALE_LEVELS[-1], 2):
             return windows[:k], len(windows) - k
     return windows[:1], len(windows) - 1
 
@@ -193,19 +173,13 @@ class SearchPlanner:
         self.kind = kind
         self.stage = f"features_{kind}"
         self.max_regions = max_regions
-        self.feature_cap = feature_cap
         self.whole_frame_fraction = whole_frame_fraction
-        self.min_features = min_features
-        self.retrieval_voters = retrieval_voters
         self.sample_step = sample_step
-        self._density: dict[int, float] = {}  # keypoints per extracted pixel, per sampling step
         self.sweep = sweep
         self.min_sweep_scale = min_sweep_scale
+        self.costs = PlanCosts(self.stage, feature_cap, min_features, retrieval_voters)
         self.rounds = Sweep(min_sweep_scale)  # where the sweep stands
         self._holes: tuple | None = None  # the last outlines, covered parts and frame size asked about, and holes
-        # The cost-model size of the sweep's last part (a tile: the round's largest, at the plan's scale and step;
-        # or the coarse pass); 0 when the last plan searched no part of the sweep.
-        self._tile_work = 0.0
 
     def plan(
         self,
@@ -229,7 +203,8 @@ class SearchPlanner:
         :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
         its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
         Boxes inside the ``tracked`` outlines (frame pixels) are cut out of the proposals, the tracking stage
-        follows those objects, except where they may be ``covered`` by others (:func:`tracked_holes`).
+        follows those objects, except where they may be ``covered`` by others (:func:`tracked_holes`). A plan
+        that searches a part of the sweep carries that part's cost-model size (``SearchPlan.sweep_work``).
         """
         h, w = shape[:2]
         fixed = self.sample_step if sample_step is None else sample_step
@@ -249,18 +224,18 @@ class SearchPlanner:
         if not len(boxes):
             return SearchPlan(Regions.empty(), skipped=tuple(skipped))
         regions, pixels = whole_or_boxes(boxes, (h, w), self.whole_frame_fraction)
-        cap = self.frame_cap(sched, level.feature_share)
+        cap = self.costs.frame_cap(sched, level.feature_share)
         step = fixed or (2 if sched.budget_ms is not None and degrade.level else 1)
         scale = level.scale
-        self._tile_work = 0.0
+        sweep_work = 0.0
         crop = None
         if sched.budget_ms is not None and sched.cost.samples(self.stage) >= sched.cost.min_samples:
             cost = sched.cost
             worst = not self.sweep
-            left, margin = self._left(sched, cap, pixels, step, worst=worst)
+            left, margin = self.costs.left(sched, cap, pixels, step, worst=worst)
             if fixed is None and step == 1 and cost.expected(self.stage, pixels) + margin > left:
                 step = 2
-                left, margin = self._left(sched, cap, pixels, step, worst=worst)
+                left, margin = self.costs.left(sched, cap, pixels, step, worst=worst)
             work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
             scale = min(scale, fit_scale(lambda s: cost.expected(self.stage, work * s * s) + margin, left))
             if not self.sweep and cap and scale < level.scale:
@@ -270,13 +245,13 @@ class SearchPlanner:
                     skipped.append(SkipRecord("keypoints", "budget", f"{cap} of {full_cap}"))
             if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
                 args = (boxes, len(windows), (h, w), sched, cap, sorted({fixed or 1, step}), level.scale)
-                regions, pixels, scale, step, crop, record = self._sweep_part(*args)
+                regions, pixels, scale, step, crop, record, sweep_work = self._sweep_part(*args)
                 skipped.append(record)
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
         if scale < 1.0:
             skipped.append(SkipRecord("full_resolution", "degrade", f"{scale:g}"))
-        return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop)
+        return SearchPlan(regions, scale, cap, int(pixels), step, tuple(skipped), crop, sweep_work=sweep_work)
 
     def _fewer_features(
         self, sched: FrameScheduler, cap: int, pixels: float, step: int, top: float
@@ -291,13 +266,13 @@ class SearchPlanner:
         structure at full resolution, while a lower resolution drops every object's fine scales: with a
         frame's search all in one plan, fewer keypoints lose less than less resolution.
         """
-        floor = min(cap, max(self.min_features, int(MIN_FEATURE_DENSITY * pixels)))
+        floor = min(cap, max(self.costs.min_features, int(MIN_FEATURE_DENSITY * pixels)))
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
         scales = [s for s in SCALE_LEVELS if s <= top]  # the degrade levels' scales are among them
         for scale in scales:
             fewer = cap
             while True:
-                left, margin = self._left(sched, fewer, pixels, step, worst=True)
+                left, margin = self.costs.left(sched, fewer, pixels, step, worst=True)
                 if sched.cost.expected(self.stage, work * scale * scale) + margin <= left:
                     return fewer, scale
                 if fewer <= floor:
@@ -314,12 +289,13 @@ class SearchPlanner:
         cap: int | None,
         steps: list[int],
         top: float,
-    ) -> tuple[Regions | None, float, float, int, tuple[int, int, int, int] | None, SkipRecord]:
+    ) -> tuple[Regions | None, float, float, int, tuple[int, int, int, int] | None, SkipRecord, float]:
         """This frame's part of the sweep (:class:`~objrec.realtime.sweep.Sweep`): the coarse pass over ``boxes``
         when it is due and fits, else the windows plus the round's next tile at a resolution up to ``top``, at
         the finer of ``steps`` first (what a sweep finds is followed for many frames with the accuracy it was
         found at; the coarse step only when the tile does not fit). Returns the regions, pixels, scale, step,
-        crop and the part's record."""
+        crop, the part's record and its cost-model size (a tile: the round's largest, at the part's scale and
+        step; or the coarse pass)."""
         h, w = shape
         rounds = self.rounds
         coarse = None
@@ -328,8 +304,8 @@ class SearchPlanner:
             coarse = rounds.coarse_step(self, sched, cap, pixels, steps)
         if coarse is not None:
             rounds.step, s = coarse, COARSE_SWEEP_SCALE
-            self._tile_work = plan_work(SearchPlan(None, s, pixels=int(pixels), sample_step=coarse))
-            return regions, pixels, s, coarse, None, SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
+            work = plan_work(SearchPlan(None, s, pixels=int(pixels), sample_step=coarse))
+            return regions, pixels, s, coarse, None, SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}"), work
         for tile_step in steps:
             part, pixels, scale, subject, crop = rounds.tile(self, boxes, n_windows, shape, sched, cap, tile_step, top)
             if scale >= self.min_sweep_scale:
@@ -342,8 +318,8 @@ class SearchPlanner:
         rounds.step = tile_step
         assert rounds.grid is not None  # rounds.tile() set the round's grid
         largest = largest_tile(w, h, *rounds.grid)
-        self._tile_work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))
-        return part, pixels, scale, tile_step, crop, SkipRecord("region", "sweep", subject)
+        work = plan_work(SearchPlan(None, scale, pixels=largest, sample_step=tile_step))
+        return part, pixels, scale, tile_step, crop, SkipRecord("region", "sweep", subject), work
 
     def next_tile(
         self,
@@ -363,7 +339,7 @@ class SearchPlanner:
             return None
         h, w = shape[:2]
         rest = _less_holes(proposals, self._holes_of(tracked, w, h, covered))
-        return self.rounds.next_plan(self, (h, w), rest, sched, self.frame_cap(sched), step, reserve)
+        return self.rounds.next_plan(self, (h, w), rest, sched, self.costs.frame_cap(sched), step, reserve)
 
     def _holes_of(self, tracked: Any, w: int, h: int, covered: Any) -> list[tuple[int, int, int, int]]:
         """:func:`tracked_holes`, kept while the same outlines are asked about: a frame's plan and its extra
@@ -373,33 +349,10 @@ class SearchPlanner:
             last = self._holes = (tracked, covered, (w, h), tracked_holes(tracked, w, h, covered))
         return last[3]
 
-    def fits(
-        self,
-        sched: FrameScheduler,
-        cap: int | None,
-        pixels: float,
-        scale: float,
-        step: int,
-        *,
-        verify: bool = True,
-        reserve: float = 0,
-    ) -> bool:
-        """Whether extracting ``pixels`` at ``scale`` and ``step`` is predicted to fit the time left less
-        ``reserve``, with the mandatory units after it (``verify``: a first verification among them)."""
-        return self._need(sched, cap, pixels, scale, step, verify) <= sched.remaining() - reserve
-
-    def _need(
-        self, sched: FrameScheduler, cap: int | None, pixels: float, scale: float, step: int, verify: bool = True
-    ) -> float:
-        """Time extracting ``pixels`` at ``scale`` and ``step`` needs with the mandatory units after it
-        (:meth:`_tail`): their typical times and the margin a plan keeps for its tail."""
-        after, var = self._tail(sched, cap, pixels * scale * scale, step, verify)
-        work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
-        return sched.cost.expected(self.stage, work) + after + float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
-
-    def least_ms(self, shape: tuple[int, int], sched: FrameScheduler) -> float:
+    def least_ms(self, shape: tuple[int, int], sched: FrameScheduler, tile_work: float = 0.0) -> float:
         """The predicted time of the least primary search a frame of ``shape`` (rows, cols) can make: the
-        prefilter (once learned, while it pays), the plan, the extraction of the largest tile of the sweep's
+        prefilter (once learned, while it pays for the sweep's last part of ``tile_work``:
+        :meth:`prefilter_pays`), the plan, the extraction of the largest tile of the sweep's
         finest grid (the whole frame without a sweep) at the lowest resolution and the coarse step, and the
         mandatory units after it, with the margin a plan keeps for its tail. 0 without a budget or before the
         cost model has learned the extraction. Once begun, the search runs at least this much whatever the
@@ -409,145 +362,45 @@ class SearchPlanner:
             return 0.0
         h, w = shape[:2]
         px = float(largest_tile(w, h, *SWEEP_GRIDS[-1]) if self.sweep else w * h)
-        least = cost.predict("plan") + self._need(
-            sched, self.frame_cap(sched), px, SCALE_LEVELS[-1], self.sample_step or 2
+        least = cost.predict("plan") + self.costs.need(
+            sched, self.costs.frame_cap(sched), px, SCALE_LEVELS[-1], self.sample_step or 2
         )
-        if cost.samples("prefilter") >= cost.min_samples and self.prefilter_pays(sched):
+        if cost.samples("prefilter") >= cost.min_samples and self.prefilter_pays(sched, tile_work):
             least += cost.predict("prefilter")
         return least
 
-    def waits(self, shape: tuple[int, int], sched: FrameScheduler, upkeep_ms: float) -> bool:
+    def waits(self, shape: tuple[int, int], sched: FrameScheduler, upkeep_ms: float, tile_work: float = 0.0) -> bool:
         """Whether a frame's primary search waits for the next frame: the tracks' optional upkeep before it
         (re-acquisitions of lost tracks, realignments of new ones) took ``upkeep_ms`` of the frame and the
-        search's least part (:meth:`least_ms`) no longer fits the time left. Objects found again where they
-        were and new tracks settled on their models are worth more to a frame than that part, and the upkeep
-        is over within a frame or a few; without upkeep the search runs whatever the time left (it must, or
-        a frame whose tracking alone fills the budget would never find a new object)."""
-        return upkeep_ms > 0.0 and sched.remaining() < self.least_ms(shape, sched)
+        search's least part (:meth:`least_ms`; ``tile_work`` as there) no longer fits the time left. Objects
+        found again where they were and new tracks settled on their models are worth more to a frame than that
+        part, and the upkeep is over within a frame or a few; without upkeep the search runs whatever the time
+        left (it must, or a frame whose tracking alone fills the budget would never find a new object)."""
+        return upkeep_ms > 0.0 and sched.remaining() < self.least_ms(shape, sched, tile_work)
 
-    def prefilter_pays(self, sched: FrameScheduler) -> bool:
+    def prefilter_pays(self, sched: FrameScheduler, tile_work: float = 0.0) -> bool:
         """Whether the prefilter is worth running before this frame's plan: always, except under a budget while
         the sweep is under way and the prefilter's typical time is at least the extraction time it could save
-        (that of the sweep's last part, at its resolution and step, less that of nothing): the part is then
+        (that of the sweep's last part, ``tile_work``: the ``sweep_work`` of the last plan that searched
+        something, 0 when that plan searched no part of the sweep; less that of nothing): the part is then
         cheaper to search whole; once the search no longer sweeps, the prefilter runs again."""
-        if not (self.sweep and self._tile_work > 0.0 and sched.budget_ms is not None):
+        if not (self.sweep and tile_work > 0.0 and sched.budget_ms is not None):
             return True
         cost = sched.cost
         if cost.samples("prefilter") < cost.min_samples or cost.samples(self.stage) < cost.min_samples:
             return True
-        saving = cost.expected(self.stage, self._tile_work) - cost.expected(self.stage, 0.0)
+        saving = cost.expected(self.stage, tile_work) - cost.expected(self.stage, 0.0)
         return cost.expected("prefilter") < saving
-
-    def fitting_scale(
-        self,
-        sched: FrameScheduler,
-        cap: int | None,
-        pixels: float,
-        step: int,
-        verify: bool = True,
-        reserve: float = 0.0,
-    ) -> float:
-        """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left
-        less ``reserve`` (the smallest when none does)."""
-        left, margin = self._left(sched, cap, pixels, step, verify)
-        work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
-        return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left - reserve)
-
-    def frame_cap(self, sched: FrameScheduler, share: float = 1.0) -> int | None:
-        """The feature cap of a search under the frame's budget (None without a budget or a cap)."""
-        if sched.budget_ms is None or not self.feature_cap:
-            return None
-        return max(self.min_features, int(self.feature_cap * share))
 
     def safety_plan(self, shape: tuple[int, int], primary: SearchPlan | None, sched: FrameScheduler) -> SearchPlan:
         """The whole frame of ``shape`` (rows, cols) at full resolution, at the primary plan's sampling step
         and the budget's feature cap: the adapting prefilter's safety search."""
         h, w = shape[:2]
         step = primary.sample_step if primary is not None and not primary.empty else (self.sample_step or 1)
-        return SearchPlan(None, pixels=h * w, max_features=self.frame_cap(sched), sample_step=step)
+        return SearchPlan(None, pixels=h * w, max_features=self.costs.frame_cap(sched), sample_step=step)
 
     escalation_plan = staticmethod(escalation_plan)  # the module's function, where a planner is at hand
 
     def observe(self, plan: SearchPlan, n_features: int) -> None:
-        """Learn the keypoints a frame gives per pixel extracted at the plan's sampling step: the time of the
-        units after extraction follows the keypoints, not the cap."""
-        px = plan.pixels * plan.scale * plan.scale
-        if px <= 0:
-            return
-        d = n_features / px
-        old = self._density.get(plan.sample_step)
-        self._density[plan.sample_step] = d if old is None else 0.7 * old + 0.3 * d
-
-    def voters(self, n_features: int, sched: FrameScheduler) -> int:
-        """How many of a frame's ``n_features`` vote in retrieval: all up to ``retrieval_voters`` without a
-        budget; under one, the most of that, 2/3, 1/2 and 1/3 of it whose retrieval, with matching and
-        the first verification after it, is expected to fit the time left (the least when none does).
-        Retrieval costs in proportion to its voters, and a shortlist of a few objects needs far fewer
-        votes than a frame has features."""
-        n = min(n_features, self.retrieval_voters)
-        if sched.budget_ms is None or sched.cost.samples("retrieval") < sched.cost.min_samples:
-            return n
-        for v in (n, 2 * n // 3, n // 2, n // 3):
-            if self._after(sched, n_features, v)[0] <= sched.remaining():
-                return max(1, v)
-        return max(1, n // 3)
-
-    def _left(
-        self, sched: FrameScheduler, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
-    ) -> tuple[float, float]:
-        """The time left for extraction once the mandatory units after it have their typical time, for the
-        keypoints expected from ``pixels`` at ``step`` (at most ``cap``; with ``worst``, ``cap`` itself where
-        there is one), retrieval with :data:`PLANNED_VOTERS` of its voters; and the margin the plan keeps for
-        its tail (the units' and extraction's). ``verify``: a first verification is among those units."""
-        after, var = self._tail(sched, cap, pixels, step, verify, worst)
-        return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
-
-    def _tail(
-        self, sched: FrameScheduler, cap: int | None, pixels: float, step: int, verify: bool = True, worst: bool = False
-    ) -> tuple[float, float]:
-        """:meth:`_after` for the keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval
-        with :data:`PLANNED_VOTERS` of its voters; with ``worst``, for ``cap`` keypoints where there is a cap:
-        the keypoints of frames of one scene vary several times over, and a plan sized at their running
-        density is late on every frame far richer than that, while a cap holds on any frame."""
-        n = self._keypoints(cap, pixels, step)
-        if cap and worst:
-            n = float(cap)
-        return self._after(sched, n, min(n, self.retrieval_voters) * PLANNED_VOTERS, verify, worst and bool(cap))
-
-    def _keypoints(self, cap: int | None, pixels: float, step: int) -> float:
-        """The keypoints expected from ``pixels`` at ``step``: the running density of the plans searched (the cap,
-        or 2000, before any), at most ``cap``."""
-        d = self._density.get(step)
-        n = float(cap or 2000) if d is None else d * pixels
-        return min(n, float(cap)) if cap else n
-
-    def hint_after(self, sched: FrameScheduler, pixels: float) -> float:
-        """The time a hint's search needs after its extraction: the matching (:data:`HINT_MATCHING`) of the
-        keypoints expected from ``pixels`` at full resolution (:meth:`_keypoints`, at most the frame's cap)
-        and the first verification, typical times plus their margins in quadrature (:func:`_typical`). At
-        full resolution, so an upper bound for a box the extraction searches at a lower one."""
-        n = self._keypoints(self.frame_cap(sched), pixels, 1)
-        after, var = _typical(sched.cost, [(HINT_MATCHING, n), ("verify", FIRST_VERIFY_MATCHES)])
-        return after + float(np.sqrt(var))
-
-    def _after(
-        self, sched: FrameScheduler, n_features: float, voters: float, verify: bool = True, capped: bool = False
-    ) -> tuple[float, float]:
-        """Typical time of the mandatory units after extraction (the features tracked objects explain, retrieval
-        for a catalogue, matching, and with ``verify`` the first verification) and the sum of their squared
-        margins. ``capped``: ``n_features`` is the plan's feature cap (a worst case), and the first verification
-        is sized at :data:`FIRST_VERIFY_SHARE` of it, at most :data:`FIRST_VERIFY_MATCHES`, which is its size
-        otherwise.
-
-        Each stage's margin is its own high quantile over its typical time. The stages' deviations are
-        close to independent, so the frame's tail is their root sum of squares: the plain sum of the
-        margins would hold back time that frames almost never need.
-        """
-        cost = sched.cost
-        units = [("explained", n_features), ("matching", n_features)]
-        if verify:
-            first = min(FIRST_VERIFY_MATCHES, FIRST_VERIFY_SHARE * n_features) if capped else FIRST_VERIFY_MATCHES
-            units.append(("verify", first))
-        if self.retrieval_voters:
-            units.append(("retrieval", voters))
-        return _typical(cost, units)
+        """Learn the keypoints ``plan``'s extraction gave (:meth:`PlanCosts.observe`)."""
+        self.costs.observe(plan, n_features)

@@ -335,21 +335,21 @@ class FrameScheduler:
         self.timings: dict[str, float] = {}
         self.unit_ms = 0.0  # the time this frame's units took
         self.lag_ms = 0.0
-        self.frame = 0  # frames started
         self.late_start = late_start
         self.late_reserve_ms: float | None = None  # set at the first frame with a budget
-        self._left_out: dict[str, tuple[int, int]] = {}  # stage -> (frames in a row left out, the last of them)
+        self._left_out: dict[str, int] = {}  # stage -> frames in a row it was left out, this frame's included
+        self._left_now: set[str] = set()  # the stages left out in this frame (one frame counts once)
 
     def start(self, t0: float | None = None, budget_ms: Any = _CONFIGURED) -> None:
         """Start a frame; ``t0`` is when the frame was handed over (default: now). ``budget_ms`` is the frame's
         budget (a number or None); by default the one the scheduler was made with."""
         self.t0 = self.clock.now() if t0 is None else t0
-        self.frame += 1
         self.budget_ms = self.default_budget_ms if budget_ms is _CONFIGURED else budget_ms
         self.records = []
         self.skipped = []
         self.timings = {}
         self.unit_ms = 0.0
+        self._left_now = set()
         self.lag_ms = max(0.0, self.elapsed())  # handed over late: time spent before the frame's work began
         if self.late_reserve_ms is None and self.budget_ms is not None:
             self.late_reserve_ms = self.late_start * self.budget_ms
@@ -417,14 +417,16 @@ class FrameScheduler:
         # every observation for nothing.
         predicted = float("nan") if self.budget_ms is None else self.cost.predict(stage, size)
         if not mandatory and self.budget_ms is not None and predicted > (left := self.remaining() - after_ms):
-            n, last = self._left_out.get(stage, (0, -1))
-            if not relearn or n - (last == self.frame) < RELEARN_AFTER or self.cost.expected(stage, size) > left:
-                self._left_out[stage] = (n + (last != self.frame), self.frame)
+            n, now = self._left_out.get(stage, 0), stage in self._left_now
+            if not relearn or n - now < RELEARN_AFTER or self.cost.expected(stage, size) > left:
+                self._left_out[stage] = n + (not now)
+                self._left_now.add(stage)
                 self.records.append(UnitRecord(unit, subject, predicted, None, False, False))
                 record = SkipRecord(unit, "budget", subject, predicted)
                 self.skipped.append(record)
                 return record
         self._left_out.pop(stage, None)
+        self._left_now.discard(stage)
         t = self.clock.now()
         result = fn(*args)
         actual = self.clock.now() - t

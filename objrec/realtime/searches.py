@@ -6,7 +6,12 @@
 * the **hints**: the primary detector on the boxes where the last frame's unverified candidates placed their
   objects (:func:`~objrec.matching.extent.predicted_extent`), before the frame's own search;
 * the **confirmation** of one track: its box searched again at full quality, which confirms the track,
-  re-anchors it, or (for a track no such search has confirmed yet) ends it.
+  re-anchors it, or (for a track no such search has confirmed yet) ends it;
+* the tracks' **re-acquisition** and **realignment** with their models.
+
+The searches add their verdicts to the frame's :class:`~objrec.matching.verdicts.FrameVerdicts` (through its
+methods) and return what else they found (detections, ended tracks, tracks moved, objects looked for), which the
+recognizer records in the frame's and the stream's state.
 """
 
 from __future__ import annotations
@@ -25,14 +30,13 @@ from objrec.realtime.align import due, realign_in, unsettled
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import HINT_MATCHING, plan_work
 from objrec.realtime.reacquire import reacquire, waiting
-from objrec.types import Detection, Features, SkipRecord
+from objrec.types import Detection, Features, LostTrack, SkipRecord
 
 if TYPE_CHECKING:
     from objrec.features.extract import FeatureStage
     from objrec.matching.second_chance import GuidedStage
     from objrec.matching.verdicts import FrameVerdicts
     from objrec.matching.verifier import CandidateVerifier
-    from objrec.prefilter.online import OnlinePrefilter
     from objrec.realtime.planner import SearchPlanner
     from objrec.realtime.scheduler import FrameScheduler
     from objrec.realtime.solid_track import SolidTrack
@@ -90,7 +94,6 @@ class SecondLooks:
         self._names = names
         self._indexes: dict[str, int] | None = None
         self._views: dict[str, list[int]] | None = None  # object name -> its record indices
-        self._sought: dict[str, int] = {}  # object name -> the frame its lost track's object was last looked for
 
     def search(self, image: Any, kind: str, plan: Any, among: list[int] | None = None) -> tuple[Features, list]:
         """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
@@ -117,9 +120,10 @@ class SecondLooks:
         wanted = dict.fromkeys(split_key(k)[0] for k in keys)
         return [i for name in wanted for i in self._views.get(name, ())]
 
-    def safety(self, state: FrameState, sched: FrameScheduler, adapter: OnlinePrefilter) -> None:
-        """The whole frame searched as an optional unit; the adapting prefilter learns from what it finds
-        (a detection all the same)."""
+    def safety(self, state: FrameState, sched: FrameScheduler) -> list[np.ndarray] | None:
+        """The whole frame searched as an optional unit, for an adapting prefilter to learn from what it finds
+        (a detection all the same): the outlines of the objects it found that the frame had not (None when it
+        was left out)."""
         plan = self.planner.safety_plan(state.shape, state.plan, sched)
         kind = self.primary
         out = sched.run(
@@ -127,12 +131,11 @@ class SecondLooks:
             size=plan_work(plan), stage=f"features_{kind}", timing="safety",
         )  # fmt: skip
         if isinstance(out, SkipRecord):
-            return
+            return None
         verdicts = state.verdicts
         known = set(verdicts.found)
         self.verifier.run([c for c in out[1] if c.name not in known], verdicts, sched, first_mandatory=False)
-        new = [verdicts.found[n].corners for n in verdicts.found if n not in known]
-        adapter.found_in_safety_search(state.proposals, new, state.shape)
+        return [verdicts.found[n].corners for n in verdicts.found if n not in known]
 
     def escalate(self, state: FrameState, sched: FrameScheduler) -> None:
         """The secondary detectors on the boxes where candidates had too little evidence (outside the objects
@@ -177,7 +180,7 @@ class SecondLooks:
         """The boxes where the last frame's unverified candidates placed their objects (``hints``: record key
         and box, :meth:`~objrec.matching.verdicts.FrameVerdicts.open_hints`), each searched by the primary
         detector as an optional unit, admitted only with the time its matching and first verification take
-        after it (:meth:`~objrec.realtime.planner.SearchPlanner.hint_after`: an extraction that fits the time
+        after it (:meth:`~objrec.realtime.plan_cost.PlanCosts.hint_after`: an extraction that fits the time
         left alone would leave them over the budget), matched against that object's views only (a mandatory
         unit of its own, :data:`~objrec.realtime.planner.HINT_MATCHING`), and verified.
 
@@ -191,7 +194,7 @@ class SecondLooks:
             name = split_key(key)[0]
             if name in verdicts.shown():
                 continue
-            after = self.planner.hint_after(sched, (box[2] - box[0]) * (box[3] - box[1]))
+            after = self.planner.costs.hint_after(sched, (box[2] - box[0]) * (box[3] - box[1]))
             plan = self.planner.escalation_plan(box, sched, stage, after)
             plan = dataclasses.replace(plan, crop=box)
             feats = sched.run(
@@ -232,39 +235,49 @@ class SecondLooks:
                 ms += p
         return ms
 
-    def confirm(self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int) -> None:
+    def confirm(
+        self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int
+    ) -> tuple[list[Detection], list[LostTrack]]:
         """The track due for confirmation (:meth:`~objrec.realtime.tracker.Tracker.confirmation`) searched for
         in its box at the models' own sampling, as an optional unit; what is found confirms or re-anchors it
         (:meth:`~objrec.realtime.tracker.Tracker.reanchor`, with the tolerance of the box's resolution). A
         track not yet confirmed (``rough``) that a full-resolution search does not find ends
         (``"unconfirmed"``): its detection was wrong, and a track would repeat it frame after frame. A
-        confirmation left out for the budget keeps the track first in line."""
+        confirmation left out for the budget keeps the track first in line. Returns the frame's detections
+        (those of a re-anchored track replaced, those of an ended one left out) and the tracks ended."""
         t = tracker.confirmation(frame)
         box, scale, size = _confirm_box(state, t)
         if t is None or box is None:
-            return
+            return state.detections, []
         args = (state, box, t, scale, tracker, frame)
-        v = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
-        if isinstance(v, SkipRecord):
+        out = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
+        if isinstance(out, SkipRecord):
             tracker.postpone(t)  # it stays first in line
-            return
+            return state.detections, []
+        v, detections = out
         if v is None and t.rough and scale == 1.0:
-            state.lost.append(tracker.drop(t, "unconfirmed", frame))
-            state.detections = [d for d in state.detections if d.track_id != t.track_id]
+            lost = tracker.drop(t, "unconfirmed", frame)
+            return [d for d in detections if d.track_id != t.track_id], [lost]
+        return detections, []
 
-    def reacquire(self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int) -> None:
+    def reacquire(
+        self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int, sought: dict[str, int]
+    ) -> tuple[list[Detection], list[LostTrack], list[str]]:
         """The objects of tracks lost lately looked for where they were (:mod:`objrec.realtime.reacquire`), the
-        least recently looked for first, each an optional unit sized by its outline's area, while they fit and
-        until :data:`MAX_REALIGNS` were not found (a view still blurred or covered costs no more than that; a
-        sharp view back after a swing of the camera gives back every object that fits): those found start new
-        tracks and join the frame's tracked detections (``state.tracked``), the tracks that gave way to them
-        its lost ones."""
+        least recently looked for first (``sought``: object name to the frame it was last looked for), each an
+        optional unit sized by its outline's area, while they fit and until :data:`MAX_REALIGNS` were not found
+        (a view still blurred or covered costs no more than that; a sharp view back after a swing of the camera
+        gives back every object that fits). Returns the tracked detections of the new tracks those found start,
+        the tracks that gave way to them, and the names of the objects looked for in this frame."""
         gray = state.image.host
         failed = 0
-        for t in waiting(tracker, frame, self._sought, gray.shape[:2]):
+        found: list[Detection] = []
+        lost: list[LostTrack] = []
+        looked: list[str] = []
+        for t in waiting(tracker, frame, sought, gray.shape[:2]):
             if failed >= MAX_REALIGNS:
                 break
-            self._sought[t.name] = frame
+            looked.append(t.name)
             d = sched.run("reacquire", reacquire, tracker, t, gray, size=_area(t), subject=t.name)
             if isinstance(d, SkipRecord):
                 break
@@ -272,27 +285,30 @@ class SecondLooks:
                 failed += 1
                 continue
             new, ended = tracker.absorb([d], [], gray, frame, _sized(t.model_size))
-            state.tracked, state.lost = state.tracked + new, state.lost + ended
+            found, lost = found + new, lost + ended
             _aligned_now(tracker, new, frame)
+        return found, lost, looked
 
     def realign(
         self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int, new_only: bool = False
-    ) -> None:
+    ) -> list[Track]:
         """The tracks due for realignment with their models, in :func:`~objrec.realtime.align.due`'s order, each
         an optional unit sized by its outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``:
-        only tracks not yet realigned onto their models (:func:`~objrec.realtime.align.unsettled`). A realigned
-        track's detection in the frame (tracked or final) moves with it."""
+        only tracks not yet realigned onto their models (:func:`~objrec.realtime.align.unsettled`). Returns the
+        tracks realigned, whose detections in the frame (tracked or final) move with them
+        (:meth:`~objrec.realtime.frame.FrameState.moved`)."""
+        moved: list[Track] = []
         for _ in range(MAX_REALIGNS):
             t = due(tracker, frame)
             if t is None or new_only and not unsettled(t):
-                return
+                break
             args = (tracker, t, state.image.host, frame)
-            moved = sched.run("realign", realign_in, *args, size=_area(t), subject=t.name, relearn=True)
-            if isinstance(moved, SkipRecord):
-                return
-            if moved:
-                state.tracked = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.tracked]
-                state.detections = [t.detection(d.state) if d.track_id == t.track_id else d for d in state.detections]
+            done = sched.run("realign", realign_in, *args, size=_area(t), subject=t.name, relearn=True)
+            if isinstance(done, SkipRecord):
+                break
+            if done:
+                moved.append(t)
+        return moved
 
     def _confirmed(
         self,
@@ -302,18 +318,18 @@ class SecondLooks:
         scale: float,
         tracker: Tracker,
         frame: int,
-    ) -> Detection | None:
+    ) -> tuple[Detection | None, list[Detection]]:
         """The confirmation's search: the primary features of one box at the models' sampling, their candidates
-        against track ``t``'s object alone, verified; the detection found, or None. A detection confirms or
-        re-anchors the track here, inside the unit, so that the cost model learns the outcome's work (the
-        appearance checks that arbitrate, the new track's points) with the search's."""
+        against track ``t``'s object alone, verified; the detection found (or None) and the frame's detections
+        after it. A detection confirms or re-anchors the track here, inside the unit, so that the cost model
+        learns the outcome's work (the appearance checks that arbitrate, the new track's points) with the
+        search's."""
         feats = self.features.extract_box(state.image, self.primary, box, scale)
         for c in self.matchers[self.primary].candidates(feats, [self._index(t.name)]):
             v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
             if isinstance(v, Detection):
-                state.detections = tracker.reanchor(t, v, state.detections, state.image.host, frame, scale)
-                return v
-        return None
+                return v, tracker.reanchor(t, v, state.detections, state.image.host, frame, scale)
+        return None, state.detections
 
     def _index(self, name: str) -> int:
         if self._indexes is None:

@@ -70,6 +70,7 @@ class SolidTrack:
     checked: int
     view: int = 0
     asked: int = -1
+    asked_before: int = -1
     anchor_inliers: int = 0
     rough: bool = True
     shown: bool = False

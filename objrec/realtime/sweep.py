@@ -14,7 +14,7 @@ it) is searched in two pieces instead, each at full detail in a part of its own 
 resolution a tile loses most of the small objects, which a piece at full detail finds, for about the same time.
 
 The sweep keeps its place from frame to frame; the :class:`~objrec.realtime.planner.SearchPlanner` asks it
-for each frame's part and prices the part with its cost model (``planner.fitting_scale``, ``planner.fits``).
+for each frame's part and prices the part with its cost model (``planner.costs``: ``fitting_scale``, ``fits``).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class Sweep:
         if new_round and not self.piece:  # (a tile's second piece belongs to the round under way)
             win_px = union_area(windows, (h, w))
             for cols, rows in SWEEP_GRIDS:
-                fit = planner.fitting_scale(sched, cap, largest_tile(w, h, cols, rows) + win_px, step)
+                fit = planner.costs.fitting_scale(sched, cap, largest_tile(w, h, cols, rows) + win_px, step)
                 if min(level_scale, fit) >= self.min_scale:
                     break
             self.grid, self.tile_index = (cols, rows), 0
@@ -171,7 +171,7 @@ class Sweep:
         region, subject = self._region(sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)], piece, w, h)
         proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
         part, pixels = _in_tile(windows, proposed, region, (h, w))
-        scale = min(level_scale, planner.fitting_scale(sched, cap, pixels, step))
+        scale = min(level_scale, planner.costs.fitting_scale(sched, cap, pixels, step))
         return part, pixels, scale, subject, _crop_of(part, region)
 
     def _region(
@@ -195,7 +195,7 @@ class Sweep:
         if not self.coarse_due:
             return None
         for step in steps:
-            if planner.fits(sched, cap, pixels, COARSE_SWEEP_SCALE, step):
+            if planner.costs.fits(sched, cap, pixels, COARSE_SWEEP_SCALE, step):
                 return step
         return None
 
@@ -214,13 +214,13 @@ class Sweep:
         is optional, as every verification after the frame's first): the coarse pass when due and it fits, else
         the next tile at the largest resolution that fits. None when that fits at none, or no round is under
         way."""
-        if self.grid is None or not planner.fits(sched, cap, 0.0, 1.0, step, verify=False, reserve=reserve):
+        if self.grid is None or not planner.costs.fits(sched, cap, 0.0, 1.0, step, verify=False, reserve=reserve):
             return None  # (the time needed grows with the pixels: without time for none, no part fits)
         h, w = shape
         if self.coarse_due:
             regions, pixels = whole_or_boxes(rest, shape, planner.whole_frame_fraction)
             s = COARSE_SWEEP_SCALE
-            if planner.fits(sched, cap, pixels, s, step, verify=False, reserve=reserve):
+            if planner.costs.fits(sched, cap, pixels, s, step, verify=False, reserve=reserve):
                 record = SkipRecord("region", "sweep", f"{COARSE_SUBJECT} at {s:g}")
                 return SearchPlan(regions, s, cap, int(pixels), step, (record,))
         cols, rows = self.grid
@@ -229,7 +229,7 @@ class Sweep:
         def part_of(piece: bool) -> tuple[Regions, float, float, str, tuple[int, int, int, int] | None]:
             region, subject = self._region(tile, piece, w, h)
             part, pixels = _in_tile(Regions.empty(), rest, region, (h, w))
-            scale = planner.fitting_scale(sched, cap, pixels, step, verify=False, reserve=reserve)
+            scale = planner.costs.fitting_scale(sched, cap, pixels, step, verify=False, reserve=reserve)
             return part, pixels, scale, subject, _crop_of(part, region)
 
         part, pixels, scale, subject, crop = part_of(False)
@@ -237,7 +237,7 @@ class Sweep:
             first = part_of(True)
             if first[2] >= self.min_scale:
                 part, pixels, scale, subject, crop = first
-        if not planner.fits(sched, cap, pixels, scale, step, verify=False, reserve=reserve):
+        if not planner.costs.fits(sched, cap, pixels, scale, step, verify=False, reserve=reserve):
             return None
         skipped = (SkipRecord("region", "sweep", subject),)
         return SearchPlan(part, scale, cap, int(pixels), step, skipped, crop)

@@ -36,27 +36,31 @@ import numpy as np
 
 from objrec.boxes import outline_box
 from objrec.geometry import map_points, model_corners, usable_homography, visible_part
-from objrec.realtime.align import ModelTemplates, aligned_within, hiders, lost_points
+from objrec.realtime.align import ModelTemplates, hiders, lost_points
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.footage import FrameRate
 from objrec.realtime.reacquire import ReacquireParams, remember_layout
 from objrec.realtime.solid_track import SolidTrack
+from objrec.realtime.track_checks import TrackChecks, agree
 from objrec.realtime.track_kernels import dlt_homography
-from objrec.realtime.track_state import TrackState, state_of
+from objrec.realtime.track_state import (
+    TrackState,
+    mark_aligned,
+    mark_asked,
+    mark_confirmed,
+    mark_lost,
+    mark_postponed,
+    mark_realigned,
+    mark_shown,
+    reseed,
+    state_of,
+)
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
 __all__ = ["TrackParams", "Track", "TrackLike", "TrackState", "Tracker", "fit_homography", "COVERED_FRAMES"]
 
-#: A track realigned with its model recently keeps its outline against a detection that disagrees by up to
-#: this many times ``reanchor_px`` (a detection's own error); beyond, the appearance check decides (see
-#: :func:`_trusted`).
-ALIGNED_TRUST = 4.0
-
 #: A track remembers where it lost points (model pixels) over this many frames: another object may cover it there.
 COVERED_FRAMES = 15
-
-#: Shares of confirmed model edges closer than this do not tell two outlines of one object apart.
-APPEARANCE_MARGIN = 0.05
 
 #: ``appearance(gray, name, homography, model_size, hidden_outlines) -> share`` (NaN: too little in view).
 AppearanceCheck = Callable[[np.ndarray, str, np.ndarray, tuple[int, int], list], float]
@@ -76,6 +80,7 @@ class TrackLike(Protocol):
     confirmed: int
     checked: int
     asked: int
+    asked_before: int
     anchor_inliers: int
     rough: bool
     shown: bool
@@ -204,6 +209,7 @@ class Track:
     checked: int  # frame of the last appearance check
     anchored_visible: float = 1.0  # the visible share when the detector last anchored or confirmed it
     asked: int = -1  # the last frame the detector was asked to confirm it
+    asked_before: int = -1  # ``asked`` before the last request (restored when it is taken back: Tracker.postpone)
     anchor_inliers: int = 0  # inliers of the detection it was anchored on
     rough: bool = True  # not yet confirmed by a full-quality search of its box (every new anchor starts so)
     shown: bool = False  # reported under a budget (see objrec.recognizer.reportable)
@@ -304,6 +310,9 @@ class Tracker:
     rate : FrameRate
         The footage's frame rate, which turns the settings' footage times into frame counts (:meth:`frames`);
         the recognizer gives it each frame's footage time.
+    checks : TrackChecks
+        The appearance check's cadence and verdict, the arbitration between a track and a detection, and the
+        order of confirmations (:class:`~objrec.realtime.track_checks.TrackChecks`).
     """
 
     def __init__(
@@ -319,9 +328,9 @@ class Tracker:
         self.recent: dict[str, tuple[np.ndarray, int]] = {}  # name -> (outline, frame lost)
         self.ended: dict[str, tuple[Track | SolidTrack, int, str]] = {}  # name -> (its last track, frame, reason)
         self.layout: dict[tuple[str, str], np.ndarray] = {}  # (seen, lost) -> lost's place in seen's model
-        self._next_id, self._frame = 1, -1  # the next track's id; the frame the flow last saw
-        self._asked_before: tuple[Track | SolidTrack, int] | None = None  # the last confirmation's choice
+        self._next_id = 1  # the next track's id
         self.rate = FrameRate()
+        self.checks = TrackChecks(self.params, appearance, self.rate)
 
     def frames(self, ms: float) -> int:
         """``ms`` of footage time as a number of the footage's frames (:meth:`FrameRate.frames`)."""
@@ -336,7 +345,6 @@ class Tracker:
         lost in this frame."""
         if not self.enabled or not self.tracks:
             return [], []
-        self._frame = frame
         pts = np.concatenate([t.pts for t in self.tracks])
         guess = np.concatenate([t.predict() for t in self.tracks])
         moved, good = self.flow.track(gray, pts, guess)
@@ -351,16 +359,9 @@ class Tracker:
             else:
                 lost.append(self._end(t, why, frame))
         self.tracks = kept
-        # Checks on the regular cadence are spread over the frames (the most overdue first, as many per frame
-        # as keep every track on its cadence), so tracks anchored together are not all checked in one frame;
-        # a track whose support dropped is checked at once.
-        p = self.params
-        every = self.frames(p.appearance_every_ms)
-        quota = -(-len(kept) // max(every, 1))
-        overdue = sorted((t for t in kept if frame - t.checked >= every), key=lambda t: t.checked)
-        spread = {id(t) for t in overdue[quota:]}
+        waiting = self.checks.waiting(kept, frame)  # checks on the regular cadence are spread over the frames
         for t in kept:
-            if id(t) in spread and t.support >= p.recheck_support:
+            if id(t) in waiting:
                 continue
             why = self._check(t, gray, frame)
             if why is not None:
@@ -371,21 +372,16 @@ class Tracker:
         return out, lost
 
     def _check(self, t: Track | SolidTrack, gray: np.ndarray, frame: int) -> str | None:
-        """The appearance check when due; a track that passes it gets new points."""
-        p = self.params
-        due = frame - t.checked >= self.frames(p.appearance_every_ms) or t.support < p.recheck_support
-        if not due:
+        """The appearance check when due (:meth:`TrackChecks.check_due`); a track that passes it gets new points."""
+        if not self.checks.check_due(t, frame):
             return None
         if isinstance(t, SolidTrack):  # no appearance check: new points come only with a re-detection
             t.checked = frame
             t.rebase()
             return None
-        if self.appearance is not None:
-            share = self._appearance(t, t.homography, gray)
-            if share < p.min_edge_agreement:
-                return "appearance"
-            if np.isnan(share) and t.support < p.recheck_support:
-                return "appearance"  # too little in view to judge, and its points are going: not confirmed
+        why = self.checks.failed(t, gray, self.tracks)
+        if why is not None:
+            return why
         t.checked = frame
         self._replenish(t, gray)
         return None
@@ -415,58 +411,15 @@ class Tracker:
         remember_layout(self, t)
         return LostTrack(t.track_id, t.name, reason)
 
-    # A track's transitions: the stages call these with their results; nothing else changes a track's fields.
-
-    @staticmethod
-    def mark_lost(t: Track | SolidTrack, reason: str) -> None:
-        """Track ``t`` ended for ``reason`` (→ ``LOST``)."""
-        t.lost_reason = reason
-
-    @staticmethod
-    def mark_shown(t: Track | SolidTrack) -> None:
-        """Track ``t`` reported under a budget (→ ``SHOWN`` while not confirmed): once reported, it stays
-        reported (:func:`objrec.recognizer.reportable`)."""
-        t.shown = True
-
-    @staticmethod
-    def mark_confirmed(t: Track | SolidTrack) -> None:
-        """A full-quality search of track ``t``'s box found its object (→ ``CONFIRMED``)."""
-        t.rough = False
-
-    @staticmethod
-    def mark_asked(t: Track | SolidTrack, frame: int) -> None:
-        """The detector is asked to confirm track ``t`` in ``frame`` (or, ``frame`` an earlier one, the request
-        is taken back: :meth:`postpone`)."""
-        t.asked = frame
-
-    @staticmethod
-    def mark_realigned(t: Track, frame: int, homography: np.ndarray | None, moved_far: bool) -> None:
-        """Track ``t`` realigned with its model in ``frame`` (:func:`~objrec.realtime.align.realign_in`): onto
-        ``homography`` (None: the realignment failed, and the track stays as it is), its points moved onto it and
-        its motion from the frame before keeping its size; ``moved_far``: the move was large enough for the track
-        to be realigned again at once."""
-        t.realigned = frame
-        if homography is not None:
-            if t.previous is not None:
-                t.previous = homography @ np.linalg.inv(t.homography) @ t.previous
-            t.homography = homography
-            t.pts = map_points(homography, t.model_pts).astype(np.float32)
-            t.aligned = frame
-        t.again = moved_far
-
-    @staticmethod
-    def mark_aligned(t: Track, frame: int) -> None:
-        """Track ``t`` counts as realigned onto its model in ``frame`` (a re-acquisition, which is that
-        alignment): reported at once, and not realigned again before its turn."""
-        t.aligned = t.realigned = frame
-
-    @staticmethod
-    def reseed(t: Track, pts: np.ndarray) -> None:
-        """Planar track ``t``'s points replaced by ``pts`` (frame pixels, (k, 2) float32), mapped back onto its
-        model through its homography."""
-        t.pts = pts
-        t.model_pts = map_points(np.linalg.inv(t.homography), pts).astype(np.float32)
-        t.seeded = len(pts)
+    # A track's transitions (objrec.realtime.track_state): the stages call these with their results; nothing
+    # else changes a track's fields.
+    mark_lost = staticmethod(mark_lost)
+    mark_shown = staticmethod(mark_shown)
+    mark_confirmed = staticmethod(mark_confirmed)
+    mark_asked = staticmethod(mark_asked)
+    mark_realigned = staticmethod(mark_realigned)
+    mark_aligned = staticmethod(mark_aligned)
+    reseed = staticmethod(reseed)
 
     def absorb(
         self,
@@ -487,7 +440,7 @@ class Tracker:
         out, lost = [], []
         for d in found:
             t = self._owner(d)
-            if t is not None and self._keeps(t, d, gray):
+            if t is not None and self.checks.keeps(t, d, gray, self.tracks):
                 self._confirmed(t, d, gray, frame)
                 continue
             if t is not None:
@@ -505,9 +458,8 @@ class Tracker:
             self.tracks.append(new)
             self.recent.pop(d.name, None)
             out.append(new.detection("detected"))
-        if self.tracks and self._frame != frame:
+        if self.tracks:  # the next frame's flow starts from this one (as step left it, or where new tracks began)
             self.flow.remember(gray)
-            self._frame = frame
         window = self.frames(self.params.lost_window_ms)
         self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < window}
         return tracked + out, lost
@@ -521,43 +473,11 @@ class Tracker:
                 return t
         return None
 
-    def _appearance(self, t: Track | SolidTrack, H: np.ndarray, gray: np.ndarray) -> float:
-        assert self.appearance is not None  # its callers run it only where there is a check
-        return self.appearance(gray, t.name, H, t.model_size, hiders(self.tracks, t.corners, t))
-
     def _confirmed(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray, frame: int) -> None:
         """Track ``t`` confirmed by the detection ``d``; a track without a plane gets new points with it."""
         t.confirmed, t.anchored_visible = frame, max(t.anchored_visible, d.visible_fraction)
         if isinstance(t, SolidTrack):
             t.replenish(gray, self.params.points)
-
-    def _keeps(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray) -> bool:
-        """Whether track ``t`` stays as it is when the detector finds its object as ``d``: they agree within
-        ``reanchor_px`` and the track's support holds; or, when they disagree, the frame confirms the track's
-        outline clearly better than the detection's (the appearance check as the arbiter: a detection under
-        a tight budget, or of an object partly out of view, can be the worse of the two), or, without a
-        clear difference, the detection has no more inliers than the one the track was anchored on. With
-        either verified without a plane there is no arbiter: agreement (:func:`_agree`) alone keeps it."""
-        p = self.params
-        if t.support < p.recheck_support:
-            return False
-        if _agree(t, d, self.params.reanchor_px):
-            return True
-        if self.appearance is None or t.homography is None or d.homography is None:
-            return False  # nothing to arbitrate with: the rule alone, beyond the tolerance
-        preferred = self._prefers_track(t, d, gray)
-        return d.inliers <= t.anchor_inliers if preferred is None else preferred
-
-    def _prefers_track(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray) -> bool | None:
-        """True when the frame confirms ``t``'s outline clearly better than ``d``'s, False when the other way
-        round, None when the appearance check tells them apart by no more than :data:`APPEARANCE_MARGIN`
-        (or cannot judge either, or there is no check)."""
-        if self.appearance is None or t.homography is None or d.homography is None:
-            return None
-        mine, theirs = self._appearance(t, t.homography, gray), self._appearance(t, d.homography, gray)
-        if np.isfinite(mine) and np.isfinite(theirs) and abs(mine - theirs) > APPEARANCE_MARGIN:
-            return bool(mine > theirs)
-        return None
 
     def _start(
         self, d: Detection, gray: np.ndarray, frame: int, size: tuple[int, int], old: Track | SolidTrack | None
@@ -592,28 +512,17 @@ class Tracker:
         """
         t = self.confirmation_due(frame)
         if t is not None:
-            self._asked_before = (t, t.asked)
             self.mark_asked(t, frame)
         return t
 
     def postpone(self, t: Track | SolidTrack) -> None:
-        """The confirmation just chosen for ``t`` did not run (no room left): ``t`` keeps its place in line."""
-        if self._asked_before is not None and self._asked_before[0] is t:
-            self.mark_asked(t, self._asked_before[1])
-        self._asked_before = None
-
-    def _due(self, t: Track | SolidTrack, frame: int) -> bool:
-        p = self.params
-        if t.asked == frame:
-            return False
-        last = max(t.confirmed, t.asked)
-        grown = t.visible > t.anchored_visible + p.confirm_visible_gain and frame - t.asked > 1
-        return t.rough or frame - last >= self.frames(p.confirm_every_ms) or grown
+        """The confirmation just chosen for ``t`` did not run (no room left): ``t`` keeps its place in line
+        (:func:`~objrec.realtime.track_state.mark_postponed`)."""
+        mark_postponed(t)
 
     def confirmation_due(self, frame: int) -> Track | SolidTrack | None:
         """The track :meth:`confirmation` would choose in frame ``frame``, not yet chosen; None when none is due."""
-        waiting = [t for t in self.tracks if self._due(t, frame)] if self.enabled else []
-        return min(waiting, key=lambda x: (not x.rough, max(x.confirmed, x.asked))) if waiting else None
+        return self.checks.confirmation_due(self.tracks, frame) if self.enabled else None
 
     def reanchor(
         self,
@@ -628,12 +537,12 @@ class Tracker:
         ``scale``: within ``reanchor_px / scale`` (a corner found at a lower resolution is as uncertain in
         frame pixels as it is coarser) it confirms the track; beyond, the track is re-anchored on ``d`` (same
         id, ``state="detected"``) and ``d`` replaces the track's detection in the frame's ``detections``
-        (returned), unless the track stands against it (:func:`_trusted`: a recent realignment with its
-        model, or the appearance check)."""
+        (returned), unless the track stands against it (:meth:`TrackChecks.trusted`: a recent realignment with
+        its model, or the appearance check)."""
         self.mark_confirmed(t)
         p = self.params
         tol = p.reanchor_px / min(1.0, max(scale, 1e-3))
-        if _agree(t, d, tol) or t not in self.tracks or _trusted(self, t, d, gray, frame, tol):
+        if agree(t, d, tol) or t not in self.tracks or self.checks.trusted(t, d, gray, frame, tol, self.tracks):
             self._confirmed(t, d, gray, frame)
             return detections
         new = self._start(d, gray, frame, t.model_size, t)
@@ -677,21 +586,7 @@ class Tracker:
         self.ended.clear()
         self.layout.clear()
         self.flow.forget()
-        self._frame, self._asked_before = -1, None
         self.rate.reset()
-
-
-def _trusted(tracker: Tracker, t: Track | SolidTrack, d: Detection, gray: np.ndarray, frame: int, tol: float) -> bool:
-    """Whether ``tracker``'s track ``t`` stands against the confirmation ``d`` that disagrees with it beyond
-    ``tol``: the frame confirms its outline clearly better (the appearance check), or it was realigned with its
-    model within ``realign_every_ms`` and either they disagree by no more than :data:`ALIGNED_TRUST` times
-    ``tol`` or the appearance check cannot tell them apart. A realignment found the whole model where the track
-    is; a confirmation's inliers may hold a part of it only, and its far corners then follow."""
-    aligned = aligned_within(t, frame, tracker.frames(tracker.params.realign_every_ms))
-    if aligned and _agree(t, d, ALIGNED_TRUST * tol):
-        return True
-    prefers = tracker._prefers_track(t, d, gray)
-    return bool(prefers) or (aligned and prefers is None)
 
 
 def anchor_track(
@@ -725,20 +620,6 @@ def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
         np.ascontiguousarray(src, np.float64).reshape(-1, 2), np.ascontiguousarray(dst, np.float64).reshape(-1, 2)
     )
     return H if ok else None
-
-
-def _agree(t: Track | SolidTrack, d: Detection, tolerance_px: float) -> bool:
-    """Whether track ``t`` and detection ``d`` place the object alike: every corner within ``tolerance_px`` for
-    two homographies; with either verified without a plane, ``d``'s outline within ``t``'s grown by
-    ``tolerance_px`` (an outline is the hull of the points that happened to match, so one inside the other
-    agrees)."""
-    if isinstance(t, SolidTrack):
-        return t.explains(d, tolerance_px)
-    if d.homography is None:
-        assert d.outline is not None  # a detection without a homography always has an outline (Detection)
-        q = np.float32(t.corners).reshape(-1, 1, 2)
-        return all(cv2.pointPolygonTest(q, (float(x), float(y)), True) >= -tolerance_px for x, y in d.outline)
-    return float(np.linalg.norm(t.corners - np.asarray(d.corners), axis=1).max()) <= tolerance_px
 
 
 def _convex(q: np.ndarray) -> bool:

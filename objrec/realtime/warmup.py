@@ -10,6 +10,7 @@ import numpy as np
 from objrec.geometry import model_corners
 from objrec.imageio import to_gray
 from objrec.matching.shortlist import SHORTLIST_SIZE
+from objrec.realtime.frame import StreamState
 from objrec.realtime.guard import collect_in_slack
 from objrec.realtime.planner import SearchPlanner, plan_work
 from objrec.realtime.sweep import COARSE_SWEEP_SCALE, SWEEP_GRIDS, sweep_tiles
@@ -44,7 +45,8 @@ def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), r
     imports what the units import on first use and allocates buffers; the cost model then forgets it (a
     first call's time says nothing about the next ones, and a unit that seldom runs would keep a compilation
     as its typical time for a long while). ``repeats`` passes follow that teach the cost model, the last at
-    the coarse step. Afterwards nothing of the warm-up remains but what should: no tracks, degrade level 0
+    the coarse step. Afterwards nothing of the warm-up remains but what should: no tracks, a fresh stream
+    record (:class:`~objrec.realtime.frame.StreamState`: the stream's first frame is frame 0), degrade level 0
     (compilation says nothing about the machine's load), the cost model's observations of those passes.
     """
     from objrec.data import synthetic_cover
@@ -78,11 +80,14 @@ def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), r
         # Its reads of shortlisted objects came from wherever the database's pages were; the frames' own reads
         # teach the unit (its prior admits the first).
         recognizer.scheduler.cost.forget("read")
-        recognizer.tracker.reset()
+        # The generated frames are no part of the stream: its tracks, smoothed corners and record start afresh
+        # (the stream's first frame is frame 0), and an adapting prefilter starts from the camera's scene.
+        recognizer.reset()
+        recognizer.stream = StreamState()
         recognizer.degrade.reset()
         adapter = getattr(recognizer, "adapter", None)
         if adapter is not None:
-            adapter.reset()  # the generated frames are not the camera's scene
+            adapter.reset()
     collect_in_slack(float("inf"))
 
 

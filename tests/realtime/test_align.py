@@ -289,7 +289,7 @@ def test_before_the_search_only_tracks_never_realigned_are_realigned_and_their_d
     state = FrameState(img, FrameImage(img), None)
     state.tracked = [t.detection("tracked")]
     moves = []
-    looks.realign(state, _Counting(moves), tracker, 1, new_only=True)
+    state.moved(looks.realign(state, _Counting(moves), tracker, 1, new_only=True))  # the recognizer records it
     assert _err(t.homography, Ht, size) < 1.0 and t.realigned == 1
     assert np.allclose(state.tracked[0].corners, map_points(t.homography, model_corners(*size)))
     assert moves == ["realign", "realign"] and not t.again  # moved 8 px: looked at again, and settled

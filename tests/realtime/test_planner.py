@@ -377,7 +377,7 @@ def test_the_prefilter_runs_during_a_sweep_only_when_it_can_save_its_own_time(pr
     plan = planner.plan((480, 640), Regions.empty(), Regions.full(640, 480), DegradeController(33.0), sched)
     saving = sched.cost.expected("features_surf", plan_work(plan)) - sched.cost.expected("features_surf", 0.0)
     assert any(r.reason == "sweep" for r in plan.skipped) and 2.0 < saving < 30.0
-    assert planner.prefilter_pays(sched) == pays
+    assert planner.prefilter_pays(sched, plan.sweep_work) == pays  # the recognizer keeps it for the next frame
     assert planner.prefilter_pays(_sched(None))  # without a budget there is no sweep to weigh it against
 
 

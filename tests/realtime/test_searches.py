@@ -244,14 +244,14 @@ def test_re_acquisition_goes_on_while_objects_are_found_and_stops_after_a_few_ar
     monkeypatch.setattr(searches, "reacquire", fake)
     tracker = _LostTracker(names)
     state = FrameState(np.zeros((480, 640), np.uint8), FrameImage(np.zeros((480, 640), np.uint8)), None)
-    state.tracked, state.lost = [], []
     looks = SecondLooks(_BoxStage(), {"surf": _Nothing()}, _Nothing(), _Nothing(), SearchPlanner("surf"), ["surf"], [])
-    looks.reacquire(state, FrameScheduler(None), tracker, 7)
+    tracked, lost, looked = looks.reacquire(state, FrameScheduler(None), tracker, 7, {})
+    assert looked == tried and lost == []
     if back:
-        assert tried == names and [d.name for d in state.tracked] == names
+        assert tried == names and [d.name for d in tracked] == names
         assert all(t.aligned == t.realigned == 7 for t in tracker.tracks)
     else:
-        assert tried == names[: searches.MAX_REALIGNS] and state.tracked == []
+        assert tried == names[: searches.MAX_REALIGNS] and tracked == []
 
 
 class _Matcher:
