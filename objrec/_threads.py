@@ -9,11 +9,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["usable_cores", "worker_pool", "one_blas_thread", "POOL_THREAD_PREFIX"]
+__all__ = ["usable_cores", "worker_pool", "one_blas_thread", "on_worker_thread", "WORKER_THREAD_PREFIXES"]
 
-#: The names of objrec's pool threads (:func:`worker_pool`'s, enrolment's, read-ahead's) start with this: code
-#: that would spread its work over the worker pool keeps it on its own thread there.
-POOL_THREAD_PREFIX = "objrec"
+#: Name prefixes of objrec's worker threads: :func:`worker_pool`'s (``objrec_0``, ...) and enrolment's
+#: (``objrec-enrol_0``, ..., each kept to one core). Code that would spread its work over the worker pool keeps it
+#: on its own thread there (:func:`on_worker_thread`).
+WORKER_THREAD_PREFIXES = ("objrec_", "objrec-enrol_")
 
 _lock = threading.Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None
@@ -32,8 +33,14 @@ def worker_pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(usable_cores(), thread_name_prefix=POOL_THREAD_PREFIX))
+            _pool = (os.getpid(), ThreadPoolExecutor(usable_cores(), thread_name_prefix="objrec"))
         return _pool[1]
+
+
+def on_worker_thread() -> bool:
+    """Whether the calling thread is one of objrec's worker threads (:data:`WORKER_THREAD_PREFIXES`): a task
+    there that waited on the worker pool's other threads could wait behind its own caller."""
+    return threading.current_thread().name.startswith(WORKER_THREAD_PREFIXES)
 
 
 _controller: tuple[int, Any] | None = None

@@ -9,13 +9,12 @@ of the package's layers, so that matching, the model database and the rating all
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from objrec._threads import POOL_THREAD_PREFIX, one_blas_thread, usable_cores, worker_pool
+from objrec._threads import on_worker_thread, one_blas_thread, usable_cores, worker_pool
 from objrec.backend import get_array_module
 
 __all__ = ["knn2", "Matches", "ratio_match", "BruteForceIndex", "SpillIndex", "Fginn", "fginn_competitor"]
@@ -37,11 +36,6 @@ FGINN_K = 8
 #: Train keypoints of one object closer than this (model pixels) to the nearest neighbour's are taken as the
 #: same physical point, seen in another synthesised view (MODS's spatial threshold).
 FGINN_RADIUS = 10.0
-
-
-def _on_pool_thread() -> bool:
-    """Whether this code runs on a thread of :func:`~objrec._threads.worker_pool`."""
-    return threading.current_thread().name.startswith(POOL_THREAD_PREFIX)
 
 
 class BruteForceIndex:
@@ -154,9 +148,9 @@ class BruteForceIndex:
         # The augmented query [q, 1] once, and one output block per worker reused: a fresh block per
         # iteration costs page faults on every write.
         qa = self._augmented(q)
-        # A search already running on a pool thread (enrolment, a database's ratings) keeps to that thread: its
-        # share of the pool would wait behind the caller's own tasks.
-        workers = usable_cores() if xp is np and not _on_pool_thread() else 1
+        # A search already running on a worker thread (enrolment, a database's ratings) keeps to that thread:
+        # its share of the pool would wait behind the caller's own tasks.
+        workers = usable_cores() if xp is np and not on_worker_thread() else 1
         if workers > 1 and n >= 4 * CPU_BLOCK * workers:
             # CPU: each core runs one-thread products on its share of the rows, blocks small enough to stay in
             # its cache for the top-2 passes (two BLAS threads on large blocks spend longer in those passes).

@@ -325,3 +325,21 @@ def test_distances_and_knn_on_cupy_equal_numpy(gpu_device):
     i_c, d_c = cpu.knn(query, 5)
     np.testing.assert_array_equal(cupy.asnumpy(i_g), i_c)
     np.testing.assert_allclose(cupy.asnumpy(d_g), d_c, rtol=1e-4, atol=1e-4)
+
+
+def test_searches_on_every_worker_thread_at_once_finish_and_agree_with_one_on_the_main_thread():
+    """A search that would spread its rows over the worker pool keeps to its own thread when it already runs on
+    one: with every pool thread searching, shares submitted to the pool would wait behind them forever."""
+    from objrec._threads import usable_cores, worker_pool
+    from objrec.knn import CPU_BLOCK, knn2
+
+    rng = np.random.default_rng(11)
+    workers = max(2, usable_cores())
+    query = rng.random((4 * CPU_BLOCK * workers + 7, 16), dtype=np.float32)
+    train = rng.random((300, 16), dtype=np.float32)
+    want_idx, want_d2 = knn2(query, train)  # the main thread spreads its rows over the pool
+    jobs = [worker_pool().submit(knn2, query, train) for _ in range(usable_cores())]
+    for job in jobs:
+        idx, d2 = job.result(timeout=120)
+        np.testing.assert_array_equal(idx, want_idx)
+        np.testing.assert_allclose(d2, want_d2, rtol=1e-5, atol=1e-5)
