@@ -256,8 +256,9 @@ def _solid_factors(m: Mapping[str, float], w: Mapping[str, float]) -> list[tuple
         raise ValueError("corner_features: not measured (a rating for shape 'flat'); rate with shape='solid'")
     stable = min(1.0, max(0.0, n) / w["solid_features_ok"]) ** w["solid_features_power"]
     text = (
-        f"few stable features for an object with depth: {n:.0f} distinctive features on corner-like structure "
-        "(photos from other sides and under other light keep these, not outlines or shading edges)"
+        f"few stable features for an object with depth: {float(m['distinctive_features']):.0f} distinctive features, "
+        f"worth {n:.0f} weighted by how corner-like they are (photos from other sides and under other light keep "
+        "corners, not outlines or shading edges)"
     )
     return [("few_stable_features", stable, n, text), *out]
 
