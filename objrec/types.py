@@ -332,7 +332,19 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Rejection:
-    """A candidate that did not become a detection, and why (a key of ``objrec.matching.REASONS``)."""
+    """A candidate that did not become a detection, and why (a key of ``objrec.matching.REASONS``).
+
+    Attributes
+    ----------
+    name : str
+        The candidate's object (or record key).
+    reason : str
+        Why it was rejected, a key of ``objrec.matching.REASONS``.
+    matches : int
+        Its putative matches (for one explained by another detection, its inliers).
+    detail : str
+        The figures behind the reason (``Failure.detail``), or "".
+    """
 
     name: str
     reason: str
