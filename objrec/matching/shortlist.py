@@ -291,7 +291,7 @@ def prepare_indexes(
     ``objrec db reindex`` runs. The database's commits keep an index current once it exists. ``params`` are the
     indexes' settings (default: :class:`~objrec.matching.retrieval.RetrievalParams`'s).
 
-    With ``rebuild=False`` an index already current is kept (what an evaluation runs before it opens many
+    With ``rebuild`` False an index already current is kept (what an evaluation runs before it opens many
     recognizers). Each build holds the database's write lock, reads the shards in chunks (bounded memory) and
     saves its segments as it goes; a build interrupted with the same parameters continues where it stopped
     (:func:`~objrec.modeldb.index_update.build_index`). ``progress`` shows a tqdm bar of the descriptors added.
