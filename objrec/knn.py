@@ -509,20 +509,11 @@ def ratio_match(
     (:meth:`Fginn.other_views`), so one query may have a match in each view. Only the surviving matches come back
     to the host.
 
-    Parameters
-    ----------
-    query, train : array
-        (N, D) and (M, D) descriptors, NumPy or CuPy.
-    ratio : float
-        A match is kept when its distance is below ``ratio`` times its competitor's.
-    mutual : bool
-        Keep only matches that are also the train row's nearest query row.
-    query_laplacian, train_laplacian : array, optional
-        Laplacian signs of the rows (SURF), both or neither: rows of opposite signs never match.
-    block : int
-        Query rows per GEMM block.
-    fginn : Fginn, optional
-        See above.
+    ``query``: (N, D) descriptors, NumPy or CuPy; ``train``: (M, D) descriptors or a :class:`BruteForceIndex` or
+    :class:`SpillIndex` of them; a match is kept below ``ratio`` times its competitor's distance, with ``mutual``
+    only when it is also the train row's nearest query row;
+    ``query_laplacian``, ``train_laplacian``: the rows' Laplacian signs (SURF), both or neither (opposite signs
+    never match); ``block``: query rows per GEMM block.
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio: expected a value in (0, 1], got {ratio}")
