@@ -90,6 +90,7 @@ class AdaptParams:
 @dataclass(frozen=True, eq=False)
 class LiveRegions(Regions):
     """The regions :meth:`OnlinePrefilter.propose` gives, with the cells they were made from.
+    ``boxes`` and ``scores`` are those of :class:`~objrec.types.Regions`.
 
     Attributes
     ----------
@@ -291,7 +292,8 @@ class OnlinePrefilter:
     ) -> int:
         """Verified detections of the whole-frame safety search (their outlines, ``shape`` the frame's (h, w)):
         each lying mostly (over half its box) outside ``proposals`` is a miss (:meth:`report_miss`).
-        Returns the number of misses."""
+        Returns the number of misses.
+        ``corners_list``: the detections' outlines, (4, 2) frame points each."""
         h, w = shape[:2]
         kept = proposals if proposals is not None else Regions.empty()
         misses = 0
@@ -465,6 +467,7 @@ def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams
     ``prefilter``/``status`` are what :func:`~objrec.prefilter.resolve.resolve_prefilter` gave. A
     :class:`RegionPrefilter` is wrapped; with none (``"absent"`` or ``"stale"``) one is first trained on the
     built-in backgrounds, with a progress bar. A prefilter switched off (``"off"``) stays off.
+    ``params``: the adaptation's settings (default: :class:`AdaptParams`'s).
     """
     if status == "off":
         return None, "off"
