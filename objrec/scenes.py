@@ -343,7 +343,7 @@ def place_partly_outside(
     """A close-up placement with ``outside`` of the model's area beyond the frame's border.
 
     Scale is drawn from ``scale`` in units of the size at which the model just fits the frame
-    (``min(fw / w, fh / h)``), rotation from ``±max_rotation`` degrees, each tilt term from ``±max_tilt`` (see
+    (``min(fw / w, fh / h)``), rotation from ± ``max_rotation`` degrees, each tilt term from ± ``max_tilt`` (see
     :func:`place_homography`). A draw whose centred placement already leaves more than ``outside`` beyond the
     border is drawn again, so at small ``outside`` large objects come mostly unrotated. The centred object is
     then slid along a random direction until the share outside is ``outside`` (bisection on the distance).

@@ -67,6 +67,35 @@ class AdaptParams:
     The first ``first_refits`` refits of a scene are due every ``first_refit_every`` frames, later ones every
     ``refit_every``: a young model gains most from each refit, and a refit costs a fraction of a second of
     otherwise idle CPU.
+
+    Attributes
+    ----------
+    refit_every, first_refits, first_refit_every : int
+        See above.
+    min_negatives : int
+        A refit waits until this many negative cells were harvested.
+    store_size : int
+        The most cell rows each store (harvested negatives, cells of missed detections) keeps, oldest out first.
+    fit_negatives : int
+        Harvested negatives a refit samples.
+    per_frame : int
+        Negative cells harvested per frame (half of them kept by the live model, half rejected), away from the
+        objects found.
+    refit_scenes : int
+        Scenes a refit composites the enrolled objects into the live frames for.
+    fit_scenes, calibration_scenes : int
+        The composites kept from earlier refits of the same scene, for fitting and for calibration.
+    live_frames : int
+        The recent frames kept to composite into.
+    guard_px : int
+        Harvested negatives keep this many pixels away from objects found or tracked.
+    safety_every : int
+        Frames between whole-frame safety searches (0: none).
+    scene_change, scene_change_frames : float, int
+        The camera has moved when over 70% of the view has changed by more than ``scene_change`` of full scale
+        for ``scene_change_frames`` frames in a row.
+    seed : int
+        Seeds the harvest's draws.
     """
 
     refit_every: int = 30

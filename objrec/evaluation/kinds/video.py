@@ -236,7 +236,8 @@ def _shown(frames: list[dict[str, Any]], n: int) -> list[dict[str, Any] | None]:
 
 
 def score_frames(frames: list[dict[str, Any]], gt: np.ndarray, budget_ms: float | None) -> dict[str, Any]:
-    """The metrics of one clip's frame records against its ground truth ``(n, 4, 2)`` (NaN: not scored).
+    """The metrics of one clip's frame records against its ground truth ``gt``, ``(n, 4, 2)`` corners (NaN: not
+    scored).
     ``frames``: the clip's frame records; ``budget_ms``: the frame budget in ms (None: none)."""
     from objrec.metrics.alignment import (
         PRECISION_THRESHOLDS,
