@@ -44,7 +44,8 @@ def clip_box(
     x0: float, y0: float, x1: float, y1: float, width: int, height: int, min_side: int = MIN_BOX_SIDE
 ) -> tuple[int, int, int, int] | None:
     """The box rounded outwards to whole pixels and clipped to the frame; None when less than ``min_side``
-    remains on either axis."""
+    remains on either axis.
+    ``x0``, ``y0``, ``x1``, ``y1``: the box's corners in pixels; ``width``, ``height``: the frame's size in pixels."""
     bx0, by0 = max(0, math.floor(x0)), max(0, math.floor(y0))
     bx1, by1 = min(width, math.ceil(x1)), min(height, math.ceil(y1))
     if bx1 - bx0 < min_side or by1 - by0 < min_side:
@@ -90,7 +91,8 @@ def grow_regions(regions: Any, shape: tuple[int, int], margin: int) -> Any:
 
 
 def regions_to_mask(regions: Any, shape: tuple[int, int], dtype: type = bool) -> np.ndarray:
-    """A mask of ``shape`` (rows, cols) and ``dtype``, 1 (True) inside the union of the boxes."""
+    """A mask of ``shape`` (rows, cols) and ``dtype``, 1 (True) inside the union of the boxes.
+    ``regions``: the boxes, a :class:`~objrec.types.Regions` or an (N, 4) array of (x0, y0, x1, y1)."""
     h, w = shape[:2]
     mask: np.ndarray = np.zeros((h, w), dtype)
     for x0, y0, x1, y1 in _boxes_of(regions).tolist():
@@ -105,6 +107,7 @@ def union_area(regions: Any, shape: tuple[int, int]) -> int:
     inside some box or outside all of them, so the area is the sum of the covered cells' areas. The boxes are
     drawn onto that grid as corner differences whose running sums count the boxes over each cell, so the cost
     grows with the grid's cells and the boxes, not with the frame's pixels.
+    ``regions``: the boxes, a :class:`~objrec.types.Regions` or an (N, 4) array of (x0, y0, x1, y1).
     """
     h, w = shape[:2]
     b = _boxes_of(regions).astype(np.int64).reshape(-1, 4)
@@ -202,7 +205,8 @@ def clip_boxes(
 
 
 def outline_box(outline: np.ndarray, grow: float, width: int, height: int) -> tuple[int, int, int, int] | None:
-    """Bounding box of an outline ((N, 2) points), grown by ``grow`` times its size per side, clipped."""
+    """Bounding box of an outline ((N, 2) points), grown by ``grow`` times its size per side, clipped.
+    ``width``, ``height``: the frame's size in pixels."""
     lo, hi = outline.min(axis=0), outline.max(axis=0)
     g = (hi - lo) * grow
     (x0, y0), (x1, y1) = lo - g, hi + g
@@ -216,7 +220,8 @@ def inner_boxes(outline: np.ndarray, width: int, height: int, rows: int = 6) -> 
     or bottom line, so the box between them lies inside the outline (to the pixel the rounding adds). Bands
     narrower or lower than :data:`MIN_BOX_SIDE` are dropped; an upright rectangle is covered whole, a rotated
     one mostly. Plain Python: an outline has a few corners, and this runs for every tracked object per plan
-    (array calls would cost more than the arithmetic)."""
+    (array calls would cost more than the arithmetic).
+    ``width``, ``height``: the frame's size in pixels."""
     pts = [(float(x), float(y)) for x, y in np.asarray(outline, np.float64).reshape(-1, 2).tolist()]
     top, bottom = math.ceil(min(p[1] for p in pts)), math.floor(max(p[1] for p in pts))
     rows = max(1, min(rows, (bottom - top) // MIN_BOX_SIDE))
@@ -280,7 +285,8 @@ def points_box(
     xy: np.ndarray, width: int, height: int, grow: float = 0.5, min_grow: float = 32.0
 ) -> tuple[int, int, int, int] | None:
     """Where a point set lies: the box of its middle 90% (robust to a few stray matches), grown by ``grow``
-    times its size per side but at least ``min_grow`` px, clipped; None for fewer than 2 points."""
+    times its size per side but at least ``min_grow`` px, clipped; None for fewer than 2 points.
+    ``xy``: (N, 2) points in frame pixels; ``width``, ``height``: the frame's size in pixels."""
     if len(xy) < 2:
         return None
     lo, hi = np.percentile(xy, 5, axis=0), np.percentile(xy, 95, axis=0)

@@ -123,6 +123,7 @@ def sha256_files_once(paths: list[Path]) -> None:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON with sorted keys to ``path``, atomically (:func:`atomic_write_bytes`)."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
@@ -138,6 +139,8 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def read_json(path: str | os.PathLike, what: str = "manifest") -> dict[str, Any]:
+    """The JSON object in the file at ``path``; :class:`FileFormatError` naming the file and ``what`` it holds
+    when it is missing, not JSON or not an object."""
     path = Path(path)
     if not path.exists():
         raise FileFormatError(f"{path}: {what} not found")
@@ -151,7 +154,8 @@ def read_json(path: str | os.PathLike, what: str = "manifest") -> dict[str, Any]
 
 
 def load_npz_verified(path: str | os.PathLike, expected_sha256: str | None) -> dict[str, np.ndarray]:
-    """Load every array of an ``.npz`` after checking its sha256; never unpickles."""
+    """Load every array of the ``.npz`` at ``path`` after checking its sha256 against ``expected_sha256``
+    (None: not checked); never unpickles."""
     path = Path(path)
     if not path.exists():
         raise FileFormatError(f"{path}: array file not found")
@@ -168,7 +172,8 @@ def load_npz_verified(path: str | os.PathLike, expected_sha256: str | None) -> d
 def check_manifest_header(
     path: Path, manifest: dict[str, Any], fmt: str, schema_version: int, what: str, error: type[Exception]
 ) -> None:
-    """Raise ``error`` naming ``path`` unless ``manifest`` is of format ``fmt`` and a schema this code reads."""
+    """Raise ``error`` naming ``path`` (a ``what``) unless ``manifest`` is of format ``fmt`` and a schema this code
+    reads (up to ``schema_version``)."""
     if manifest.get("format") != fmt:
         raise error(f"{path}: not an objrec {what} manifest (format={manifest.get('format')!r})")
     version = manifest.get("schema_version")

@@ -36,7 +36,8 @@ def model_corners(width: float, height: float) -> np.ndarray:
 def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """``(N, 2)`` points mapped through the homography ``H`` (dividing by the third coordinate,
     :func:`map_homogeneous`). A point whose third coordinate is 0 maps to infinity (or NaN), with NumPy's
-    warning for a division by zero: callers that expect such points silence it (``np.errstate``)."""
+    warning for a division by zero: callers that expect such points silence it (``np.errstate``).
+    ``pts``: (N, 2) points."""
     hom = map_homogeneous(H, pts)
     return hom[:, :2] / hom[:, 2:3]
 
@@ -44,7 +45,8 @@ def map_points(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
 def map_homogeneous(H: np.ndarray, pts: np.ndarray) -> np.ndarray:
     """``(N, 2)`` points mapped through the homography ``H`` as ``(N, 3)`` homogeneous coordinates, before the
     division by the third, ``w``: for a camera's homography the sign of ``w`` says on which side of the
-    camera's focal plane a point lies, and ``w`` near 0 that it maps near infinity."""
+    camera's focal plane a point lies, and ``w`` near 0 that it maps near infinity.
+    ``pts``: (N, 2) points."""
     pts = np.asarray(pts, np.float64).reshape(-1, 2)
     return pts @ H[:, :2].T + H[:, 2]
 
@@ -96,6 +98,7 @@ def visible_part(
     ``corners`` is the model outline mapped by ``H`` (convex, in front of the camera); the polygon is its
     intersection with the frame in frame pixels, and ``visible_fraction`` the share of the model's area it
     shows (measured back in model pixels, so foreshortening does not bias it).
+    ``width``, ``height``: the model image's size in pixels; ``frame_shape``: the frame's (rows, cols).
     """
     fh, fw = frame_shape[:2]
     c = np.asarray(corners, np.float64)

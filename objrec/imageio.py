@@ -31,7 +31,7 @@ class InputError(ValueError):
 
 
 def check_frame(frame: Any, name: str = "frame") -> np.ndarray:
-    """Validate a gray (H, W) or BGR/BGRA (H, W, 3|4) uint8 image and return it as an array.
+    """Validate ``frame``, a gray (H, W) or BGR/BGRA (H, W, 3|4) uint8 image, and return it as an array.
 
     Raises :class:`InputError` naming ``name`` for None, empty, wrong dtype (16-bit, float), wrong
     channel counts and images above :data:`MAX_PIXELS`.
@@ -80,7 +80,7 @@ def to_bgr(frame: np.ndarray) -> np.ndarray:
 
 
 def check_mask(mask: Any, shape: tuple[int, int]) -> np.ndarray | None:
-    """Validate an optional mask: (H, W) of bool or uint8 matching the image; nonzero = use."""
+    """Validate an optional mask: (H, W) of bool or uint8 matching the image's ``shape``; nonzero = use."""
     if mask is None:
         return None
     if not isinstance(mask, np.ndarray):
@@ -93,7 +93,8 @@ def check_mask(mask: Any, shape: tuple[int, int]) -> np.ndarray | None:
 
 
 def read_image(path: str | os.PathLike, name: str | None = None) -> np.ndarray:
-    """Read an image file as BGR uint8 (8-bit gray files come back gray); errors name the file."""
+    """Read the image file at ``path`` as BGR uint8 (8-bit gray files come back gray); errors name the file
+    (or ``name`` when given)."""
     p = Path(path)
     label = name or str(p)
     if not p.exists():
@@ -104,7 +105,7 @@ def read_image(path: str | os.PathLike, name: str | None = None) -> np.ndarray:
 
 
 def decode_image(data: np.ndarray | bytes, label: str) -> np.ndarray:
-    """Decode the encoded bytes of an image file as :func:`read_image` does; errors name ``label``."""
+    """Decode ``data``, the encoded bytes of an image file, as :func:`read_image` does; errors name ``label``."""
     data = np.frombuffer(data, np.uint8) if isinstance(data, bytes | bytearray | memoryview) else data
     if data.size == 0:
         raise InputError(f"{label}: file is empty")

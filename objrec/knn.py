@@ -89,7 +89,9 @@ class BruteForceIndex:
         return int(self.m)
 
     def knn2(self, query: Any, laplacian: Any | None = None) -> tuple[Any, Any]:
-        """``(index, dist2)`` of the two nearest train rows per query row (see :func:`knn2`)."""
+        """``(index, dist2)`` of the two nearest train rows per query row (see :func:`knn2`).
+        ``laplacian``: the query rows' Laplacian signs (SURF), given exactly when the index has the train rows' signs:
+        rows of opposite signs are never neighbours."""
         return self.knn(query, 2, laplacian)
 
     def _query(self, query: Any, laplacian: Any | None) -> Any:
@@ -127,7 +129,8 @@ class BruteForceIndex:
 
     def knn(self, query: Any, k: int, laplacian: Any | None = None) -> tuple[Any, Any]:
         """``(index, dist2)`` of the ``k`` nearest train rows per query row, nearest first; ``(N, k)``
-        arrays with -1 and ``inf`` where fewer than ``k`` rows qualify."""
+        arrays with -1 and ``inf`` where fewer than ``k`` rows qualify.
+        ``query``: (N, D) descriptors; ``laplacian``: their Laplacian signs, as for :meth:`knn2`."""
         xp = self.xp
         if k < 1:
             raise ValueError(f"k: expected a positive integer, got {k}")
@@ -245,11 +248,13 @@ class SpillIndex:
         return int(low.shape[0]), int(high.shape[0])
 
     def knn2(self, query: Any, laplacian: Any | None = None) -> tuple[Any, Any]:
-        """``(index, dist2)`` of the two nearest train rows of the query's leaf (see :func:`knn2`)."""
+        """``(index, dist2)`` of the two nearest train rows of the query's leaf (see :func:`knn2`).
+        ``query``: (N, D) descriptors; ``laplacian`` must be None (a spill tree holds no signs)."""
         return self.knn(query, 2, laplacian)
 
     def knn(self, query: Any, k: int, laplacian: Any | None = None) -> tuple[Any, Any]:
-        """``(index, dist2)`` of the ``k`` nearest train rows of the query's leaf, nearest first."""
+        """``(index, dist2)`` of the ``k`` nearest train rows of the query's leaf, nearest first.
+        ``query``: (N, D) descriptors; ``laplacian`` must be None (a spill tree holds no signs)."""
         xp = self.xp
         if laplacian is not None:
             raise ValueError("knn2: a SpillIndex has no Laplacian signs; use BruteForceIndex for SURF signs")
@@ -361,7 +366,17 @@ def knn2(
 
 @dataclass(frozen=True)
 class Matches:
-    """Putative correspondences: ``query_idx[k]`` matched ``train_idx[k]`` with ``distance[k]``."""
+    """Putative correspondences: ``query_idx[k]`` matched ``train_idx[k]`` with ``distance[k]``.
+
+    Attributes
+    ----------
+    query_idx, train_idx : np.ndarray
+        (K,) int64 rows of the query and train descriptors matched.
+    distance : np.ndarray
+        (K,) float32 descriptor distance of each match.
+    ratio : np.ndarray
+        (K,) float32 its distance over its competitor's (the ratio test's figure).
+    """
 
     query_idx: np.ndarray
     train_idx: np.ndarray
@@ -419,7 +434,8 @@ class Fginn:
             raise ValueError(f"xy, owner: expected (M, 2) and (M,), got {self.xy.shape} and {self.owner.shape}")
 
     def competitor(self, index: Any, dist2: Any) -> Any:
-        """Squared distance of each query's FGINN competitor from its sorted k-NN ``(index, dist2)``."""
+        """Squared distance of each query's FGINN competitor from its sorted k-NN ``(index, dist2)``.
+        ``index``, ``dist2``: (N, k) the neighbours' train rows and squared distances, nearest first."""
         xp = get_array_module(dist2)
         first = xp.maximum(index[:, :1], 0)
         rest = xp.maximum(index[:, 1:], 0)
@@ -442,7 +458,8 @@ class Fginn:
         between two enrolled views are split between them and neither may reach verification's minimum.
 
         Returns ``(rows, cols, ratio)``: the query rows, the column of ``index`` each match is in (1 or more),
-        and its distance ratio; only the first column of each view other than the nearest neighbour's."""
+        and its distance ratio; only the first column of each view other than the nearest neighbour's.
+        ``index``, ``dist2``: (N, k) the neighbours' train rows and squared distances, nearest first."""
         xp = get_array_module(dist2)
         valid = index >= 0
         safe = xp.maximum(index, 0)
@@ -491,6 +508,12 @@ def ratio_match(
     each other view of the same object that passes the ratio test against the nearest other object
     (:meth:`Fginn.other_views`), so one query may have a match in each view. Only the surviving matches come back
     to the host.
+
+    ``query``: (N, D) descriptors, NumPy or CuPy; ``train``: (M, D) descriptors or a :class:`BruteForceIndex` or
+    :class:`SpillIndex` of them; a match is kept below ``ratio`` times its competitor's distance, with ``mutual``
+    only when it is also the train row's nearest query row;
+    ``query_laplacian``, ``train_laplacian``: the rows' Laplacian signs (SURF), both or neither (opposite signs
+    never match); ``block``: query rows per GEMM block.
     """
     if not 0.0 < ratio <= 1.0:
         raise ValueError(f"ratio: expected a value in (0, 1], got {ratio}")

@@ -223,7 +223,8 @@ class Recognizer:
         return self.stream.index
 
     def warmup(self, frame_shape: tuple[int, int] = (480, 640), repeats: int = 3) -> None:
-        """Compile and allocate for ``frame_shape`` and teach the cost model, before the first frame counts; the
+        """Compile and allocate for ``frame_shape`` and teach the cost model (``repeats`` passes:
+        :func:`~objrec.realtime.warmup.warm_up`), before the first frame counts; the
         stream starts afterwards, at frame 0 (the generated frames are no part of it)."""
         from objrec.realtime.warmup import warm_up
 
@@ -260,7 +261,8 @@ class Recognizer:
         sample_step: int | None,
         t_frame: float | None = None,
     ) -> FrameResult:
-        """:meth:`process` with the frame's budget and SURF step given (None: the planner's); the result is made
+        """:meth:`process` (``t0``, ``t_frame`` as there) with the frame's ``budget_ms`` and SURF ``sample_step``
+        given (None: the planner's); the result is made
         in the frame guard too, or the frame's garbage would be collected at its first allocation, in the frame."""
         sched = self.scheduler
         sched.start(t0, budget_ms)

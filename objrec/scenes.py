@@ -36,7 +36,23 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SceneObject:
-    """Ground truth of one object placed in a scene."""
+    """Ground truth of one object placed in a scene.
+
+    Attributes
+    ----------
+    name : str
+        The object's name.
+    homography : np.ndarray
+        (3, 3) model pixels to scene pixels, ``H[2, 2] = 1``.
+    corners : np.ndarray
+        (4, 2) the model outline in the scene.
+    model_size : tuple of int
+        The model image's (w, h).
+    visible_fraction : float
+        The share of the object's scene area inside the frame and not occluded.
+    area_fraction : float
+        The object's visible area over the frame's.
+    """
 
     name: str
     homography: np.ndarray  # model pixels -> scene pixels, H[2,2] = 1
@@ -58,7 +74,19 @@ class SceneObject:
 
 @dataclass
 class Scene:
-    """A composited frame (BGR uint8) and its ground truth."""
+    """A composited frame (BGR uint8) and its ground truth.
+
+    Attributes
+    ----------
+    image : np.ndarray
+        The frame, BGR uint8.
+    objects : list of SceneObject
+        The objects placed, in placement order.
+    object_mask : np.ndarray
+        (H, W) int16: index + 1 of the visible object at each pixel, 0 for background.
+    params : dict
+        The settings the scene was made with.
+    """
 
     image: np.ndarray
     objects: list[SceneObject]
@@ -90,6 +118,8 @@ class Distortion:
 
 
 def apply_photometric(img: np.ndarray, d: Distortion, rng: np.random.Generator) -> np.ndarray:
+    """``img`` (uint8) with the distortions ``d`` applied in :class:`Distortion`'s order; ``rng`` draws the
+    noise."""
     out = img
     if d.gain != 1.0 or d.gamma != 1.0:
         lut = np.clip(255.0 * np.clip(d.gain * np.arange(256) / 255.0, 0, None) ** d.gamma, 0, 255)
@@ -202,7 +232,8 @@ def place_homography(
     rotation_deg: float = 0.0,
     tilt: tuple[float, float] = (0.0, 0.0),
 ) -> np.ndarray:
-    """Homography that puts the model's centre at ``center``, scaled, rotated and tilted.
+    """Homography that puts the model's centre at ``center``, scaled by ``scale``, rotated by ``rotation_deg``
+    degrees and tilted; ``model_size`` is the model image's (w, h).
 
     ``tilt`` (tx, ty) are perspective terms in units of the model's half-size: 0.2 makes one side about
     20% shorter than the opposite one (viewpoint change).
@@ -234,7 +265,25 @@ def random_homography(
     inside: bool = True,
     tries: int = 50,
 ) -> np.ndarray:
-    """A random model→frame homography with the object covering ``area_fraction`` of the frame."""
+    """A random model→frame homography with the object covering ``area_fraction`` of the frame.
+
+    Parameters
+    ----------
+    model_size, frame_size : tuple of int
+        The model image's and the frame's (w, h).
+    rng : np.random.Generator
+        The random draws' source.
+    area_fraction : (float, float)
+        The range the object's area over the frame's is drawn from.
+    max_rotation : float
+        In-plane rotation drawn from ``±max_rotation`` degrees.
+    max_tilt : float
+        Each perspective term drawn from ``±max_tilt`` (see :func:`place_homography`).
+    inside : bool
+        The outline must lie inside the frame (slid in where it fits).
+    tries : int
+        Draws before giving up (a ValueError).
+    """
     w, h = model_size
     fw, fh = frame_size
     H = np.eye(3)
@@ -271,7 +320,8 @@ def random_homography(
 
 
 def outside_fraction(H: np.ndarray, model_size: tuple[int, int], frame_size: tuple[int, int]) -> float:
-    """Share of the model's area that ``H`` maps outside a ``frame_size`` (w, h) frame (convex outline)."""
+    """Share of the model's area (``model_size``: w, h) that ``H`` maps outside a ``frame_size`` (w, h) frame
+    (convex outline)."""
     q = map_points(np.asarray(H, np.float64), model_corners(*model_size)).astype(np.float32)
     area = polygon_area(q)
     if area <= 0:
@@ -293,12 +343,13 @@ def place_partly_outside(
     """A close-up placement with ``outside`` of the model's area beyond the frame's border.
 
     Scale is drawn from ``scale`` in units of the size at which the model just fits the frame
-    (``min(fw / w, fh / h)``), rotation from ``±max_rotation`` degrees, each tilt term from ``±max_tilt`` (see
+    (``min(fw / w, fh / h)``), rotation from ± ``max_rotation`` degrees, each tilt term from ± ``max_tilt`` (see
     :func:`place_homography`). A draw whose centred placement already leaves more than ``outside`` beyond the
     border is drawn again, so at small ``outside`` large objects come mostly unrotated. The centred object is
     then slid along a random direction until the share outside is ``outside`` (bisection on the distance).
 
-    Raises ``ValueError`` when no draw of ``tries`` fits.
+    Raises ``ValueError`` when no draw of ``tries`` fits. ``model_size`` and ``frame_size`` are the model image's
+    and the frame's (w, h); ``rng`` draws.
     """
     if not 0.0 <= outside < 1.0:
         raise ValueError(f"outside: expected a fraction in [0, 1), got {outside}")

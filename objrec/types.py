@@ -120,7 +120,8 @@ class Features:
 
     @classmethod
     def empty(cls, descriptor_size: int = 128, kind: str = "unknown") -> Features:
-        """A valid result with no keypoints (the answer for a blank image or an empty mask)."""
+        """A valid result with no keypoints (the answer for a blank image or an empty mask), of descriptors of
+        ``descriptor_size`` values and detector ``kind``."""
         z = np.zeros(0, np.float32)
         return cls(
             xy=np.zeros((0, 2), np.float32),
@@ -147,14 +148,16 @@ class Features:
         return Features(**{k: getattr(self, k)[index] for k in _FEATURE_ARRAYS}, kind=self.kind)
 
     def shifted(self, dx: float, dy: float) -> Features:
-        """The same features with positions translated (crop coordinates to frame coordinates)."""
+        """The same features with positions translated by ``dx``, ``dy`` pixels (crop coordinates to frame
+        coordinates)."""
         if not dx and not dy:
             return self
         return self.replace(xy=self.xy + self.xp.asarray([dx, dy], np.float32))
 
     def scaled(self, sx: float, sy: float | None = None) -> Features:
         """Positions multiplied by ``(sx, sy)`` and sizes by ``sx`` (an image resized by ``1/s`` back to the
-        original's pixels: a keypoint's size follows the horizontal scale, as OpenCV's keypoints do)."""
+        original's pixels: a keypoint's size follows the horizontal scale, as OpenCV's keypoints do); ``sy``
+        None is ``sx``."""
         sy = sx if sy is None else sy
         if sx == 1.0 and sy == 1.0:
             return self
@@ -186,6 +189,8 @@ class Features:
 
     @classmethod
     def from_arrays(cls, arrays: Any, prefix: str = "", kind: str = "unknown") -> Features:
+        """The features :meth:`to_arrays` wrote: ``arrays`` maps names to arrays (an ``np.load`` of the ``.npz``),
+        each name starting with ``prefix``; ``kind`` is the detector kind."""
         return cls(**{k: arrays[prefix + k] for k in _FEATURE_ARRAYS}, kind=kind)
 
 
@@ -220,7 +225,7 @@ class Regions:
 
     @classmethod
     def full(cls, width: int, height: int) -> Regions:
-        """One region covering the whole frame (what 'no prefilter' means)."""
+        """One region covering the whole frame of ``width`` x ``height`` pixels (what 'no prefilter' means)."""
         return cls(np.array([[0, 0, width, height]], np.int32), np.ones(1, np.float32))
 
     def __getitem__(self, index: Any) -> Regions:
@@ -231,7 +236,7 @@ class Regions:
 
     @classmethod
     def from_boxes(cls, boxes: Any, scores: Any = None) -> Regions:
-        """Regions from a sequence of ``(x0, y0, x1, y1)`` boxes (scores default to 1)."""
+        """Regions from a sequence of ``(x0, y0, x1, y1)`` boxes and their ``scores`` (default: 1 each)."""
         b = np.asarray(boxes, np.int32).reshape(-1, 4)
         s = np.ones(len(b), np.float32) if scores is None else scores
         return cls(b, s)
@@ -241,7 +246,7 @@ class Regions:
         return Regions(np.concatenate([self.boxes, other.boxes]), np.concatenate([self.scores, other.scores]))
 
     def area_fraction(self, width: int, height: int) -> float:
-        """Fraction of the frame covered by the union of the boxes."""
+        """Fraction of the frame of ``width`` x ``height`` pixels covered by the union of the boxes."""
         return union_area(self, (height, width)) / float(width * height) if width * height else 0.0
 
 
@@ -332,7 +337,19 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Rejection:
-    """A candidate that did not become a detection, and why (a key of ``objrec.matching.REASONS``)."""
+    """A candidate that did not become a detection, and why (a key of ``objrec.matching.REASONS``).
+
+    Attributes
+    ----------
+    name : str
+        The candidate's object (or record key).
+    reason : str
+        Why it was rejected, a key of ``objrec.matching.REASONS``.
+    matches : int
+        Its putative matches (for one explained by another detection, its inliers).
+    detail : str
+        The figures behind the reason (``Failure.detail``), or "".
+    """
 
     name: str
     reason: str
@@ -377,7 +394,17 @@ class LostTrack:
     """A track ended in this frame, and why (``"support"``: too few of its points followed, ``"appearance"``:
     the appearance check failed, ``"visibility"``: too little of it left in the frame, ``"capacity"``: given
     way to a newer track beyond ``max_tracked``, ``"unconfirmed"``: a full-resolution search of its box did
-    not find the object before any such search had confirmed the track)."""
+    not find the object before any such search had confirmed the track).
+
+    Attributes
+    ----------
+    track_id : int
+        The track's number.
+    name : str
+        Its object's name.
+    reason : str
+        Why it ended (one of the above).
+    """
 
     track_id: int
     name: str
@@ -553,7 +580,31 @@ class UnitScheduler(Protocol):
         timing: str | None = None,
         relearn: bool = False,
         after_ms: float = 0.0,
-    ) -> Any: ...
+    ) -> Any:
+        """Offer ``fn(*args)`` as a unit: see :meth:`~objrec.realtime.scheduler.FrameScheduler.run`.
+
+        Parameters
+        ----------
+        unit : str
+            The unit's name in the records.
+        fn : callable
+            Its work, called with ``args``.
+        size : float
+            Its size for the cost model (what its time grows with).
+        mandatory : bool
+            Run it whatever the time left.
+        stage : str, optional
+            The cost-model entry (default ``unit``).
+        subject : str
+            What it is for (an object name, a region), in the records.
+        timing : str, optional
+            The frame timings' entry its time is added to (default ``stage``).
+        relearn : bool
+            Run it where its typical time fits once it was left out for several frames in a row.
+        after_ms : float
+            Time of the work that must follow it, which must fit too.
+        """
+        ...
 
 
 @dataclass(eq=False)

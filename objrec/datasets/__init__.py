@@ -85,6 +85,7 @@ def load_dataset(kind: str, path: str | os.PathLike) -> Any:
 
     Returns what the kind's loader returns: a list of :class:`ImagePair` (oxford, hpatches), a list of
     :class:`ObjectView` (coil) or an :class:`ObjectsDataset` (objects).
+    ``path``: the dataset's folder.
     """
     if kind not in _LOADERS:
         raise ValueError(f"kind: expected one of {sorted(_LOADERS)}, got {kind!r}")

@@ -37,6 +37,7 @@ class DatasetError(ValueError):
 
 def check_homography(H: Any, where: str) -> np.ndarray:
     """A finite, invertible 3x3 float64 homography normalised so that ``H[2, 2] == 1``.
+    ``H``: the homography read.
 
     Raises
     ------
@@ -81,7 +82,8 @@ def read_homography(path: str | os.PathLike) -> np.ndarray:
 
 
 def find_image(folder: Path, stem: str) -> Path:
-    """``folder/stem.<ext>`` for the first extension of :data:`IMAGE_EXTENSIONS` that exists."""
+    """``folder/stem.<ext>`` for the first extension of :data:`IMAGE_EXTENSIONS` that exists.
+    ``folder``: the folder searched; ``stem``: the file name without extension."""
     for ext in IMAGE_EXTENSIONS:
         p = folder / f"{stem}{ext}"
         if p.is_file():
@@ -90,7 +92,8 @@ def find_image(folder: Path, stem: str) -> Path:
 
 
 def load_image(path: Path, gray: bool = False) -> np.ndarray:
-    """Read an image (BGR, or gray as stored) lazily; errors are :class:`DatasetError` naming the file."""
+    """Read an image (BGR, or gray as stored) lazily; errors are :class:`DatasetError` naming the file.
+    ``path``: the image file; ``gray``: read it as gray."""
     try:
         img = read_image(path)
     except InputError as exc:

@@ -49,7 +49,8 @@ class ObjectView:
 
 
 def angle_difference(a: float, b: float) -> float:
-    """Smallest absolute difference of two angles in degrees (0..180)."""
+    """Smallest absolute difference of two angles in degrees (0..180).
+    ``a``, ``b``: the angles in degrees."""
     d = abs(a - b) % 360
     return float(min(d, 360 - d))
 
@@ -106,6 +107,7 @@ def view_pairs(views: list[ObjectView], reference_angle: int = 0) -> list[tuple[
 
     The reference view is what gets enrolled; the others are the queries of a recognition-vs-view-angle
     curve.
+    ``views``: the dataset's views; ``reference_angle``: the enrolled view's angle in degrees.
     """
     ref = {v.object_id: v for v in views if v.angle == reference_angle}
     return [

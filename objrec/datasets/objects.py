@@ -96,6 +96,7 @@ class ObjectsDataset:
     scenes: list[Scene]
 
     def object_image(self, name: str, gray: bool = False) -> np.ndarray:
+        """The image of object ``name`` (BGR, or gray with ``gray``); KeyError for an unknown name."""
         if name not in self.objects:
             raise KeyError(f"{name!r}: not an object of {self.path}")
         return load_image(self.objects[name], gray)

@@ -75,7 +75,8 @@ def _point_row(r: list[str], fmt: str) -> tuple[tuple[float, float], tuple[float
 
 
 def read_points(path: Path, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """The used correspondences of a point file in the ``homogr`` or ``evd`` format (see the module notes)."""
+    """The used correspondences of a point file in the ``homogr`` or ``evd`` format (see the module notes).
+    ``path``: the point file; ``fmt``: ``"homogr"`` or ``"evd"``."""
     if not path.is_file():
         raise DatasetError(f"{path}: point file not found")
     try:

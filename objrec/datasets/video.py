@@ -104,7 +104,8 @@ class VideoClip:
 def read_corner_lines(path: Path, named: bool) -> tuple[list[str], np.ndarray]:
     """The lines of a corner file: ``(names, (n, 4, 2) corners)``; ``named``: each line starts with a frame name
     or number. Blank lines are skipped; ``nan`` reads as NaN; a line with another count of numbers is an error
-    naming the file and line."""
+    naming the file and line.
+    ``path``: the corner file."""
     names, rows = [], []
     try:
         text = path.read_text(encoding="utf-8", errors="strict")
@@ -256,6 +257,7 @@ def load_video_clips(
 ) -> list[VideoClip]:
     """The clips of a video dataset folder (layout detected unless given; ``names`` keeps only those clips,
     and only they are read).
+    ``root``: the dataset's folder; ``layout``: its layout (None: detected).
 
     Raises
     ------
@@ -308,7 +310,8 @@ def rectified_reference(frame: np.ndarray, corners: np.ndarray, max_side: int = 
 
 
 def reference_image(clip: VideoClip, first_frame: np.ndarray | None = None) -> np.ndarray:
-    """The clip's reference image, or frame 0 rectified through its ground truth where it has none."""
+    """The clip's reference image, or frame 0 rectified through its ground truth where it has none.
+    ``clip``: the clip; ``first_frame``: its frame 0 when already read (None: read here)."""
     if clip.reference is not None:
         return load_image(clip.reference)
     if first_frame is None:

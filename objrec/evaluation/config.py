@@ -20,7 +20,68 @@ __all__ = ["EvalConfig", "task_id", "finish_task", "task_seed"]
 
 @dataclass
 class EvalConfig:
-    """Everything ``objrec eval`` was asked to do (stored in ``report.json`` under ``config``)."""
+    """Everything ``objrec eval`` was asked to do (stored in ``report.json`` under ``config``).
+
+    Attributes
+    ----------
+    kind : str
+        The dataset kind (``oxford``, ``hpatches``, ``coil``, ``synthetic``, ``pairs``, ``catalogue``, ``ukbench``,
+        ``video``, ...).
+    path : str
+        The dataset's folder or file.
+    out : str
+        The report folder.
+    detectors : list of str or None
+        The recognizers (detector names) evaluated (None: the kind's default).
+    budget_ms : float or None
+        The frame budget in ms (None: none).
+    workers, scheduler : int or None, str or None
+        Local Dask worker processes; the address of a running Dask scheduler (both None: in this process).
+    sequences : list of str or None
+        oxford/hpatches: only these sequences; pairs: only these sets or pairs; video: only these clips.
+    pairs : list of int or None
+        oxford/hpatches: only pairs 1->N for these N.
+    max_features : int
+        Keep the N strongest features per image (0: all).
+    surf_reference : str or None
+        The folder of OpenCV SURF reference ``.npz`` files (None: beside the Oxford root).
+    objects : list of int or None
+        coil: only these object ids; ukbench: one number N, the first N objects.
+    coil_scale : float
+        coil: the views' scale in the scene.
+    sweeps : list of str or None
+        synthetic: only these sweeps.
+    repeats : int
+        synthetic: scenes per object and level.
+    seed : int
+        Seed of scene placement and backgrounds.
+    corner_tolerance : float
+        A detection is correct within this mean corner error in pixels.
+    ratio : float
+        Lowe's ratio-test threshold.
+    ransac_px : float
+        RANSAC's inlier threshold in pixels for the feature evaluation's homographies.
+    views : str or None
+        pairs: the synthesised views image A is enrolled with.
+    progress, plots : bool
+        Show progress bars; draw the report's plots.
+    distractors : list of str or None
+        catalogue: folders whose every image is enrolled too.
+    query_side : int
+        catalogue, ukbench: query photos resized to this long side in pixels (0: as stored).
+    without_query_objects : bool
+        catalogue: the labelled objects are left out of the database.
+    shape : str or None
+        ukbench: the shape every object is enrolled with (None: solid).
+    protocol : str
+        video: ``recognition`` or ``tracking`` (frame 0 rectified through its ground truth enrolled).
+    layout : str or None
+        video: the dataset's layout (None: detected).
+    realtime : bool
+        video: frames handed over at the footage's rate, those that come while busy dropped.
+    notes : list of str
+        Notes gathered while building the tasks.
+    """
 
     kind: str
     path: str

@@ -84,7 +84,8 @@ ORB_DEFAULT_FEATURES = 2000
 
 @dataclass(frozen=True)
 class DetectorStatus:
-    """Whether a detector can run here, and why not."""
+    """Whether a detector can run here, and why not.
+    ``name``: the detector's name; ``available``: whether it can run here; ``note``: why not, or a remark."""
 
     name: str
     available: bool
@@ -147,7 +148,8 @@ def detector_status(name: str) -> DetectorStatus:
 
 
 def parse_detectors(text: str | None, default: tuple[str, ...]) -> list[str]:
-    """Comma-separated names (``all`` = every known name) in the given order, duplicates dropped."""
+    """Comma-separated names (``all`` = every known name) in the given order, duplicates dropped.
+    ``text``: the names (None: ``default``); ``default``: the names used without ``text``."""
     if text is None or not text.strip():
         return list(default)
     out: list[str] = []
@@ -178,7 +180,8 @@ def requested_detectors(cfg: Any, default: tuple[str, ...]) -> tuple[list[str], 
 
 
 def check_some_task(tasks: list[dict[str, Any]], status: dict[str, dict[str, Any]], cfg: Any) -> None:
-    """Raise ``ValueError`` naming why each detector cannot run when ``tasks`` is empty."""
+    """Raise ``ValueError`` naming why each detector cannot run when ``tasks`` is empty.
+    ``status``: each detector's availability; ``cfg``: the evaluation's settings."""
     if not tasks:
         why = "; ".join(f"{n}: {s['note']}" for n, s in status.items() if not s["available"])
         raise ValueError(f"no detector can run on {cfg.kind}:{cfg.path} ({why})")
@@ -190,7 +193,8 @@ def binary_to_float(desc: np.ndarray) -> np.ndarray:
 
 
 def cap_features(f: Features, max_features: int) -> Features:
-    """The ``max_features`` strongest features (by response, ties by index); all when 0 or fewer exist."""
+    """The ``max_features`` strongest features (by response, ties by index); all when 0 or fewer exist.
+    ``f``: the features."""
     if max_features <= 0 or len(f) <= max_features:
         return f
     order = np.argsort(-f.response.astype(np.float64), kind="stable")[:max_features]
@@ -234,7 +238,8 @@ _warm: set[tuple[str, int]] = set()
 
 
 def warm_up(name: str, max_features: int) -> None:
-    """Run once on a small image so JIT compilation and first-call allocation do not count as detection time."""
+    """Run once on a small image so JIT compilation and first-call allocation do not count as detection time.
+    ``name``: the detector; ``max_features``: its cap, as the evaluation runs it."""
     if (name, max_features) in _warm:
         return
     rng = np.random.default_rng(0)
@@ -244,7 +249,8 @@ def warm_up(name: str, max_features: int) -> None:
 
 
 def reference_path(reference_dir: str | Path, image_path: str | Path) -> Path:
-    """``<reference_dir>/<seq>_<stem>.npz`` for an Oxford image ``<root>/<seq>/<stem>.png``."""
+    """``<reference_dir>/<seq>_<stem>.npz`` for an Oxford image ``<root>/<seq>/<stem>.png``.
+    ``reference_dir``: the folder of precomputed features; ``image_path``: the Oxford image."""
     p = Path(image_path)
     return Path(reference_dir) / f"{p.parent.name}_{p.stem}.npz"
 
@@ -260,6 +266,8 @@ def extract(
 
     The time is ``None`` for ``opencv-surf-ref`` (precomputed). A small per-process cache keeps the last few
     results, so the reference image of a sequence is detected once per process and its time reused.
+    ``max_features``: keep the strongest this many (0: all); ``reference_dir``: the folder of precomputed
+    ``opencv-surf-ref`` features.
     """
     from objrec.datasets import DatasetError, load_image
 

@@ -9,7 +9,8 @@ __all__ = ["ReportDoc", "format_cell"]
 
 
 def format_cell(x: Any, nd: int = 3) -> str:
-    """A table cell: ``–`` for None, yes/no for booleans, ``nd`` decimals for floats."""
+    """A table cell: ``–`` for None, yes/no for booleans, ``nd`` decimals for floats.
+    ``x``: the cell's value."""
     if x is None:
         return "–"
     if isinstance(x, bool):
@@ -26,7 +27,8 @@ class ReportDoc:
         self.blocks: list[tuple] = []
 
     def h(self, level: int, text: str) -> None:
-        """A heading of ``level`` (1 = title)."""
+        """A heading of ``level`` (1 = title).
+        ``text``: the heading's text."""
         self.blocks.append(("h", level, text))
 
     def p(self, text: str) -> None:
@@ -38,11 +40,13 @@ class ReportDoc:
         self.blocks.append(("pre", text))
 
     def table(self, headers: list[str], rows: list[list[Any]]) -> None:
-        """A table; cells are formatted by :func:`format_cell`."""
+        """A table; cells are formatted by :func:`format_cell`.
+        ``headers``: the column names; ``rows``: the rows' cells."""
         self.blocks.append(("table", headers, [[format_cell(c) for c in r] for r in rows]))
 
     def img(self, path: str, caption: str) -> None:
-        """A figure: an image at ``path`` (relative to the report) with its caption."""
+        """A figure: an image at ``path`` (relative to the report) with its caption.
+        ``caption``: the caption's text."""
         self.blocks.append(("img", path, caption))
 
     def markdown(self) -> str:

@@ -62,6 +62,8 @@ def estimate_homography(
     """``cv2.findHomography`` with RANSAC on matched points: the estimate (None when it fails) and its inliers.
 
     OpenCV's RNG is reseeded first, so the estimate is a pure function of the matches.
+    ``xy1``, ``xy2``: (N, 2) the matched points in image 1 and image 2; ``ransac_px``: RANSAC's inlier threshold in
+    pixels; ``max_iters``: its most iterations; ``confidence``: its confidence.
     """
     if len(xy1) < 4:
         return None, 0

@@ -19,7 +19,8 @@ __all__ = ["feature_summary", "features_section", "render_features", "plot_featu
 
 
 def feature_summary(rows: list[dict[str, Any]], budget_ms: float | None) -> dict[str, Any]:
-    """Means over ``rows`` (pair rows of one detector) of the feature metrics, and detection-time percentiles."""
+    """Means over ``rows`` (pair rows of one detector) of the feature metrics, and detection-time percentiles.
+    ``budget_ms``: the frame budget in ms (None: none)."""
     times = [t for r in rows for t in (r["time_ms"]["detect_1"], r["time_ms"]["detect_N"]) if t is not None]
     out = {
         "n_pairs": len(rows),
@@ -44,7 +45,9 @@ def feature_summary(rows: list[dict[str, Any]], budget_ms: float | None) -> dict
 
 
 def features_section(records: list[dict[str, Any]], detectors: list[str], budget_ms: float | None) -> dict:
-    """The report's ``features`` section: pair rows, summary per detector, per sequence and per kind of change."""
+    """The report's ``features`` section: pair rows, summary per detector, per sequence and per kind of change.
+    ``records``: the run's task records; ``detectors``: the recognizers (detector names) evaluated, in report order;
+    ``budget_ms``: the frame budget in ms (None: none)."""
     rows = []
     for rec in records:
         m, r = rec["meta"], rec["result"]
@@ -85,7 +88,8 @@ def features_section(records: list[dict[str, Any]], detectors: list[str], budget
 
 def plot_features(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
     """Scores against the change per sequence, MMA against its threshold, detection time against matching
-    score (into ``out/plots``)."""
+    score (into ``out/plots``).
+    ``report``: the report document; ``out``: the report folder; ``plt``: ``matplotlib.pyplot``."""
     feats = report["features"]
     made = []
     dets = list(feats["summary"])

@@ -133,7 +133,8 @@ VISIBLE_GRID = 20
 
 def visible_grid_error(H: np.ndarray, truth: dict[str, Any]) -> float | None:
     """Mean distance between the true and the found positions of the model grid points (cell centres of a
-    :data:`VISIBLE_GRID` square grid) that the true homography puts inside the frame; None if none is inside."""
+    :data:`VISIBLE_GRID` square grid) that the true homography puts inside the frame; None if none is inside.
+    ``H``: the found homography; ``truth``: the scene's ground truth (its homography, model and frame sizes)."""
     from objrec.geometry import map_points
 
     w, h = truth["model_size"]

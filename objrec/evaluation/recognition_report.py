@@ -20,7 +20,8 @@ __all__ = ["recognition_stats", "recognition_section", "render_recognition", "pl
 
 
 def recognition_stats(rows: list[dict[str, Any]], budget_ms: float | None) -> dict[str, Any]:
-    """Counts, precision, recall, corner errors and latency percentiles of scene rows."""
+    """Counts, precision, recall, corner errors and latency percentiles of scene rows.
+    ``rows``: the scene rows; ``budget_ms``: the frame budget in ms (None: none)."""
     tp = sum(r["tp"] for r in rows)
     fp = sum(r["fp"] for r in rows)
     fn = sum(r["fn"] for r in rows)
@@ -49,7 +50,9 @@ def recognition_stats(rows: list[dict[str, Any]], budget_ms: float | None) -> di
 
 
 def recognition_section(records: list[dict[str, Any]], detectors: list[str], budget_ms: float | None) -> dict:
-    """The report's ``recognition`` section: summary per detector, groups per distortion and level, scenes."""
+    """The report's ``recognition`` section: summary per detector, groups per distortion and level, scenes.
+    ``records``: the run's task records; ``detectors``: the recognizers (detector names) evaluated, in report order;
+    ``budget_ms``: the frame budget in ms (None: none)."""
     rows = []
     for rec in records:
         rows.append({"detector": rec["detector"], "scene": rec["label"], **rec["meta"], **rec["result"]})
@@ -72,7 +75,8 @@ def recognition_section(records: list[dict[str, Any]], detectors: list[str], bud
 
 
 def plot_recognition(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
-    """Recall against the distortion level (one panel per distortion) and latency against recall."""
+    """Recall against the distortion level (one panel per distortion) and latency against recall.
+    ``report``: the report document; ``out``: the report folder; ``plt``: ``matplotlib.pyplot``."""
     rec = report["recognition"]
     dets = list(rec["summary"])
     dists = [d for d in dict.fromkeys(g["distortion"] for g in rec["groups"]) if d != "negative"]
@@ -153,6 +157,7 @@ def render_recognition(doc: ReportDoc, r: dict[str, Any], budget_ms: float | Non
     """Add the recognition tables to ``doc``: summary per detector, then per distortion and level.
 
     ``doc`` is the document being built; the other arguments are parts of the report.
+    ``r``: the report's recognition section; ``budget_ms``: the frame budget in ms (None: none).
     """
     accuracy = ["precision", "recall", "corner err mean", "latency p50", "p90", "p99"]
     doc.h(2, "Recognition summary")

@@ -47,7 +47,9 @@ def build_report(
     records: list[dict[str, Any]],
     run: dict[str, Any],
 ) -> dict[str, Any]:
-    """The ``report.json`` document (schema in :mod:`objrec.evaluation`)."""
+    """The ``report.json`` document (schema in :mod:`objrec.evaluation`).
+    ``cfg``: the evaluation's settings; ``status``: each detector's availability; ``tasks``: the tasks run; ``records``:
+    their records; ``run``: how they ran (:func:`~objrec.evaluation.runner.execute`'s result)."""
     from objrec import __version__
 
     detectors = list(status)
@@ -169,7 +171,8 @@ def _render(report: dict[str, Any], plots: list[tuple[str, str]], plot_note: str
 
 
 def write_reports(report: dict[str, Any], out: str | os.PathLike, plots: bool = True) -> list[str]:
-    """Write ``report.json``, the PNG plots, ``report.md`` and ``report.html`` into ``out`` (atomically)."""
+    """Write ``report.json``, the PNG plots, ``report.md`` and ``report.html`` into ``out`` (atomically).
+    ``report``: the report document (:func:`build_report`); ``plots``: draw the PNG plots."""
     from objrec.fileio import atomic_write_bytes
 
     out = Path(out)

@@ -136,6 +136,7 @@ def execute(
     starts a local ``dask.distributed`` cluster (one single-threaded process per worker), ``scheduler``
     connects to a running one. A task's exception is re-raised here after the remaining tasks are cancelled.
     Returns ``{"mode", "workers", "wall_s"}``.
+    ``progress``: show a progress bar on stderr.
     """
     t0 = time.perf_counter()
     fn = fn or run_task

@@ -47,7 +47,9 @@ def place(
     absolute: bool = False,
 ) -> list[list[float]]:
     """Model->frame homography near the frame centre; ``scale`` is relative to the base size (the object
-    covering :data:`BASE_AREA_FRACTION` of the frame) unless ``absolute``."""
+    covering :data:`BASE_AREA_FRACTION` of the frame) unless ``absolute``.
+    ``size``: the model image's (width, height); ``rng``: draws the position near the centre; ``rotation``: in-plane
+    rotation in degrees; ``tilt``: the perspective terms (see :func:`objrec.scenes.place_homography`)."""
     from objrec.scenes import place_homography
 
     w, h = size

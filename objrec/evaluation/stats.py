@@ -16,7 +16,8 @@ def mean_defined(xs: list[float | None]) -> float | None:
 
 
 def percentile_defined(xs: list[float | None], q: float) -> float | None:
-    """The ``q``-th percentile of the values that are not None (3 decimals); None when there is none."""
+    """The ``q``-th percentile of the values that are not None (3 decimals); None when there is none.
+    ``xs``: the values."""
     v = [x for x in xs if x is not None]
     return round(float(np.percentile(v, q)), 3) if v else None
 

@@ -19,7 +19,8 @@ _ATAN_P7 = -2.5397245532480937
 
 
 def find_octave(v, oinfo, n_oct, col):
-    """The octave whose block starts at or before ``v``: ``oinfo[o, col]`` are the blocks' ascending starts."""
+    """The octave whose block starts at or before ``v``: ``oinfo[o, col]`` are the blocks' ascending starts.
+    ``n_oct``: the octaves; ``col``: the column of ``oinfo`` holding the starts."""
     o = 0
     while o + 1 < n_oct and v >= oinfo[o + 1, col]:
         o += 1
@@ -32,6 +33,7 @@ def fast_atan2(y, x):
     The same rounding of angles as OpenCV's orientation histograms, and cheaper than libm's ``atan2``.
     Written with selects instead of branches: the quadrant of an image gradient is a coin toss for the
     branch predictor.
+    ``y``, ``x``: the vector's components.
     """
     ax = abs(x)
     ay = abs(y)
@@ -50,6 +52,7 @@ def extremum26(a, c, cols, plane, v, strict):
     A maximum when ``v > 0``, else a minimum. ``strict``: every neighbour must be beaten (SURF, OpenCV's
     ``val0 > N9[...]``); otherwise ties count as extrema (SIFT, OpenCV's ``val >= ...``). The same plane is
     tested first: most samples fail there.
+    ``a``: the raveled response planes; ``c``: ``v``'s index in ``a``; ``cols``: a row's stride in ``a``.
     """
     s = 1.0 if v > 0.0 else -1.0
     sv = s * v

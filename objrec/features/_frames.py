@@ -23,7 +23,8 @@ _B2Y, _G2Y, _R2Y, _SHIFT = 3735, 19235, 9798, 15
 
 
 def gray_on_device(frame: Any, xp: ModuleType) -> Any:
-    """Gray uint8 of a validated BGR(A) frame with array code, bit-exact with ``cv2.cvtColor(..., BGR2GRAY)``."""
+    """Gray uint8 of a validated BGR(A) frame with array code, bit-exact with ``cv2.cvtColor(..., BGR2GRAY)``.
+    ``frame``: the validated frame; ``xp``: its array module."""
     if frame.ndim == 2:
         return frame
     f = frame.astype(np.int32)
@@ -44,6 +45,7 @@ def check_image(gray: Any, mask: Any, name: str = "gray") -> tuple[Any, Any]:
 
     Returns the gray image (C-contiguous, on the image's device) and the mask as 0/1 uint8 (on its own
     device; :func:`place` moves it), or None.
+    ``gray``: the image; ``mask``: the optional mask; ``name``: what errors call the image.
     """
     if is_device_array(gray):
         xp = get_array_module(gray)
@@ -62,14 +64,16 @@ def check_image(gray: Any, mask: Any, name: str = "gray") -> tuple[Any, Any]:
 
 def place(img: Any, mask: Any, xp: ModuleType) -> tuple[Any, Any]:
     """Image and mask as arrays of ``xp``: uploaded once when ``xp`` is CuPy and they are on the host,
-    downloaded when a host backend is given device arrays; each copy goes through :mod:`objrec.backend`."""
+    downloaded when a host backend is given device arrays; each copy goes through :mod:`objrec.backend`.
+    ``img``, ``mask``: the validated image and mask (or None); ``xp``: the array module to place them on."""
     if xp is np:
         return to_numpy(img), None if mask is None else to_numpy(mask)
     return to_device(img, xp), None if mask is None else to_device(mask, xp)
 
 
 def empty_features(descriptor_size: int, kind: str, xp: ModuleType) -> Features:
-    """``Features.empty`` with arrays of ``xp``, so a device run returns device arrays even when it finds nothing."""
+    """``Features.empty`` with arrays of ``xp``, so a device run returns device arrays even when it finds nothing.
+    ``descriptor_size``: the descriptors' length; ``kind``: the detector kind; ``xp``: the array module."""
     if xp is np:
         return Features.empty(descriptor_size, kind)
     z = xp.zeros(0, np.float32)

@@ -26,7 +26,8 @@ _MIN_ROWS = 64
 
 
 def plan_key(shape: tuple[int, ...], params: tuple, xp: ModuleType) -> tuple:
-    """The cache key of a plan: image shape, the parameters that change the layout, and the array module."""
+    """The cache key of a plan: image shape, the parameters that change the layout, and the array module.
+    ``shape``: the image's shape; ``params``: the layout parameters; ``xp``: the array module."""
     return (tuple(int(v) for v in shape), tuple(params), xp.__name__)
 
 
@@ -56,6 +57,7 @@ class Plan(dict):
         The buffer is allocated with room for more rows than asked (at least 64, then 1.5 times what is
         needed when it grows), so a keypoint count that varies from frame to frame rarely reallocates. The
         result is a view of the first ``shape[0]`` rows: anything returned to a caller must be a copy.
+        ``name``: the buffer's key within the plan.
         """
         if np.isscalar(shape):
             shape = (int(cast(SupportsInt, shape)),)
@@ -70,7 +72,8 @@ class Plan(dict):
         return buf[:n]
 
     def memo(self, name: Hashable, make: Callable[[], Any]) -> Any:
-        """``make()`` once per plan and ``name`` (views of the plan's buffers that are costly to build)."""
+        """``make()`` once per plan and ``name`` (views of the plan's buffers that are costly to build).
+        ``name``: the value's key within the plan; ``make``: builds it."""
         key = ("memo", name)
         v = self._scratch.get(key)
         if v is None:
@@ -97,7 +100,8 @@ class PlanCache(Generic[P]):
         self._plans: OrderedDict[tuple, P] = OrderedDict()
 
     def get(self, key: tuple, build: Callable[[], P]) -> P:
-        """The plan for ``key``, built by ``build()`` on first use."""
+        """The plan for ``key``, built by ``build()`` on first use.
+        ``key``: the plan's key (:func:`plan_key`); ``build``: makes the plan."""
         plan = self._plans.get(key)
         if plan is None:
             plan = build()

@@ -50,6 +50,7 @@ def integral_image(img: Any, xp: ModuleType, target: str = "cuda") -> Any:
     not over integer loads whose sums must be converted to float (x86 converts 64-bit integers to floats in
     vector registers only with AVX-512). A device keeps 32-bit integers (half the memory traffic, and float64
     is slow on most GPUs).
+    ``img``: the gray uint8 image; ``xp``: its array module; ``target``: ``"cpu"`` or ``"cuda"``.
     """
     H, W = img.shape
     if target == "cpu" and xp is np:
@@ -69,7 +70,8 @@ def integral_image(img: Any, xp: ModuleType, target: str = "cuda") -> Any:
 
 def flag_indices(flags: Any, xp: ModuleType) -> Any:
     """``flatnonzero`` of a sparse uint8 flag plane: on the host, nonzero 8-byte words first (8x fewer elements
-    to scan), then the bytes inside them; on the device, CuPy's own."""
+    to scan), then the bytes inside them; on the device, CuPy's own.
+    ``flags``: the flag plane; ``xp``: its array module."""
     if xp is not np:
         return xp.flatnonzero(flags)
     n8 = flags.shape[0] // 8 * 8
@@ -80,7 +82,8 @@ def flag_indices(flags: Any, xp: ModuleType) -> Any:
 
 
 def check_regions(regions: Any, shape: tuple[int, int]) -> np.ndarray | None:
-    """Boxes of ``regions`` clipped to the frame, empty ones dropped, sorted by x0 (host int32 (N, 4))."""
+    """Boxes of ``regions`` clipped to the frame, empty ones dropped, sorted by x0 (host int32 (N, 4)).
+    ``regions``: boxes (a ``Regions``, an (N, 4) array, or None: returns None); ``shape``: the frame's (rows, cols)."""
     if regions is None:
         return None
     if not isinstance(regions, Regions):
@@ -157,7 +160,9 @@ def interpolate_keypoints(
     cand: Any, S: Any, plan: Plan, target: str, max_features: int | None = None
 ) -> tuple[Any, Any, Any, Any, Any]:
     """Interpolated keypoints of the candidates, strongest first, at most ``max_features``:
-    ``(xy, size, response, laplacian, octave)`` on the plan's ``xp`` (copies, not views of its scratch)."""
+    ``(xy, size, response, laplacian, octave)`` on the plan's ``xp`` (copies, not views of its scratch).
+    ``cand``: the candidates' indices in the response planes; ``S``: the integral image; ``plan``: the frame's plan
+    (tables and buffers); ``target``: ``"cpu"`` or ``"cuda"``."""
     xp = plan.xp
     n = int(cand.size)
     xy = plan.scratch("xy", (n, 2), np.float32)
@@ -189,6 +194,8 @@ def describe_keypoints(
     """Orientation (unless ``upright``) and descriptor of each keypoint: ``(angle, descriptors, ok)``.
 
     ``ok`` is 0 for a keypoint whose orientation cannot be sampled (its angle and descriptor are undefined).
+    ``S``: the integral image; ``xy``, ``size``: the keypoints' positions and sizes; ``plan``: the frame's plan;
+    ``target``: ``"cpu"`` or ``"cuda"``; ``extended``: 128-value descriptors rather than 64.
     """
     xp = plan.xp
     H, W = plan["shape"]

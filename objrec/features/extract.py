@@ -228,7 +228,8 @@ class FeatureStage:
 
 
 def detector_kinds(db: Any, detectors: list[str] | None) -> list[str]:
-    """The detector kinds of ``db`` to use (all enrolled ones by default), primary first (``KIND_ORDER``)."""
+    """The detector kinds of ``db`` to use (all enrolled ones by default), primary first (``KIND_ORDER``).
+    ``detectors``: the kinds asked for (None: all)."""
     kinds = list(db.detectors) if detectors is None else list(detectors)
     for k in kinds:
         if k not in db.detectors:

@@ -16,7 +16,9 @@ __all__ = ["SIFT", "keypoints_to_features"]
 
 
 def keypoints_to_features(kps: list, desc: np.ndarray | None, kind: str, dim: int) -> Features:
-    """Convert OpenCV keypoints and descriptors into :class:`~objrec.types.Features`."""
+    """Convert OpenCV keypoints and descriptors into :class:`~objrec.types.Features`.
+    ``kps``: OpenCV ``KeyPoint``s; ``desc``: their (N, dim) descriptors (None: none found); ``kind``: the detector kind;
+    ``dim``: the descriptor length."""
     if not kps or desc is None:
         return Features.empty(dim, kind)
     return Features(

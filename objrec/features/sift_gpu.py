@@ -141,6 +141,7 @@ class SiftRunner:
     ``last_stats_`` after each call: ``candidates``, ``keypoints``, ``launches`` (our kernels; CuPy's
     compaction calls come on top); after :meth:`features` also ``h2d_bytes`` / ``d2h_bytes``, the bytes
     copied between host and device (:class:`objrec.backend.TransferCounter`), and ``wall_ms``.
+    ``target`` and ``xp`` (the array module) are given to the constructor.
     """
 
     def __init__(self, target: str, xp: Any) -> None:
@@ -155,14 +156,16 @@ class SiftRunner:
         return K.kernels_for(self.target)
 
     def plan(self, H: int, W: int, n_layers: int, sigma: float) -> _Plan:
-        """The buffers for ``H`` x ``W`` frames and these pyramid parameters (built on first use)."""
+        """The buffers for ``H`` x ``W`` frames and these pyramid parameters (built on first use).
+        ``H``, ``W``: the frame's size; ``n_layers``: the layers per octave; ``sigma``: the base blur."""
         key = plan_key((H, W), (int(n_layers), float(sigma)), self.xp)
         chunked = self.target == "cpu" or K._simulated()
         return self._plans.get(key, lambda: _Plan(key, H, W, n_layers, sigma, self.xp, chunked))
 
     # -- stages -------------------------------------------------------------------------------------
     def pyramid(self, img: Any, p: _Plan) -> None:
-        """Gaussian levels and DoG planes of every octave into ``p.gauss`` / ``p.dog``."""
+        """Gaussian levels and DoG planes of every octave into ``p.gauss`` / ``p.dog``.
+        ``img``: the gray image on ``xp``; ``p``: the plan it fills."""
         k = p.k
         kern = self.kernels
         hblur, vblur = kern["hblur"], kern["vblur"]
@@ -197,7 +200,9 @@ class SiftRunner:
                 )  # fmt: skip
 
     def detect(self, sift: Any, img: Any, mask: Any | None, p: _Plan) -> dict | None:
-        """Extrema, refinement, orientation, selection: keypoint arrays on ``xp`` (None if there are none)."""
+        """Extrema, refinement, orientation, selection: keypoint arrays on ``xp`` (None if there are none).
+        ``sift``: the detector's settings (:class:`~objrec.features.sift.SIFT`); ``img``: the gray image on ``xp``;
+        ``mask``: 0/1 mask (None: everywhere); ``p``: the frame's plan."""
         xp = self.xp
         kern = self.kernels
         k = p.k
@@ -260,7 +265,8 @@ class SiftRunner:
         return out
 
     def describe(self, kp: dict, p: _Plan) -> Any:
-        """128-d descriptors (uchar values as float32) of the keypoints in ``kp``."""
+        """128-d descriptors (uchar values as float32) of the keypoints in ``kp``.
+        ``kp``: the keypoint arrays of :meth:`detect`; ``p``: the frame's plan."""
         xp = self.xp
         n = int(kp["xy"].shape[0])
         raw = p.scratch("raw", (n, K.DESC_DIM), np.float32)
@@ -278,7 +284,8 @@ class SiftRunner:
         return desc
 
     def run(self, sift: Any, img: Any, mask: Any | None = None) -> dict | None:
-        """Everything on ``xp``: a dict of keypoint arrays and ``desc``, or None when nothing is found."""
+        """Everything on ``xp``: a dict of keypoint arrays and ``desc``, or None when nothing is found.
+        ``sift``: the detector's settings; ``img``: the gray image on ``xp``; ``mask``: 0/1 mask (None: everywhere)."""
         t = K.target_for(self.target)
         before = t.launches
         H, W = (int(s) for s in img.shape)
@@ -299,6 +306,7 @@ class SiftRunner:
 
         Host inputs are uploaded once when the runner works on CuPy; device inputs are used where they are.
         The results are not copied back: on CuPy they stay on the device.
+        ``sift``: the detector's settings; ``img``: the gray image; ``mask``: 0/1 mask (None: everywhere).
         """
         xp = self.xp
         t0 = time.perf_counter()
@@ -328,7 +336,8 @@ _RUNNERS: dict[tuple[str, str], SiftRunner] = {}
 
 def runner(target: str, xp: Any = None) -> SiftRunner:
     """The shared runner for ``target`` ("cpu" or "cuda") and array module (default: NumPy on the CPU, CuPy on
-    a real GPU, NumPy under the simulator)."""
+    a real GPU, NumPy under the simulator).
+    ``xp``: the array module."""
     if xp is None:
         if target == "cuda" and not K._simulated():
             import cupy  # noqa: PLC0415 - optional dependency, imported on use

@@ -202,13 +202,16 @@ class SURF:
         return out
 
     def detect(self, gray: np.ndarray, mask: np.ndarray | None = None, regions: Regions | None = None) -> Features:
-        """Keypoints with orientation (the descriptors are computed too: they cost little next to detection)."""
+        """Keypoints with orientation (the descriptors are computed too: they cost little next to detection).
+        ``gray``: the image (gray or BGR uint8, on the host or the device); ``mask``: (H, W) nonzero where keypoints may
+        lie (None: everywhere); ``regions``: boxes to search (None: the whole image)."""
         return self.detect_and_compute(gray, mask, regions)
 
     def compute(self, gray: np.ndarray, keypoints: Features) -> Features:
         """Orientation (unless ``upright``) and descriptors at given keypoints (``xy`` and ``size`` are used).
 
         Like OpenCV's ``compute``, keypoints whose orientation cannot be sampled are dropped.
+        ``gray``: the image (gray or BGR uint8); ``keypoints``: where to describe.
         """
         img = to_numpy(self._check_input(gray, None)[0])
         if not isinstance(keypoints, Features):

@@ -61,6 +61,8 @@ def surf_plan(height: int, width: int, n_octaves: int, n_octave_layers: int, sam
     Returns a dict with ``oinfo`` (n_oct, 6) int32, ``linfo`` (n_oct, L, 6) int32, ``boxes`` (n_oct, L, 10, 4)
     int32 flat corner offsets, ``wts`` (n_oct, L, 10) float32, ``det_len``, ``flag_len``, ``grid`` (rows, cols)
     of the single launch over all octaves, and ``n_oct``/``n_layers``.
+    ``height``, ``width``: the image's size; ``n_octaves``, ``n_octave_layers``: the pyramid's octaves and layers per
+    octave; ``sample_step``: the detector's sampling step.
     """
     H, W = int(height), int(width)
     L = n_octave_layers + 2

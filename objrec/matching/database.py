@@ -171,8 +171,8 @@ class DatabaseMatcher:
         return np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)]).astype(np.int64)
 
     def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
-        """The candidate's object matched again against ``scene`` within ``radius`` px of where ``H`` (model
-        to frame) puts each of its keypoints (:func:`~objrec.matching.guided.guided_matches`).
+        """The ``candidate``'s object matched again against ``scene`` (the frame's features) within ``radius`` px
+        of where ``H`` (model to frame) puts each of its keypoints (:func:`~objrec.matching.guided.guided_matches`).
 
         Of an object enrolled with synthesised views, only the keypoints of the image itself and of the views
         most like the frame's view of it under ``H`` take part (:func:`~objrec.modeldb.views.view_rows`): the others

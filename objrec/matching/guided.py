@@ -47,6 +47,19 @@ def tentative_homography(
     often gives a wild one (part of the model behind the camera), so an affine map (RANSAC, three points a
     sample, far better conditioned) is the fallback: guided matching only needs it to predict keypoint
     positions within its window.
+
+    Parameters
+    ----------
+    model_xy, scene_xy : np.ndarray
+        (n, 2) the matches' points in the model image and in the frame, row by row.
+    model_size : tuple of int
+        The model image's (width, height).
+    frame_shape : tuple of int
+        The frame's (rows, cols).
+    params : VerifyParams
+        The verification's parameters: its threshold (doubled here), iterations and outline checks.
+    min_inliers : int
+        The least support of the mapping.
     """
     if len(model_xy) < max(min_inliers, 4):
         return None
@@ -75,6 +88,15 @@ def window_pairs(pred: Any, scene_xy: Any, radius: float) -> Any:
     the same float32 test as the dense form, so both give the same answer; the dense ``M x N x 2``
     difference array of the broadcast is several times the cost of the descriptor GEMM at a few thousand
     keypoints a side. On the GPU the broadcast is cheap and stays.
+
+    Parameters
+    ----------
+    pred : array
+        (M, 2) float32 predicted positions in the frame, NumPy or CuPy.
+    scene_xy : array
+        (N, 2) float32 frame keypoints, on the same device.
+    radius : float
+        The window's radius in frame pixels.
     """
     xp = get_array_module(scene_xy)
     r2 = np.float32(radius) * np.float32(radius)
@@ -111,6 +133,25 @@ def guided_matches(
     in its window still needs descriptor evidence); keypoints of opposite Laplacian signs (SURF) never
     match. Descriptor arrays may be NumPy or CuPy (the work stays
     where they are); returns host index arrays ``(model_idx, scene_idx)``.
+
+    Parameters
+    ----------
+    H : np.ndarray
+        (3, 3) model-to-frame mapping.
+    model_xy : np.ndarray
+        (M, 2) model keypoints.
+    model_desc : array
+        (M, D) their descriptors.
+    scene_xy : array
+        (N, 2) frame keypoints.
+    scene_desc : array
+        (N, D) their descriptors.
+    radius : float
+        The window's radius in frame pixels.
+    ratio : float
+        The ratio test against the nearest descriptor outside the window.
+    model_sign, scene_sign : array, optional
+        The keypoints' Laplacian signs (SURF); None: not compared.
     """
     xp = get_array_module(scene_desc)
     hom = map_homogeneous(H, model_xy)

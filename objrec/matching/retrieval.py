@@ -121,6 +121,13 @@ def vote(labels: np.ndarray, top: int | None = None) -> tuple[np.ndarray, np.nda
         Best first (ties: the smaller id first).
     scores : (M,) float32
         Votes divided by the number of query descriptors, in [0, 1].
+
+    Parameters
+    ----------
+    labels : np.ndarray
+        (N, k) int: per query descriptor, its neighbours' object ids (-1: none).
+    top : int or None
+        Keep the ``top`` best objects (None: all).
     """
     lab = np.asarray(labels, np.int64)
     lab = np.sort(lab.reshape(len(lab), -1) if lab.size else lab.reshape(len(lab), 0), axis=1)
@@ -148,6 +155,17 @@ class RetrievalIndex:
 
     Build with :meth:`build` (arrays) or :meth:`for_database` (a :class:`~objrec.modeldb.ModelDB`, saved
     with it and kept in step with its content). See the module notes for the design.
+
+    Parameters
+    ----------
+    index : faiss.Index
+        The FAISS index (an ``IndexIDMap`` of scalar codes, or an inverted file).
+    codes : str
+        The name of its codes (``new_codec``'s: ``"pq<bytes>"``, ``"8bit_direct"``, ``"fp16"``, ...).
+    trained_for : int
+        The descriptors its lists were sized and trained for.
+    objects : _Objects, optional
+        The names of a database's objects (None for an index built from arrays).
 
     Attributes
     ----------
@@ -190,7 +208,19 @@ class RetrievalIndex:
 
     @classmethod
     def build(cls, descriptors: Any, owner: Any, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
-        """An index over ``descriptors`` (N, D), row ``i`` belonging to object id ``owner[i]`` (>= 0)."""
+        """An index over ``descriptors`` (N, D), row ``i`` belonging to object id ``owner[i]`` (>= 0).
+
+        Parameters
+        ----------
+        descriptors : array
+            (N, D) descriptors.
+        owner : array
+            (N,) object id (>= 0) of each descriptor.
+        kind : str
+            Descriptor kind ("sift" or "surf").
+        params : RetrievalParams, optional
+            The index's settings (default: :class:`RetrievalParams`'s).
+        """
         params = params or RetrievalParams()
         x = _as_f32(descriptors, None, "descriptors")
         own = np.asarray(owner, np.int64).reshape(-1)
@@ -256,7 +286,15 @@ class RetrievalIndex:
         return vote(labels, top)
 
     def candidate_names(self, query: Any, top: int = 10) -> tuple[list[str], np.ndarray]:
-        """:meth:`candidates` as object names (an index of a database only)."""
+        """:meth:`candidates` as object names (an index of a database only).
+
+        Parameters
+        ----------
+        query : array
+            (N, D) query descriptors.
+        top : int
+            Objects returned at most.
+        """
         if self.objects is None:
             raise ValueError("candidate_names: this index was built from arrays, not from a ModelDB")
         ids, scores = self.candidates(query, top)
@@ -316,6 +354,15 @@ class RetrievalIndex:
             Naming the file that is missing, damaged, of another format or of a newer schema.
         StaleIndexError
             When ``database_id`` is given and the index was built for other content.
+
+        Parameters
+        ----------
+        folder : str or PathLike
+            The folder :meth:`save` wrote.
+        database_id : str, optional
+            The database content the index must hold.
+        mmap : bool
+            Map an inverted file's lists from the file.
         """
         folder = Path(folder)
         if _segmented(folder):
@@ -395,13 +442,31 @@ class DatabaseRetrieval:
 
     def candidates(self, query: Any, top: int | None = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`RetrievalIndex.candidates`: the ``top`` labels with most votes, best first, and their
-        shares of the query descriptors."""
+        shares of the query descriptors.
+
+        Parameters
+        ----------
+        query : array
+            (N, D) query descriptors.
+        top : int or None
+            Labels returned at most (None: all).
+        n_probe : int, optional
+            Inverted lists probed (default: the index's ``n_probe``).
+        """
         q = _as_f32(query, self.core.dim, "query")
         if not len(q) or not len(self):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         return vote(self.core.search(q, n_probe), top)
 
     def candidate_names(self, query: Any, top: int = 10) -> tuple[list[str], np.ndarray]:
-        """:meth:`candidates` as record keys."""
+        """:meth:`candidates` as record keys.
+
+        Parameters
+        ----------
+        query : array
+            (N, D) query descriptors.
+        top : int
+            Record keys returned at most.
+        """
         ids, scores = self.candidates(query, top)
         return self.objects.names_of(ids), scores

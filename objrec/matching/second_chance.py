@@ -35,7 +35,8 @@ REFINE_ROUNDS = 3
 
 
 def guided_work(matcher: Any, candidate: Candidate, scene: Features) -> float:
-    """The size guided matching units are costed at: the object's keypoints times the frame's, in millions.
+    """The size guided matching units are costed at: the keypoints of ``candidate``'s object (``matcher``'s
+    entry) times those of ``scene`` (the frame's features), in millions.
     Guided matching compares every keypoint of the object with every keypoint of the frame (descriptor
     distances and windows), so its time follows that product."""
     return float(matcher.object_counts()[candidate.object_index]) * len(scene) / 1e6
@@ -56,7 +57,7 @@ class GuidedStage:
 
     def run(self, verdicts: FrameVerdicts, matcher: Any, scene: Features, sched: UnitScheduler) -> None:
         """Guided matching against ``scene`` (the features ``matcher``'s candidates came from) for the
-        candidates ``verdicts`` queued for a retry, then for its detections to refine."""
+        candidates ``verdicts`` queued for a retry, then for its detections to refine, each a unit of ``sched``."""
         for c in verdicts.take_retry():
             if c.name in verdicts.found:
                 continue
@@ -83,8 +84,9 @@ class GuidedStage:
     def retry(
         self, c: Candidate, matcher: Any, scene: Features, verdicts: FrameVerdicts
     ) -> tuple[Candidate, Detection | Rejection] | None:
-        """Guided matching of one candidate around its tentative homography: the guided matches and their
-        verdict (None when its few matches give no tentative homography).
+        """Guided matching of one candidate ``c`` around its tentative homography: the guided matches and their
+        verdict (None when its few matches give no tentative homography). ``matcher``: the matcher ``c`` came
+        from; ``scene``: the frame's features it matched; ``verdicts``: the frame's verdicts (its shape).
 
         A wide window around the tentative map, then a narrow one around the verified homography: one round
         only, since these matches were never confirmed by a global search and each round lets more chance
@@ -113,7 +115,8 @@ class GuidedStage:
         """Guided matching of ``c``'s object in a narrow window around the verified homography of ``v`` (found
         from the matches ``g``), up to ``rounds`` times while the inlier count grows: the last matches and
         detection that verified with at least as many inliers as the one before. ``v`` passed the appearance
-        check; the refits of its homography in the same frame are checked for geometry only."""
+        check; the refits of its homography in the same frame are checked for geometry only. ``matcher`` and
+        ``scene`` as in :meth:`retry`; ``shape``: the frame's (rows, cols)."""
         radius = GUIDED_RADIUS[1] * self.verifier.params.reproj_threshold
         for _ in range(rounds):
             g2 = matcher.guided(c, scene, v.homography, radius=radius)

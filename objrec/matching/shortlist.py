@@ -143,7 +143,8 @@ class ShortlistMatcher:
         its number of descriptors alone, so a small model filling the frame is not outvoted by large models that
         are merely everywhere. Entries are enrolled views; an object's score is the sum of its views' scores,
         and the ``top`` objects come with all their views (each object's views best first). At most
-        ``queries`` (default: the matcher's ``queries``) of the strongest descriptors vote."""
+        ``queries`` (default: the matcher's ``queries``) of the strongest descriptors vote. ``scene``: the
+        frame's features."""
         if len(scene) == 0:
             return np.zeros(0, np.int64)
         desc = scene.descriptors
@@ -190,13 +191,15 @@ class ShortlistMatcher:
         return self.matcher
 
     def candidates(self, scene: Features, shortlist: Any = None) -> list[Candidate]:
-        """Ratio-test matches against the shortlisted objects (retrieved here when not given), in its order."""
+        """Ratio-test matches of ``scene`` (the frame's features) against the ``shortlist`` (matcher entries, best
+        first; retrieved here when not given), in its order."""
         if shortlist is None:
             shortlist = self.shortlist(scene)
         return self.matcher.candidates(scene, among=shortlist)
 
     def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
-        """See :meth:`DatabaseMatcher.guided`: one object's matches, unaffected by retrieval."""
+        """See :meth:`DatabaseMatcher.guided` (``candidate``, ``scene``, ``H``, ``radius`` as there): one object's
+        matches, unaffected by retrieval."""
         return self.matcher.guided(candidate, scene, H, radius)
 
 
@@ -213,13 +216,14 @@ def descriptor_count(db: Any, kind: str) -> int:
 
 
 def uses_retrieval(db: Any, kind: str, retrieval: bool | None = None) -> bool:
-    """Whether :func:`make_matcher` puts a retrieval index in front of ``kind``'s matcher."""
+    """Whether :func:`make_matcher` puts a retrieval index in front of ``kind``'s matcher for ``db`` (``retrieval``
+    as there)."""
     n = descriptor_count(db, kind)
     return n > 0 and (n >= RETRIEVAL_MIN_DESCRIPTORS if retrieval is None else bool(retrieval))
 
 
 def check_saved_indexes(db: Any, kinds: list[str]) -> None:
-    """Check the sha256 of the saved index files of ``kinds`` at once, one thread per file, before they
+    """Check the sha256 of ``db``'s saved index files of ``kinds`` at once, one thread per file, before they
     are loaded one after the other (each load then finds its files checked; see
     :func:`objrec.fileio.file_sha256_once`). Absent or unreadable manifests are left to the loads to handle."""
     from objrec.fileio import FileFormatError, read_json, sha256_files_once
@@ -284,9 +288,10 @@ def prepare_indexes(
     """Build afresh (a new codec trained on a uniform sample of the stored descriptors) and save the retrieval
     index of each of ``db``'s detector kinds that :func:`make_matcher` searches through one (or of ``kinds``,
     whatever their size: for a matcher made with ``retrieval=True``); returns those kinds. What
-    ``objrec db reindex`` runs. The database's commits keep an index current once it exists.
+    ``objrec db reindex`` runs. The database's commits keep an index current once it exists. ``params`` are the
+    indexes' settings (default: :class:`~objrec.matching.retrieval.RetrievalParams`'s).
 
-    With ``rebuild=False`` an index already current is kept (what an evaluation runs before it opens many
+    With ``rebuild`` False an index already current is kept (what an evaluation runs before it opens many
     recognizers). Each build holds the database's write lock, reads the shards in chunks (bounded memory) and
     saves its segments as it goes; a build interrupted with the same parameters continues where it stopped
     (:func:`~objrec.modeldb.index_update.build_index`). ``progress`` shows a tqdm bar of the descriptors added.

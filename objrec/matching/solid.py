@@ -192,7 +192,9 @@ def local_consistency(
 
     ``model_frames`` and ``scene_frames`` are (M, 2) arrays of (size, angle in degrees) in OpenCV's ``KeyPoint``
     convention. Upright keypoints (angle -1 on both sides, as upright SURF gives) then count as unrotated, which
-    is what an upright detector assumes of its views.
+    is what an upright detector assumes of its views. ``model_xy`` and ``scene_xy`` are the matches' (M, 2) points
+    in the model image and the frame, row by row; ``params`` the settings named above (default:
+    :class:`SolidParams`'s).
     """
     p = params or SolidParams()
     m = len(model_xy)

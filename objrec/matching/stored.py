@@ -159,7 +159,8 @@ class StoredMatcher:
         return [dataclasses.replace(c, object_index=int(objects[c.object_index])) for c in out]
 
     def guided(self, candidate: Candidate, scene: Features, H: np.ndarray, radius: float = 12.0) -> Candidate:
-        """See :meth:`DatabaseMatcher.guided` (the candidate's object alone is read)."""
+        """See :meth:`DatabaseMatcher.guided` (``candidate``, ``scene``, ``H``, ``radius`` as there; the candidate's
+        object alone is read)."""
         oi = int(candidate.object_index)
         sub = self._matcher(np.array([oi]))
         g = sub.guided(dataclasses.replace(candidate, object_index=0), scene, H, radius)

@@ -100,6 +100,9 @@ class FrameVerdicts:
     unverified: list[Candidate] = field(default_factory=list)
 
     def add(self, candidate: Candidate, verdict: Detection | Rejection) -> None:
+        """Record ``candidate``'s ``verdict``: a detection (unless a stronger one explains it away) replaces the
+        object's rejections; a rejection is kept, and queues the candidate for a retry, as unverified and its box
+        as unsure, as its reason calls for."""
         if isinstance(verdict, Detection):
             verdict = self._explain_away(candidate, verdict)
         if isinstance(verdict, Detection):
@@ -189,7 +192,8 @@ class FrameVerdicts:
         return out
 
     def replace(self, candidate: Candidate, old: Detection, new: Detection) -> None:
-        """Replace the detection ``old`` by ``new`` (a refit of the same object with more inliers)."""
+        """Replace the detection ``old`` by ``new`` (a refit of the same object with more inliers), found from
+        the matches of ``candidate``."""
         if self.found.get(old.name) is old:
             del self.found[old.name]
         self.add(candidate, new)

@@ -99,6 +99,15 @@ class CandidateVerifier:
 
         With ``verdicts`` holding the frame (``gray``) and ``thumbnails`` given, a geometrically sound view
         must also pass the appearance check, away from the objects already found in front of it.
+
+        Parameters
+        ----------
+        candidate : Candidate
+            The candidate's matches and its object's model size.
+        frame_shape : tuple of int
+            The frame's (rows, cols).
+        verdicts : FrameVerdicts, optional
+            The frame's verdicts so far (its image and the objects found).
         """
         if candidate.name not in self.solid:
             return self.verify_flat(candidate, frame_shape, verdicts)
@@ -128,7 +137,8 @@ class CandidateVerifier:
         self, candidate: Candidate, frame_shape: tuple[int, int], verdicts: FrameVerdicts | None = None
     ) -> Detection | Rejection:
         """Homography verification and the appearance check (see :meth:`verify`), for every object: what guided
-        matching (matches sought around a homography) is verified with."""
+        matching (matches sought around a homography) is verified with. ``candidate``, ``frame_shape`` and
+        ``verdicts`` as in :meth:`verify`."""
         w, h = candidate.model_size
         p = self.params_for(candidate)
         v = verify_homography(candidate.model_xy, candidate.scene_xy, w, h, frame_shape, p)
@@ -154,7 +164,8 @@ class CandidateVerifier:
     ) -> float:
         """The appearance check of ``name`` seen through ``H`` in ``gray``: the share of its strong model edges
         the frame confirms (:func:`~objrec.matching.verify.edge_agreement`), away from the ``hidden`` outlines;
-        NaN when too little is in view or there are no thumbnails."""
+        NaN when too little is in view or there are no thumbnails. ``model_size``: the model image's (width,
+        height)."""
         if self.thumbnails is None:
             return float("nan")
         return edge_agreement(gray, self.thumbnails(name), H, model_size, hidden)[0]
@@ -174,7 +185,8 @@ class CandidateVerifier:
         """Verify ``candidates`` in order, each as a scheduler unit; objects already found are passed over.
 
         The first candidate is mandatory when ``first_mandatory`` (the frame's best candidate); the others
-        run only while the scheduler predicts they fit.
+        run only while the scheduler ``sched`` predicts they fit. Each verdict goes to ``verdicts``, the
+        frame's.
         """
         for j, c in enumerate(candidates):
             if c.name in verdicts.found:

@@ -79,6 +79,34 @@ class VerifyParams:
     convex hull, as a share of the visible outline's area; ``min_edge_agreement`` (None: not checked) is the
     least share of the visible model's strong edges that the frame must confirm (:func:`edge_agreement`;
     by chance about ``2 * EDGE_ANGLE_DEG / 180`` of them agree).
+
+    Parameters
+    ----------
+    method : str
+        The robust estimator: ``"magsac"``, ``"ransac"``, ``"usac_default"`` or ``"lmeds"`` (OpenCV's).
+    reproj_threshold : float
+        The estimator's inlier threshold in frame pixels.
+    max_iters : int
+        The estimator's most iterations.
+    confidence : float
+        The estimator's confidence.
+    min_matches : int
+        Fewer putative matches (at least 4) are not tried.
+    min_inliers : int
+        A homography needs this many inliers, and as many distinct inlier points in model and frame.
+    min_inlier_ratio : float
+        ... and this share of the matches as inliers.
+    scale_range : (float, float)
+        The outline's area over the model's, lowest and highest.
+    max_aspect_change : float
+        The outline's aspect ratio (mean lengths of opposite sides) against the model's, at most this factor
+        either way.
+    max_perspective : float
+        Opposite sides of the outline differ in length by at most this share of the longer.
+    min_spread : float
+        The inliers' second singular value over their first, in model and frame, at least this (not on a line).
+    min_area_px, max_area_fraction, max_condition, min_inlier_coverage, min_edge_agreement
+        See above.
     """
 
     method: str = "magsac"
@@ -105,7 +133,25 @@ class VerifyParams:
 
 @dataclass
 class Verified:
-    """A verified candidate: homography, inlier mask and score."""
+    """A verified candidate: homography, inlier mask and score.
+
+    Attributes
+    ----------
+    homography : np.ndarray
+        (3, 3) model-to-frame homography.
+    inliers : np.ndarray
+        Bool mask over the candidate's matches.
+    n_inliers : int
+        The inliers' count.
+    score : float
+        In [0, 1] (:func:`score_from_inliers`).
+    corners : np.ndarray
+        (4, 2) the model's corners mapped into the frame.
+    info : dict
+        Figures of the verification (``matches``, ``inlier_coverage``, ...).
+    visible_fraction : float
+        The share of the model's outline inside the frame.
+    """
 
     homography: np.ndarray
     inliers: np.ndarray  # bool mask over the candidate's matches
@@ -130,8 +176,9 @@ def _segments_cross(p1: np.ndarray, p2: np.ndarray, p3: np.ndarray, p4: np.ndarr
 
 
 def homography_condition(H: np.ndarray, width: int, height: int, frame_shape: tuple[int, int]) -> float:
-    """Condition number of ``H`` between the model and the frame, each scaled and centred to unit size
-    (Hartley's normalisation: without it the number would measure the pixel units, not the mapping)."""
+    """Condition number of ``H`` between the model (``width`` x ``height`` pixels) and the frame (``frame_shape``:
+    rows, cols), each scaled and centred to unit size (Hartley's normalisation: without it the number would
+    measure the pixel units, not the mapping)."""
 
     def unit(w: float, h: float) -> np.ndarray:
         s = 2.0 / max(w, h, 1.0)
@@ -150,6 +197,17 @@ def quad_checks(
 
     Returns ``(reason or None, corners)``; ``corners`` are the model's (0,0),(w,0),(w,h),(0,h) mapped
     (NaN when part of the model lies behind the camera). The outline may reach beyond the frame.
+
+    Parameters
+    ----------
+    H : np.ndarray
+        (3, 3) model-to-frame homography.
+    width, height : int
+        The model image's size in pixels.
+    scene_shape : tuple of int
+        The frame's (rows, cols).
+    p : VerifyParams
+        The limits checked.
     """
     hom = map_homogeneous(H, model_corners(width, height))
     if np.any(hom[:, 2] <= 1e-9):
@@ -247,7 +305,8 @@ def edge_agreement(
     (:data:`EDGE_BLOCKS`) are judged on their own strongest edges and averaged, each counting equally.
     Parts outside the frame, or inside ``hidden`` outlines (frame-pixel quadrilaterals of objects found in
     front), are not judged. Returns the share and the number of strong edge pixels judged; the share is NaN
-    when too little is in view (:data:`MIN_EDGE_BLOCKS`, :data:`MIN_EDGE_PIXELS`).
+    when too little is in view (:data:`MIN_EDGE_BLOCKS`, :data:`MIN_EDGE_PIXELS`). ``frame_gray`` is the
+    frame in gray (uint8) and ``model_size`` the model image's (width, height).
     """
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
@@ -319,6 +378,15 @@ def score_from_inliers(n_inliers: int, n_matches: int, min_inliers: int) -> floa
     ``1 - exp(-(n - min_inliers + 1) / 15)`` reaches 0.5 about 10 inliers above the minimum and 0.95
     about 45 above; multiplied by ``sqrt(inlier ratio)`` so a homography fitted to a small share of the
     matches scores lower.
+
+    Parameters
+    ----------
+    n_inliers : int
+        The homography's inliers.
+    n_matches : int
+        The putative matches it was fitted to.
+    min_inliers : int
+        Fewer inliers score 0.
     """
     if n_inliers < min_inliers or n_matches <= 0:
         return 0.0
@@ -340,6 +408,19 @@ def verify_homography(
 
     Returns :class:`Verified` or a falsy :class:`~objrec.types.Failure` whose ``reason`` is a key of
     :data:`REASONS`.
+
+    Parameters
+    ----------
+    model_xy, scene_xy : np.ndarray
+        (n, 2) the putative matches' points in the model image and in the frame, row by row.
+    width, height : int
+        The model image's size in pixels.
+    scene_shape : tuple of int
+        The frame's (rows, cols).
+    params : VerifyParams, optional
+        Verification parameters (default: :class:`VerifyParams`'s).
+    rng_seed : int or None
+        Seed of OpenCV's random generator before the robust fit, for repeatable results (None: left as it is).
     """
     p = params or VerifyParams()
     n = len(model_xy)

@@ -59,7 +59,8 @@ def alignment_error(corners: np.ndarray | None, truth: np.ndarray) -> float:
 
 
 def corners_homography(model_corners: np.ndarray, frame_corners: np.ndarray) -> np.ndarray | None:
-    """The homography mapping four model corners onto four frame corners (None when they are degenerate)."""
+    """The homography mapping four model corners onto four frame corners (None when they are degenerate).
+    ``model_corners``, ``frame_corners``: (4, 2) points in the same order."""
     src = np.asarray(model_corners, np.float64).reshape(4, 2)
     dst = np.asarray(frame_corners, np.float64).reshape(4, 2)
     if not (np.all(np.isfinite(src)) and np.all(np.isfinite(dst))):
@@ -72,6 +73,7 @@ def corners_homography(model_corners: np.ndarray, frame_corners: np.ndarray) -> 
 
 def homography_discrepancy(H: np.ndarray | None, H_true: np.ndarray) -> float:
     """``e_H`` of one frame (see the module docstring); ``inf`` without an estimate.
+    ``H``: the estimated homography (None: none); ``H_true``: the ground truth's.
 
     Examples
     --------
@@ -93,6 +95,7 @@ def homography_discrepancy(H: np.ndarray | None, H_true: np.ndarray) -> float:
 def precision_curve(errors: np.ndarray, thresholds: np.ndarray = PRECISION_THRESHOLDS) -> np.ndarray:
     """Share of ``errors`` (one per scored frame; ``inf`` for a frame without an estimate) at or below each
     threshold.
+    ``errors``: the frames' errors in pixels; ``thresholds``: the thresholds in pixels.
 
     Examples
     --------
@@ -106,5 +109,6 @@ def precision_curve(errors: np.ndarray, thresholds: np.ndarray = PRECISION_THRES
 
 
 def success_curve(discrepancies: np.ndarray, thresholds: np.ndarray = SUCCESS_THRESHOLDS) -> np.ndarray:
-    """Share of frames whose homography discrepancy is at or below each threshold (as :func:`precision_curve`)."""
+    """Share of frames whose homography discrepancy is at or below each threshold (as :func:`precision_curve`).
+    ``discrepancies``: the frames' ``e_H``; ``thresholds``: the thresholds."""
     return precision_curve(discrepancies, thresholds)

@@ -110,6 +110,7 @@ def greedy_descriptor_matches(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
     same matching as the greedy walk over all ``N x M`` distances sorted in increasing order. The distances
     are :meth:`~objrec.knn.BruteForceIndex.distances`, one matrix for both directions, so the first
     global minimum of a round is mutual in it.
+    ``d1``, ``d2``: (N, D) and (M, D) descriptors.
 
     Returns
     -------
@@ -153,6 +154,7 @@ def mutual_nearest_neighbours(d1: np.ndarray, d2: np.ndarray) -> np.ndarray:
     """Pairs ``(i, j)`` where ``j`` is the L2 nearest neighbour of ``i`` and ``i`` that of ``j``.
 
     Each direction is one exact nearest-neighbour search (:class:`~objrec.knn.BruteForceIndex`).
+    ``d1``, ``d2``: (N, D) and (M, D) descriptors.
 
     Returns
     -------

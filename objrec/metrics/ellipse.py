@@ -60,7 +60,8 @@ def ellipses_from_features(features: Any, radius_scale: float = 0.5) -> tuple[np
 
 def project_points(H: np.ndarray, xy: np.ndarray) -> np.ndarray:
     """Map ``(N, 2)`` points through the homography ``H`` (dividing by the third coordinate:
-    :func:`~objrec.geometry.map_points`)."""
+    :func:`~objrec.geometry.map_points`).
+    ``xy``: the points."""
     return map_points(np.asarray(H, np.float64), xy)
 
 
@@ -69,6 +70,7 @@ def homography_jacobian(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.n
 
     For ``p = (H x)_{1,2} / (H x)_3`` the Jacobian is ``(H[:2, :2] - p h3^T) / (H x)_3`` with
     ``h3 = H[2, :2]``.
+    ``xy``: (N, 2) points.
 
     Returns
     -------
@@ -86,6 +88,7 @@ def warp_ellipses(H: np.ndarray, xy: np.ndarray, S: np.ndarray) -> tuple[np.ndar
 
     This is VLBenchmarks' ``'linearise'`` warp method (Mikolajczyk's original benchmark code), which the
     IJCV 2005 figures were computed with.
+    ``xy``: (N, 2) ellipse centres; ``S``: (N, 2, 2) their shape matrices.
     """
     p, J = homography_jacobian(H, xy)
     return p, J @ S @ np.swapaxes(J, 1, 2)
@@ -96,6 +99,7 @@ def ellipses_in_box(xy: np.ndarray, S: np.ndarray, width: float, height: float) 
 
     The test uses the axis-aligned extent of each ellipse, ``sqrt(S_xx)`` and ``sqrt(S_yy)``, as
     VLBenchmarks' ``isEllipseInBBox`` does.
+    ``xy``: (N, 2) ellipse centres; ``S``: (N, 2, 2) their shape matrices (``x^T S^{-1} x <= 1``).
     """
     rx = np.sqrt(S[:, 0, 0])
     ry = np.sqrt(S[:, 1, 1])

@@ -301,7 +301,8 @@ def region_geometry(
 ) -> RegionGeometry:
     """Visible regions, correspondences (overlap error below the threshold) and one-to-one matches.
 
-    Parameters are those of :func:`repeatability`; the other region metrics start from this result.
+    Parameters (``f1``, ``f2``, ``H``, ``shape1``, ``shape2``, ``overlap_threshold``, ``normalize_radius``,
+    ``radius_scale``) are those of :func:`repeatability`; the other region metrics start from this result.
 
     Returns
     -------
@@ -334,7 +335,8 @@ def region_geometry(
 
 
 def original_indices(g: RegionGeometry, pairs: np.ndarray) -> np.ndarray:
-    """Pairs of positions among the visible regions ``(g.vis1, g.vis2)`` as indices into ``f1`` and ``f2``."""
+    """Pairs of positions among the visible regions ``(g.vis1, g.vis2)`` as indices into ``f1`` and ``f2``.
+    ``g``: the regions' geometry (:func:`region_geometry`); ``pairs``: (K, 2) positions among the visible regions."""
     return np.stack([g.vis1[pairs[:, 0]], g.vis2[pairs[:, 1]]], axis=1)
 
 
@@ -413,6 +415,9 @@ def geometric_correspondences(
     radius_scale: float = 0.5,
 ) -> tuple[np.ndarray, np.ndarray]:
     """All region pairs with overlap error below the threshold (before the one-to-one step).
+
+    Parameters (``f1``, ``f2``, ``H``, ``shape1``, ``shape2``, ``overlap_threshold``, ``normalize_radius``,
+    ``radius_scale``) are those of :func:`repeatability`.
 
     Returns
     -------

@@ -96,7 +96,7 @@ class DatabaseReads:
 
     def get(self, name: str, with_image: bool = False) -> ModelObject:
         """An enrolled view: ``name`` is a record key, or an object's name for its first view (KeyError naming the
-        known objects if absent)."""
+        known objects if absent); with ``with_image``, its model image too."""
         return self.store.cached_object(name, with_image)
 
     def get_kind(self, name: str, kind: str) -> ModelObject:
@@ -162,6 +162,6 @@ class DatabaseReads:
 
     def sample_descriptors(self, kind: str, n: int, seed: int = 0) -> np.ndarray:
         """``n`` enrolled descriptors of ``kind`` drawn uniformly without replacement (all when fewer), decoded
-        (uint8 for SIFT, float16 for SURF); only the drawn rows are read."""
+        (uint8 for SIFT, float16 for SURF); only the drawn rows are read. ``seed`` seeds the draw."""
         self._check_kind(kind)
         return sample_descriptors(self.store, kind, n, seed)

@@ -77,7 +77,8 @@ class ModelDB(DatabaseRatings, DatabaseUpkeep):
         detectors: dict[str, dict[str, Any]] | None = None,
         exist_ok: bool = False,
     ) -> ModelDB:
-        """Create an empty database at ``path`` (a directory). With ``exist_ok``, open an existing one."""
+        """Create an empty database at ``path`` (a directory) for ``detectors`` (kind -> its settings; default:
+        :data:`DEFAULT_DETECTORS`). With ``exist_ok``, open an existing one."""
         path = Path(path)
         if (path / MANIFEST).exists() and exist_ok:
             return cls.open(path)
@@ -90,8 +91,8 @@ class ModelDB(DatabaseRatings, DatabaseUpkeep):
 
     @classmethod
     def upgrade(cls, path: str | os.PathLike, max_features: Any = AUTO_CAP, progress: bool = False) -> ModelDB:
-        """Convert a schema 1 or 2 database in place to the current layout and open it (a current one is only
-        opened), atomically: features re-capped to ``max_features`` per kind (an int, a dict of kind -> int,
+        """Convert the schema 1 or 2 database at ``path`` in place to the current layout and open it (a current
+        one is only opened), atomically: features re-capped to ``max_features`` per kind (an int, a dict of kind -> int,
         "auto": :func:`~objrec.features.model.model_feature_cap`, None: all kept) and re-encoded from what is
         stored (:func:`~objrec.modeldb.upgrade.upgrade_database` says what is lost), a progress bar on stderr
         with ``progress``. The database id changes: its prefilter stays valid, its retrieval index is rebuilt
@@ -129,7 +130,7 @@ class ModelDB(DatabaseRatings, DatabaseUpkeep):
         min_rating: int | None = None,
         full_rating: bool = False,
     ) -> ModelObject:
-        """Add an object from an image file or array (gray or BGR uint8), or from a list of them: several
+        """Add object ``name`` from an image file or array (gray or BGR uint8), or from a list of them: several
         views of one object (photos from different sides), which retrieval and matching treat as one object;
         a detection names the object and the view that matched. Saved atomically at once; returns view 0.
 
@@ -137,7 +138,7 @@ class ModelDB(DatabaseRatings, DatabaseUpkeep):
         rotations, :mod:`objrec.modeldb.views`), for recognition under strong viewpoint change; None (or "none")
         enrols the images' own features only. ``width_m`` is the object's physical width in metres (along the
         model image's x axis; a positive, finite number), which a metric pose needs; None when unknown.
-        ``shape="solid"`` marks an object with depth, verified without assuming a plane
+        ``shape`` "solid" marks an object with depth, verified without assuming a plane
         (:mod:`objrec.matching.solid`); "flat" (the default) is verified by a homography. ``replace`` replaces
         every view of an enrolled object of that name. ``min_rating`` refuses (an
         :class:`~objrec.imageio.InputError` naming the reasons, nothing written) when a view rates below it.

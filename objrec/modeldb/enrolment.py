@@ -284,7 +284,16 @@ def run_enrolment(
     send_bytes: bool = False,
     min_rating: int | None = None,
 ) -> EnrollReport:
-    """The engine of :meth:`ModelDB.enroll_many` (see there for the parameters)."""
+    """The engine of :meth:`ModelDB.enroll_many`: enrol ``items`` into ``db``; the report of what was enrolled,
+    skipped and failed.
+
+    Parameters
+    ----------
+    db : ModelDB
+        The database written.
+    items, replace, workers, batch_size, progress, views, width_m, shape, scheduler, send_bytes, min_rating
+        As for :meth:`ModelDB.enroll_many`.
+    """
     from tqdm import tqdm
 
     opts = {"views": check_views(views), "width_m": check_width_m(width_m), "shape": check_shape(shape)}

@@ -161,7 +161,8 @@ def _integral_u8(x: np.ndarray) -> bool:
 
 
 def n_lists_for(n: int, params: RetrievalParams) -> int:
-    """Inverted lists for ``n`` descriptors (0: an exact index)."""
+    """Inverted lists for ``n`` descriptors (0: an exact index).
+    ``params``: the index's settings (its ``exact_below`` and list sizes)."""
     if n < params.exact_below:
         return 0
     n_lists = params.n_lists or int(params.lists_per_sqrt * np.sqrt(n))
@@ -176,6 +177,8 @@ def new_codec(train: np.ndarray, kind: str, params: RetrievalParams, n: int | No
     8-bit codes, SURF as float16). An inverted file holds product-quantised codes of the residuals from the
     cell centres (``codes="pq"``) or the same scalar codes of the descriptors themselves (``"sq"``: 8-bit
     direct codes are exact only for integers 0-255, which residuals are not).
+    ``kind``: the descriptor kind ("sift" or "surf"); ``params``: the index's settings (its lists, codes and training
+    sample).
     """
     faiss = faiss_module()
     n = len(train) if n is None else int(n)
@@ -247,7 +250,9 @@ class Segment:
     @classmethod
     def write(cls, folder: Path, index: Any, keys: list[str], labels: np.ndarray, shas: list[str]) -> Segment:
         """Write ``index`` (the codes) and its object table into ``folder`` atomically, each file named by its
-        hash; returns the segment, its index kept as given."""
+        hash; returns the segment, its index kept as given.
+        ``folder``: the index folder; ``keys``: the record keys the segment holds; ``labels``: their labels, in the same
+        order; ``shas``: their content sha256."""
         faiss = faiss_module()
         final, digest = atomic_write_via(
             folder, lambda tmp: faiss.write_index(index, tmp), lambda digest: f"seg-{digest[:16]}.faiss"
@@ -262,7 +267,9 @@ class Segment:
 
     @classmethod
     def read(cls, folder: Path, entry: dict[str, Any], mmap: bool = True) -> Segment:
-        """A segment named by a manifest entry, both files checked against their sha256."""
+        """A segment named by a manifest entry, both files checked against their sha256.
+        ``folder``: the index folder; ``entry``: the manifest's entry for the segment; with ``mmap``, its codes stay in
+        the file, mapped read-only."""
         paths = []
         for name, sha in ((entry.get("file"), entry.get("sha256")), (entry.get("table"), entry.get("table_sha256"))):
             path = folder / str(name)
@@ -372,7 +379,8 @@ class DatabaseIndex:
 
     def search(self, query: np.ndarray, n_probe: int | None = None) -> np.ndarray:
         """Labels (N, k) of each query descriptor's ``k`` approximate nearest neighbours among the live codes
-        (-1 where fewer exist)."""
+        (-1 where fewer exist).
+        ``query``: (N, D) float32 descriptors; ``n_probe``: inverted lists probed (default: the index's ``n_probe``)."""
         faiss = faiss_module()
         q = np.ascontiguousarray(query, dtype=np.float32)
         k = int(self.params.k)

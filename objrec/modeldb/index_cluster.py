@@ -89,7 +89,9 @@ def encoding(
 
 
 def cluster_chunks(client: Any, send_bytes: bool = False) -> ChunkSource:
-    """A :data:`~objrec.modeldb.index_update.ChunkSource` encoding on the workers of the Dask ``client``."""
+    """A :data:`~objrec.modeldb.index_update.ChunkSource` encoding on the workers of the Dask ``client``.
+    With ``send_bytes``, the descriptors are read here and sent to the workers; otherwise each worker reads them from
+    the database's shards by its path."""
 
     def chunks(db: ModelDB, index: DatabaseIndex, keys: list[str]) -> Chunks:
         return _cluster_chunks(client, send_bytes, db, index, keys)
@@ -158,6 +160,8 @@ def encode_records(
     """:func:`encode_descriptors` of the descriptors of records ``keys`` of the database at ``path``, read
     here from its shards (as :func:`~objrec.modeldb.index_update.chunk_descriptors`). Runs on a worker,
     which keeps the database open between chunks.
+    ``codec``: the serialised, trained codec (``faiss.serialize_index``); ``kind``: the descriptor kind; ``cap``: each
+    record's most descriptors indexed (None: all).
 
     Raises
     ------

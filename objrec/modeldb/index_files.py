@@ -54,7 +54,8 @@ def faiss_module() -> Any:
 
 def manifest_header(fmt: str, schema_version: int, index: Any) -> dict[str, Any]:
     """The fields every retrieval-index manifest starts with: its format and schema, and what ``index`` (a
-    database's segmented index or a single-file one) was built as and for."""
+    database's segmented index or a single-file one) was built as and for.
+    ``fmt``: the manifest's format name; ``schema_version``: its schema."""
     return {
         "format": fmt,
         "schema_version": schema_version,
@@ -99,7 +100,8 @@ def read_manifest(folder: Path, fmt: str, schema_version: int, database_id: str 
 
 
 def checked_index_file(folder: Path, m: dict[str, Any]) -> Path:
-    """The index file the manifest names, its sha256 checked."""
+    """The index file the manifest names, its sha256 checked.
+    ``folder``: the index folder; ``m``: its manifest (as read)."""
     entry = m.get("array") or {}
     path = folder / str(entry.get("file", ARRAY))
     if not path.exists():
@@ -110,7 +112,8 @@ def checked_index_file(folder: Path, m: dict[str, Any]) -> Path:
 
 
 def read_faiss_index(path: Path, mmap: bool) -> tuple[Any, bool]:
-    """A FAISS index from ``path`` (a FAISS file, or a ``.npy`` uint8 array of one); True when it is mapped."""
+    """A FAISS index from ``path`` (a FAISS file, or a ``.npy`` uint8 array of one); True when it is mapped.
+    With ``mmap``, an inverted file's lists are mapped from the file read-only rather than read into memory."""
     faiss = faiss_module()
     try:
         if path.suffix == ".npy":  # an index saved as a serialised byte array

@@ -102,7 +102,8 @@ def chunk_plan(
 ) -> Iterator[tuple[list[str], np.ndarray]]:
     """Records ``keys`` grouped as :func:`indexed_chunks` reads them, from the shards' offsets alone (no
     descriptor is read): ``(keys, rows per record)`` per chunk of whole records of at most ``max_rows`` rows
-    (default :data:`CHUNK_ROWS`; a record with more comes alone), each record counted up to ``cap``."""
+    (default :data:`CHUNK_ROWS`; a record with more comes alone), each record counted up to ``cap``.
+    ``reader``: the database's shard reader; ``kind``: the descriptor kind."""
     max_rows = CHUNK_ROWS if max_rows is None else max_rows
     out_keys: list[str] = []
     counts: list[int] = []
@@ -121,7 +122,8 @@ def chunk_plan(
 
 def chunk_descriptors(reader: ShardReader, kind: str, keys: list[str], cap: int | None) -> np.ndarray:
     """The descriptors of records ``keys`` to index, float32, concatenated in their order: a record with more
-    than ``cap`` descriptors gives its ``cap`` strongest by detector response (in stored order)."""
+    than ``cap`` descriptors gives its ``cap`` strongest by detector response (in stored order).
+    ``reader``: the database's shard reader; ``kind``: the descriptor kind."""
     parts = []
     for _, sh, lo, hi in descriptor_spans(reader, kind, keys):
         d = decode_descriptors(kind, reader.array(sh, f"{kind}.descriptors.npy")[lo:hi])
@@ -136,7 +138,9 @@ def indexed_chunks(
     db: ModelDB, kind: str, keys: list[str], cap: int | None, max_rows: int | None = None
 ) -> Iterator[tuple[np.ndarray, list[str], np.ndarray]]:
     """The descriptors of records ``keys`` to index, float32, in the chunks of :func:`chunk_plan`:
-    ``(descriptors, keys, rows per record)`` (see :func:`chunk_descriptors`)."""
+    ``(descriptors, keys, rows per record)`` (see :func:`chunk_descriptors`).
+    ``db``: the database read; ``kind``: the descriptor kind; ``cap``: each record's most descriptors (None: all);
+    ``max_rows``: a chunk's most rows (default :data:`CHUNK_ROWS`)."""
     for chunk, counts in chunk_plan(db.store, kind, keys, cap, max_rows):
         yield chunk_descriptors(db.store, kind, chunk, cap), chunk, counts
 
@@ -151,7 +155,8 @@ ChunkSource = Callable[["ModelDB", DatabaseIndex, list[str]], Chunks]
 
 
 def local_chunks(db: ModelDB, index: DatabaseIndex, keys: list[str]) -> Chunks:
-    """The chunks of records ``keys``, encoded in this process by FAISS's ``add_with_ids`` (its OpenMP threads)."""
+    """The chunks of records ``keys``, encoded in this process by FAISS's ``add_with_ids`` (its OpenMP threads).
+    ``db``: the database read; ``index``: the index the codes go into (its codec)."""
     for desc, chunk, counts in indexed_chunks(db, index.kind, keys, index.params.max_per_object):
 
         def fill(out: Any, ids: np.ndarray, desc: np.ndarray = desc) -> None:
@@ -220,6 +225,7 @@ def sync_index(
     The manifest is saved after each segment with no database id (stale to every reader), and with the
     database's id once complete, so an interrupted update leaves a stale index that the next commit or a
     reindex completes. Call with the database's write lock held.
+    ``progress``: called with the descriptors added after each chunk (None: no report).
     """
     live = _live_shas(db)
     table = index.table()
@@ -264,6 +270,8 @@ def build_index(
 
     Resumable: a build interrupted with the same parameters continues with the records it lacks (its codec
     is kept). Call with the database's write lock held.
+    ``params``: the index's settings (default: :class:`~objrec.matching.retrieval.RetrievalParams`'s); ``progress``:
+    called with the descriptors added after each chunk (None: no report).
     """
     folder = index_folder(db.path, kind)
     params = params or DEFAULT_PARAMS

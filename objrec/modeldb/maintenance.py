@@ -74,7 +74,8 @@ def _live_objects(store: ShardStore, sh: Shard, kinds: list[str]) -> list[Prepar
 
 
 def rewrite(store: ShardStore, victims: list[Shard]) -> None:
-    """Copy the live objects of ``victims`` (arrays as stored, nothing re-extracted) into one shard."""
+    """Copy the live objects of ``victims`` (arrays as stored, nothing re-extracted) into one shard.
+    ``store``: the database's shard store (write lock held)."""
     kinds = list(store.manifest["detectors"])
     moved = [p for sh in victims for p in _live_objects(store, sh, kinds)]
     manifest = dict(store.manifest)
@@ -100,7 +101,8 @@ def compact(store: ShardStore) -> int:
 
 def unnamed_files(store: ShardStore, newer_than: float | None = None) -> list[Path]:
     """Shard folders no manifest names and temporary files a killed writer left (retired shards still
-    in their grace period excluded; with ``newer_than``, files modified after it too)."""
+    in their grace period excluded; with ``newer_than``, files modified after it too).
+    ``store``: the database's shard store."""
     keep = {s.id for s in store.shards} | store.retired()
     root = store.path / SHARDS
     found = []

@@ -113,7 +113,8 @@ def _image_file(path: str | Path) -> Path:
 
 def encode_descriptors(kind: str, descriptors: np.ndarray) -> np.ndarray:
     """Descriptors in their storage dtype (:data:`DESCRIPTOR_STORAGE`): uint8 only where that is exact; int8
-    as ``round(d * SURF_INT8_SCALE)`` (clipped to [-127, 127])."""
+    as ``round(d * SURF_INT8_SCALE)`` (clipped to [-127, 127]).
+    ``kind``: the descriptor kind; ``descriptors``: (N, D) float descriptors."""
     d = np.asarray(descriptors, np.float32)
     want = DESCRIPTOR_STORAGE.get(kind, "float32")
     if want == "uint8":
@@ -186,13 +187,15 @@ def capped(
     feats: dict[str, Features], width: int, height: int, max_features: int | dict[str, int] | str | None = AUTO_CAP
 ) -> dict[str, Features]:
     """Each kind's features reduced to at most ``max_features`` (strongest, spread over the image:
-    :func:`objrec.features.model.cap_features`); None keeps them all."""
+    :func:`objrec.features.model.cap_features`); None keeps them all.
+    ``feats``: each kind's features of the model image; ``width``, ``height``: the image's size in pixels."""
     return {k: cap_features(f, max_features, width, height) for k, f in feats.items()}
 
 
 def content_sha256(image: np.ndarray, keypoints: dict[str, np.ndarray], descriptors: dict[str, np.ndarray]) -> str:
     """The hash an object's entry records for its content: image bytes, then keypoint rows and descriptors
-    of each kind in name order (with each descriptor array's dtype and shape)."""
+    of each kind in name order (with each descriptor array's dtype and shape).
+    ``image``: the model image; ``keypoints`` and ``descriptors``: each kind's arrays."""
     h = hashlib.sha256(image.tobytes())
     for kind in sorted(keypoints):
         d = descriptors[kind]

@@ -68,6 +68,7 @@ class DatabaseRatings(DatabaseReads):
         """The rating of object ``name`` from all its enrolled views (:func:`objrec.rating.objects.rate_object`):
         its views' full ratings (computed and written back by :meth:`rate` where missing) and how well the
         views' stored features of the rated detector agree. KeyError for an unknown name.
+        ``progress`` shows a progress bar on stderr while missing view ratings are computed.
 
         Returns
         -------

@@ -169,6 +169,7 @@ class ShardReader:
         objects pass ``check=False`` and check the object's own rows instead (:meth:`verify_object`),
         which costs in proportion to what is read; a file that cannot even be mapped is then hashed, so
         the error names it as damaged.
+        ``shard``: the shard; ``fname``: the file's name in its folder.
         """
         key = (shard.id, fname)
         arr = self.mapped.get(key)
@@ -196,7 +197,8 @@ class ShardReader:
         return arr
 
     def check_file(self, shard: Shard, fname: str) -> None:
-        """The shard file's sha256 against the manifest (once per store); ModelDBError naming it if not."""
+        """The shard file's sha256 against the manifest (once per store); ModelDBError naming it if not.
+        ``shard``: the shard; ``fname``: the file's name in its folder."""
         key = (shard.id, fname)
         if key in self.hashed:
             return
@@ -208,7 +210,8 @@ class ShardReader:
     def verify_object(self, shard: Shard, row: int) -> None:
         """An object's rows against its content sha256 (image bytes, keypoints and descriptors of every kind),
         once per store. On a mismatch the shard's files are hashed whole: a damaged one raises naming the
-        file; when all match the manifest the rows are as written and the object is accepted."""
+        file; when all match the manifest the rows are as written and the object is accepted.
+        ``shard``: the object's shard; ``row``: its row in the shard's object table."""
         if (shard.id, row) in self._verified:
             return
         kinds = sorted(self.manifest["detectors"])
@@ -274,7 +277,8 @@ class ShardReader:
         return list(self._infos)
 
     def cached_object(self, name: str, with_image: bool) -> ModelObject:
-        """:meth:`model_object` with every kind, kept for the last :attr:`CACHE_OBJECTS` objects asked for."""
+        """:meth:`model_object` with every kind, kept for the last :attr:`CACHE_OBJECTS` objects asked for.
+        ``name``: a record key, or an object's name for its first view; ``with_image``: with the model image too."""
         key = (name, with_image)
         if key in self._objects:
             return self._objects[key]
@@ -429,7 +433,8 @@ def iter_descriptor_chunks(
 
 def sample_descriptors(reader: ShardReader, kind: str, n: int, seed: int = 0) -> np.ndarray:
     """``n`` live descriptors of ``kind`` drawn uniformly without replacement (all of them when there are
-    fewer), decoded as :func:`stack_descriptors` does; only the drawn rows are read from the maps."""
+    fewer), decoded as :func:`stack_descriptors` does; only the drawn rows are read from the maps.
+    ``reader``: the database's shard reader; ``seed``: seeds the draw."""
     spans = list(descriptor_spans(reader, kind))
     sizes = np.asarray([hi - lo for _, _, lo, hi in spans], np.int64)
     total = int(sizes.sum())

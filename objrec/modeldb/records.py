@@ -259,7 +259,17 @@ class ObjectInfo(_Keyed):
 
 @dataclass(frozen=True)
 class EnrollFailure:
-    """An item :meth:`ModelDB.enroll_many` could not enrol, and why."""
+    """An item :meth:`ModelDB.enroll_many` could not enrol, and why.
+
+    Attributes
+    ----------
+    name : str
+        The item's object name.
+    source : str
+        Where its image came from (a path, or ``"<array>"``).
+    reason : str
+        Why it failed, in words.
+    """
 
     name: str
     source: str
@@ -269,7 +279,15 @@ class EnrollFailure:
 @dataclass
 class EnrollReport:
     """Outcome of :meth:`ModelDB.enroll_many`: names enrolled, names skipped (already enrolled from the
-    same content) and failures with their reason. True when nothing failed."""
+    same content) and failures with their reason. True when nothing failed.
+
+    Attributes
+    ----------
+    enrolled, skipped : list of str
+        The object names enrolled; those skipped.
+    failed : list of EnrollFailure
+        The items that failed.
+    """
 
     enrolled: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)

@@ -182,7 +182,8 @@ def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObj
 
 def row_offsets(objects: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str, np.ndarray]:
     """Per kind, where each object's keypoint rows start and end in the shard's arrays; ``"image"``: where
-    its image bytes do (see :attr:`Shard.offsets`)."""
+    its image bytes do (see :attr:`Shard.offsets`).
+    ``objects``: the shard's object table; ``kinds``: the detector kinds."""
     out = {k: np.concatenate([[0], np.cumsum([o["n_features"].get(k, 0) for o in objects])]) for k in kinds}
     out["image"] = np.concatenate([[0], np.cumsum([o["image_bytes"] for o in objects])])
     return {k: v.astype(np.int64) for k, v in out.items()}
@@ -190,6 +191,7 @@ def row_offsets(objects: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str
 
 def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> Shard:
     """The shard the manifest ``entry`` names, its object table checked against the entry's sha256.
+    ``shard_dir``: the shard's folder; ``kinds``: the detector kinds whose row offsets it gets.
 
     Raises
     ------
@@ -233,7 +235,8 @@ def with_overrides(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list
     """The object table with the manifest's changes applied. A shard's files never change after it is
     written, so a rename, a new width or a rating computed later is recorded in the shard's manifest entry
     (``"renamed": {row: new name}``, ``"width_m": {row: metres or null}``, ``"rating"`` and its version and
-    reasons, see :data:`OVERRIDES`)."""
+    reasons, see :data:`OVERRIDES`).
+    ``objects``: the shard's object table as written; ``entry``: its manifest entry."""
     changes = [(field, entry[key]) for key, field in OVERRIDES.items() if entry.get(key)]
     if not changes:
         return objects
@@ -245,7 +248,8 @@ def with_overrides(objects: list[dict[str, Any]], entry: dict[str, Any]) -> list
 
 
 def content_id(detectors: dict[str, dict[str, Any]], objects: Iterable[tuple[str, str]]) -> str:
-    """The database id: a hash of the detectors and the live objects' (name, content sha256)."""
+    """The database id: a hash of the detectors and the live objects' (name, content sha256).
+    ``detectors``: the database's detector settings; ``objects``: the live objects' (name, content sha256) pairs."""
     h = hashlib.sha256()
     h.update(repr(sorted((k, sorted(v.items())) for k, v in detectors.items())).encode())
     for name, digest in sorted(objects):
@@ -259,6 +263,7 @@ def file_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
 
     Yields True when the lock is held; with ``blocking=False`` it yields False at once if another process
     holds it.
+    ``blocking``: wait for the lock (False: yield False at once when another process holds it).
     """
     try:
         import fcntl

@@ -113,7 +113,8 @@ class ShardStore(ShardReader):
 
     def set_width(self, names: list[str], width_m: float | None) -> None:
         """Record the physical width of the live records ``names`` (None: unknown) in one commit (write lock
-        held; the shard's files stay as they are, and the database id with them)."""
+        held; the shard's files stay as they are, and the database id with them).
+        ``width_m``: the width in metres."""
         self.override([(n, "width_m", width_m) for n in names])
 
     def override(self, changes: list[tuple[str, str, Any]]) -> None:
@@ -128,7 +129,8 @@ class ShardStore(ShardReader):
         self.publish(dict(self.manifest), shards, keeps_dependents=True)
 
     def new_shard(self, manifest: dict[str, Any], kinds: list[str], objects: list[PreparedObject]) -> Shard:
-        """Write ``objects`` as a new shard, numbered from ``manifest`` (whose counter it advances)."""
+        """Write ``objects`` as a new shard, numbered from ``manifest`` (whose counter it advances).
+        ``kinds``: the detector kinds whose arrays it holds."""
         # The random part keeps a shard left unreferenced by a crashed writer from being overwritten.
         sid = f"s{manifest['next_shard'] % 1_000_000:06d}-{secrets.token_hex(4)}"
         manifest["next_shard"] += 1
@@ -143,6 +145,7 @@ class ShardStore(ShardReader):
         ``keeps_dependents``: the change only removes or renames objects, so a prefilter trained for the
         previous content is still valid; the previous id joins ``compatible_ids`` in this same commit.
         Shards this commit drops are listed as retired (kept on disk for readers for a grace period).
+        ``manifest``: the new manifest; ``shards``: the live shards it names.
         """
         manifest["shards"] = [s.entry for s in shards]
         manifest["library_version"] = __version__

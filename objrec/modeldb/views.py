@@ -103,7 +103,8 @@ def check_views(views: Any) -> str | None:
 
 def affine_views(tilts: tuple[float, ...] = AFFINE_TILTS, step: float = LONGITUDE_STEP) -> list[View]:
     """ASIFT's sampling of the view sphere: for each tilt ``t``, longitudes ``0, b/t, 2b/t, ... < 180``
-    with ``b = step`` degrees (the model image itself, tilt 1, is not included)."""
+    with ``b = step`` degrees (the model image itself, tilt 1, is not included).
+    ``tilts``: the tilts sampled (besides 1)."""
     out = []
     for t in tilts:
         n = math.ceil(180.0 * t / step - 1e-9)
@@ -115,6 +116,7 @@ def view_affine(view: View, width: int, height: int) -> tuple[np.ndarray, tuple[
     """The 2x3 affine map from model pixels to the view's pixels, and the view's size ``(width, height)``.
 
     The rotated image is shifted so its bounding box starts at 0, then x is divided by the tilt.
+    ``view``: the view's tilt and longitude; ``width``, ``height``: the model image's size in pixels.
     """
     a = math.radians(view.longitude)
     c, s = math.cos(a), math.sin(a)
@@ -160,6 +162,7 @@ def map_to_model(feats: Features, A: np.ndarray, width: int, height: int, scale:
     ``A⁻¹``. Keypoints that land outside the ``width`` x ``height`` model image are dropped. ``scale`` is the
     model image's own scale (the view was made from the model image resized by it): positions and sizes are
     divided by it, as for the model image's own features.
+    ``feats``: the view's features, in the view's pixels.
     """
     if len(feats) == 0:
         return feats
@@ -221,6 +224,7 @@ def add_view_features(
 
     Views are made from the model image at the resolution its own features come from (longer side at most
     :data:`objrec.features.model.MAX_MODEL_SIDE`), with the database's detectors.
+    ``image``: the model image; ``detectors``: the database's detector settings (kind -> settings).
 
     Returns
     -------

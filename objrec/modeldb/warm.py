@@ -65,7 +65,8 @@ def warm_files(paths: Iterable[str | os.PathLike], max_bytes: int) -> int:
 def warm_in_background(paths: Iterable[str | os.PathLike], max_bytes: int | None = None) -> threading.Thread | None:
     """:func:`warm_files` in a daemon thread, started here (the kernel may block a caller while it queues the
     reads of a large file); ``max_bytes`` defaults to :data:`WARM_SHARE` of :func:`mem_available`. Returns the
-    thread, or None where nothing can be asked for."""
+    thread, or None where nothing can be asked for.
+    ``paths``: the files to read into the page cache."""
     if max_bytes is None:
         avail = mem_available()
         if avail is None:

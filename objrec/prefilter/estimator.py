@@ -232,6 +232,7 @@ class RegionPrefilter(PrefilterFiles, BaseEstimator):
         """The stages this prefilter's parameters describe, fitted on rows ``fit_rows`` of checked ``X``
         (float32) and ``y`` (0/1), each stage's threshold chosen on ``calibration_rows``
         (:func:`~objrec.prefilter.fitting.fit_stages`); fitted state is left as it was.
+        ``recall_weight``: the rows' recall weights; ``sample_weight``: fit weights (None: equal); ``proba``: as there.
 
         Returns
         -------
@@ -256,10 +257,10 @@ class RegionPrefilter(PrefilterFiles, BaseEstimator):
         object_names: list[str] | None = None,
         training_report: dict[str, Any] | None = None,
     ) -> RegionPrefilter:
-        """Set every fitted attribute at once, so none is left over from an earlier fit; returns self.
-
-        ``threshold`` None takes the last stage's threshold.
-        """
+        """Set every fitted attribute at once, so none is left over from an earlier fit; returns self. Each of
+        ``cascade``, ``estimators``, ``color_lut``, ``texture_lut``, ``feature_params``, ``database_id``,
+        ``object_names``, ``training_report`` becomes the attribute of its name with a trailing ``_``, ``n_features``
+        becomes ``n_features_in_``; ``threshold`` None takes the last stage's threshold."""
         self.cascade_ = cascade
         self.estimators_ = estimators
         self.stage_thresholds_ = cascade.stage_thresholds.copy()
@@ -275,8 +276,9 @@ class RegionPrefilter(PrefilterFiles, BaseEstimator):
     def with_cascade(
         self, cascade: FlatCascade, threshold: float | None, training_report: dict[str, Any] | None = None
     ) -> RegionPrefilter:
-        """A copy with other trees and threshold (None: the last stage's) and the same parameters,
-        appearance tables, feature parameters, database and objects: what a refit for the live scene makes."""
+        """A copy with other trees ``cascade`` and threshold (None: the last stage's), a new ``training_report``
+        and the same parameters, appearance tables, feature parameters, database and objects: what a refit for
+        the live scene makes."""
         same = (self.n_features_in_, self.color_lut_, self.texture_lut_, self.feature_params_)
         pf = copy.copy(self)
         return pf.set_fitted(cascade, threshold, *same, None, self.database_id_, self.object_names_, training_report)
@@ -337,8 +339,9 @@ class RegionPrefilter(PrefilterFiles, BaseEstimator):
         return regions, X, scores, grid, frame_shape
 
     def cell_regions(self, X: np.ndarray, grid: CellGrid, frame_shape: tuple[int, int]) -> tuple[Regions, np.ndarray]:
-        """Regions of a frame from its cell features (:meth:`frame_features`, on the host), and the cells'
-        scores: the second half of :meth:`propose`, for features computed once and scored by several models."""
+        """Regions of a frame of ``frame_shape`` from its cell features ``X`` (:meth:`frame_features`, on the host)
+        on ``grid``, and the cells' scores: the second half of :meth:`propose`, for features computed once and
+        scored by several models."""
         scores = self.cell_scores(X)
         grouping = (self.threshold_, int(self.dilate), float(self.min_fill), int(self.margin))
         regions = cells_to_regions(scores.reshape(grid.shape), grid, frame_shape, *grouping)
@@ -350,6 +353,7 @@ def train_prefilter(
 ) -> RegionPrefilter:
     """Fit ``prefilter`` (default: ``RegionPrefilter()``) on scenes generated from a database's enrolled objects
     and ``backgrounds``: :func:`objrec.prefilter.training.fit_to_database`, whose options this takes.
+    ``db``: the model database.
 
     Returns
     -------

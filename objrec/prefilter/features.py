@@ -143,7 +143,8 @@ _NB_DX = np.array([-1, 0, 1, 1, 1, 0, -1, -1], np.int64)
 
 
 def work_shape(height: int, width: int, work_size: int) -> tuple[int, int]:
-    """(h, w) of the working resolution: longer side ``work_size`` (never upscaled)."""
+    """(h, w) of the working resolution: longer side ``work_size`` (never upscaled).
+    ``height``, ``width``: the frame's size in pixels."""
     s = min(1.0, work_size / max(height, width))
     return max(1, round(height * s)), max(1, round(width * s))
 
@@ -154,6 +155,7 @@ def work_image(bgr: Any, work_size: int, xp: Any = np) -> Any:
     NumPy frames go through ``cv2.resize`` (``INTER_AREA``). CuPy frames stay on the device: they are
     averaged over whole blocks of ``f x f`` pixels (``f`` the integer scale factor) after cropping the
     frame to a multiple of the working size, which differs from OpenCV at fractional scales.
+    ``bgr``: the frame; ``work_size``: the working resolution's longer side; ``xp``: the frame's array module.
     """
     fh, fw = bgr.shape[:2]
     wh, ww = work_shape(fh, fw, work_size)
@@ -180,7 +182,8 @@ class CellGrid:
 
 
 def cell_grid(height: int, width: int, cell_size: int) -> CellGrid:
-    """Near-square cells of about ``cell_size`` px covering the image exactly (edges ``i * n // count``)."""
+    """Near-square cells of about ``cell_size`` px covering the image exactly (edges ``i * n // count``).
+    ``height``, ``width``: the image's size in pixels."""
     ny = max(1, round(height / cell_size))
     nx = max(1, round(width / cell_size))
     ys = (np.arange(ny + 1) * height) // ny
@@ -384,7 +387,8 @@ def _check_small(bgr: np.ndarray) -> np.ndarray:
 
 
 def check_luts(color_lut: Any, texture_lut: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The back-projection tables as contiguous float32 (zero tables for None), shapes checked."""
+    """The back-projection tables as contiguous float32 (zero tables for None), shapes checked.
+    ``color_lut``, ``texture_lut``: the tables, or None."""
     cl = np.zeros(N_COLOR_CODES, np.float32) if color_lut is None else np.ascontiguousarray(color_lut, np.float32)
     tl = np.zeros(N_TEXTURE_CODES, np.float32) if texture_lut is None else np.ascontiguousarray(texture_lut, np.float32)
     if cl.shape != (N_COLOR_CODES,) or tl.shape != (N_TEXTURE_CODES,):
@@ -405,6 +409,7 @@ def pixel_maps(
 
     ``bgr`` is the image at working resolution (uint8, 3 channels). Used for training (code
     histograms) and as the reference the cell features are checked against.
+    ``color_lut``, ``texture_lut``: the appearance tables (None: zero tables); ``params``: the features' settings.
     """
     bgr = _check_small(bgr)
     return pixel_maps_xp(bgr, *check_luts(color_lut, texture_lut), params, np)
@@ -418,6 +423,9 @@ def cell_features(
     params: FeatureParams | None = None,
 ) -> tuple[np.ndarray, CellGrid]:
     """Features of every cell of an image at working resolution (CPU, Numba, one pass over the pixels).
+    ``bgr``: the image at working resolution (uint8, 3 channels); ``cell_size``: a cell's side in pixels; ``color_lut``,
+    ``texture_lut``: the appearance tables (None: zero tables); ``params``: the features' settings (default:
+    :class:`FeatureParams`'s).
 
     Returns
     -------
@@ -454,7 +462,8 @@ def _clamped(a: Any, dy: int, dx: int, xp: Any) -> Any:
 def pixel_maps_xp(
     bgr: Any, color_lut: Any, texture_lut: Any, params: FeatureParams | None = None, xp: Any = np
 ) -> tuple[Any, Any, Any]:
-    """Array-code twin of :func:`pixel_maps` (NumPy or CuPy arrays, ``xp`` their module)."""
+    """Array-code twin of :func:`pixel_maps` (NumPy or CuPy arrays, ``xp`` their module).
+    ``bgr``, ``color_lut``, ``texture_lut``, ``params`` as there."""
     fp = params or FeatureParams()
     f32 = xp.float32
     bgr = xp.asarray(bgr)
@@ -512,7 +521,9 @@ def cell_features_xp(
     params: FeatureParams | None = None,
     xp: Any = np,
 ) -> tuple[Any, CellGrid]:
-    """Array-code twin of :func:`cell_features`: integral images by ``cumsum``, cells by fancy indexing."""
+    """Array-code twin of :func:`cell_features`: integral images by ``cumsum``, cells by fancy indexing.
+    ``bgr``, ``cell_size``, ``color_lut``, ``texture_lut``, ``params`` as there; ``xp``: the arrays' module (NumPy or
+    CuPy)."""
     maps, _, _ = pixel_maps_xp(bgr, color_lut, texture_lut, params, xp)
     h, w = maps.shape[:2]
     S = xp.zeros((h + 1, w + 1, N_MAPS), xp.float64)
@@ -568,7 +579,10 @@ def appearance_luts(
     texture_hist_background: np.ndarray,
     prior: float = 1e-3,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Log-likelihood-ratio tables ``log((p_obj + prior) / (p_bg + prior))`` from code histograms."""
+    """Log-likelihood-ratio tables ``log((p_obj + prior) / (p_bg + prior))`` from code histograms.
+    ``color_hist_object``, ``color_hist_background``: colour-code histograms of object and background pixels;
+    ``texture_hist_object``, ``texture_hist_background``: the same for texture codes; ``prior``: added to both
+    probabilities."""
 
     def lut(ho: np.ndarray, hb: np.ndarray) -> np.ndarray:
         po = ho / max(float(ho.sum()), 1.0)

@@ -77,7 +77,8 @@ def check_params(params: Mapping[str, Any]) -> None:
 
 
 def stage_depths(max_depth: int | tuple[int, ...] | None, cascade: int) -> list[int | None]:
-    """The depth of every stage: ``max_depth`` repeated, or one value per stage (checked)."""
+    """The depth of every stage: ``max_depth`` repeated, or one value per stage (checked).
+    ``cascade``: the number of stages."""
     depths: list[int | None] = list(max_depth) if isinstance(max_depth, (tuple, list)) else [max_depth] * int(cascade)
     if len(depths) != cascade:
         raise ValueError(f"max_depth: expected an int or {cascade} values (one per stage), got {max_depth!r}")
@@ -91,6 +92,7 @@ def check_fit_input(
     X: Any, y: Any, sample_weight: Any, recall_weight: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """``X`` float32, ``y`` int64 0/1, sample weights (or None) and recall weights, checked.
+    ``recall_weight``: each row's weight in the positive recall (None: as said below).
 
     Returns
     -------
@@ -123,6 +125,7 @@ def recall_threshold(scores: np.ndarray, weights: np.ndarray, recall: float) -> 
     """Largest threshold ``t`` with ``sum(weights[scores >= t]) >= recall * sum(weights)``.
 
     Returns 0 when there are no scores or no weight (threshold 0 keeps every non-negative score).
+    ``scores``: the rows' scores; ``weights``: their recall weights; ``recall``: the share of weight kept.
     """
     total = float(weights.sum())
     if total <= 0 or len(scores) == 0:
@@ -140,6 +143,7 @@ def calibration_split(
 
     With ``groups`` (e.g. the scene of every cell) whole groups are held out, so thresholds are chosen
     on scenes the trees never saw. With ``fraction == 0`` every row is used for both.
+    ``n_samples``: the rows; ``random_state``: seeds the draw.
     """
     from sklearn.model_selection import GroupShuffleSplit, ShuffleSplit
 
@@ -159,7 +163,8 @@ def fit_and_calibration_rows(
     n_samples: int, calibration: Any, fraction: float, groups: Any, random_state: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row indices (fit, calibration): the rows ``calibration`` names (checked) and the others, or when it is
-    None those :func:`calibration_split` draws."""
+    None those :func:`calibration_split` draws.
+    ``n_samples``: the rows; ``fraction``, ``groups``, ``random_state``: as for :func:`calibration_split`."""
     if calibration is None:
         return calibration_split(n_samples, fraction, groups, random_state)
     cal = np.unique(np.asarray(calibration, np.int64))
@@ -174,7 +179,8 @@ def calibration_report(
 ) -> dict[str, Any]:
     """Figures of a fitted ``cascade`` on its calibration rows (their ``scores``, labels and recall weights):
     the share of positive weight kept at ``threshold`` and of negatives rejected, the stages' thresholds and
-    sizes; ``n`` is (samples, positives) of the whole fit."""
+    sizes; ``n`` is (samples, positives) of the whole fit.
+    ``y``: the calibration rows' labels (0/1); ``recall_weight``: their recall weights."""
     kept, pos, w = scores >= threshold, y == 1, recall_weight
     return {
         "n_samples": int(n[0]),
@@ -188,13 +194,17 @@ def calibration_report(
 
 
 def positive_proba(flat: FlatTree, _clf: Any, X: np.ndarray) -> np.ndarray:
-    """P(object) of every row of ``X`` from the compiled flat tree (runs Numba's parallel loop)."""
+    """P(object) of every row of ``X`` from the compiled flat tree (runs Numba's parallel loop).
+    ``flat``: the compiled tree; ``_clf``: unused (scikit-learn's tree, for :func:`sklearn_positive_proba`'s
+    signature)."""
     return flat.predict_proba(X)[:, flat.positive] if flat.positive >= 0 else np.zeros(len(X))
 
 
 def sklearn_positive_proba(_flat: FlatTree, clf: Any, X: np.ndarray) -> np.ndarray:
     """P(object) from scikit-learn's own tree: the flat tree's numbers, without Numba's threading layer
-    (for a process that must not start Numba's threads)."""
+    (for a process that must not start Numba's threads).
+    ``_flat``: unused (the flat tree, for :func:`positive_proba`'s signature); ``clf``: scikit-learn's fitted tree;
+    ``X``: the rows."""
     proba = clf.predict_proba(X)
     classes = list(clf.classes_)
     return proba[:, classes.index(1)] if 1 in classes else np.zeros(len(X))
@@ -217,6 +227,8 @@ def fit_stages(
     weight ``rw`` of the calibration rows that reached it. A stage is left out once the fit rows that reached
     it hold one class only. ``proba(flat_tree, sklearn_tree, X)`` scores rows (:func:`positive_proba` or
     :func:`sklearn_positive_proba`, same numbers).
+    ``X``: the rows' features, float32; ``y``: their labels (0/1); ``sw``: their sample weights (None: equal); ``proba``
+    as said above.
 
     Returns
     -------

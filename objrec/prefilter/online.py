@@ -67,6 +67,35 @@ class AdaptParams:
     The first ``first_refits`` refits of a scene are due every ``first_refit_every`` frames, later ones every
     ``refit_every``: a young model gains most from each refit, and a refit costs a fraction of a second of
     otherwise idle CPU.
+
+    Attributes
+    ----------
+    refit_every, first_refits, first_refit_every : int
+        See above.
+    min_negatives : int
+        A refit waits until this many negative cells were harvested.
+    store_size : int
+        The most cell rows each store (harvested negatives, cells of missed detections) keeps, oldest out first.
+    fit_negatives : int
+        Harvested negatives a refit samples.
+    per_frame : int
+        Negative cells harvested per frame (half of them kept by the live model, half rejected), away from the
+        objects found.
+    refit_scenes : int
+        Scenes a refit composites the enrolled objects into the live frames for.
+    fit_scenes, calibration_scenes : int
+        The composites kept from earlier refits of the same scene, for fitting and for calibration.
+    live_frames : int
+        The recent frames kept to composite into.
+    guard_px : int
+        Harvested negatives keep this many pixels away from objects found or tracked.
+    safety_every : int
+        Frames between whole-frame safety searches (0: none).
+    scene_change, scene_change_frames : float, int
+        The camera has moved when over 70% of the view has changed by more than ``scene_change`` of full scale
+        for ``scene_change_frames`` frames in a row.
+    seed : int
+        Seeds the harvest's draws.
     """
 
     refit_every: int = 30
@@ -90,6 +119,7 @@ class AdaptParams:
 @dataclass(frozen=True, eq=False)
 class LiveRegions(Regions):
     """The regions :meth:`OnlinePrefilter.propose` gives, with the cells they were made from.
+    ``boxes`` and ``scores`` are those of :class:`~objrec.types.Regions`.
 
     Attributes
     ----------
@@ -291,7 +321,8 @@ class OnlinePrefilter:
     ) -> int:
         """Verified detections of the whole-frame safety search (their outlines, ``shape`` the frame's (h, w)):
         each lying mostly (over half its box) outside ``proposals`` is a miss (:meth:`report_miss`).
-        Returns the number of misses."""
+        Returns the number of misses.
+        ``corners_list``: the detections' outlines, (4, 2) frame points each."""
         h, w = shape[:2]
         kept = proposals if proposals is not None else Regions.empty()
         misses = 0
@@ -465,6 +496,7 @@ def adaptive_prefilter(db: Any, prefilter: Any, status: str, params: AdaptParams
     ``prefilter``/``status`` are what :func:`~objrec.prefilter.resolve.resolve_prefilter` gave. A
     :class:`RegionPrefilter` is wrapped; with none (``"absent"`` or ``"stale"``) one is first trained on the
     built-in backgrounds, with a progress bar. A prefilter switched off (``"off"``) stays off.
+    ``params``: the adaptation's settings (default: :class:`AdaptParams`'s).
     """
     if status == "off":
         return None, "off"

@@ -53,6 +53,7 @@ class RowStore:
         self.size, self.n = size, 0
 
     def add(self, X: np.ndarray, frame: int) -> None:
+        """Keep the rows ``X`` of frame number ``frame``, dropping the oldest beyond the store's size."""
         if len(X):
             self.rows.append((X, frame))
             self.n += len(X)
@@ -73,7 +74,8 @@ class RowStore:
         return np.concatenate([r[0] for r in self.rows])
 
     def sample(self, dim: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        """At most ``n`` rows drawn without replacement, in store order (all of them when there are fewer)."""
+        """At most ``n`` rows drawn without replacement, in store order (all of them when there are fewer).
+        ``dim``: the rows' length (for an empty result); ``rng``: draws the rows."""
         X = self.array(dim)
         return X if len(X) <= n else X[np.sort(rng.choice(len(X), n, replace=False))]
 
@@ -214,6 +216,8 @@ def refit_job(
 
     The new trees replace ``current`` (the live model's trees) only if, calibrated alike, they reject more
     of the live frames (:func:`_best`).
+    ``base``: the prefilter whose parameters, appearance tables and features the new trees use; ``objects``: the
+    enrolled objects' images by name; ``live``: the live frames; ``seed``: seeds the scenes and the fit.
 
     Returns
     -------

@@ -141,6 +141,7 @@ def expand_regions(regions: Regions, shape: tuple[int, int], margin: int) -> Reg
 
     Meant for crops that feed a detector: with ``margin`` about the largest descriptor radius, keypoints
     near a box edge keep their support.
+    ``regions``: the boxes, with their scores.
     """
     if len(regions) == 0:
         return regions

@@ -63,6 +63,8 @@ def load_backgrounds(
 
     Videos contribute every ``video_step``-th frame (consecutive frames are near duplicates).
     Errors name the path that could not be used.
+    ``sources``: arrays, image files, folders of images or videos; ``max_video_frames``: at most this many frames from
+    each video (None: all).
     """
     if video_step < 1:
         raise ValueError(f"video_step: expected an integer >= 1, got {video_step}")
@@ -135,6 +137,7 @@ def generated_background(rng: np.random.Generator, size: tuple[int, int] = (960,
     Occlusion of shapes with a wide range of sizes gives the edge, junction and texture statistics of
     everyday scenes (Lee, Mumford and Huang, IJCV 2001) without any file, and the colours cover the space
     that cameras see, so a prefilter learns what is unlike its objects rather than one background.
+    ``rng``: draws the scene; ``size``: its (width, height).
     """
     w, h = size
     top, bottom = _palette(rng, 2)
@@ -187,6 +190,7 @@ class SceneSet:
 
     ``images``: BGR uint8 work-resolution frames; ``fractions``: per scene, object fraction of every cell
     (row-major, as the features); ``masks``: per scene, work-resolution object coverage (float32 0..1).
+    ``n_objects``: per scene, the objects placed.
     """
 
     images: list[np.ndarray]
@@ -196,7 +200,8 @@ class SceneSet:
 
 
 def cell_fractions(mask: np.ndarray, cell_size: int) -> np.ndarray:
-    """Mean of ``mask`` over each cell of :func:`cell_grid` (row-major)."""
+    """Mean of ``mask`` over each cell of :func:`cell_grid` (row-major).
+    ``cell_size``: a cell's side in pixels."""
     h, w = mask.shape
     g = cell_grid(h, w, cell_size)
     sums = np.add.reduceat(np.add.reduceat(mask.astype(np.float64), g.ys[:-1], axis=0), g.xs[:-1], axis=1)
@@ -230,7 +235,11 @@ def generate_scenes(
 ) -> SceneSet:
     """Compose ``n_scenes`` frames with :func:`objrec.scenes.compose_scene`: 0..``max_objects`` enrolled
     objects each (a share ``empty_fraction`` with none), random pose, partial visibility at the border,
-    occlusion and photometric distortion; reduced to the working resolution."""
+    occlusion and photometric distortion; reduced to the working resolution.
+    ``objects``: the enrolled objects' images by name; ``backgrounds``: BGR uint8 backgrounds; ``work_size``: the
+    working resolution's longer side; ``cell_size``: a cell's side in working pixels; ``frame_size``: the composited
+    frames' (width, height); ``area_fraction``: the range an object's area over the frame's is drawn from; ``seed``:
+    seeds the draws; ``progress``: wraps the scene loop (a tqdm, say; None: none)."""
     if not objects:
         raise ValueError("objects: need at least one enrolled object to train a prefilter")
     if not backgrounds:

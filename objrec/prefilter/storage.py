@@ -213,7 +213,8 @@ def prefilter_state(pf: RegionPrefilter) -> tuple[dict[str, Any], dict[str, np.n
 def stored_from_state(
     m: dict[str, Any], arrays: dict[str, np.ndarray], jpath: Path | str = "<memory>", npath: Path | str = "<memory>"
 ) -> StoredPrefilter:
-    """The checked :class:`StoredPrefilter` of a manifest and its arrays; errors name ``jpath``/``npath``."""
+    """The checked :class:`StoredPrefilter` of a manifest and its arrays; errors name ``jpath``/``npath``.
+    ``m``: the manifest; ``arrays``: its arrays by name."""
     try:
         params = dict(m["params"])
         if isinstance(params.get("max_depth"), list):
@@ -289,7 +290,8 @@ def load_prefilter(path: str | os.PathLike, database_id: str | Iterable[str] | N
 
 def save_for(pf: RegionPrefilter, db: Any, path: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """Save ``pf`` beside ``db`` (default :func:`default_path`) holding the database's write lock, so two
-    processes saving at once cannot pair one's manifest with the other's arrays."""
+    processes saving at once cannot pair one's manifest with the other's arrays.
+    ``path``: the prefilter's manifest path."""
     with db.lock():
         return save_prefilter(pf, path if path is not None else default_path(db))
 
@@ -351,7 +353,8 @@ class PrefilterFiles:
 
     @classmethod
     def load(cls, path: str | os.PathLike, database_id: str | None = None) -> Any:
-        """Read a prefilter written by :meth:`save` (:func:`load_prefilter`)."""
+        """Read a prefilter written by :meth:`save` (:func:`load_prefilter`).
+        ``path``: the manifest path; ``database_id``: the database content it must have been trained for (None: any)."""
         return cls.from_stored(load_prefilter(path, database_id))
 
     @classmethod
@@ -365,6 +368,8 @@ class PrefilterFiles:
         (:func:`load_for`).
 
         Use as ``pf = RegionPrefilter.load_for(db); if pf: regions = pf.propose(frame)``.
+        ``path``: the manifest path (default :func:`default_path`); ``on_stale``: what a prefilter of another database
+        id does, as for :func:`load_for`.
         """
         stored = load_for(db, path, on_stale)
         return stored if isinstance(stored, Failure) else cls.from_stored(stored)

@@ -50,6 +50,9 @@ def learn_appearance(
     """Colour and texture back-projection tables from object vs background pixels of ``scenes[which]``.
 
     A pixel counts as object where the scene's coverage mask is at least 0.5.
+    ``scenes``: the generated scenes; ``which``: the scenes used; ``params``: the features' settings (default:
+    :class:`~objrec.prefilter.features.FeatureParams`'s); ``prior``: as for
+    :func:`~objrec.prefilter.features.appearance_luts`.
     """
     hc_o = np.zeros(N_COLOR_CODES)
     hc_b = np.zeros(N_COLOR_CODES)
@@ -68,7 +71,9 @@ def learn_appearance(
 def scene_features(
     scenes: SceneSet, cell_size: int, color_lut: np.ndarray, texture_lut: np.ndarray, params: FeatureParams | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stacked cell features, object fraction per cell and scene index per cell, scene after scene."""
+    """Stacked cell features, object fraction per cell and scene index per cell, scene after scene.
+    ``scenes``: the generated scenes; ``cell_size``: a cell's side in working pixels; ``color_lut``, ``texture_lut``:
+    the appearance tables; ``params``: the features' settings."""
     xs, fr, gr = [], [], []
     for i, img in enumerate(scenes.images):
         X, _ = cell_features(img, cell_size, color_lut, texture_lut, params)
@@ -132,6 +137,7 @@ def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: It
     inside an object is covered by its group's box, so a threshold chosen on cells alone would keep
     more than needed. The candidates are 0 and the distinct positive cell scores of those scenes; the
     search is a bisection, as the kept area only shrinks when the threshold grows.
+    ``pf``: the fitted prefilter; ``cells``: the generated scenes with their cell features (:class:`SceneCells`).
 
     Returns
     -------
@@ -161,7 +167,8 @@ def calibrate_region_threshold(pf: RegionPrefilter, cells: SceneCells, which: It
 
 
 def region_report(pf: RegionPrefilter, cells: SceneCells, which: Iterable[int]) -> dict[str, Any]:
-    """Object area kept and empty-scene area rejected by ``pf``'s regions at ``pf.threshold_`` on ``which``."""
+    """Object area kept and empty-scene area rejected by ``pf``'s regions at ``pf.threshold_`` on ``which``.
+    ``cells``: the generated scenes with their cell features (:class:`SceneCells`)."""
     scenes = cells.scenes
     which = [int(i) for i in which]
     masks = scene_region_masks(pf, cells, which, pf.threshold_)

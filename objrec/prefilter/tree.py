@@ -30,6 +30,21 @@ class FlatTree:
 
     ``proba`` is (n_nodes, n_classes) float64: each node's ``value`` divided by its sum, as in
     ``DecisionTreeClassifier.predict_proba``; ``positive`` is the column of the positive class (-1: absent).
+
+    Attributes
+    ----------
+    left, right : np.ndarray
+        (n_nodes,) int: each node's children (-1 at a leaf).
+    feature, threshold : np.ndarray
+        (n_nodes,) each split's feature column and threshold: a row goes left where ``X[:, feature] <= threshold``.
+    missing_go_to_left : np.ndarray
+        (n_nodes,) where a NaN feature value goes (1: left).
+    proba : np.ndarray
+        See above.
+    classes : np.ndarray
+        The classes, in ``proba``'s column order.
+    positive : int
+        See above.
     """
 
     left: np.ndarray
@@ -43,7 +58,8 @@ class FlatTree:
 
     @classmethod
     def from_sklearn(cls, estimator: Any, positive_class: Any = 1) -> FlatTree:
-        """Read the arrays of a fitted single-output ``DecisionTreeClassifier``."""
+        """Read the arrays of a fitted single-output ``DecisionTreeClassifier``.
+        ``estimator``: the fitted tree; ``positive_class``: the label counted as positive."""
         from sklearn.utils.validation import check_is_fitted
 
         check_is_fitted(estimator, "tree_")
@@ -102,6 +118,17 @@ class FlatCascade:
 
     A cell's score is the positive probability of the last stage it reached; a stage other than the
     last stops a cell whose probability is below its threshold (the cell then counts as rejected).
+
+    Attributes
+    ----------
+    roots : np.ndarray
+        (n_stages,) each stage's root node.
+    left, right, feature, threshold, missing_go_to_left : np.ndarray
+        The concatenated trees' node arrays, as :class:`FlatTree`'s, child indices global.
+    positive_proba : np.ndarray
+        (n_nodes,) each node's positive probability.
+    stage_thresholds : np.ndarray
+        (n_stages,) float64 each stage's threshold.
     """
 
     roots: np.ndarray
@@ -115,6 +142,7 @@ class FlatCascade:
 
     @classmethod
     def from_trees(cls, trees: list[FlatTree], stage_thresholds: Any) -> FlatCascade:
+        """The cascade of ``trees`` (one per stage, in order) with their ``stage_thresholds``."""
         if not trees:
             raise ValueError("trees: need at least one tree")
         st = np.ascontiguousarray(stage_thresholds, np.float64)

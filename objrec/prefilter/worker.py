@@ -122,7 +122,8 @@ def _alive(proc: Any) -> bool:
 
 
 def stop_worker(proc: Any, conn: Any) -> None:
-    """End a worker process and close its connection."""
+    """End a worker process and close its connection.
+    ``proc``: the process; ``conn``: its end of the pipe."""
     for end in ("terminate", "kill"):  # a process on idle CPU may take a while to act on the first
         if not _alive(proc):
             break

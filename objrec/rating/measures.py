@@ -292,6 +292,7 @@ def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) 
     the number of features is returned (0 below ``min_inliers``). A symmetric reference makes the pose
     ambiguous: a view can be explained by the homography or by its mirrored twin. ORB is used because the
     measure needs the mirror's features, and it extracts them in a fraction of SURF's or SIFT's time.
+    ``gray``: the image in gray, uint8.
 
     References
     ----------
@@ -571,5 +572,6 @@ def hard_view_matches(
 
 
 def hard_view_share(counts: list[int], full: int = HARD_FULL_MATCHES) -> float:
-    """The hard views' mean credit: a view counts ``min(1, correct matches / full)``."""
+    """The hard views' mean credit: a view counts ``min(1, correct matches / full)``.
+    ``counts``: each hard view's correct matches; ``full``: the correct matches that earn a view full credit."""
     return float(np.mean([min(1.0, c / full) for c in counts])) if counts else 0.0

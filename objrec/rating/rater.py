@@ -158,7 +158,8 @@ def features_only(stored_version: str | None) -> bool:
 
 def read_reference(image: Any, name: str = "image") -> np.ndarray:
     """A reference image's pixels as enrolment reads them: a file decoded by
-    :func:`~objrec.imageio.read_image`, or a checked array; BGRA and (H, W, 3) images come back BGR."""
+    :func:`~objrec.imageio.read_image`, or a checked array; BGRA and (H, W, 3) images come back BGR.
+    ``image``: a path or an array; ``name``: what errors call it."""
     if isinstance(image, str | os.PathLike):
         img = read_image(image)
     elif isinstance(image, np.ndarray) or image is None:

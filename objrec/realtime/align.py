@@ -260,7 +260,8 @@ def realign(
     :data:`POINTS` strong corners (the template's own, :meth:`Template.corners`, at the rendering's scale;
     where fewer than that are in view, those the rendered view shows there), which are followed from it
     into ``frame_gray``; the homography is refitted to where they are. Parts inside
-    the ``hidden`` outlines (objects in front) are not used. ``(None, 0)`` when too few points agree or the
+    the ``hidden`` outlines (objects in front) are not used; ``model_size`` is the model image's (width,
+    height). ``(None, 0)`` when too few points agree or the
     outline would move by more than :data:`MAX_SHIFT` of its side."""
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
@@ -481,6 +482,7 @@ def _reseed(tracker: Tracker, t: Track, gray: np.ndarray, hidden: Sequence[np.nd
 
 
 def aligned_within(t: TrackLike, frame: int, every: int) -> bool:
-    """Whether track ``t`` was realigned with its model within the last ``every`` frames (0: never is)."""
+    """Whether track ``t`` was realigned with its model within the last ``every`` frames before frame number
+    ``frame`` (``every`` 0: never is)."""
     last = getattr(t, "aligned", -1)
     return every > 0 and last >= 0 and frame - last <= every

@@ -106,7 +106,7 @@ class DegradeController:
 
 
 def fit_scale(cost_at: Callable[[float], float], share_ms: float, scales: Sequence[float] = SCALE_LEVELS) -> float:
-    """The largest of ``scales`` at which the predicted cost ``cost_at(scale)`` fits ``share_ms``; the smallest
+    """The largest of ``scales`` at which the predicted cost ``cost_at`` (ms at a scale) fits ``share_ms``; the smallest
     when none fits. Work predicted to cost nothing keeps full resolution, even when the frame is late."""
     for s in scales:
         cost = cost_at(s)

@@ -30,7 +30,8 @@ def frame_guard() -> Iterator[None]:
 
 
 def collect_in_slack(remaining_ms: float, need_ms: float = 5.0) -> bool:
-    """Collect the youngest generation when at least ``need_ms`` of the frame's budget is left."""
+    """Collect the youngest generation when more than ``need_ms`` of the frame's budget is left
+    (``remaining_ms``); whether it collected."""
     if remaining_ms > need_ms:
         gc.collect(0)
         return True

@@ -32,7 +32,10 @@ class StreamRecognizer(Protocol):
 
     def warmup(self, frame_shape: tuple[int, int] = ...) -> None: ...
 
-    def process(self, frame: np.ndarray, t0: float | None = None, t_frame: float | None = None) -> FrameResult: ...
+    def process(self, frame: np.ndarray, t0: float | None = None, t_frame: float | None = None) -> FrameResult:
+        """The result of one ``frame`` (gray or BGR uint8), handed over at ``t0`` (ms on the recognizer's clock,
+        default now) at footage time ``t_frame`` (ms, default ``t0``): :meth:`objrec.recognizer.Recognizer.process`."""
+        ...
 
 
 def display_available() -> bool:
@@ -50,6 +53,23 @@ class RunStats:
 
     Each frame's detections are recorded as drawn: with a recognizer that smooths corners, ``corners`` are the
     smoothed ones and ``raw_corners`` the frame's own beside them (:meth:`objrec.types.Detection.to_json`).
+
+    Attributes
+    ----------
+    budget_ms : float or None
+        The recognizer's frame budget (None: none).
+    per_frame : list of dict
+        Each frame's record (:meth:`add`).
+    stage_ms : dict of str -> float
+        Total milliseconds per stage over the run.
+    skipped : dict of str -> int
+        How many times each unit was left out.
+    dropped : int
+        Frames the source dropped (a live source's reader keeps only the latest frame).
+    wall_s : float
+        The run's wall-clock time in seconds.
+    adaptation : dict or None
+        The adapting prefilter's status at the end (None without one).
     """
 
     budget_ms: float | None
@@ -61,6 +81,7 @@ class RunStats:
     adaptation: dict[str, Any] | None = None
 
     def add(self, index: int, r: FrameResult) -> None:
+        """Record frame number ``index``'s result ``r`` and add its timings and units left out to the totals."""
         self.per_frame.append(
             {
                 "index": int(index),
@@ -119,6 +140,9 @@ class RunStats:
 def overlay_lines(
     r: FrameResult, budget_ms: float | None, fps: float | None, adaptation: dict[str, Any] | None = None
 ) -> list[str]:
+    """The text lines drawn over a frame: result ``r``'s latency (and its share of ``budget_ms``, None without
+    a budget) with the frame rate ``fps`` (None before it is known), the prefilter's rejected share with the
+    ``adaptation`` status of an adapting prefilter (None without one), and the units left out."""
     use = f" ({100 * r.latency_ms / budget_ms:.0f}% of {budget_ms:g} ms)" if budget_ms else ""
     lines = [f"latency {r.latency_ms:.1f} ms{use}" + (f"  {fps:.1f} fps" if fps else "")]
     if r.prefilter_rejected is not None:
@@ -147,7 +171,10 @@ def run_stream(
 
     The recognizer is warmed up (JIT, buffers, cost model) before the first frame, so every frame counts.
     With ``camera``, the drawn frames show the axes of each detection with a pose whose object has a width
-    in ``widths_m`` (object name -> metres; see :func:`~objrec.draw.draw_detections`).
+    in ``widths_m`` (object name -> metres; see :func:`~objrec.draw.draw_detections`). ``max_frames``: stop
+    after that many (None: the source's end); ``display``: show the frames in a window (q or Esc stops);
+    ``out_video``: write the drawn frames to that MP4 file; ``on_result``: called with each source frame and
+    its result; ``warmup_shape``: the (rows, cols) warmed up at (default 480 x 640).
     """
     recognizer.warmup(warmup_shape or (480, 640))
     stats = RunStats(recognizer.budget_ms)

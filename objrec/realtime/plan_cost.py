@@ -101,14 +101,48 @@ class PlanCosts:
         reserve: float = 0,
     ) -> bool:
         """Whether extracting ``pixels`` at ``scale`` and ``step`` is predicted to fit the time left less
-        ``reserve``, with the mandatory units after it (``verify``: a first verification among them)."""
+        ``reserve``, with the mandatory units after it (``verify``: a first verification among them).
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler: its cost model and the time left.
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            Full-resolution pixels extracted from.
+        scale : float
+            The plan's resolution, as a factor of full resolution.
+        step : int
+            SURF's sampling step (1 or 2).
+        verify : bool
+            A first verification is among the mandatory units after extraction.
+        reserve : float
+            Time in ms kept back from the time left.
+        """
         return self.need(sched, cap, pixels, scale, step, verify) <= sched.remaining() - reserve
 
     def need(
         self, sched: FrameScheduler, cap: int | None, pixels: float, scale: float, step: int, verify: bool = True
     ) -> float:
         """Time extracting ``pixels`` at ``scale`` and ``step`` needs with the mandatory units after it
-        (:meth:`tail`): their typical times and the margin a plan keeps for its tail."""
+        (:meth:`tail`): their typical times and the margin a plan keeps for its tail.
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler.
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            Full-resolution pixels extracted from.
+        scale : float
+            The plan's resolution, as a factor of full resolution.
+        step : int
+            SURF's sampling step (1 or 2).
+        verify : bool
+            A first verification is among the units after extraction.
+        """
         after, var = self.tail(sched, cap, pixels * scale * scale, step, verify)
         work = plan_work(SearchPlan(None, scale, pixels=int(pixels), sample_step=step))
         return sched.cost.expected(self.stage, work) + after + float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
@@ -123,20 +157,52 @@ class PlanCosts:
         reserve: float = 0.0,
     ) -> float:
         """The largest resolution at which extracting ``pixels`` at ``step`` is predicted to fit the time left
-        less ``reserve`` (the smallest when none does)."""
+        less ``reserve`` (the smallest when none does).
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler.
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            Full-resolution pixels extracted from.
+        step : int
+            SURF's sampling step (1 or 2).
+        verify : bool
+            A first verification is among the units after extraction.
+        reserve : float
+            Time in ms kept back from the time left.
+        """
         left, margin = self.left(sched, cap, pixels, step, verify)
         work = plan_work(SearchPlan(None, pixels=int(pixels), sample_step=step))
         return fit_scale(lambda s: sched.cost.expected(self.stage, work * s * s) + margin, left - reserve)
 
     def frame_cap(self, sched: FrameScheduler, share: float = 1.0) -> int | None:
-        """The feature cap of a search under the frame's budget (None without a budget or a cap)."""
+        """The feature cap of a search under the frame's budget (None without a budget or a cap).
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler (its budget).
+        share : float
+            The share of :attr:`feature_cap` the search takes, never below :attr:`min_features`.
+        """
         if sched.budget_ms is None or not self.feature_cap:
             return None
         return max(self.min_features, int(self.feature_cap * share))
 
     def observe(self, plan: SearchPlan, n_features: int) -> None:
         """Learn the keypoints a frame gives per pixel extracted at the plan's sampling step: the time of the
-        units after extraction follows the keypoints, not the cap."""
+        units after extraction follows the keypoints, not the cap.
+
+        Parameters
+        ----------
+        plan : SearchPlan
+            The plan searched (its pixels, scale and sampling step).
+        n_features : int
+            The keypoints its extraction gave.
+        """
         px = plan.pixels * plan.scale * plan.scale
         if px <= 0:
             return
@@ -149,7 +215,15 @@ class PlanCosts:
         budget; under one, the most of that, 2/3, 1/2 and 1/3 of it whose retrieval, with matching and
         the first verification after it, is expected to fit the time left (the least when none does).
         Retrieval costs in proportion to its voters, and a shortlist of a few objects needs far fewer
-        votes than a frame has features."""
+        votes than a frame has features.
+
+        Parameters
+        ----------
+        n_features : int
+            The frame's described features.
+        sched : FrameScheduler
+            The frame's scheduler (its budget, cost model and time left).
+        """
         n = min(n_features, self.retrieval_voters)
         if sched.budget_ms is None or sched.cost.samples("retrieval") < sched.cost.min_samples:
             return n
@@ -164,7 +238,23 @@ class PlanCosts:
         """The time left for extraction once the mandatory units after it have their typical time, for the
         keypoints expected from ``pixels`` at ``step`` (at most ``cap``; with ``worst``, ``cap`` itself where
         there is one), retrieval with :data:`PLANNED_VOTERS` of its voters; and the margin the plan keeps for
-        its tail (the units' and extraction's). ``verify``: a first verification is among those units."""
+        its tail (the units' and extraction's). ``verify``: a first verification is among those units.
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler.
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            Full-resolution pixels extracted from.
+        step : int
+            SURF's sampling step (1 or 2).
+        verify : bool
+            A first verification is among the units after extraction.
+        worst : bool
+            Size the units at ``cap`` keypoints rather than the running density.
+        """
         after, var = self.tail(sched, cap, pixels, step, verify, worst)
         return sched.remaining() - after, float(np.sqrt(var + sched.cost.spread(self.stage) ** 2))
 
@@ -174,7 +264,23 @@ class PlanCosts:
         """:meth:`after` for the keypoints expected from ``pixels`` at ``step`` (at most ``cap``), retrieval
         with :data:`PLANNED_VOTERS` of its voters; with ``worst``, for ``cap`` keypoints where there is a cap:
         the keypoints of frames of one scene vary several times over, and a plan sized at their running
-        density is late on every frame far richer than that, while a cap holds on any frame."""
+        density is late on every frame far richer than that, while a cap holds on any frame.
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler.
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            Pixels extracted, at the plan's resolution.
+        step : int
+            SURF's sampling step (1 or 2).
+        verify : bool
+            A first verification is among the units after extraction.
+        worst : bool
+            Size the units at ``cap`` keypoints where there is a cap.
+        """
         n = self.keypoints(cap, pixels, step)
         if cap and worst:
             n = float(cap)
@@ -182,7 +288,17 @@ class PlanCosts:
 
     def keypoints(self, cap: int | None, pixels: float, step: int) -> float:
         """The keypoints expected from ``pixels`` at ``step``: the running density of the plans searched (the cap,
-        or 2000, before any), at most ``cap``."""
+        or 2000, before any), at most ``cap``.
+
+        Parameters
+        ----------
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            Pixels extracted, at the plan's resolution.
+        step : int
+            SURF's sampling step (1 or 2).
+        """
         d = self._density.get(step)
         n = float(cap or 2000) if d is None else d * pixels
         return min(n, float(cap)) if cap else n
@@ -191,7 +307,15 @@ class PlanCosts:
         """The time a hint's search needs after its extraction: the matching (:data:`HINT_MATCHING`) of the
         keypoints expected from ``pixels`` at full resolution (:meth:`keypoints`, at most the frame's cap)
         and the first verification, typical times plus their margins in quadrature (:func:`_typical`). At
-        full resolution, so an upper bound for a box the extraction searches at a lower one."""
+        full resolution, so an upper bound for a box the extraction searches at a lower one.
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler.
+        pixels : float
+            Full-resolution pixels of the hint's box.
+        """
         n = self.keypoints(self.frame_cap(sched), pixels, 1)
         after, var = _typical(sched.cost, [(HINT_MATCHING, n), ("verify", FIRST_VERIFY_MATCHES)])
         return after + float(np.sqrt(var))
@@ -208,6 +332,19 @@ class PlanCosts:
         Each stage's margin is its own high quantile over its typical time. The stages' deviations are
         close to independent, so the frame's tail is their root sum of squares: the plain sum of the
         margins would hold back time that frames almost never need.
+
+        Parameters
+        ----------
+        sched : FrameScheduler
+            The frame's scheduler (its cost model).
+        n_features : float
+            The keypoints described.
+        voters : float
+            The features voting in retrieval.
+        verify : bool
+            A first verification is among the units.
+        capped : bool
+            ``n_features`` is the plan's feature cap.
         """
         cost = sched.cost
         units = [("explained", n_features), ("matching", n_features)]

@@ -199,7 +199,8 @@ class SearchPlanner:
         drop to what the cost model predicts fits the time left after retrieval (for a catalogue), matching
         and the first verification, but only then: both lose small objects. Without a sweep, the units after
         extraction are sized at the feature cap, and the cap drops before the resolution
-        (:meth:`_fewer_features`). ``sched`` (a
+        (:meth:`_fewer_features`). ``degrade`` (a :class:`DegradeController`) gives the level's region count,
+        feature share and resolution; ``sched`` (a
         :class:`FrameScheduler`) supplies the cost model and the time left; what the plan leaves out is in
         its ``skipped``. ``sample_step`` fixes the step for this frame (default: the planner's own setting).
         Boxes inside the ``tracked`` outlines (frame pixels) are cut out of the proposals, the tracking stage
@@ -334,7 +335,7 @@ class SearchPlanner:
         """The sweep's next part as a plan of its own (:meth:`~objrec.realtime.sweep.Sweep.next_plan`) for the
         time a frame has left once its search is done, less ``reserve``: ``proposals`` less the boxes inside
         the ``tracked`` outlines (but their ``covered`` parts); None without a sweep under way or when it does
-        not fit."""
+        not fit. ``shape``: the frame's (rows, cols); ``sched``: its scheduler; ``step``: SURF's sampling step."""
         if not self.sweep or sched.budget_ms is None:
             return None
         h, w = shape[:2]
@@ -356,7 +357,7 @@ class SearchPlanner:
         finest grid (the whole frame without a sweep) at the lowest resolution and the coarse step, and the
         mandatory units after it, with the margin a plan keeps for its tail. 0 without a budget or before the
         cost model has learned the extraction. Once begun, the search runs at least this much whatever the
-        time left."""
+        time left. ``sched``: the frame's scheduler (its budget and cost model)."""
         cost = sched.cost
         if sched.budget_ms is None or cost.samples(self.stage) < cost.min_samples:
             return 0.0
@@ -375,7 +376,8 @@ class SearchPlanner:
         search's least part (:meth:`least_ms`; ``tile_work`` as there) no longer fits the time left. Objects
         found again where they were and new tracks settled on their models are worth more to a frame than that
         part, and the upkeep is over within a frame or a few; without upkeep the search runs whatever the time
-        left (it must, or a frame whose tracking alone fills the budget would never find a new object)."""
+        left (it must, or a frame whose tracking alone fills the budget would never find a new object).
+        ``shape``: the frame's (rows, cols); ``sched``: its scheduler."""
         return upkeep_ms > 0.0 and sched.remaining() < self.least_ms(shape, sched, tile_work)
 
     def prefilter_pays(self, sched: FrameScheduler, tile_work: float = 0.0) -> bool:
@@ -383,7 +385,8 @@ class SearchPlanner:
         the sweep is under way and the prefilter's typical time is at least the extraction time it could save
         (that of the sweep's last part, ``tile_work``: the ``sweep_work`` of the last plan that searched
         something, 0 when that plan searched no part of the sweep; less that of nothing): the part is then
-        cheaper to search whole; once the search no longer sweeps, the prefilter runs again."""
+        cheaper to search whole; once the search no longer sweeps, the prefilter runs again. ``sched``: the
+        frame's scheduler (its budget and cost model)."""
         if not (self.sweep and tile_work > 0.0 and sched.budget_ms is not None):
             return True
         cost = sched.cost
@@ -394,7 +397,8 @@ class SearchPlanner:
 
     def safety_plan(self, shape: tuple[int, int], primary: SearchPlan | None, sched: FrameScheduler) -> SearchPlan:
         """The whole frame of ``shape`` (rows, cols) at full resolution, at the primary plan's sampling step
-        and the budget's feature cap: the adapting prefilter's safety search."""
+        and the budget's feature cap: the adapting prefilter's safety search. ``primary``: the frame's primary
+        plan (None when there was none); ``sched``: the frame's scheduler."""
         h, w = shape[:2]
         step = primary.sample_step if primary is not None and not primary.empty else (self.sample_step or 1)
         return SearchPlan(None, pixels=h * w, max_features=self.costs.frame_cap(sched), sample_step=step)
@@ -402,5 +406,5 @@ class SearchPlanner:
     escalation_plan = staticmethod(escalation_plan)  # the module's function, where a planner is at hand
 
     def observe(self, plan: SearchPlan, n_features: int) -> None:
-        """Learn the keypoints ``plan``'s extraction gave (:meth:`PlanCosts.observe`)."""
+        """Learn the ``n_features`` keypoints ``plan``'s extraction gave (:meth:`PlanCosts.observe`)."""
         self.costs.observe(plan, n_features)

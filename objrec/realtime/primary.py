@@ -82,7 +82,17 @@ class PrimarySearch:
         """The record of this frame's search left for a later frame, or None when it runs: the tracks took the
         whole frame (the sweep waits), or their upkeep took so much of it that the search's least part no
         longer fits (:meth:`~objrec.realtime.planner.SearchPlanner.waits`; once begun, a search runs at least
-        that part)."""
+        that part).
+
+        Parameters
+        ----------
+        state : FrameState
+            The frame's state (its shape and the ms its tracks' upkeep took).
+        sched : FrameScheduler
+            The frame's scheduler (the time left).
+        tile_work : float
+            The cost-model size of the sweep's last part (see :meth:`propose`).
+        """
         if self.tracker.tracks and sched.remaining() <= 0.0:
             return SkipRecord("features", "budget", "tracking took the frame")
         if self.planner.waits(state.shape, sched, state.upkeep_ms, tile_work):
@@ -93,7 +103,17 @@ class PrimarySearch:
         """The frame's regions to search, best first, and the prefilter's proposals (None when it did not run):
         the whole frame without a prefilter, or where the sweep's tile is cheaper to search whole (the sweep's
         last part of ``tile_work``: :meth:`~objrec.realtime.planner.SearchPlanner.prefilter_pays`; an adapting
-        prefilter runs on every frame, it learns from each)."""
+        prefilter runs on every frame, it learns from each).
+
+        Parameters
+        ----------
+        state : FrameState
+            The frame's state (its shape and image).
+        sched : FrameScheduler
+            The frame's scheduler; the prefilter runs as its mandatory unit.
+        tile_work : float
+            The cost-model size of the sweep's last part, 0 when the last plan searched none.
+        """
         h, w = state.shape
         if self.prefilter is None:
             return Regions.full(w, h), None
@@ -105,7 +125,17 @@ class PrimarySearch:
 
     def extract(self, state: FrameState, sched: FrameScheduler, plan: SearchPlan) -> Features:
         """The primary features where ``plan`` says (the planner learns their density and moves its sweep on),
-        less those inside tracked outlines (``state.explained``), each a mandatory unit."""
+        less those inside tracked outlines (``state.explained``), each a mandatory unit.
+
+        Parameters
+        ----------
+        state : FrameState
+            The frame's state (its image and the tracked outlines).
+        sched : FrameScheduler
+            The frame's scheduler.
+        plan : SearchPlan
+            The boxes, resolution, feature cap and sampling step to extract at.
+        """
         feats = sched.run(
             "features", self.features.extract, state.image, self.kind, plan,
             size=plan_work(plan), mandatory=True, stage=f"features_{self.kind}",
@@ -115,7 +145,15 @@ class PrimarySearch:
         return sched.run("explained", unexplained, feats, *state.explained, size=len(feats), mandatory=True)
 
     def match(self, feats: Features, sched: FrameScheduler) -> list:
-        """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit."""
+        """The primary features' candidates: retrieval first for a catalogue, each a mandatory unit.
+
+        Parameters
+        ----------
+        feats : Features
+            The frame's primary features, tracked objects' ones already left out.
+        sched : FrameScheduler
+            The frame's scheduler.
+        """
         matcher = self.matcher
         if not isinstance(matcher, ShortlistMatcher):
             return sched.run("matching", matcher.candidates, feats, size=len(feats), mandatory=True)
@@ -130,7 +168,21 @@ class PrimarySearch:
         """The time the frame's search leaves (less ``reserve`` ms for later units) goes to the sweep's next
         tiles, one after another while the next is predicted to fit with the mandatory units after it
         (:meth:`~objrec.realtime.planner.SearchPlanner.next_tile`; their verification is optional): a frame's
-        search plans for the typical tail, so most frames end with room."""
+        search plans for the typical tail, so most frames end with room.
+
+        Parameters
+        ----------
+        state : FrameState
+            The frame's state (its shape, the tracked outlines, its verdicts).
+        sched : FrameScheduler
+            The frame's scheduler (the time left).
+        proposals : Regions
+            The frame's proposals, the tiles are cut from.
+        step : int
+            SURF's sampling step of the frame's plan.
+        reserve : float
+            Time in ms kept for the units after these.
+        """
         for _ in range(MAX_EXTRA_TILES):
             # Planning a part (its regions less the tracked outlines, their pixels, its resolution) is a unit of
             # its own: its time varies with the tracks and proposals, and learned as a unit it is budgeted.
@@ -154,7 +206,17 @@ def read_shortlist(matcher: ShortlistMatcher, shortlist: np.ndarray, sched: Fram
     typical time fits, so that it learns when the disk has become quicker); the kernel is asked to fetch the rest
     without the frame waiting (:meth:`~objrec.matching.stored.StoredMatcher.read_ahead`), this frame matches
     without them, and a later frame that shortlists them reads them from the page cache: such reads are
-    learned apart (stage ``read_ahead``), since they do not wait on the disk."""
+    learned apart (stage ``read_ahead``), since they do not wait on the disk.
+
+    Parameters
+    ----------
+    matcher : ShortlistMatcher
+        The primary kind's matcher, which reads its objects from the database.
+    shortlist : np.ndarray
+        The shortlisted objects' indices, best first.
+    sched : FrameScheduler
+        The frame's scheduler; each read is a unit of it.
+    """
     unread = matcher.unread(shortlist)
     for k, i in enumerate(unread):
         stage = "read_ahead" if matcher.read_ahead_before(i) else "read"

@@ -157,14 +157,14 @@ def _in_view(H: np.ndarray, w: int, h: int, shape: tuple[int, int]) -> float:
 
 
 def last_seen(tracker: Tracker, t: Track) -> np.ndarray:
-    """Where the object of the ended track ``t`` is looked for: where an object followed now places it
+    """Where the object of the ended track ``t`` is looked for: where an object ``tracker`` follows now places it
     (:func:`placed`), or else its last homography."""
     H = placed(tracker, t)
     return t.homography if H is None else H
 
 
 def placed(tracker: Tracker, t: TrackLike) -> np.ndarray | None:
-    """The homography at which the objects followed now place the object of the ended track ``t``: the first
+    """The homography at which the objects ``tracker`` follows now place the object of the ended track ``t``: the first
     tracked (planar) object it was seen with, times its place relative to that one (:func:`remember_layout`);
     None when there is none. Objects that stay where they are (a shelf, a desk, a wall) keep their places
     relative to each other whatever the camera does, so one object followed again tells where the others
@@ -231,7 +231,8 @@ def _steady(
 def reacquire(tracker: Tracker, t: Track, gray: np.ndarray) -> Detection | None:
     """The object of the ended track ``t`` looked for in ``gray`` where the objects followed now place it, or
     else where ``t`` last placed it (:func:`last_seen`; see the module notes): a detection of it, or None.
-    Other tracks' outlines are hidden from the alignment and from the appearance check."""
+    Other tracks' outlines are hidden from the alignment and from the appearance check. ``tracker``: the
+    stream's tracker (its tracks, model images and appearance check)."""
     if tracker.templates is None or tracker.appearance is None:
         raise ValueError("reacquire: the tracker needs model images (templates) and an appearance check")
     start = last_seen(tracker, t)

@@ -137,6 +137,8 @@ class CostModel:
         self._stages: dict[str, _Stage] = {}
 
     def observe(self, stage: str, size: float, ms: float) -> None:
+        """Learn one observation of ``stage``: a unit of ``size`` (what its time grows with: pixels, features,
+        matches) took ``ms`` milliseconds."""
         s = self._stages.get(stage)
         if s is None:
             s = _Stage(deque(maxlen=self.window), deque(maxlen=self.window), relative=stage.startswith(self.relative))
@@ -268,7 +270,23 @@ class CostModel:
 
 @dataclass
 class UnitRecord:
-    """One unit offered to the scheduler: its prediction, its time when it ran."""
+    """One unit offered to the scheduler: its prediction, its time when it ran.
+
+    Attributes
+    ----------
+    unit : str
+        The unit's name (``FrameScheduler.run``'s ``unit``).
+    subject : str
+        What it was for (an object name, a region), or "".
+    predicted_ms : float
+        The cost model's prediction (NaN without a budget).
+    actual_ms : float or None
+        Its measured time; None when it was left out.
+    admitted : bool
+        It ran.
+    mandatory : bool
+        It was mandatory (run whatever the prediction).
+    """
 
     unit: str
     subject: str
@@ -386,6 +404,7 @@ class FrameScheduler:
         return elapsed
 
     def fits(self, stage: str, size: float = 1.0) -> bool:
+        """Whether a unit of cost-model ``stage`` and ``size`` is predicted to fit the time left."""
         return self.budget_ms is None or self.cost.predict(stage, size) <= self.remaining()
 
     def run(
@@ -404,7 +423,9 @@ class FrameScheduler:
         """Run ``fn(*args)`` if mandatory or predicted to fit, and learn its time. Returns its result, or the
         :class:`~objrec.types.SkipRecord` of the unit when it was left out (also kept in ``skipped``).
 
-        ``stage`` names the cost-model entry (default ``unit``): units of one kind share it. ``timing``
+        ``unit`` names the unit in the records, ``fn`` is its work and ``size`` its size for the cost model
+        (what its time grows with). ``stage`` names the cost-model entry (default ``unit``): units of one kind
+        share it. ``timing``
         names the entry of the frame's timings the time is added to (default ``stage``). ``subject`` says
         what the unit was for (an object name, a region) in the records. ``relearn``: after
         :data:`RELEARN_AFTER` frames in a row that left the stage out, it runs where its typical time fits

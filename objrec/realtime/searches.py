@@ -98,7 +98,7 @@ class SecondLooks:
     def search(self, image: Any, kind: str, plan: Any, among: list[int] | None = None) -> tuple[Features, list]:
         """Features of ``kind`` where ``plan`` says and their candidates: a unit of the safety search and of
         the escalation. With ``among`` (record indices, best first) only those records are matched, without
-        retrieval."""
+        retrieval. ``image``: the frame's image."""
         feats = self.features.extract(image, kind, plan)
         return feats, self.matchers[kind].candidates(feats, among)
 
@@ -123,7 +123,7 @@ class SecondLooks:
     def safety(self, state: FrameState, sched: FrameScheduler) -> list[np.ndarray] | None:
         """The whole frame searched as an optional unit, for an adapting prefilter to learn from what it finds
         (a detection all the same): the outlines of the objects it found that the frame had not (None when it
-        was left out)."""
+        was left out). ``state``, ``sched``: the frame's state and scheduler."""
         plan = self.planner.safety_plan(state.shape, state.plan, sched)
         kind = self.primary
         out = sched.run(
@@ -149,7 +149,8 @@ class SecondLooks:
         over a box's few features would cost about as much again as their matching. Without a budget, a box in
         which the suspects are not found is matched again, as the matcher chooses (its retrieval's shortlist
         for a catalogue): the primary search's retrieval may have missed the object the box holds. That
-        second matching is learned as a stage of its own (``escalate_<kind>`` + :data:`RETRIEVED`)."""
+        second matching is learned as a stage of its own (``escalate_<kind>`` + :data:`RETRIEVED`).
+        ``state``, ``sched``: the frame's state and scheduler."""
         verdicts = state.verdicts
         boxes = verdicts.open_unsure()
         among = self.suspects(state) if boxes else None
@@ -187,7 +188,8 @@ class SecondLooks:
         Under a budget the sweep searches one part of the frame at a time, and an object that lies across two
         parts gives each only some of its matches: too few to verify, but enough to say where all of it lies.
         Looked for there, at the resolution of :meth:`~objrec.realtime.planner.SearchPlanner.escalation_plan`,
-        it is found in the next frame rather than when the sweep comes back with the object inside one part."""
+        it is found in the next frame rather than when the sweep comes back with the object inside one part.
+        ``state``, ``sched``: the frame's state and scheduler."""
         kind, verdicts = self.primary, state.verdicts
         stage = f"features_{kind}"
         for key, box in hints:
@@ -220,7 +222,8 @@ class SecondLooks:
     def turn_reserve(self, state: FrameState, sched: FrameScheduler, tracker: Tracker, frame: int) -> float:
         """What a frame given to the tracks keeps for their realignment and confirmation due: each one's
         predicted time (the high quantile, sized as :meth:`realign` and :meth:`confirm` size them) where it
-        fits the time left after the one before, as the scheduler will admit them; none where it does not."""
+        fits the time left after the one before, as the scheduler will admit them; none where it does not.
+        ``state``, ``sched``, ``tracker``: the frame's state, scheduler and tracker."""
         units = []
         t = due(tracker, frame)
         if t is not None:
@@ -244,7 +247,8 @@ class SecondLooks:
         track not yet confirmed (``rough``) that a full-resolution search does not find ends
         (``"unconfirmed"``): its detection was wrong, and a track would repeat it frame after frame. A
         confirmation left out for the budget keeps the track first in line. Returns the frame's detections
-        (those of a re-anchored track replaced, those of an ended one left out) and the tracks ended."""
+        (those of a re-anchored track replaced, those of an ended one left out) and the tracks ended.
+        ``state``, ``sched``, ``tracker``: the frame's state, scheduler and tracker."""
         t = tracker.confirmation(frame)
         box, scale, size = _confirm_box(state, t)
         if t is None or box is None:
@@ -268,7 +272,8 @@ class SecondLooks:
         optional unit sized by its outline's area, while they fit and until :data:`MAX_REALIGNS` were not found
         (a view still blurred or covered costs no more than that; a sharp view back after a swing of the camera
         gives back every object that fits). Returns the tracked detections of the new tracks those found start,
-        the tracks that gave way to them, and the names of the objects looked for in this frame."""
+        the tracks that gave way to them, and the names of the objects looked for in this frame.
+        ``state``, ``sched``, ``tracker``: the frame's state, scheduler and tracker."""
         gray = state.image.host
         failed = 0
         found: list[Detection] = []
@@ -296,7 +301,8 @@ class SecondLooks:
         an optional unit sized by its outline's area, up to :data:`MAX_REALIGNS` while they fit; ``new_only``:
         only tracks not yet realigned onto their models (:func:`~objrec.realtime.align.unsettled`). Returns the
         tracks realigned, whose detections in the frame (tracked or final) move with them
-        (:meth:`~objrec.realtime.frame.FrameState.moved`)."""
+        (:meth:`~objrec.realtime.frame.FrameState.moved`). ``state``, ``sched``, ``tracker``: the
+        frame's state, scheduler and tracker."""
         moved: list[Track] = []
         for _ in range(MAX_REALIGNS):
             t = due(tracker, frame)

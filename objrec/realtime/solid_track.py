@@ -51,6 +51,27 @@ class SolidTrack:
         The reference-to-last-frame similarity.
     step_motion : (3, 3) float64 or None
         The last frame-to-frame motion (None: just anchored), which predicts the next frame.
+    track_id : int
+        The track's number, unique in the stream.
+    name : str
+        The object's name.
+    model_size : tuple of int
+        The model image's (width, height).
+    score : float
+        The score of the detection it was anchored on.
+    confirmed, checked, asked, asked_before, anchor_inliers, seeded : int
+        As a planar :class:`~objrec.realtime.tracker.Track`'s (frame numbers, -1 for never; the anchor's inliers;
+        points after the last replenishment).
+    rough, shown : bool
+        As a planar track's: not yet confirmed by a full-quality search; reported under a budget.
+    visible, anchored_visible : float
+        The share of the outline inside the frame, now and when the detector last anchored or confirmed it.
+    view : int
+        The enrolled view of the object its detection matched.
+    lost_reason : str or None
+        Why it ended (``LostTrack.reason``); None while it is followed.
+    history : deque
+        ``(frame, None)`` entries, as a planar track's (it has no homography).
 
     References
     ----------
@@ -98,7 +119,25 @@ class SolidTrack:
         """A track for the detection ``d`` (``homography=None``) of an object whose model image is ``size``
         (width, height) in ``gray``: up to ``points`` of its inliers,
         spread over it, and strong corners inside its outline up to ``points`` in all; None when fewer than
-        ``min_points`` can be followed."""
+        ``min_points`` can be followed.
+
+        Parameters
+        ----------
+        d : Detection
+            The detection (``homography=None``).
+        gray : np.ndarray
+            The frame, grayscale.
+        track_id : int
+            The new track's number.
+        frame : int
+            The frame's number.
+        size : tuple of int
+            The model image's (width, height).
+        points : int
+            The most points the track follows.
+        min_points : int
+            The fewest it can be followed with.
+        """
         outline = np.asarray(d.outline, np.float64)
         inl = np.zeros((0, 2), np.float32) if d.inlier_xy is None else np.asarray(d.inlier_xy, np.float32)
         pts = spread_subset(inl, points)
@@ -141,7 +180,19 @@ class SolidTrack:
     def follow(self, moved: np.ndarray, good: np.ndarray, shape: tuple[int, int], p: TrackParams) -> str | None:
         """Fit the similarity from the reference to the followed points (``moved``, those ``good``) in a frame of
         ``shape`` with RANSAC (``p.refit_px``: :class:`~objrec.realtime.tracker.TrackParams`); the reason the
-        track ends, or None."""
+        track ends, or None.
+
+        Parameters
+        ----------
+        moved : np.ndarray
+            (k, 2) float32: where the flow put the points.
+        good : np.ndarray
+            (k,) bool: the points that passed the flow's check.
+        shape : tuple of int
+            The frame's (rows, cols).
+        p : TrackParams
+            The tracking settings.
+        """
         need = max(p.min_points, int(np.ceil(p.min_support * self.seeded)))
         if int(good.sum()) < need:
             return "support"
@@ -171,7 +222,15 @@ class SolidTrack:
 
     def replenish(self, gray: np.ndarray, points: int) -> None:
         """Top the track up with corners inside its outline to ``points`` (for a track the detector has just
-        confirmed: the object is where the track says), and rebase it."""
+        confirmed: the object is where the track says), and rebase it.
+
+        Parameters
+        ----------
+        gray : np.ndarray
+            The frame, grayscale.
+        points : int
+            The points the track is topped up to.
+        """
         want = points - len(self.pts)
         if want > 0:
             new = seed_points(gray, self.outline, want, avoid=self.pts)

@@ -114,7 +114,15 @@ class _Source:
 
 class ArraySource(_Source):
     """Frames from an iterable of arrays (processed one by one, nothing dropped); with ``fps``, frame ``i`` is
-    at ``1000 i / fps`` ms of footage time, without, at the time it is handed over."""
+    at ``1000 i / fps`` ms of footage time, without, at the time it is handed over.
+
+    Parameters
+    ----------
+    frames : iterable of np.ndarray
+        The frames, gray or BGR uint8.
+    fps : float, optional
+        The frames' rate, for their footage times.
+    """
 
     def __init__(self, frames: Iterable[np.ndarray], fps: float | None = None) -> None:
         if fps is not None and not fps > 0:
@@ -154,8 +162,16 @@ class VideoSource(_Source):
 
 
 class ImageDirSource(_Source):
-    """Images of a folder in name order, image ``i`` at ``1000 i / fps`` ms of footage time (``fps``: the rate
-    the images were taken at, 30 by default); an unreadable file is an error naming it."""
+    """Images of a folder in name order, image ``i`` at ``1000 i / fps`` ms of footage time; an unreadable file
+    is an error naming it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The folder.
+    fps : float
+        The rate the images were taken at.
+    """
 
     fps: float
 
@@ -227,6 +243,9 @@ class CameraSource(_Source):
     Parameters
     ----------
     index : int
+        The camera's index (OpenCV's ``VideoCapture``).
+    width, height : int, optional
+        The frame size asked of the camera (default: the camera's own).
     retries : int
         Reconnection attempts after a failed read before the stream ends cleanly.
     """
@@ -305,7 +324,7 @@ class CameraSource(_Source):
 
 
 def open_source(spec: str | int, realtime: bool = False, fps: float | None = None) -> _Source:
-    """A source from a CLI argument: camera index, video file or image folder.
+    """A source from a CLI argument ``spec``: camera index, video file or image folder.
 
     ``fps`` is an image folder's frame rate (30 when None) and the pace of a file played with ``realtime``
     (default: the file's own rate).

@@ -46,7 +46,15 @@ FIRST_RUN_TEACHES = ("confirm", "realign", "reacquire", "read", "read_ahead", "p
 
 
 def check_database(db: ModelDB, budget_ms: float | None) -> None:
-    """ValueError for a budget that is not a positive number (or None), or a database with no object."""
+    """ValueError for a budget that is not a positive number (or None), or a database with no object.
+
+    Parameters
+    ----------
+    db : ModelDB
+        The model database.
+    budget_ms : float or None
+        The frame budget in ms (None: none).
+    """
     if budget_ms is not None and not budget_ms > 0:
         raise ValueError(f"budget_ms: expected a positive number or None, got {budget_ms}")
     if len(db) == 0:
@@ -71,7 +79,26 @@ def make_matchers(
 ) -> dict[str, Any]:
     """A matcher per detector kind of ``kinds`` (:func:`~objrec.matching.shortlist.make_matcher`), its
     descriptors on the GPU for ``backend="gpu"``. ``retrieval`` None is off with ``exact`` matching, else the
-    database's size decides; the saved retrieval indexes the matchers use are checked first."""
+    database's size decides; the saved retrieval indexes the matchers use are checked first.
+
+    Parameters
+    ----------
+    db : ModelDB
+        The model database.
+    kinds : list of str
+        The detector kinds, the primary first.
+    backend : str
+        ``"gpu"`` keeps the descriptors on the GPU (CuPy), any other value on the CPU.
+    retrieval : bool or None
+        Shortlist by retrieval before matching (None: as above).
+    exact : bool
+        Exact brute-force nearest neighbours for every database size (see
+        :class:`~objrec.matching.database.DatabaseMatcher`).
+    ratio : float
+        Lowe's ratio-test threshold.
+    mutual : bool
+        Keep only mutual nearest neighbours.
+    """
     xp = __import__("cupy") if backend == "gpu" else np
     if retrieval is None and exact:
         retrieval = False
@@ -105,7 +132,27 @@ def make_planner(
 ) -> SearchPlanner:
     """The search planner of the primary detector ``kind`` (whose matcher is ``matcher``): under a budget its
     features capped at the detector's ``max_features`` (else ``scene_max_features``), the retrieval's voters
-    those of a shortlisting matcher, SURF's sampling step as given (other detectors have one)."""
+    those of a shortlisting matcher, SURF's sampling step as given (other detectors have one).
+
+    Parameters
+    ----------
+    db : ModelDB
+        The model database (its detectors' settings).
+    kind : str
+        The primary detector kind.
+    matcher : matcher
+        The primary kind's matcher.
+    budget_ms : float or None
+        The frame budget in ms (None: none, no feature cap).
+    max_regions : int
+        At most this many prefilter regions are searched.
+    scene_max_features : int or None
+        The feature cap when the detector's settings give none.
+    sample_step : int or None
+        SURF's sampling step (None: chosen per frame).
+    sweep : bool
+        Under a budget, search the frame in tiles over several frames.
+    """
     cap = db.detectors[kind].get("max_features") or scene_max_features
     voters = matcher.queries if isinstance(matcher, ShortlistMatcher) else 0
     return SearchPlanner(
@@ -120,7 +167,15 @@ def make_planner(
 
 def make_verifier(db: ModelDB, verify: VerifyParams | None) -> CandidateVerifier:
     """The candidates' verifier: ``verify``'s parameters, the objects' aspect limits (their views), their
-    thumbnails for the appearance check, and those enrolled as solid verified without a plane."""
+    thumbnails for the appearance check, and those enrolled as solid verified without a plane.
+
+    Parameters
+    ----------
+    db : ModelDB
+        The model database.
+    verify : VerifyParams or None
+        Verification settings (None: the defaults).
+    """
     infos = db.infos()
     solid = [i.name for i in infos if i.shape == "solid"]
     return CandidateVerifier(verify, aspect_limits(infos), db.thumbnail, solid)
@@ -128,7 +183,19 @@ def make_verifier(db: ModelDB, verify: VerifyParams | None) -> CandidateVerifier
 
 def make_prefilter(db: ModelDB, prefilter: Any, adapt: bool, adapt_params: Any) -> tuple[Any, str, Any]:
     """The prefilter stage (:func:`~objrec.prefilter.resolve.resolve_prefilter`: ``"auto"``, one given, or None),
-    its status, and with ``adapt`` the adapting prefilter, which is then the stage too (else None)."""
+    its status, and with ``adapt`` the adapting prefilter, which is then the stage too (else None).
+
+    Parameters
+    ----------
+    db : ModelDB
+        The model database (its stored prefilter).
+    prefilter : object
+        ``"auto"``, a prefilter, or None.
+    adapt : bool
+        Adapt the prefilter to the scene.
+    adapt_params : AdaptParams or None
+        The adaptation's settings (None: the defaults).
+    """
     from objrec.prefilter.resolve import resolve_prefilter  # scikit-learn only when a stored one is loaded
 
     stage, status = resolve_prefilter(db, prefilter)
@@ -150,7 +217,17 @@ def make_scheduler(budget_ms: float | None, clock: Any) -> FrameScheduler:
 
 def make_smoother(smooth: Any, track: bool, model_size: Callable[[str], tuple[int, int]]) -> CornerSmoother | None:
     """The corner smoother ``smooth`` asks for (True: :class:`SmoothParams`'s defaults; False: none), or None
-    without tracking; ValueError when ``smooth`` is neither a bool nor a :class:`SmoothParams`."""
+    without tracking; ValueError when ``smooth`` is neither a bool nor a :class:`SmoothParams`.
+
+    Parameters
+    ----------
+    smooth : bool or SmoothParams
+        The corner smoothing asked for.
+    track : bool
+        Tracking is on (the smoother follows tracks).
+    model_size : callable
+        An object's name to its model image's (width, height).
+    """
     if not isinstance(smooth, bool | SmoothParams):
         raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
     params = SmoothParams() if smooth is True else smooth or None

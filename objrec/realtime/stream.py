@@ -19,6 +19,18 @@ __all__ = ["StreamFrame", "SceneStream", "video_backgrounds", "StreamScore"]
 
 @dataclass
 class StreamFrame:
+    """One frame of a :class:`SceneStream` with its ground truth.
+
+    Attributes
+    ----------
+    index : int
+        The frame's number in the stream.
+    image : np.ndarray
+        The composited frame, BGR uint8.
+    objects : list of SceneObject
+        The ground truth of every object at least partly in view.
+    """
+
     index: int
     image: np.ndarray
     objects: list[SceneObject]  # ground truth of every object at least partly in view
@@ -39,7 +51,8 @@ class _Pass:
 def video_backgrounds(
     path: str, size: tuple[int, int] = (640, 480), step: int = 1, limit: int | None = None
 ) -> list[np.ndarray]:
-    """Frames of a video resized to ``size`` (every ``step``-th, at most ``limit``)."""
+    """Frames of the video file at ``path`` resized to ``size`` (width, height), every ``step``-th, at most
+    ``limit`` (None: all)."""
     import cv2
 
     cap = cv2.VideoCapture(str(path))
@@ -79,6 +92,8 @@ class SceneStream:
         Perspective (see :func:`objrec.scenes.place_homography`).
     pass_frames : (lo, hi)
         Duration of one pass across the frame.
+    pause_frames : (lo, hi)
+        Frames between an object's passes (and before its first, up to ``hi``).
     blur_every : int
         Every ``blur_every``-th frame (0: never) gets motion blur or defocus.
     noise_sigma : float
@@ -217,6 +232,16 @@ class StreamScore:
     first found (0: in the frame it came fully into view) or None when it was not found before it left full view
     again, and the frames it stayed fully in view. The misses of a recall that tracks objects once found
     gather there: an object found late is missed in every frame before.
+
+    Attributes
+    ----------
+    visible, found, false, frames : int
+        Fully visible object instances; those detected with corners within tolerance; detections of objects
+        not in view (or far from where they are); frames scored.
+    entries : list of (int or None, int)
+        Per entry, the frames until found (None: never) and the frames it stayed fully in view.
+    _open : dict of str -> int
+        The objects fully in view now, each to its entry in ``entries``.
     """
 
     visible: int = 0  # fully visible object instances
@@ -229,6 +254,20 @@ class StreamScore:
     def add(
         self, detections: Sequence, truth: Sequence[SceneObject], tol_px: float = 10.0, min_visible: float = 0.95
     ) -> None:
+        """Score one frame.
+
+        Parameters
+        ----------
+        detections : sequence of Detection
+            The frame's detections.
+        truth : sequence of SceneObject
+            The frame's ground truth.
+        tol_px : float
+            A detection is found when each corner is within this many pixels of the truth's; one beyond five
+            times this is false.
+        min_visible : float
+            An object counts as fully visible from this share in view.
+        """
         self.frames += 1
         by_name = {o.name: o for o in truth}
         full = {o.name for o in truth if o.visible_fraction >= min_visible}

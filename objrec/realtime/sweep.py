@@ -91,7 +91,17 @@ def _in_tile(
 
 def whole_or_boxes(boxes: Regions, shape: tuple[int, int], fraction: float) -> tuple[Regions | None, float]:
     """``boxes`` and the pixels they cover, or None (the whole frame) and its pixels where they cover more than
-    ``fraction`` of it or nothing: a pass over most of a frame costs as much as one over all of it."""
+    ``fraction`` of it or nothing: a pass over most of a frame costs as much as one over all of it.
+
+    Parameters
+    ----------
+    boxes : Regions
+        The boxes to search.
+    shape : tuple of int
+        The frame's (rows, cols).
+    fraction : float
+        The share of the frame above which the whole frame is searched.
+    """
     h, w = shape
     pixels = union_area(boxes, shape) if len(boxes) else 0.0
     if not len(boxes) or pixels > fraction * h * w:
@@ -155,7 +165,29 @@ class Sweep:
         piece, for a tile that fits only below :attr:`min_scale`. The grid is chosen when a round starts;
         within a round the tiles come in turn, so that it covers the frame whatever the time left does
         meanwhile. Tiles overlap by :data:`SWEEP_OVERLAP` of the frame, so an object of that size lies whole
-        in one."""
+        in one.
+
+        Parameters
+        ----------
+        planner : SearchPlanner
+            The planner, whose plan costs size the tile.
+        boxes : Regions
+            The frame's windows, then its proposals.
+        n_windows : int
+            How many of ``boxes`` are tracking windows.
+        shape : tuple of int
+            The frame's (rows, cols).
+        sched : FrameScheduler
+            The frame's scheduler (its cost model and the time left).
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        step : int
+            SURF's sampling step.
+        level_scale : float
+            The degrade level's resolution, the most the tile is searched at.
+        piece : bool
+            Search the tile's first piece rather than the whole tile.
+        """
         h, w = shape
         windows = Regions(boxes.boxes[:n_windows], boxes.scores[:n_windows])
         new_round = self.grid is None or self.tile_index % (self.grid[0] * self.grid[1]) == 0
@@ -191,7 +223,21 @@ class Sweep:
         self, planner: SearchPlanner, sched: FrameScheduler, cap: int | None, pixels: float, steps: list[int]
     ) -> int | None:
         """The finest of ``steps`` at which the coarse pass over ``pixels`` is predicted to fit the time left with
-        the mandatory units after it, when the coarse pass is due; None otherwise."""
+        the mandatory units after it, when the coarse pass is due; None otherwise.
+
+        Parameters
+        ----------
+        planner : SearchPlanner
+            The planner, whose plan costs size the pass.
+        sched : FrameScheduler
+            The frame's scheduler.
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        pixels : float
+            The full-resolution pixels of the pass's regions.
+        steps : list of int
+            The sampling steps to try, finest first.
+        """
         if not self.coarse_due:
             return None
         for step in steps:
@@ -213,7 +259,25 @@ class Sweep:
         at ``step``, for the time a frame has left once its search is done, less ``reserve`` (its verification
         is optional, as every verification after the frame's first): the coarse pass when due and it fits, else
         the next tile at the largest resolution that fits. None when that fits at none, or no round is under
-        way."""
+        way.
+
+        Parameters
+        ----------
+        planner : SearchPlanner
+            The planner, whose plan costs size the part.
+        shape : tuple of int
+            The frame's (rows, cols).
+        rest : Regions
+            The search's regions less the tracked objects.
+        sched : FrameScheduler
+            The frame's scheduler (the time left).
+        cap : int or None
+            The plan's feature cap (None: uncapped).
+        step : int
+            SURF's sampling step.
+        reserve : float
+            Time in ms kept for the units after this part.
+        """
         if self.grid is None or not planner.costs.fits(sched, cap, 0.0, 1.0, step, verify=False, reserve=reserve):
             return None  # (the time needed grows with the pixels: without time for none, no part fits)
         h, w = shape

@@ -78,7 +78,17 @@ class TrackChecks:
     def failed(self, t: Track, gray: np.ndarray, tracks: Sequence) -> str | None:
         """``"appearance"`` when planar track ``t`` fails its appearance check in ``gray``: too few of its model's
         edges confirmed, or too little in view to judge while its points are going; None when it passes (or
-        there is no check)."""
+        there is no check).
+
+        Parameters
+        ----------
+        t : Track
+            The planar track checked.
+        gray : np.ndarray
+            The frame, grayscale.
+        tracks : sequence of tracks
+            The stream's tracks: the parts of ``t`` other tracks cover are left out of the check.
+        """
         if self.appearance is None:
             return None
         p = self.params
@@ -95,7 +105,19 @@ class TrackChecks:
         outline clearly better than the detection's (the appearance check as the arbiter: a detection under
         a tight budget, or of an object partly out of view, can be the worse of the two), or, without a
         clear difference, the detection has no more inliers than the one the track was anchored on. With
-        either verified without a plane there is no arbiter: agreement (:func:`agree`) alone keeps it."""
+        either verified without a plane there is no arbiter: agreement (:func:`agree`) alone keeps it.
+
+        Parameters
+        ----------
+        t : Track or SolidTrack
+            The track.
+        d : Detection
+            The detector's detection of its object.
+        gray : np.ndarray
+            The frame, grayscale.
+        tracks : sequence of tracks
+            The stream's tracks, for the appearance check (:meth:`failed`).
+        """
         p = self.params
         if t.support < p.recheck_support:
             return False
@@ -109,7 +131,19 @@ class TrackChecks:
     def prefers_track(self, t: Track | SolidTrack, d: Detection, gray: np.ndarray, tracks: Sequence) -> bool | None:
         """True when the frame confirms ``t``'s outline clearly better than ``d``'s, False when the other way
         round, None when the appearance check tells them apart by no more than :data:`APPEARANCE_MARGIN`
-        (or cannot judge either, or there is no check)."""
+        (or cannot judge either, or there is no check).
+
+        Parameters
+        ----------
+        t : Track or SolidTrack
+            The track.
+        d : Detection
+            The detection of its object.
+        gray : np.ndarray
+            The frame, grayscale.
+        tracks : sequence of tracks
+            The stream's tracks, for the appearance check (:meth:`failed`).
+        """
         if self.appearance is None or t.homography is None or d.homography is None:
             return None
         mine, theirs = self.share(t, t.homography, gray, tracks), self.share(t, d.homography, gray, tracks)
@@ -124,7 +158,23 @@ class TrackChecks:
         frame confirms its outline clearly better (the appearance check), or it was realigned with its model
         within ``realign_every_ms`` and either they disagree by no more than :data:`ALIGNED_TRUST` times ``tol``
         or the appearance check cannot tell them apart. A realignment found the whole model where the track is;
-        a confirmation's inliers may hold a part of it only, and its far corners then follow."""
+        a confirmation's inliers may hold a part of it only, and its far corners then follow.
+
+        Parameters
+        ----------
+        t : Track or SolidTrack
+            The track.
+        d : Detection
+            The confirmation's detection of its object.
+        gray : np.ndarray
+            The frame, grayscale.
+        frame : int
+            The frame's number.
+        tol : float
+            The agreement tolerance in frame pixels.
+        tracks : sequence of tracks
+            The stream's tracks, for the appearance check (:meth:`failed`).
+        """
         aligned = aligned_within(t, frame, self.rate.frames(self.params.realign_every_ms))
         if aligned and agree(t, d, ALIGNED_TRUST * tol):
             return True

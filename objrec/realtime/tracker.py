@@ -196,7 +196,55 @@ class TrackParams:
 
 @dataclass(eq=False)
 class Track:
-    """One object followed from frame to frame."""
+    """One object followed from frame to frame.
+
+    Attributes
+    ----------
+    track_id : int
+        The track's number, unique in the stream.
+    name : str
+        The object's name.
+    model_size : tuple of int
+        The model image's (width, height).
+    homography : np.ndarray
+        (3, 3) map from the model image to the last frame.
+    model_pts, pts : np.ndarray
+        (k, 2) float32: the points on the model image, and where they are in the last frame.
+    score : float
+        The score of the detection it was anchored on.
+    confirmed, checked : int
+        Frame of the last detection that agreed with the track (or anchored it); of the last appearance check.
+    anchored_visible : float
+        The visible share when the detector last anchored or confirmed it.
+    asked, asked_before : int
+        The last frame the detector was asked to confirm it; ``asked`` before that request (restored when it is
+        taken back: :meth:`Tracker.postpone`). -1: never.
+    anchor_inliers : int
+        Inliers of the detection it was anchored on.
+    rough : bool
+        Not yet confirmed by a full-quality search of its box (every new anchor starts so).
+    shown : bool
+        Reported under a budget (see :func:`objrec.recognizer.reportable`).
+    seeded : int
+        Points after the last replenishment.
+    realigned, aligned : int
+        The frame of its last realignment (-1: none since it was anchored); of its last one that moved it onto
+        the model.
+    again : bool
+        Its last realignment moved it far: it is realigned again (:mod:`objrec.realtime.align`).
+    visible : float
+        The share of the object inside the frame.
+    previous : np.ndarray or None
+        The homography one frame before (None: just anchored).
+    lost_pts : deque
+        The model points lost, per frame, over the last :data:`COVERED_FRAMES` frames.
+    history : deque
+        (frame, homography) pairs followed, over the last :data:`COVERED_FRAMES` frames.
+    lost_reason : str or None
+        Why it ended (``LostTrack.reason``); None while it is followed.
+    _corners : tuple of np.ndarray, or None
+        Cache of (homography, its corners in the frame).
+    """
 
     track_id: int
     name: str
@@ -251,8 +299,8 @@ class Track:
         return len(self.pts) / max(self.seeded, 1)
 
     def follow(self, moved: np.ndarray, good: np.ndarray, shape: tuple[int, int], p: TrackParams) -> str | None:
-        """Refit the homography to the followed points (``moved``, those ``good``) in a frame of ``shape``;
-        the reason the track ends, or None."""
+        """Refit the homography to the followed points (``moved``, those ``good``) in a frame of ``shape``
+        under the tracking settings ``p``; the reason the track ends, or None."""
         t = self
         need = max(p.min_points, int(np.ceil(p.min_support * t.seeded)))
         if int(good.sum()) < need:
@@ -400,7 +448,7 @@ class Tracker:
         t.seeded = len(t.pts)
 
     def drop(self, t: Track | SolidTrack, reason: str, frame: int) -> LostTrack:
-        """End track ``t`` now, for ``reason``."""
+        """End track ``t`` now, for ``reason``, in frame number ``frame``."""
         if t in self.tracks:
             self.tracks.remove(t)
         return self._end(t, reason, frame)
@@ -429,7 +477,8 @@ class Tracker:
         frame: int,
         model_size: Callable[[str], tuple[int, int]],
     ) -> tuple[list[Detection], list[LostTrack]]:
-        """The detector's detections (``found``) of this frame met with the ``tracked`` ones.
+        """The detector's detections (``found``) of this frame met with the ``tracked`` ones; ``gray``: the
+        frame (grayscale), ``frame``: its number, ``model_size``: an object's name to its model's (width, height).
 
         Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
         the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
@@ -538,7 +587,7 @@ class Tracker:
         frame pixels as it is coarser) it confirms the track; beyond, the track is re-anchored on ``d`` (same
         id, ``state="detected"``) and ``d`` replaces the track's detection in the frame's ``detections``
         (returned), unless the track stands against it (:meth:`TrackChecks.trusted`: a recent realignment with
-        its model, or the appearance check)."""
+        its model, or the appearance check). ``gray``: the frame (grayscale), ``frame``: its number."""
         self.mark_confirmed(t)
         p = self.params
         tol = p.reanchor_px / min(1.0, max(scale, 1e-3))
@@ -557,7 +606,8 @@ class Tracker:
         return [t.corners for t in self.tracks]
 
     def windows(self, width: int, height: int, grow: float = 0.25) -> Regions:
-        """Search windows for the detector: the last outlines of tracks lost recently, most recent first."""
+        """Search windows for the detector: the last outlines of tracks lost recently, most recent first, each
+        box grown by ``grow`` times its size on each side and clipped to the frame's ``width`` x ``height`` (pixels)."""
         if not self.enabled:
             return Regions.empty()
         recent = [q for q, _ in sorted(self.recent.values(), key=lambda v: -v[1])]
@@ -609,8 +659,8 @@ def anchor_track(
 
 
 def fit_homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
-    """The least-squares homography of point pairs by the normalised direct linear transform (Hartley and
-    Zisserman, Multiple View Geometry, algorithm 4.2), compiled
+    """The least-squares homography mapping ``src`` onto ``dst`` ((k, 2) point pairs) by the normalised direct linear
+    transform (Hartley and Zisserman, Multiple View Geometry, algorithm 4.2), compiled
     (:func:`~objrec.realtime.track_kernels.dlt_homography`): every track refits in every frame, where OpenCV's
     iterative refinement, or the same algorithm in NumPy calls, costs a large share of a track's frame. None
     when degenerate."""

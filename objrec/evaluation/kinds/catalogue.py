@@ -62,6 +62,7 @@ def catalogue_objects(cfg: Any, cat: CatalogueSet) -> list[tuple[str, str]]:
     """The objects to enrol: references (less the labelled ones with ``without_query_objects``), distractors.
 
     ``cfg`` needs ``distractors`` and ``without_query_objects`` (an :class:`EvalConfig` or any namespace).
+    ``cat``: the catalogue dataset.
     """
     labelled = {lab for _, lab, _ in cat.queries if lab is not None}
     objects = [(n, p) for n, p in cat.references if not (cfg.without_query_objects and n in labelled)]
@@ -81,7 +82,9 @@ def catalogue_objects(cfg: Any, cat: CatalogueSet) -> list[tuple[str, str]]:
 
 def build_database(out: Path, objects: list[tuple[str, str]], progress: bool) -> Any:
     """The model database of ``objects`` in ``out`` (named by a digest of the list, so a rerun reuses it), with
-    its retrieval indexes built here once rather than by every worker."""
+    its retrieval indexes built here once rather than by every worker.
+    ``out``: the folder the database is made in; ``objects``: (name, image path) pairs; ``progress``: show progress bars
+    on stderr."""
     from objrec.matching.shortlist import prepare_indexes
     from objrec.modeldb import ModelDB
 
@@ -259,7 +262,9 @@ def _stats(rows: list[dict[str, Any]], budget_ms: float | None) -> dict[str, Any
 
 
 def catalogue_section(records: list[dict[str, Any]], detectors: list[str], budget_ms: float | None) -> dict:
-    """The report's ``catalogue`` section: summary per recognizer, per group, and one row per photo."""
+    """The report's ``catalogue`` section: summary per recognizer, per group, and one row per photo.
+    ``records``: the run's task records; ``detectors``: the recognizers (detector names) evaluated, in report order;
+    ``budget_ms``: the frame budget in ms (None: none)."""
     rows = [{"detector": r["detector"], "query": r["label"], **r["meta"], **r["result"]} for r in records]
     present = [d for d in detectors if any(r["detector"] == d for r in rows)]
     summary = {d: _stats([r for r in rows if r["detector"] == d], budget_ms) for d in present}
@@ -274,7 +279,8 @@ def catalogue_section(records: list[dict[str, Any]], detectors: list[str], budge
 
 
 def render_catalogue(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None) -> None:
-    """Add the catalogue tables to ``doc`` (a report document): summary, stage times, per group."""
+    """Add the catalogue tables to ``doc`` (a report document): summary, stage times, per group.
+    ``c``: the report's catalogue section; ``budget_ms``: the frame budget in ms (None: none)."""
     head = ["recognizer", "photos", "found", "top-1", "wrong", "photos with wrong", "p50 ms", "p90", "p99", "max"]
     miss = ["deadline misses"] if budget_ms else []
     doc.h(2, "Catalogue summary")
@@ -305,7 +311,8 @@ def render_catalogue(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None)
 
 
 def plot_catalogue(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
-    """Latency distribution per recognizer (with found and top-1 in the legend) and the mean stage times."""
+    """Latency distribution per recognizer (with found and top-1 in the legend) and the mean stage times.
+    ``report``: the report document; ``out``: the report folder; ``plt``: ``matplotlib.pyplot``."""
     c = report["catalogue"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for d, s in c["summary"].items():

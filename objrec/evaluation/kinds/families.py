@@ -19,7 +19,8 @@ Build = Callable[[EvalConfig], tuple[list[dict[str, Any]], dict[str, dict[str, A
 
 
 def scene_kind(name: str, build: Build) -> EvalKind:
-    """A recognition kind: ``build`` makes its ``scene`` tasks; the recognition section reports them."""
+    """A recognition kind: ``build`` makes its ``scene`` tasks; the recognition section reports them.
+    ``name``: the kind's name."""
     return EvalKind(
         name=name,
         section="recognition",
@@ -33,7 +34,8 @@ def scene_kind(name: str, build: Build) -> EvalKind:
 
 
 def pair_kind(name: str, build: Build) -> EvalKind:
-    """A feature kind: ``build`` makes its ``pair`` tasks; the features section reports them."""
+    """A feature kind: ``build`` makes its ``pair`` tasks; the features section reports them.
+    ``name``: the kind's name."""
     return EvalKind(
         name=name,
         section="features",

@@ -187,6 +187,7 @@ def pairs_section(records: list[dict[str, Any]], detectors: list[str], budget_ms
     STATS = ``{n_pairs, found, solved, solved_fraction, error_median (found pairs), latency_ms: {p50, max}}``;
     a row is the task's result with ``detector``, ``set`` and ``pair``. ``budget_ms`` plays no part (the
     recognizer runs without a budget).
+    ``records``: the run's task records; ``detectors``: the recognizers evaluated, in report order.
     """
     rows = [
         {"detector": r["detector"], "set": r["meta"]["set"], "pair": r["meta"]["pair"], **r["result"]} for r in records
@@ -208,7 +209,8 @@ def _why(row: dict[str, Any]) -> str:
 
 
 def render_pairs(doc: ReportDoc, section: dict[str, Any], budget_ms: float | None = None) -> None:
-    """Add the per-set summary and the per-pair table to ``doc`` (``budget_ms`` is not shown)."""
+    """Add the per-set summary and the per-pair table to ``doc`` (``budget_ms`` is not shown).
+    ``section``: the report's pairs section."""
     px = f"{section['solved_px']:g}"
     doc.h(2, f"Annotated pairs: solved within {px} px")
     doc.table(
@@ -232,7 +234,8 @@ def render_pairs(doc: ReportDoc, section: dict[str, Any], budget_ms: float | Non
 
 
 def plot_pairs(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
-    """One panel per set: each pair's median error (log scale; not found at the top), the solved line."""
+    """One panel per set: each pair's median error (log scale; not found at the top), the solved line.
+    ``report``: the report document; ``out``: the report folder; ``plt``: ``matplotlib.pyplot``."""
     section = report["pairs"]
     sets = list(dict.fromkeys(r["set"] for r in section["pairs"]))
     fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4), squeeze=False)

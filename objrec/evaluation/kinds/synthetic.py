@@ -43,7 +43,9 @@ _DISTORTION_PARAMS: dict[str, tuple[str, type]] = {
 
 
 def sweep_scene(sweep: str, level: float, size: tuple[int, int], rng: np.random.Generator) -> dict[str, Any]:
-    """Placement and distortion of one object for one sweep level."""
+    """Placement and distortion of one object for one sweep level.
+    ``sweep``: the sweep's name; ``level``: its level; ``size``: the model image's (width, height); ``rng``: the draws'
+    source."""
     geo: dict[str, Any] = {}
     dist: dict[str, Any] = {}
     occ = 0.0

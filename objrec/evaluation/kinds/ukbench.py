@@ -303,7 +303,9 @@ def _retrieval_setup(database: str, database_id: str, kind: str) -> tuple[Any, A
 
 def retrieval_rankings(database: str, database_id: str, kind: str, lo: int, hi: int) -> dict[str, Any]:
     """The first 4 images (names) retrieved for the query images ``lo..hi-1`` (by name order) of a retrieval
-    database, by the index and by exact voting, with each one's time per query (ms); see the module notes."""
+    database, by the index and by exact voting, with each one's time per query (ms); see the module notes.
+    ``database``: the retrieval database's path; ``database_id``: the content it must hold; ``kind``: the detector kind;
+    ``lo``, ``hi``: the query images' range."""
     from objrec.matching.retrieval import vote
     from objrec.matching.shortlist import RETRIEVAL_PROBES
 

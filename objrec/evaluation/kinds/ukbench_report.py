@@ -69,7 +69,9 @@ def _recognition_stats(rows: list[dict[str, Any]], budget_ms: float | None) -> d
 def ukbench_section(records: list[dict[str, Any]], detectors: list[str], budget_ms: float | None) -> dict[str, Any]:
     """The report's ``ukbench`` section: ``retrieval`` (per detector kind), ``recognition`` (per setting and
     recognizer; a setting that could not be enrolled is absent, its reason in the report's notes) and one row
-    per recognition query."""
+    per recognition query.
+    ``records``: the run's task records; ``detectors``: the recognizers (detector names) evaluated, in report order;
+    ``budget_ms``: the frame budget in ms (None: none)."""
     rec = [r for r in records if r["meta"]["part"] == "recognition"]
     rows = [{"detector": r["detector"], "query": r["label"], **r["meta"], **r["result"]} for r in rec]
     recognition: dict[str, Any] = {}
@@ -86,7 +88,8 @@ def ukbench_section(records: list[dict[str, Any]], detectors: list[str], budget_
 
 
 def render_ukbench(doc: ReportDoc, c: dict[str, Any], budget_ms: float | None) -> None:
-    """Add the ukbench tables to ``doc``: retrieval scores per detector kind, recognition per setting."""
+    """Add the ukbench tables to ``doc``: retrieval scores per detector kind, recognition per setting.
+    ``c``: the report's ukbench section; ``budget_ms``: the frame budget in ms (None: none)."""
     if c["retrieval"]:
         _render_retrieval(doc, c["retrieval"])
     if c["recognition"]:
@@ -132,7 +135,8 @@ def _render_recognition(doc: ReportDoc, recognition: dict[str, Any], budget_ms: 
 
 
 def plot_ukbench(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
-    """Found share per setting and recognizer, the latency histogram, and the N-S score bars."""
+    """Found share per setting and recognizer, the latency histogram, and the N-S score bars.
+    ``report``: the report document; ``out``: the report folder; ``plt``: ``matplotlib.pyplot``."""
     c = report["ukbench"]
     if not c["recognition"] and not c["retrieval"]:
         return []

@@ -236,7 +236,9 @@ def _shown(frames: list[dict[str, Any]], n: int) -> list[dict[str, Any] | None]:
 
 
 def score_frames(frames: list[dict[str, Any]], gt: np.ndarray, budget_ms: float | None) -> dict[str, Any]:
-    """The metrics of one clip's frame records against its ground truth ``(n, 4, 2)`` (NaN: not scored)."""
+    """The metrics of one clip's frame records against its ground truth ``gt``, ``(n, 4, 2)`` corners (NaN: not
+    scored).
+    ``frames``: the clip's frame records; ``budget_ms``: the frame budget in ms (None: none)."""
     from objrec.metrics.alignment import (
         PRECISION_THRESHOLDS,
         SUCCESS_THRESHOLDS,
@@ -344,7 +346,9 @@ def _pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def video_section(records: list[dict[str, Any]], detectors: list[str], budget_ms: float | None) -> dict[str, Any]:
-    """The report's ``video`` section: per clip rows, per detector pooled and per challenge kind."""
+    """The report's ``video`` section: per clip rows, per detector pooled and per challenge kind.
+    ``records``: the run's task records; ``detectors``: the recognizers (detector names) evaluated, in report order;
+    ``budget_ms``: the frame budget in ms (None: none)."""
     from objrec.metrics.alignment import PRECISION_THRESHOLDS, SUCCESS_THRESHOLDS
 
     rows = []
@@ -376,7 +380,9 @@ def video_section(records: list[dict[str, Any]], detectors: list[str], budget_ms
 
 
 def render_video(doc: ReportDoc, section: dict[str, Any], budget_ms: float | None) -> None:
-    """The pooled table, per challenge kind, and per clip."""
+    """The pooled table, per challenge kind, and per clip.
+    ``doc``: the report document being built; ``section``: the report's video section; ``budget_ms``: the frame budget
+    in ms (None: none)."""
     px = f"{section['found_px']:g}"
     doc.h(2, "Real footage: pooled over every scored frame")
     head = ["recognizer", "clips", "scored", f"found (<= {px} px)", "p@5", "p@15", "median e_AL", "misplaced"]
@@ -410,7 +416,8 @@ def render_video(doc: ReportDoc, section: dict[str, Any], budget_ms: float | Non
 
 
 def plot_video(report: dict[str, Any], out: Path, plt: Any) -> list[tuple[str, str]]:
-    """Precision (drawn corners solid, raw dashed) and success plots, pooled per recognizer."""
+    """Precision (drawn corners solid, raw dashed) and success plots, pooled per recognizer.
+    ``report``: the report document; ``out``: the report folder; ``plt``: ``matplotlib.pyplot``."""
     section = report["video"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     px, sx = section["precision_thresholds"], section["success_thresholds"]
