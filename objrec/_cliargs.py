@@ -58,6 +58,10 @@ class DeprecatedAlias(argparse.Action):
 
     Parameters
     ----------
+    option_strings : sequence of str
+        The old spellings (argparse passes them).
+    dest : str
+        Where the value is stored: the new spelling's ``dest``.
     replacement : str
         The spelling to use instead, as the note shows it (``"--out DIR"``).
     nargs, const, type, choices, metavar
@@ -103,13 +107,14 @@ def add_deprecated_option(
     parser: argparse.ArgumentParser, old: str, replacement: str, **kwargs: Any
 ) -> argparse.Action:
     """Accept ``old``, an option the command no longer has a spelling for, into its own ``dest`` (None when not
-    given); the command reads it as ``replacement`` (how the note of :class:`DeprecatedAlias` names it)."""
+    given); the command reads it as ``replacement`` (how the note of :class:`DeprecatedAlias` names it).
+    ``parser`` is the command's parser; ``kwargs`` go to ``add_argument``."""
     return parser.add_argument(old, action=DeprecatedAlias, replacement=replacement, default=None, **kwargs)
 
 
 # --- output -----------------------------------------------------------------------------------------------------
 def add_json(parser: argparse.ArgumentParser, document: str | None = None) -> None:
-    """``--json``; ``document`` describes its fields in the help."""
+    """``--json`` on the command's ``parser``; ``document`` describes its fields in the help."""
     parser.add_argument("--json", action="store_true", help=JSON_HELP + (f": {document}" if document else ""))
 
 
@@ -126,7 +131,8 @@ def add_no_progress(parser: argparse.ArgumentParser) -> None:
 def add_out_dir(
     parser: argparse.ArgumentParser, what: str, *, required: bool = False, default: str | None = None
 ) -> argparse.Action:
-    """``--out DIR``: the folder (created) the command writes ``what`` into."""
+    """``--out DIR`` on the command's ``parser``: the folder (created) the command writes ``what`` into;
+    ``required`` makes it compulsory, ``default`` is the folder without it (shown in the help)."""
     shown = f" (default {default})" if default else ""
     return parser.add_argument(
         "--out", metavar="DIR", required=required, default=default, help=f"folder to write {what} into{shown}"
@@ -135,8 +141,8 @@ def add_out_dir(
 
 # --- where the work runs ------------------------------------------------------------------------------------------
 def add_cluster_options(parser: argparse.ArgumentParser, threads: str | None = None) -> None:
-    """``--workers N | --scheduler ADDRESS``, and ``--threads N`` beside them when the work also runs in this
-    process's threads (``threads`` says what those threads do)."""
+    """``--workers N | --scheduler ADDRESS`` on the command's ``parser``, and ``--threads N`` beside them when the
+    work also runs in this process's threads (``threads`` says what those threads do)."""
     where = parser.add_mutually_exclusive_group()
     if threads is not None:
         where.add_argument("--threads", type=int, metavar="N", help=f"{threads}: {THREADS_HELP}")
@@ -180,8 +186,8 @@ SAMPLE_STEP_HELP = (
 
 def add_recognition_options(parser: argparse.ArgumentParser, budget_ms: float | None) -> None:
     """The options of a command that recognises objects with a :class:`~objrec.recognizer.Recognizer`
-    (``detect``, ``run``); :func:`recognizer_options` reads them. ``budget_ms`` is the command's default
-    budget (None: none)."""
+    (``detect``, ``run``), on the command's ``parser``; :func:`recognizer_options` reads them. ``budget_ms`` is
+    the command's default budget (None: none)."""
     parser.add_argument("--db", required=True, help="model database directory")
     parser.add_argument(
         "--backend",

@@ -151,7 +151,8 @@ def is_device_array(a: Any) -> bool:
 
 @dataclass(frozen=True)
 class Transfer:
-    """One host<->device copy: ``direction`` is ``"h2d"`` or ``"d2h"``, ``shape`` that of the array copied."""
+    """One host<->device copy: ``direction`` is ``"h2d"`` or ``"d2h"``, ``nbytes`` the bytes copied, ``shape`` that
+    of the array copied."""
 
     direction: str
     nbytes: int

@@ -106,8 +106,9 @@ def dask_client(workers: int | None = None, scheduler: Any = None, timeout: str 
 
 
 def check_workers(workers: int | None, scheduler: Any) -> None:
-    """The checks of a command line's ``--workers N`` beside ``--scheduler ADDRESS`` (a ``ValueError`` naming
-    the option), made before anything is started or written."""
+    """The checks of a command line's ``--workers N`` (``workers``, None when not given) beside ``--scheduler
+    ADDRESS`` (``scheduler``, None when not given): a ``ValueError`` naming the option, made before anything is
+    started or written."""
     if workers is not None and workers < 1:
         raise ValueError(f"--workers: expected a positive integer, got {workers}")
     if scheduler is not None and workers is not None:

@@ -30,7 +30,9 @@ __all__ = ["run_demo", "demo_recognizer", "demo_stream"]
 
 
 def demo_recognizer(tmp: str, objects: dict, say: Callable[[str], Any] = print, **kwargs: Any) -> Recognizer:
-    """A temporary database of the demo objects, with the shipped prefilter when it fits this database."""
+    """A recognizer over a database of the demo ``objects`` (name -> image) created in the folder ``tmp``, with
+    the shipped prefilter when it fits this database; ``say`` prints a note when it does not, ``kwargs`` go to
+    :class:`~objrec.recognizer.Recognizer`."""
     from importlib.resources import files
 
     db = ModelDB.create(Path(tmp) / "db")
@@ -55,7 +57,8 @@ def run_demo(
     say: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Compose a scene of the sample objects, recognise it, tell ``say`` what was found and write the annotated
-    picture to ``out``; with ``frames`` > 0 also the stream demo.
+    picture to ``out``; with ``frames`` > 0 also the stream demo. ``seed`` draws the scene, ``budget_ms`` is the
+    recognizer's per-frame budget (None: none) and ``backend`` its backend (``"auto"``, ``"cpu"`` or ``"gpu"``).
 
     Returns
     -------
@@ -136,9 +139,10 @@ def demo_stream(
     backend: str = "auto",
     say: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """The headless stream demo: the objects moving over panning backgrounds, within a frame budget. Returns the
-    run's statistics (``objrec run --stats`` without ``per_frame``) with the stream's recall and false
-    detections."""
+    """The headless stream demo: the ``objects`` (name -> image) moving over panning backgrounds for ``n_frames``
+    frames (drawn from ``seed``) within ``budget_ms`` per frame on ``backend``, the annotated stream written into
+    ``out``, progress told to ``say``. Returns the run's statistics (``objrec run --stats`` without
+    ``per_frame``) with the stream's recall and false detections."""
 
     stream = SceneStream(
         objects,

@@ -75,7 +75,8 @@ def draw_detections(
     camera: Camera | None = None,
     widths_m: Mapping[str, float] | None = None,
 ) -> np.ndarray:
-    """A copy of ``image`` (BGR) with each detection's outline and label; ground truth dashed in white.
+    """A copy of ``image`` (BGR) with the outline and label of each of ``detections``; ground truth
+    (``truth_corners``, (4, 2) corners per object) dashed in white.
 
     ``lines`` (a title, frame statistics) are written on a darkened band across the top of the picture, and
     labels are placed below it and inside the picture, so no label covers them and white text stays readable

@@ -51,10 +51,10 @@ LOOK_ALIKE_SIDE = 640
 
 
 def look_alikes(db: Any, images: Sequence[tuple[str, Any]]) -> list[str]:
-    """Warnings for the ``(name, image array)`` pairs whose image looks like an object of ``db`` other than ``name``:
-    the recognizer, without a budget, finds that object in the image (retrieval shortlists it and its
-    geometry verifies), or verifies it in the place of another (``explained``). Two such objects would compete
-    in every frame that shows either of them."""
+    """Warnings for the ``(name, image array)`` pairs of ``images`` whose image looks like an object of ``db``
+    other than ``name``: the recognizer, without a budget, finds that object in the image (retrieval shortlists
+    it and its geometry verifies), or verifies it in the place of another (``explained``). Two such objects
+    would compete in every frame that shows either of them."""
     import cv2
 
     from objrec.modeldb.records import split_key

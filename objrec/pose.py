@@ -331,9 +331,9 @@ def object_pose(
 
 
 def with_pose(d: Detection, info: Any, camera: Camera, frame_size: tuple[int, int]) -> Detection:
-    """Detection ``d`` with its metric pose (:func:`object_pose`) when its object's ``info``
-    (:class:`~objrec.modeldb.ObjectInfo`) has a physical width and a pose is found; ``d`` as it is otherwise
-    (also for an object verified without a plane: no homography, no pose)."""
+    """Detection ``d`` with its metric pose (:func:`object_pose`, seen by ``camera`` in a frame of ``frame_size``
+    (w, h)) when its object's ``info`` (:class:`~objrec.modeldb.ObjectInfo`) has a physical width and a pose is
+    found; ``d`` as it is otherwise (also for an object verified without a plane: no homography, no pose)."""
     if getattr(info, "width_m", None) is None or d.homography is None:  # no plane, no pose from it
         return d
     pose = object_pose(d.homography, (info.width, info.height), info.width_m, camera, frame_size)

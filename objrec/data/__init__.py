@@ -115,7 +115,8 @@ def sample_objects() -> dict[str, np.ndarray]:
 
 def sample_background(size: tuple[int, int] = (960, 540), seed: int = 0) -> np.ndarray:
     """A background (BGR, ``size`` = (w, h)) from the parts of the photos not used as objects, plus a
-    distractor cover that is never enrolled (it tests that look-alike clutter is not reported)."""
+    distractor cover that is never enrolled (it tests that look-alike clutter is not reported); ``seed`` draws
+    the distractor."""
     photos = sample_photos()
     w, h = size
     left = cv2.resize(photos["china"][:, 360:], (w // 2, h), interpolation=cv2.INTER_AREA)
@@ -129,7 +130,8 @@ def sample_background(size: tuple[int, int] = (960, 540), seed: int = 0) -> np.n
 
 
 def sample_video(n_frames: int, size: tuple[int, int] = (640, 480), seed: int = 0) -> list[np.ndarray]:
-    """Background 'video' frames: a slow pan and zoom over a larger :func:`sample_background`."""
+    """``n_frames`` background 'video' frames of ``size`` (w, h): a slow pan and zoom over a larger
+    :func:`sample_background` (of ``seed``)."""
     w, h = size
     big = sample_background((2 * w, 2 * h), seed=seed)
     out = []
