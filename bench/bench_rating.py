@@ -96,10 +96,10 @@ REAL_SHAPES = {"smvs": "flat", "ukbench": "solid"}
 def measure_real(root: Path, source: str, refs: dict[str, str], photos: dict[str, str]) -> dict[str, dict[str, int]]:
     """Per reference path: photos of it and how many were found as the top-1 detection (the catalogue enrolled
     with the source's shape, :data:`REAL_SHAPES`)."""
+    from rating_real import found_top1
     from tqdm import tqdm
 
     from objrec import ModelDB, Recognizer
-    from objrec.imageio import read_image
 
     out = {path: {"photos": 0, "found": 0} for path in refs.values()}
     with tempfile.TemporaryDirectory(prefix="objrec-bench-rating-") as tmp:
@@ -112,11 +112,9 @@ def measure_real(root: Path, source: str, refs: dict[str, str], photos: dict[str
         )
         rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
         for photo, name in tqdm(sorted(photos.items()), desc=f"{source} photos", unit="img", file=sys.stderr):
-            result = rec.process(read_image(root / photo))
-            best = max(result.detections, key=lambda d: d.score, default=None)
             rec_out = out[refs[name]]
             rec_out["photos"] += 1
-            rec_out["found"] += int(best is not None and best.name.split("#")[0] == name)
+            rec_out["found"] += found_top1(rec, root, photo, name)
     return out
 
 

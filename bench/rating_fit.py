@@ -172,13 +172,15 @@ def band_shares(scores: np.ndarray, shares: np.ndarray, min_n: int = MIN_BAND) -
     return out
 
 
-def band_shortfall(scores: np.ndarray, shares: np.ndarray, z: float = BAND_MARGIN_SE) -> float:
+def band_shortfall(
+    scores: np.ndarray, shares: np.ndarray, z: float = BAND_MARGIN_SE, high: float = 0.9, low: float = 0.5
+) -> float:
     """How far the score bands miss their targets with a margin: the found share of scores >= 75 below
-    ``0.9 + z`` standard errors of that band's mean, plus that of scores < 40 above ``0.5 - z`` of its own.
+    ``high + z`` standard errors of that band's mean, plus that of scores < 40 above ``low - z`` of its own.
     A band counts from :data:`MIN_FIT_BAND` images, fewer than the report's :data:`MIN_BAND`: a fit must not
     meet a target by leaving a band just short of the size at which another sample's band is judged."""
     out = 0.0
-    for sel, target, sign in ((scores >= 75, 0.9, 1.0), (scores < 40, 0.5, -1.0)):
+    for sel, target, sign in ((scores >= 75, high, 1.0), (scores < 40, low, -1.0)):
         n = int(sel.sum())
         if n >= MIN_FIT_BAND:
             mean, se = float(shares[sel].mean()), float(shares[sel].std(ddof=1)) / np.sqrt(n)

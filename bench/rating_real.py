@@ -44,16 +44,16 @@ SOLID_BOUNDS = {
     "solid_image_power": (0.0, 1.0),
 }
 AGREEMENT_GRID = (5.0, 10.0, 20.0, 40.0, 80.0)
-BAND_TARGETS = ((75, 101, 0.8, 1.0), (0, 40, 0.4, -1.0))  # (low, high, target, sign): >=75 at least, <40 at most
-MIN_FIT_BAND = 3
-MIN_BAND = 10
+#: (low, high, target, sign): scores >= 75 found at least 80% of the time, < 40 at most 40%.
+BAND_TARGETS = ((75, 101, 0.8, 1.0), (0, 40, 0.4, -1.0))
 
 
 def uk(k: int, j: int) -> str:
     return f"ukbench/ukbench{4 * k + j:05d}.jpg"
 
 
-def _found(rec: Any, root: Path, photo: str, name: str) -> int:
+def found_top1(rec: Any, root: Path, photo: str, name: str) -> int:
+    """1 when the top-scored detection in ``photo`` names object ``name`` (views ``NAME#k`` included), else 0."""
     from objrec.imageio import read_image
 
     result = rec.process(read_image(root / photo))
@@ -74,7 +74,7 @@ def measure_each(root: Path) -> dict[str, list[int]]:
             db.enroll_many([(f"uk{k:03d}", str(root / uk(k, j))) for k in range(UK_OBJECTS)], shape="solid")
             rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
             for k in tqdm(range(UK_OBJECTS), desc=f"ukbench, view {j} enrolled", unit="obj", file=sys.stderr):
-                out[uk(k, j)] = [_found(rec, root, uk(k, q), f"uk{k:03d}") for q in range(4) if q != j]
+                out[uk(k, j)] = [found_top1(rec, root, uk(k, q), f"uk{k:03d}") for q in range(4) if q != j]
     return out
 
 
@@ -94,7 +94,7 @@ def measure_two(root: Path) -> dict[str, Any]:
         rec = Recognizer(db, budget_ms=None, backend="cpu", prefilter=None, track=False)
         for k in tqdm(range(UK_OBJECTS), desc="ukbench, views 0+1 enrolled", unit="obj", file=sys.stderr):
             r = db.rate_object(f"uk{k:03d}")
-            found = [_found(rec, root, uk(k, q), f"uk{k:03d}") for q in (2, 3)]
+            found = [found_top1(rec, root, uk(k, q), f"uk{k:03d}") for q in (2, 3)]
             out[uk(k, 0)] = {"found": found, "view_scores": r.view_scores, "agreement": r.agreement}
     return out
 
@@ -121,24 +121,11 @@ def halves(tune_refs: list[str]) -> tuple[list[int], list[int]]:
     return tune, [k for k in range(UK_OBJECTS) if k not in set(tune)]
 
 
-def band_shortfall(scores: np.ndarray, shares: np.ndarray, min_n: int = MIN_FIT_BAND) -> float:
-    out = 0.0
-    for lo, hi, target, sign in BAND_TARGETS:
-        sel = (scores >= lo) & (scores < hi)
-        n = int(sel.sum())
-        if n >= min_n:
-            mean, se = float(shares[sel].mean()), float(shares[sel].std(ddof=1)) / np.sqrt(n)
-            out += max(0.0, sign * (target - mean) + 2.0 * se)
-    return out
+def band_shortfall(scores: np.ndarray, shares: np.ndarray) -> float:
+    """``rating_fit.band_shortfall`` at the real-photo targets (:data:`BAND_TARGETS`)."""
+    from rating_fit import band_shortfall as shortfall
 
-
-def bands(scores: np.ndarray, shares: np.ndarray) -> dict[str, dict[str, Any]]:
-    out = {}
-    for name, lo, hi in (("<40", 0, 40), ("40-75", 40, 75), (">=75", 75, 101)):
-        sel = (scores >= lo) & (scores < hi)
-        n = int(sel.sum())
-        out[name] = {"n": n, "found_share": float(shares[sel].mean()) if n >= MIN_BAND else None}
-    return out
+    return shortfall(scores, shares, high=BAND_TARGETS[0][2], low=BAND_TARGETS[1][2])
 
 
 def _solid_scores(measures: list[dict], weights: dict[str, float]) -> np.ndarray:
@@ -174,14 +161,14 @@ def fit_solid(measures: list[dict], shares: np.ndarray, weights: dict[str, float
 
 
 def figures(scores: np.ndarray, shares: np.ndarray) -> dict[str, Any]:
-    from rating_fit import spearman, spearman_ci
+    from rating_fit import band_shares, spearman, spearman_ci
 
     return {
         "n": len(scores),
         "spearman": spearman(scores, shares),
         "ci95": spearman_ci(scores, shares),
         "mean_found_share": float(np.mean(shares)) if len(shares) else None,
-        "bands": bands(scores, shares),
+        "bands": band_shares(scores, shares),
     }
 
 
@@ -222,16 +209,15 @@ def fit_and_report_real(cache: dict[str, Any], root: Path, tune_refs: list[str])
     m_tune, y_tune = pairs(tune, (0, 1, 2, 3))
     fitted = fit_solid(m_tune, y_tune, dict(WEIGHTS))
     out: dict[str, Any] = {"tuning_objects": len(tune), "held_out_objects": len(held)}
+    m_first, y_first = pairs(held, (0,))
+    m_all, y_all = pairs(held, (0, 1, 2, 3))
+    flat = [cache.get("measures", {}).get(uk(k, 0), {}).get("score") for k in held]
     for name, w in (("shipped", dict(WEIGHTS)), ("fitted", fitted)):
         out[name] = {
             "tune_all_views": figures(_solid_scores(m_tune, w), y_tune),
-            "held_first_views": figures(_solid_scores(*pairs(held, (0,))[:1], w), pairs(held, (0,))[1]),
-            "held_all_views": figures(_solid_scores(*pairs(held, (0, 1, 2, 3))[:1], w), pairs(held, (0, 1, 2, 3))[1]),
-            "held_first_views_flat": figures(
-                np.array([cache["measures"][uk(k, 0)]["score"] for k in held], float), pairs(held, (0,))[1]
-            )
-            if all(uk(k, 0) in cache.get("measures", {}) for k in held)
-            else None,
+            "held_first_views": figures(_solid_scores(m_first, w), y_first),
+            "held_all_views": figures(_solid_scores(m_all, w), y_all),
+            "held_first_views_flat": None if None in flat else figures(np.array(flat, float), y_first),
         }
     out["solid_weights"] = {k: fitted[k] for k in SOLID_BOUNDS}
     two = cache["real"].get("ukbench_two")

@@ -15,6 +15,7 @@ tuning half being the one thresholds may be chosen on (``bench/README.md``, "How
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -327,7 +328,7 @@ def entry_rating(ctx: Context) -> dict[str, Figure]:
     95% interval in the note."""
     import cv2
     from bench_rating import reference_images
-    from rating_fit import spearman_ci, split_halves
+    from rating_fit import spearman, spearman_ci, split_halves
 
     tune, _held = split_halves(reference_images(ctx.data))
     tuned = set(tune)
@@ -346,31 +347,30 @@ def entry_rating(ctx: Context) -> dict[str, Figure]:
     figs = {}
     for (source, split), v in sorted(pairs.items()):
         a = np.array(v)
-        ok = len(a) > 2 and a[:, 1].std() > 0
-        rho = float(spearmanr_safe(a[:, 0], a[:, 1])) if ok else None
-        ci = spearman_ci(a[:, 0], a[:, 1]) if ok and split == "held_out" else None
+        rho = spearman(a[:, 0], a[:, 1])
+        ci = spearman_ci(a[:, 0], a[:, 1]) if rho is not None and split == "held_out" else None
         note = f"{len(a)} objects" + (f", 95% CI {ci[0]:.2f} to {ci[1]:.2f}" if ci else "")
         figs[f"{source}.spearman.{split}"] = share(rho, split, source, unit="rho", floor=0.02, gated=True, note=note)
     return figs
 
 
-def spearmanr_safe(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+@functools.cache
+def _solid_score(path: str) -> float:
+    """``rate(path, shape="solid")``'s score, once per image (the UKBench first views serve two figures)."""
+    from objrec.rating import rate
 
-    return float(spearmanr(a, b).statistic)
+    return float(rate(path, shape="solid").score)
 
 
 def _ukbench_solid_points(ctx: Context) -> list[tuple[str, float, float]]:
     """(first view's path, its solid rating, share of the other three views found) per UKBench object."""
-    from objrec.rating import rate
-
     path = ctx.work / "ukbench_found.json"
     if not path.exists():
         return []
     out = []
     for obj, found in json.loads(path.read_text()).items():
         rel = f"ukbench/ukbench{4 * int(obj[3:]):05d}.jpg"
-        out.append((rel, float(rate(str(ctx.data / rel), shape="solid").score), float(np.mean(found))))
+        out.append((rel, _solid_score(str(ctx.data / rel)), float(np.mean(found))))
     return out
 
 
@@ -379,7 +379,6 @@ def _ukbench_object_points(ctx: Context) -> list[tuple[str, float, float]]:
     UKBench object."""
     from objrec.features.model import DEFAULT_DETECTORS, extract_model_features
     from objrec.imageio import read_image
-    from objrec.rating import rate
     from objrec.rating.objects import rate_object
     from objrec.rating.rater import rated_kind
 
@@ -391,9 +390,8 @@ def _ukbench_object_points(ctx: Context) -> list[tuple[str, float, float]]:
     for obj, found in json.loads(path.read_text()).items():
         k = int(obj[3:])
         rels = [f"ukbench/ukbench{4 * k + j:05d}.jpg" for j in (0, 1)]
-        imgs = [read_image(ctx.data / r) for r in rels]
-        feats = [extract_model_features(img, {kind: DEFAULT_DETECTORS[kind]})[kind] for img in imgs]
-        scores = [rate(img, shape="solid", features={kind: f}).score for img, f in zip(imgs, feats, strict=True)]
+        feats = [extract_model_features(read_image(ctx.data / r), {kind: DEFAULT_DETECTORS[kind]})[kind] for r in rels]
+        scores = [int(_solid_score(str(ctx.data / r))) for r in rels]
         out.append((rels[0], float(rate_object(obj, scores, feats, "solid").score), float(np.mean(found))))
     return out
 
