@@ -86,7 +86,8 @@ class ObjectRating:
         views = ", ".join(f"{s}" for s in self.view_scores)
         agree = "" if self.agreement is None else f", {self.agreement:.0f} verified matches between views"
         why = "; ".join(r.text for r in self.reasons)
-        return f"{self.score}/100 from {len(self.view_scores)} views ({views}{agree})" + (f": {why}" if why else "")
+        n = len(self.view_scores)
+        return f"{self.score}/100 from {n} view{'s' if n > 1 else ''} ({views}{agree})" + (f": {why}" if why else "")
 
 
 def view_agreement(a: Features, b: Features, solid: bool) -> int:
