@@ -96,12 +96,15 @@ def index_status(db: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if not root.is_dir():
         return out
-    from objrec.matching.retrieval import RetrievalIndex, RetrievalIndexError
+    from objrec.matching.retrieval import DatabaseRetrieval, RetrievalIndexError, StaleIndexError
 
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         doc: dict[str, Any] = {"path": str(folder)}
         try:
-            index = RetrievalIndex.load(folder)
+            index = DatabaseRetrieval.load(folder)
+        except StaleIndexError as exc:  # an older version: rebuilt, not repaired
+            out[folder.name] = {**doc, "status": "stale", "detail": " ".join(str(exc).split())}
+            continue
         except RetrievalIndexError as exc:
             out[folder.name] = {**doc, "status": "damaged", "detail": " ".join(str(exc).split())}
             continue

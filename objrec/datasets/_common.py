@@ -7,18 +7,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from objrec.geometry import singular_homography
+from objrec.geometry import check_homography
 from objrec.imageio import InputError, read_image, to_gray
 
 __all__ = [
     "DatasetError",
     "ImagePair",
     "read_homography",
-    "check_homography",
     "find_image",
     "load_image",
     "image_files",
@@ -33,31 +31,6 @@ IMAGE_EXTENSIONS = (".png", ".ppm", ".pgm", ".jpg", ".jpeg", ".bmp", ".tif", ".t
 
 class DatasetError(ValueError):
     """A dataset file is missing or malformed; the message names the file and what was expected."""
-
-
-def check_homography(H: Any, where: str) -> np.ndarray:
-    """A finite, invertible 3x3 float64 homography normalised so that ``H[2, 2] == 1``.
-    ``H``: the homography read.
-
-    Raises
-    ------
-    DatasetError
-        Naming ``where`` (a file, or a file and a JSON location).
-    """
-    try:
-        H = np.asarray(H, np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DatasetError(f"{where}: homography is not numeric ({exc})") from None
-    if H.shape != (3, 3):
-        raise DatasetError(f"{where}: expected a 3x3 homography, got shape {H.shape}")
-    if not np.all(np.isfinite(H)):
-        raise DatasetError(f"{where}: homography has non-finite entries")
-    if abs(H[2, 2]) < 1e-12 * np.abs(H).max():
-        raise DatasetError(f"{where}: homography has H[2,2] = {H[2, 2]!r}, cannot normalise")
-    H = H / H[2, 2]
-    if singular_homography(H):  # H[2, 2] is 1: its largest entry is at least 1
-        raise DatasetError(f"{where}: homography is singular")
-    return H
 
 
 def read_homography(path: str | os.PathLike) -> np.ndarray:
@@ -78,7 +51,7 @@ def read_homography(path: str | os.PathLike) -> np.ndarray:
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DatasetError(f"{p}: not a plain-text 3x3 matrix ({first})") from None
-    return check_homography(H, str(p))
+    return check_homography(H, str(p), normalise=True, error=DatasetError)
 
 
 def find_image(folder: Path, stem: str) -> Path:

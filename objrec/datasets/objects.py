@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from objrec.datasets._common import DatasetError, check_homography, load_image
+from objrec.datasets._common import DatasetError, load_image
+from objrec.geometry import check_homography
 
 __all__ = ["GroundTruthObject", "Scene", "ObjectsDataset", "load_objects_dataset", "FORMAT", "VERSION"]
 
@@ -205,7 +206,11 @@ def load_objects_dataset(json_path: str | os.PathLike) -> ObjectsDataset:
                 raise DatasetError(f"{w}.name: {name!r} is not one of the objects {sorted(objects)}")
             if "homography" not in o:
                 raise DatasetError(f"{w}.homography: missing")
-            placed.append(GroundTruthObject(name, check_homography(o["homography"], f"{w}.homography")))
+            placed.append(
+                GroundTruthObject(
+                    name, check_homography(o["homography"], f"{w}.homography", normalise=True, error=DatasetError)
+                )
+            )
         tags = s.get("tags", {})
         if not isinstance(tags, dict):
             raise DatasetError(f"{where}.tags: expected an object")

@@ -31,8 +31,9 @@ Why this design
   and read back with the inverted lists memory-mapped (``faiss.IO_FLAG_MMAP``): a catalogue's index opens
   without a copy, and memory holds only the lists that frames search.
 
-:class:`RetrievalIndex` is an index built from arrays (one file when saved); small ones (fewer than
-:data:`IVF_MIN_DESCRIPTORS` descriptors) are searched exactly. :class:`DatabaseRetrieval` votes over a
+:class:`RetrievalIndex` is an index built from arrays, held in memory (only a database's index is saved, in
+one format: :mod:`objrec.modeldb.index`); small ones (fewer than :data:`IVF_MIN_DESCRIPTORS` descriptors) are
+searched exactly. :class:`DatabaseRetrieval` votes over a
 database's saved index (:meth:`RetrievalIndex.for_database`), which is never built when it is opened: a
 missing or stale one is a :class:`StaleIndexError` naming ``objrec db reindex --db DB``.
 
@@ -62,26 +63,14 @@ Examples
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from objrec.fileio import atomic_write_json, atomic_write_via
 from objrec.modeldb.index import IVF_MIN_DESCRIPTORS, DatabaseIndex, RetrievalParams, index_folder, new_codec
-from objrec.modeldb.index_files import (
-    MANIFEST,
-    RetrievalIndexError,
-    StaleIndexError,
-    checked_index_file,
-    faiss_module,
-    manifest_header,
-    read_faiss_index,
-    read_manifest,
-)
+from objrec.modeldb.index_files import MANIFEST, RetrievalIndexError, StaleIndexError, faiss_module
 
 if TYPE_CHECKING:
     from objrec.modeldb import ModelDB
@@ -96,11 +85,6 @@ __all__ = [
     "MANIFEST",
     "vote",
 ]
-
-#: Format of an index built from arrays and saved as one file (:meth:`RetrievalIndex.save`); a database's
-#: index is saved in segments (:mod:`objrec.modeldb.index`).
-FORMAT = "objrec-retrieval-index"
-SCHEMA_VERSION = 2
 
 
 def _as_f32(x: Any, dim: int | None, name: str) -> np.ndarray:
@@ -195,16 +179,6 @@ class RetrievalIndex:
         self.database_id = database_id
         #: Every descriptor given is indexed (see :attr:`DatabaseRetrieval.per_object_cap`).
         self.per_object_cap: int | None = None
-        #: The file the index was read from or last saved to, and whether its lists are mapped from it.
-        self.source: Path | None = None
-        self.mapped = False
-
-    def _writable(self) -> None:
-        """Read a mapped index into memory before it is changed (its mapping is read-only)."""
-        if self.mapped and self.source is not None:
-            nprobe = self.index_.nprobe
-            self.index_, self.mapped = faiss_module().read_index(str(self.source)), False
-            self.index_.nprobe = nprobe
 
     @classmethod
     def build(cls, descriptors: Any, owner: Any, kind: str, params: RetrievalParams | None = None) -> RetrievalIndex:
@@ -253,7 +227,6 @@ class RetrievalIndex:
         if self.codes == "8bit_direct":
             x = np.clip(np.rint(x), 0, 255)  # the codes hold integers 0-255
         if len(x):
-            self._writable()
             self.index_.add_with_ids(x, own)
 
     def remove(self, object_ids: Any) -> int:
@@ -261,7 +234,6 @@ class RetrievalIndex:
         ids = np.ascontiguousarray(np.unique(np.asarray(object_ids, np.int64)))
         if not len(ids):
             return 0
-        self._writable()
         return int(self.index_.remove_ids(faiss_module().IDSelectorBatch(ids)))
 
     def candidates(self, query: Any, top: int | None = 10, n_probe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -306,88 +278,6 @@ class RetrievalIndex:
         """The index saved with ``db`` for ``kind``, which its commits keep current (see
         :class:`DatabaseRetrieval`); StaleIndexError naming ``objrec db reindex`` when it is missing or stale."""
         return DatabaseRetrieval.open(db, kind)
-
-    # -- files ----------------------------------------------------------------------------------------
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write ``folder/index.json`` and the FAISS index file (FAISS's own binary format, written by
-        ``faiss.write_index``, never pickle) with its sha256, atomically.
-
-        The index file is named by its hash and the manifest, written last, names it; older index files are
-        deleted after. Returns the manifest path.
-        """
-        folder = Path(folder)
-        faiss = faiss_module()
-        # FAISS writes mapped lists as a reference to the file they are mapped from, which a later save deletes:
-        # a mapped index is read into memory first, so that every saved file holds its lists.
-        self._writable()
-        final, digest = atomic_write_via(
-            folder, lambda tmp: faiss.write_index(self.index_, tmp), lambda digest: f"index-{digest[:16]}.faiss"
-        )
-        self.source = final
-        manifest = {
-            **manifest_header(FORMAT, SCHEMA_VERSION, self),
-            "array": {"file": final.name, "sha256": digest},
-        }
-        if self.objects is not None:
-            manifest["objects"] = {n: list(v) for n, v in self.objects.table.items()}
-            manifest["next_label"] = self.objects.next_label
-        atomic_write_json(folder / MANIFEST, manifest)
-        for old in folder.glob("index-*"):
-            if old.name != final.name:
-                old.unlink(missing_ok=True)
-        return folder / MANIFEST
-
-    @classmethod
-    def load(
-        cls, folder: str | os.PathLike, database_id: str | None = None, mmap: bool = True
-    ) -> RetrievalIndex | DatabaseRetrieval:
-        """Read an index written by :meth:`save`, or a database's segmented index (as a
-        :class:`DatabaseRetrieval`); never unpickles.
-
-        The file's sha256 is checked first. With ``mmap`` an inverted file's lists stay in the file,
-        memory-mapped read-only (``faiss.IO_FLAG_MMAP``): opening costs no copy and memory holds only the
-        lists searched; the index is read into memory the first time it is changed.
-
-        Raises
-        ------
-        RetrievalIndexError
-            Naming the file that is missing, damaged, of another format or of a newer schema.
-        StaleIndexError
-            When ``database_id`` is given and the index was built for other content.
-
-        Parameters
-        ----------
-        folder : str or PathLike
-            The folder :meth:`save` wrote.
-        database_id : str, optional
-            The database content the index must hold.
-        mmap : bool
-            Map an inverted file's lists from the file.
-        """
-        folder = Path(folder)
-        if _segmented(folder):
-            return DatabaseRetrieval(DatabaseIndex.load(folder, database_id, mmap))
-        m = read_manifest(folder, FORMAT, SCHEMA_VERSION, database_id)
-        path = checked_index_file(folder, m)
-        index, mapped = read_faiss_index(path, mmap)
-        params = RetrievalParams(**m["params"])
-        if getattr(index, "nprobe", None) is not None:
-            index.nprobe = int(params.n_probe)
-        objects = None
-        if "objects" in m:
-            table = {n: (int(v[0]), str(v[1])) for n, v in m["objects"].items()}
-            objects = _Objects(table, int(m["next_label"]))
-        out = cls(index, m["kind"], params, m["codes"], m["trained_for"], objects, m.get("database_id"))
-        out.source, out.mapped = path, mapped
-        return out
-
-
-def _segmented(folder: Path) -> bool:
-    """Whether ``folder`` holds a database's segmented index (its manifest lists segments)."""
-    try:
-        return "segments" in json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
 
 
 class DatabaseRetrieval:

@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from objrec.fileio import FileFormatError, file_sha256_once, read_json
+from objrec.fileio import FileFormatError
 
 __all__ = [
     "MANIFEST",
@@ -19,15 +17,12 @@ __all__ = [
     "StaleIndexError",
     "REINDEX_HINT",
     "faiss_module",
-    "read_manifest",
     "manifest_header",
-    "checked_index_file",
     "read_faiss_index",
 ]
 
 #: The manifest of an index folder (written last; names the index file and its sha256).
 MANIFEST = "index.json"
-ARRAY = "index.npy"
 
 
 class RetrievalIndexError(FileFormatError):
@@ -54,7 +49,7 @@ def faiss_module() -> Any:
 
 def manifest_header(fmt: str, schema_version: int, index: Any) -> dict[str, Any]:
     """The fields every retrieval-index manifest starts with: its format and schema, and what ``index`` (a
-    database's segmented index or a single-file one) was built as and for.
+    database's segmented index) was built as and for.
     ``fmt``: the manifest's format name; ``schema_version``: its schema."""
     return {
         "format": fmt,
@@ -68,59 +63,11 @@ def manifest_header(fmt: str, schema_version: int, index: Any) -> dict[str, Any]
     }
 
 
-def read_manifest(folder: Path, fmt: str, schema_version: int, database_id: str | None = None) -> dict[str, Any]:
-    """The manifest of the index in ``folder``, checked to be of format ``fmt`` and a schema up to
-    ``schema_version``, and (when ``database_id`` is given) built for that database content.
-
-    Raises
-    ------
-    RetrievalIndexError
-        Naming the manifest that is missing, unreadable, of another format or of a newer schema.
-    StaleIndexError
-        When ``database_id`` is given and the index was built for other content.
-    """
-    mpath = folder / MANIFEST
-    try:
-        m = read_json(mpath, "retrieval index manifest")
-    except FileFormatError as exc:
-        raise RetrievalIndexError(str(exc)) from None
-    if m.get("format") != fmt:
-        raise RetrievalIndexError(f"{mpath}: not an objrec retrieval index (format={m.get('format')!r})")
-    if not isinstance(m.get("schema_version"), int) or m["schema_version"] > schema_version:
-        raise RetrievalIndexError(
-            f"{mpath}: schema version {m.get('schema_version')!r} is not one this objrec reads "
-            f"(up to {schema_version}); upgrade objrec or rebuild the index"
-        )
-    if database_id is not None and m.get("database_id") != database_id:
-        raise StaleIndexError(
-            f"{mpath}: built for database {m.get('database_id')}, not {database_id} (an interrupted enrolment or a "
-            f"change made without index support); {REINDEX_HINT.format(db=folder.parent.parent)}"
-        )
-    return m
-
-
-def checked_index_file(folder: Path, m: dict[str, Any]) -> Path:
-    """The index file the manifest names, its sha256 checked.
-    ``folder``: the index folder; ``m``: its manifest (as read)."""
-    entry = m.get("array") or {}
-    path = folder / str(entry.get("file", ARRAY))
-    if not path.exists():
-        raise RetrievalIndexError(f"{path}: index file not found")
-    if file_sha256_once(path) != entry.get("sha256"):
-        raise RetrievalIndexError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
-    return path
-
-
 def read_faiss_index(path: Path, mmap: bool) -> tuple[Any, bool]:
-    """A FAISS index from ``path`` (a FAISS file, or a ``.npy`` uint8 array of one); True when it is mapped.
-    With ``mmap``, an inverted file's lists are mapped from the file read-only rather than read into memory."""
+    """A FAISS index from the FAISS file ``path``; True when it is mapped. With ``mmap``, an inverted file's
+    lists are mapped from the file read-only rather than read into memory."""
     faiss = faiss_module()
     try:
-        if path.suffix == ".npy":  # an index saved as a serialised byte array
-            arr = np.load(path, allow_pickle=False)
-            if arr.dtype != np.uint8 or arr.ndim != 1:
-                raise RetrievalIndexError(f"{path}: expected a 1-d uint8 array, got {arr.dtype} {arr.shape}")
-            return faiss.deserialize_index(arr), False
         # Product-quantised indexes are read without their table of precomputed distance terms (lists x 16 x
         # 256 floats, hundreds of MB at 10^4 lists, per file read): the terms are computed per probed list.
         skip = faiss.IO_FLAG_SKIP_PRECOMPUTE_TABLE

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import cv2
 import numpy as np
 
 from objrec.boxes import inside_polygons
-from objrec.geometry import map_points, model_corners, usable_homography, visible_part
+from objrec.geometry import forward_backward, map_points, model_corners, robust_homography, visible_part
 from objrec.realtime.flow import seed_points
 
 if TYPE_CHECKING:
@@ -38,8 +39,9 @@ __all__ = [
     "realign_in",
     "unsettled",
     "aligned_within",
+    "AlignParams",
+    "DEFAULT_ALIGN",
     "TEMPLATE_SIDE",
-    "MAX_SHIFT",
     "significant",
     "f_threshold",
     "F_THRESHOLDS",
@@ -48,30 +50,67 @@ __all__ = [
 
 #: Model images are kept at most this many pixels on their long side.
 TEMPLATE_SIDE = 512
-#: A realignment that moves a corner of the outline by more than this share of its side is not trusted:
-#: Lucas-Kanade's pyramid converges over smaller errors, and a larger move means it followed something else.
-MAX_SHIFT = 0.2
-#: A point whose backward flow returns further than this (pixels) from where it started is dropped.
-FB_MAX_PX = 1.0
-#: The refit's RANSAC threshold (frame pixels).
-REFIT_PX = 2.0
-#: At least this many points must agree with the refit, and at least :data:`MIN_AGREE` of those followed.
-MIN_POINTS = 8
-MIN_AGREE = 0.5
-#: Lucas-Kanade's window and pyramid: wide enough to converge over a drift of a few tens of pixels.
-WIN_SIZE = 21
-MAX_LEVEL = 3
-#: Corners of the rendered model followed into the frame.
-POINTS = 48
-#: Corners found on each level of a template's pyramid, the candidates for those :data:`POINTS`.
+#: Corners found on each level of a template's pyramid, the candidates for the points a realignment follows.
 CORNERS = 1000
-#: Pixels around the outline that the rendered model and the frame crop keep.
-MARGIN = 16
-#: A realignment that moves the outline where it is in view (:func:`seen_move`) by more than this (frame
-#: pixels) is repeated, in the same frame while it fits: Lucas-Kanade started that far off stops short of the
-#: object by a share of the distance, so a track anchored pixels off (by a search under a budget) needs more
-#: than one look, until a realignment finds it where it is.
-AGAIN_PX = 1.0
+
+
+@dataclass(frozen=True)
+class AlignParams:
+    """Settings of a track's realignment with its model (:func:`realign`), part of
+    :class:`~objrec.realtime.tracker.TrackParams` (``realign``); how often it runs is
+    ``TrackParams.realign_every_ms``.
+
+    Attributes
+    ----------
+    points : int
+        Corners of the rendered model followed into the frame.
+    win_size, max_level : int
+        Lucas-Kanade's window (odd, pixels) and pyramid levels: wide enough to converge over a drift of a few
+        tens of pixels.
+    fb_max_px : float
+        A point whose backward flow returns further than this (pixels) from where it started is dropped.
+    refit_px : float
+        The refit's threshold (frame pixels) within which a point agrees with it.
+    min_points, min_agree : int, float
+        At least ``min_points`` points must agree with the refit, and at least ``min_agree`` of those followed.
+    max_shift : float
+        A realignment that moves a corner of the outline by more than this share of its side is not trusted:
+        Lucas-Kanade's pyramid converges over smaller errors, and a larger move means it followed something
+        else.
+    margin : int
+        Pixels around the outline that the rendered model and the frame crop keep.
+    again_px : float
+        A realignment that moves the outline where it is in view (:func:`seen_move`) by more than this (frame
+        pixels) is repeated, in the same frame while it fits: Lucas-Kanade started that far off stops short of
+        the object by a share of the distance, so a track anchored pixels off (by a search under a budget)
+        needs more than one look, until a realignment finds it where it is.
+    """
+
+    points: int = 48
+    win_size: int = 21
+    max_level: int = 3
+    fb_max_px: float = 1.0
+    refit_px: float = 2.0
+    min_points: int = 8
+    min_agree: float = 0.5
+    max_shift: float = 0.2
+    margin: int = 16
+    again_px: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.win_size < 5 or self.win_size % 2 == 0:
+            raise ValueError(f"win_size: expected an odd number >= 5, got {self.win_size}")
+        if not 4 <= self.min_points <= self.points:
+            raise ValueError(f"min_points: expected 4..points ({self.points}), got {self.min_points}")
+        for name in ("fb_max_px", "refit_px", "max_shift", "again_px", "min_agree"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: expected a number > 0, got {getattr(self, name)!r}")
+        if self.max_level < 0 or self.margin < 0:
+            raise ValueError(f"max_level, margin: expected >= 0, got {self.max_level}, {self.margin}")
+
+
+#: The defaults (:class:`AlignParams`).
+DEFAULT_ALIGN = AlignParams()
 #: A refit replaces the track's homography only when it explains the followed points better than the track's
 #: own homography by more than chance would at this significance (an F-test of the refit's 8 parameters,
 #: :func:`significant`). Below it the track is already on the model within the points' noise, and moving it
@@ -79,10 +118,11 @@ AGAIN_PX = 1.0
 #: scatter by pixels from one refit to the next on an unmoving object. Strict, since the points' errors are
 #: not independent (a printed object differs from its model in the same way under neighbouring windows).
 SIGNIFICANCE = 0.999
-#: ``fdtri(8, dof, SIGNIFICANCE)`` for ``dof`` = 1 .. ``2 * POINTS - 8``: the F test's threshold for every refit
-#: a realignment can make (at most :data:`POINTS` points, 8 parameters), tabulated from SciPy so that a process
-#: (``objrec detect`` realigns the objects it finds) starts without importing ``scipy.special``, whose import
-#: costs more than the rest of a realignment; ``tests/realtime/test_align.py`` checks the table against SciPy.
+#: ``fdtri(8, dof, SIGNIFICANCE)`` for ``dof`` = 1 .. ``2 * 48 - 8``: the F test's threshold for every refit
+#: a realignment with the default ``AlignParams.points`` can make (at most 48 points, 8 parameters; more
+#: points are looked up in SciPy), tabulated from SciPy so that a process (``objrec detect`` realigns the
+#: objects it finds) starts without importing ``scipy.special``, whose import costs more than the rest of a
+#: realignment; ``tests/realtime/test_align.py`` checks the table against SciPy.
 F_THRESHOLDS = (
     598144.1562499513,
     999.3749218359119,
@@ -201,10 +241,10 @@ class Template:
             self._levels[level] = (pts + 0.5) * 2.0**level - 0.5
         return self._levels[level]
 
-    def level(self, k: float) -> int:
+    def level(self, k: float, win_size: int = DEFAULT_ALIGN.win_size) -> int:
         """The pyramid level whose corners a rendering at ``k`` times the template's size shows: the nearest
-        in scale, and no coarser than a level of at least :data:`WIN_SIZE` pixels a side."""
-        top = int(np.log2(max(1, min(self.gray.shape[:2]) // WIN_SIZE)))
+        in scale, and no coarser than a level of at least ``win_size`` pixels a side (the flow's window)."""
+        top = int(np.log2(max(1, min(self.gray.shape[:2]) // win_size)))
         return int(np.clip(round(-np.log2(max(k, 1e-6))), 0, top))
 
 
@@ -254,18 +294,19 @@ def realign(
     H: np.ndarray,
     model_size: tuple[int, int],
     hidden: Sequence[np.ndarray] = (),
+    p: AlignParams = DEFAULT_ALIGN,
 ) -> tuple[np.ndarray | None, int]:
     """``H`` (model pixels to frame pixels) realigned with the model, and the number of points that agree with
     it: the model, rendered through ``H`` (``template``: :meth:`ModelTemplates.get`), gives up to
-    :data:`POINTS` strong corners (the template's own, :meth:`Template.corners`, at the rendering's scale;
+    ``p.points`` strong corners (the template's own, :meth:`Template.corners`, at the rendering's scale;
     where fewer than that are in view, those the rendered view shows there), which are followed from it
     into ``frame_gray``; the homography is refitted to where they are. Parts inside
     the ``hidden`` outlines (objects in front) are not used; ``model_size`` is the model image's (width,
     height). ``(None, 0)`` when too few points agree or the
-    outline would move by more than :data:`MAX_SHIFT` of its side."""
+    outline would move by more than ``p.max_shift`` of its side (``p``: :class:`AlignParams`)."""
     w, h = model_size
     corners = map_points(H, model_corners(w, h))
-    view = _rendered(frame_gray, template, H, corners, hidden)
+    view = _rendered(frame_gray, template, H, corners, hidden, p)
     if view is None:
         return None, 0
     (x0, y0, x1, y1), M, rendered, inside = view
@@ -275,49 +316,42 @@ def realign(
     # compare background with background, not with an empty border.
     a = cv2.copyTo(a, inside, b.copy())
     side = np.sqrt(max(cv2.contourArea(corners.astype(np.float32)), 1.0))
-    points = _points_to_follow(template, M, rendered, inside, side / (np.sqrt(w * h) * template.scale), side)
+    points = _points_to_follow(template, M, rendered, inside, side / (np.sqrt(w * h) * template.scale), side, p)
     if points is None:
         return None, 0
     p0, src = points
-    kw: dict[str, Any] = {
-        "winSize": (WIN_SIZE, WIN_SIZE),
-        "maxLevel": MAX_LEVEL,
-        "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 30, 0.01),
-    }
-    p1, st1, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, None, **kw)
-    back, st2, _ = cv2.calcOpticalFlowPyrLK(b, a, p1, None, **kw)
-    fb = np.linalg.norm((back - p0).reshape(-1, 2), axis=1)
-    good = (st1.ravel() == 1) & (st2.ravel() == 1) & (fb <= FB_MAX_PX)
-    if int(good.sum()) < MIN_POINTS:
+    p1, good = forward_backward(a, b, p0, None, p.win_size, p.max_level, (30, 0.01), p.fb_max_px)
+    if int(good.sum()) < p.min_points:
         return None, 0
-    dst = p1.reshape(-1, 2)[good].astype(np.float64) + [x0, y0]
-    H2, inl = cv2.findHomography(src[good], dst, cv2.RANSAC, REFIT_PX, maxIters=500, confidence=0.995)
-    if not usable_homography(H2):
+    dst = p1[good].astype(np.float64) + [x0, y0]
+    H2, keep = robust_homography(src[good], dst, p.refit_px, max_iters=500, sampler="ransac")
+    n = int(keep.sum())
+    if H2 is None or n < p.min_points or n < p.min_agree * int(good.sum()):
         return None, 0
-    n = int(inl.sum())
-    if n < MIN_POINTS or n < MIN_AGREE * int(good.sum()):
+    if np.linalg.norm(map_points(H2, model_corners(w, h)) - corners, axis=1).max() > p.max_shift * side:
         return None, 0
-    H2 = H2 / H2[2, 2]
-    if np.linalg.norm(map_points(H2, model_corners(w, h)) - corners, axis=1).max() > MAX_SHIFT * side:
-        return None, 0
-    keep = inl.ravel().astype(bool)
     if not significant(src[good][keep], dst[keep], H, H2):
         return np.asarray(H, np.float64), n
     return H2, n
 
 
 def _rendered(
-    frame_gray: np.ndarray, template: Template, H: np.ndarray, corners: np.ndarray, hidden: Sequence[np.ndarray]
+    frame_gray: np.ndarray,
+    template: Template,
+    H: np.ndarray,
+    corners: np.ndarray,
+    hidden: Sequence[np.ndarray],
+    p: AlignParams,
 ) -> tuple[tuple[int, int, int, int], np.ndarray, np.ndarray, np.ndarray] | None:
     """The model rendered through ``H`` into the frame's crop around its outline ``corners`` (plus
-    :data:`MARGIN`): the crop's box ``(x0, y0, x1, y1)``, the template-to-crop homography, the rendering, and
+    ``p.margin``): the crop's box ``(x0, y0, x1, y1)``, the template-to-crop homography, the rendering, and
     the mask of the outline less the ``hidden`` outlines (uint8, 255 inside); None when the crop or the mask
     is too small for a window of the flow."""
     gray, scale = template.gray, template.scale
     fh, fw = frame_gray.shape[:2]
-    x0, y0 = np.maximum(np.floor(corners.min(axis=0)).astype(int) - MARGIN, 0)
-    x1, y1 = np.minimum(np.ceil(corners.max(axis=0)).astype(int) + MARGIN, [fw, fh])
-    if x1 - x0 < 2 * WIN_SIZE or y1 - y0 < 2 * WIN_SIZE:
+    x0, y0 = np.maximum(np.floor(corners.min(axis=0)).astype(int) - p.margin, 0)
+    x1, y1 = np.minimum(np.ceil(corners.max(axis=0)).astype(int) + p.margin, [fw, fh])
+    if x1 - x0 < 2 * p.win_size or y1 - y0 < 2 * p.win_size:
         return None
     to_crop = np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0], [0.0, 0.0, 1.0]]) @ H
     M = to_crop @ np.diag([1.0 / scale, 1.0 / scale, 1.0])  # template pixels to crop pixels
@@ -328,33 +362,33 @@ def _rendered(
     for q in hidden:
         poly = np.round(np.asarray(q, np.float64).reshape(-1, 2) - [x0, y0]).astype(np.int32)
         cv2.fillPoly(inside, [poly.reshape(-1, 1, 2)], 0)
-    if cv2.countNonZero(inside) < WIN_SIZE * WIN_SIZE:
+    if cv2.countNonZero(inside) < p.win_size * p.win_size:
         return None
     return (x0, y0, x1, y1), M, rendered, inside
 
 
 def _points_to_follow(
-    template: Template, M: np.ndarray, rendered: np.ndarray, inside: np.ndarray, k: float, side: float
+    template: Template, M: np.ndarray, rendered: np.ndarray, inside: np.ndarray, k: float, side: float, p: AlignParams
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The points a realignment follows from the ``rendered`` model (through ``M``, template to crop pixels;
     ``inside`` its mask; ``k`` its size against the template's; ``side`` the outline's in frame pixels): up to
-    :data:`POINTS` of the template's corners where the rendering shows them, away from its border (a window
+    ``p.points`` of the template's corners where the rendering shows them, away from its border (a window
     there would hold the background too), spread over the object; where fewer are in view, the rendered view's
     own strongest corners there. Their positions in the crop ((n, 1, 2) float32) and on the model image; None
-    when fewer than :data:`MIN_POINTS` are found."""
-    inner = cv2.erode(inside, np.ones((WIN_SIZE, WIN_SIZE), np.uint8))
+    when fewer than ``p.min_points`` are found."""
+    inner = cv2.erode(inside, np.ones((p.win_size, p.win_size), np.uint8))
     size = (inside.shape[1], inside.shape[0])
-    spacing = max(4.0, side / (2.0 * np.sqrt(POINTS)))
-    pts = template.corners(template.level(k))
+    spacing = max(4.0, side / (2.0 * np.sqrt(p.points)))
+    pts = template.corners(template.level(k, p.win_size))
     at = map_points(M, pts)
     xi, yi = np.round(at).astype(np.int64).T
     ok = (xi >= 0) & (yi >= 0) & (xi < size[0]) & (yi < size[1])
     ok[ok] = inner[yi[ok], xi[ok]] > 0
-    pick = _spread(at[ok], spacing, POINTS) if ok.any() else np.zeros(0, np.int64)
-    if len(pick) >= POINTS:
+    pick = _spread(at[ok], spacing, p.points) if ok.any() else np.zeros(0, np.int64)
+    if len(pick) >= p.points:
         return at[ok][pick].astype(np.float32).reshape(-1, 1, 2), pts[ok][pick] / template.scale
-    found = cv2.goodFeaturesToTrack(rendered, POINTS, 0.01, spacing, mask=inner, blockSize=5)
-    if found is None or len(found) < MIN_POINTS:
+    found = cv2.goodFeaturesToTrack(rendered, p.points, 0.01, spacing, mask=inner, blockSize=5)
+    if found is None or len(found) < p.min_points:
         return None
     p0 = found.astype(np.float32).reshape(-1, 1, 2)
     return p0, map_points(np.linalg.inv(M), p0.reshape(-1, 2).astype(np.float64)) / template.scale
@@ -389,7 +423,7 @@ def f_threshold(dof: int, level: float = SIGNIFICANCE) -> float:
 
 def due(tracker: Tracker, frame: int) -> Track | None:
     """The planar track of ``tracker`` (a :class:`~objrec.realtime.tracker.Tracker`) to realign in frame
-    ``frame``: never realigned, or moved far by its last realignment (:data:`AGAIN_PX`; in the same frame too,
+    ``frame``: never realigned, or moved far by its last realignment (``AlignParams.again_px``; in the same frame too,
     where the budget allows), or realigned ``realign_every_ms`` of footage ago or more; in that order, the
     longest waiting first within each; None when there is none, or realignment is off or has no model images."""
     every = tracker.frames(tracker.params.realign_every_ms)
@@ -403,7 +437,7 @@ def due(tracker: Tracker, frame: int) -> Track | None:
 
 def unsettled(t: Track) -> bool:
     """Whether track ``t`` has not yet been realigned onto its model: never realigned, or moved far by its
-    last realignment (:data:`AGAIN_PX`)."""
+    last realignment (``AlignParams.again_px``)."""
     return t.realigned < 0 or getattr(t, "again", False)
 
 
@@ -439,14 +473,16 @@ def realign_in(tracker: Tracker, t: Track, gray: np.ndarray, frame: int) -> bool
     """Realign ``tracker``'s planar track ``t`` in ``gray`` (frame number ``frame``) with the other tracks'
     outlines hidden (:func:`realign`); whether it was realigned. The tracker moves the track onto the realigned
     homography (:meth:`~objrec.realtime.tracker.Tracker.mark_realigned`). A realignment that moved the part of
-    the outline inside the frame by more than :data:`AGAIN_PX` (:func:`seen_move`) leaves the track due again,
+    the outline inside the frame by more than ``again_px`` (:func:`seen_move`; the tracker's
+    ``params.realign``) leaves the track due again,
     with new points (:func:`_reseed`)."""
     if tracker.templates is None:
         raise ValueError("realign_in: the tracker has no model images (templates) to realign with")
     hidden = hiders(tracker.tracks, t.corners, t)
     before, H0 = t.corners, t.homography
-    H = realign(gray, tracker.templates.get(t.name), H0, t.model_size, hidden)[0]
-    far = H is not None and seen_move(H0, H, before, t.model_size, gray.shape[:2]) > AGAIN_PX
+    p = tracker.params.realign
+    H = realign(gray, tracker.templates.get(t.name), H0, t.model_size, hidden, p)[0]
+    far = H is not None and seen_move(H0, H, before, t.model_size, gray.shape[:2]) > p.again_px
     tracker.mark_realigned(t, frame, H, far)
     if far:
         _reseed(tracker, t, gray, hidden)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import cv2
 import numpy as np
+
+from objrec.geometry import forward_backward
 
 __all__ = ["FlowParams", "PointFlow", "seed_points"]
 
@@ -100,18 +101,9 @@ class PointFlow:
             return pts.copy(), np.zeros(n, bool)
         off = np.array([x0, y0], np.float32)
         a, b = prev[y0:y1, x0:x1], gray[y0:y1, x0:x1]
-        kw: dict[str, Any] = {
-            "winSize": (p.win_size, p.win_size),
-            "maxLevel": p.max_level,
-            "criteria": (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, p.max_iters, p.epsilon),
-        }
-        p0 = (pts - off).reshape(-1, 1, 2)
-        init = np.ascontiguousarray((guess - off).reshape(-1, 1, 2))
-        p1, st1, _ = cv2.calcOpticalFlowPyrLK(a, b, p0, init, flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **kw)
-        back, st2, _ = cv2.calcOpticalFlowPyrLK(b, a, p1, p0.copy(), flags=cv2.OPTFLOW_USE_INITIAL_FLOW, **kw)
-        fb = np.linalg.norm((back - p0).reshape(-1, 2), axis=1)
-        good = (st1.ravel() == 1) & (st2.ravel() == 1) & (fb <= p.fb_max_px)
-        out = p1.reshape(-1, 2) + off
+        criteria = (p.max_iters, p.epsilon)
+        p1, good = forward_backward(a, b, pts - off, guess - off, p.win_size, p.max_level, criteria, p.fb_max_px)
+        out = p1 + off
         good &= (out[:, 0] >= 0) & (out[:, 1] >= 0) & (out[:, 0] <= w - 1) & (out[:, 1] <= h - 1)
         return out, good
 

@@ -238,7 +238,7 @@ def reacquire(tracker: Tracker, t: Track, gray: np.ndarray) -> Detection | None:
     start = last_seen(tracker, t)
     w, h = t.model_size
     hidden = hiders(tracker.tracks, map_points(start, model_corners(w, h)))
-    H, support = realign(gray, tracker.templates.get(t.name), start, t.model_size, hidden)
+    H, support = realign(gray, tracker.templates.get(t.name), start, t.model_size, hidden, tracker.params.realign)
     if H is None:
         return None
     share = tracker.appearance(gray, t.name, H, t.model_size, hidden)

@@ -2,7 +2,7 @@
 track and a detection of its object, and the order in which the detector is asked to confirm tracks.
 
 :class:`TrackChecks` decides and changes nothing: :class:`~objrec.realtime.tracker.Tracker` asks it and applies
-the outcome through a track's transitions (:mod:`objrec.realtime.track_state`). The appearance check is
+the outcome through a track's transitions (the tracker's ``mark_*`` methods). The appearance check is
 verification's (:func:`~objrec.matching.verify.edge_agreement` against the object's thumbnail, through the
 track's homography), away from the other tracks that may be in front of it (:func:`~objrec.realtime.align.hiders`).
 """

@@ -35,26 +35,15 @@ import cv2
 import numpy as np
 
 from objrec.boxes import outline_box
-from objrec.geometry import map_points, model_corners, usable_homography, visible_part
-from objrec.realtime.align import ModelTemplates, hiders, lost_points
+from objrec.geometry import map_points, model_corners, robust_homography, visible_part
+from objrec.realtime.align import AlignParams, ModelTemplates, hiders, lost_points
 from objrec.realtime.flow import FlowParams, PointFlow, seed_points
 from objrec.realtime.footage import FrameRate
 from objrec.realtime.reacquire import ReacquireParams, remember_layout
 from objrec.realtime.solid_track import SolidTrack
 from objrec.realtime.track_checks import TrackChecks, agree
 from objrec.realtime.track_kernels import dlt_homography
-from objrec.realtime.track_state import (
-    TrackState,
-    mark_aligned,
-    mark_asked,
-    mark_confirmed,
-    mark_lost,
-    mark_postponed,
-    mark_realigned,
-    mark_shown,
-    reseed,
-    state_of,
-)
+from objrec.realtime.track_state import TrackState, state_of
 from objrec.types import Candidate, Detection, LostTrack, Regions
 
 __all__ = ["TrackParams", "Track", "TrackLike", "TrackState", "Tracker", "fit_homography", "COVERED_FRAMES"]
@@ -157,6 +146,9 @@ class TrackParams:
         The optical flow's settings.
     reacquire : ReacquireParams
         Re-acquisition of lost tracks (:mod:`objrec.realtime.reacquire`).
+    realign : AlignParams
+        A track's realignment with its model (:func:`~objrec.realtime.align.realign`); its cadence is
+        ``realign_every_ms``.
 
     Notes
     -----
@@ -182,6 +174,7 @@ class TrackParams:
     confirm_visible_gain: float = 0.15
     flow: FlowParams = field(default_factory=FlowParams)
     reacquire: ReacquireParams = field(default_factory=ReacquireParams)
+    realign: AlignParams = field(default_factory=AlignParams)
 
     def __post_init__(self) -> None:
         if self.max_tracked < 1:
@@ -309,11 +302,8 @@ class Track:
         H = fit_homography(src, dst)  # most frames: every point agrees, and RANSAC is not needed
         inl = np.zeros(0, bool) if H is None else np.linalg.norm(map_points(H, src) - dst, axis=1) <= p.refit_px
         if H is None or not inl.all():
-            H, mask = cv2.findHomography(src, dst, cv2.RHO, p.refit_px, maxIters=200, confidence=0.995)
-            if not usable_homography(H):
-                return "support"
-            inl = mask.ravel().astype(bool)
-            if int(inl.sum()) < need:
+            H, inl = robust_homography(src, dst, p.refit_px, max_iters=200)
+            if H is None or int(inl.sum()) < need:
                 return "support"
             H = fit_homography(src[inl], dst[inl])
             if H is None:
@@ -338,6 +328,68 @@ class Track:
             self.name, self.score, len(self.pts), self.homography, self.corners, self.visible,
             inlier_xy=self.pts.astype(np.float64), state=state, track_id=self.track_id,
         )  # fmt: skip
+
+
+# A track's transitions: the only code that changes a track's life fields (``rough``, ``shown``, ``asked``,
+# ``realigned``, ``aligned``, ``again``, ``lost_reason``) outside the track's own methods. The Tracker offers
+# them as its methods, which the stages call with their results.
+
+
+def mark_lost(t: Track | SolidTrack, reason: str) -> None:
+    """Track ``t`` ended for ``reason`` (→ ``LOST``)."""
+    t.lost_reason = reason
+
+
+def mark_shown(t: Track | SolidTrack) -> None:
+    """Track ``t`` reported under a budget (→ ``SHOWN`` while not confirmed): once reported, it stays
+    reported (:func:`objrec.recognizer.reportable`)."""
+    t.shown = True
+
+
+def mark_confirmed(t: Track | SolidTrack) -> None:
+    """A full-quality search of track ``t``'s box found its object (→ ``CONFIRMED``)."""
+    t.rough = False
+
+
+def mark_asked(t: Track | SolidTrack, frame: int) -> None:
+    """The detector is asked to confirm track ``t`` in ``frame``; its ``asked`` before is kept as
+    ``asked_before``, for :func:`mark_postponed`."""
+    t.asked_before, t.asked = t.asked, frame
+
+
+def mark_postponed(t: Track | SolidTrack) -> None:
+    """The request just made of track ``t`` (:func:`mark_asked`) is taken back: its confirmation did not run,
+    and ``asked`` is what it was before, so the track keeps its place in line."""
+    t.asked = t.asked_before
+
+
+def mark_realigned(t: Track, frame: int, homography: np.ndarray | None, moved_far: bool) -> None:
+    """Track ``t`` realigned with its model in ``frame`` (:func:`~objrec.realtime.align.realign_in`): onto
+    ``homography`` (None: the realignment failed, and the track stays as it is), its points moved onto it and
+    its motion from the frame before keeping its size; ``moved_far``: the move was large enough for the track
+    to be realigned again at once."""
+    t.realigned = frame
+    if homography is not None:
+        if t.previous is not None:
+            t.previous = homography @ np.linalg.inv(t.homography) @ t.previous
+        t.homography = homography
+        t.pts = map_points(homography, t.model_pts).astype(np.float32)
+        t.aligned = frame
+    t.again = moved_far
+
+
+def mark_aligned(t: Track, frame: int) -> None:
+    """Track ``t`` counts as realigned onto its model in ``frame`` (a re-acquisition, which is that
+    alignment): reported at once, and not realigned again before its turn."""
+    t.aligned = t.realigned = frame
+
+
+def reseed(t: Track, pts: np.ndarray) -> None:
+    """Planar track ``t``'s points replaced by ``pts`` (frame pixels, (k, 2) float32), mapped back onto its
+    model through its homography."""
+    t.pts = pts
+    t.model_pts = map_points(np.linalg.inv(t.homography), pts).astype(np.float32)
+    t.seeded = len(pts)
 
 
 class Tracker:
@@ -459,7 +511,7 @@ class Tracker:
         remember_layout(self, t)
         return LostTrack(t.track_id, t.name, reason)
 
-    # A track's transitions (objrec.realtime.track_state): the stages call these with their results; nothing
+    # A track's transitions (written above, in this module): the stages call these with their results; nothing
     # else changes a track's fields.
     mark_lost = staticmethod(mark_lost)
     mark_shown = staticmethod(mark_shown)
@@ -566,7 +618,7 @@ class Tracker:
 
     def postpone(self, t: Track | SolidTrack) -> None:
         """The confirmation just chosen for ``t`` did not run (no room left): ``t`` keeps its place in line
-        (:func:`~objrec.realtime.track_state.mark_postponed`)."""
+        (:func:`~objrec.realtime.tracker.mark_postponed`)."""
         mark_postponed(t)
 
     def confirmation_due(self, frame: int) -> Track | SolidTrack | None:

@@ -13,7 +13,7 @@ from objrec import ModelDB
 from objrec.cli import main
 from objrec.data import synthetic_cover
 from objrec.matching import shortlist
-from objrec.matching.retrieval import MANIFEST, DatabaseRetrieval, StaleIndexError, vote
+from objrec.matching.retrieval import MANIFEST, DatabaseRetrieval, RetrievalIndexError, StaleIndexError, vote
 from objrec.modeldb import index_update
 from objrec.modeldb.index import DatabaseIndex, RetrievalParams, Segment
 
@@ -223,3 +223,33 @@ def test_an_index_of_an_older_version_or_none_says_reindex(db):
         assert not isinstance(shortlist.make_matcher(db, "sift"), shortlist.ShortlistMatcher)
     finally:
         monkey.undo()
+
+
+def test_damaged_index_files_are_named_and_the_cli_reports_them(db, capsys):
+    """A segment whose bytes changed, a missing one, a newer schema and an unreadable manifest each raise
+    RetrievalIndexError naming the file; ``objrec db check``'s index status says damaged, or stale for an
+    older version."""
+    from objrec.dbcli import index_status
+
+    folder = db.path / "index" / "sift"
+    mpath = folder / MANIFEST
+    m = json.loads(mpath.read_text())
+    assert DatabaseRetrieval.load(folder).database_id == db.database_id
+    assert index_status(db)["sift"]["status"] == "current"
+    seg = folder / m["segments"][0]["file"]
+    data = seg.read_bytes()
+    seg.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RetrievalIndexError, match=f"{seg.name}: sha256 mismatch"):
+        DatabaseRetrieval.load(folder)
+    assert index_status(db)["sift"]["status"] == "damaged"
+    seg.unlink()
+    with pytest.raises(RetrievalIndexError, match=f"{seg.name}: index segment not found"):
+        DatabaseRetrieval.load(folder)
+    mpath.write_text(json.dumps({**m, "schema_version": 99}))
+    with pytest.raises(RetrievalIndexError, match="index.json: schema version 99"):
+        DatabaseRetrieval.load(folder)
+    mpath.write_text(json.dumps({**m, "schema_version": 1}))
+    assert index_status(db)["sift"]["status"] == "stale"
+    mpath.write_text("{")
+    with pytest.raises(RetrievalIndexError, match="index.json: retrieval index manifest is not valid JSON"):
+        DatabaseRetrieval.load(folder)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 import cv2
 import numpy as np
 import pytest
@@ -12,7 +9,6 @@ import pytest
 from objrec.knn import BruteForceIndex
 from objrec.matching.retrieval import (
     RetrievalIndex,
-    RetrievalIndexError,
     RetrievalParams,
     vote,
 )
@@ -80,61 +76,6 @@ def test_add_and_remove_equal_a_rebuild():
     assert 4 not in index.candidates(desc[owner == 4])[0]
 
 
-def test_a_mapped_index_changes_like_one_in_memory(tmp_path):
-    """Removing and adding objects on an index whose lists are mapped read-only from its file reads it into
-    memory first; the result equals the same changes in memory, and the file is left as it was."""
-    desc, owner = clustered(n_objects=12)
-    params = RetrievalParams(exact_below=0, n_lists=8, n_probe=8)
-    first = owner < 10
-    built = RetrievalIndex.build(desc[first], owner[first], "sift", params)
-    built.save(tmp_path / "ix")
-    mapped = RetrievalIndex.load(tmp_path / "ix")
-    assert mapped.mapped
-    for index in (built, mapped):
-        index.remove([4])
-        index.add(desc[owner >= 10], owner[owner >= 10])
-    assert not mapped.mapped and len(mapped) == len(built)
-    for o in (4, 7, 11):
-        q = desc[owner == o][:30]
-        assert mapped.candidates(q)[0].tolist() == built.candidates(q)[0].tolist()
-    assert len(RetrievalIndex.load(tmp_path / "ix")) == int(first.sum())
-
-
-def test_a_saved_copy_of_a_mapped_index_holds_its_lists(tmp_path):
-    """Saving an index whose lists are mapped from its file writes the lists themselves: the copy still
-    loads and answers the same once the original folder is gone."""
-    import shutil
-
-    desc, owner = clustered(n_objects=8)
-    RetrievalIndex.build(desc, owner, "sift", RetrievalParams(exact_below=0, n_lists=8, n_probe=8)).save(tmp_path / "a")
-    mapped = RetrievalIndex.load(tmp_path / "a")
-    q = desc[owner == 3][:30]
-    want = mapped.candidates(q)[0].tolist()
-    mapped.save(tmp_path / "b")
-    shutil.rmtree(tmp_path / "a")
-    copy = RetrievalIndex.load(tmp_path / "b")
-    assert copy.mapped and len(copy) == len(desc) and copy.candidates(q)[0].tolist() == want
-
-
-def test_an_index_saved_as_a_byte_array_still_loads(tmp_path):
-    """An index saved as a ``.npy`` array of FAISS's serialised bytes (the earlier layout) is read into memory."""
-    import faiss
-
-    desc, owner = clustered()
-    index = RetrievalIndex.build(desc, owner, "sift", RetrievalParams(exact_below=0, n_lists=8, n_probe=3))
-    mpath = index.save(tmp_path / "ix")
-    m = json.loads(mpath.read_text())
-    (tmp_path / "ix" / m["array"]["file"]).unlink()
-    arr = tmp_path / "ix" / "index-old.npy"
-    np.save(arr, faiss.serialize_index(index.index_), allow_pickle=False)
-    m["array"] = {"file": arr.name, "sha256": hashlib.sha256(arr.read_bytes()).hexdigest()}
-    mpath.write_text(json.dumps(m))
-    old = RetrievalIndex.load(tmp_path / "ix")
-    assert not old.mapped and len(old) == len(index)
-    q = desc[owner == 2][:20]
-    assert old.candidates(q)[0].tolist() == index.candidates(q)[0].tolist()
-
-
 def test_bad_arguments_name_them():
     desc, owner = clustered(n_objects=3)
     with pytest.raises(ValueError, match="owner"):
@@ -144,32 +85,6 @@ def test_bad_arguments_name_them():
         index.candidates(np.zeros((3, 64), np.float32))
     ids, scores = index.candidates(np.zeros((0, 128), np.float32))
     assert ids.shape == (0,) and scores.shape == (0,)
-
-
-def test_save_load_round_trip_and_damaged_files(tmp_path):
-    desc, owner = clustered()
-    index = RetrievalIndex.build(desc, owner, "sift", RetrievalParams(exact_below=0, n_lists=8, n_probe=3))
-    mpath = index.save(tmp_path / "ix")
-    again = RetrievalIndex.load(tmp_path / "ix")
-    assert again.params == index.params and again.index_.nprobe == 3 and len(again) == len(index)
-    assert again.mapped and not RetrievalIndex.load(tmp_path / "ix", mmap=False).mapped
-    q = desc[owner == 5][:20]
-    assert again.candidates(q)[0].tolist() == index.candidates(q)[0].tolist()
-    m = json.loads(mpath.read_text())
-    arr = tmp_path / "ix" / m["array"]["file"]
-    data = arr.read_bytes()
-    arr.write_bytes(data[: len(data) // 2])
-    with pytest.raises(RetrievalIndexError, match=f"{arr.name}: sha256 mismatch"):
-        RetrievalIndex.load(tmp_path / "ix")
-    arr.unlink()
-    with pytest.raises(RetrievalIndexError, match=f"{arr.name}: index file not found"):
-        RetrievalIndex.load(tmp_path / "ix")
-    mpath.write_text(json.dumps({**m, "schema_version": 99}))
-    with pytest.raises(RetrievalIndexError, match="index.json: schema version 99"):
-        RetrievalIndex.load(tmp_path / "ix")
-    mpath.write_text("{")
-    with pytest.raises(RetrievalIndexError, match="index.json: retrieval index manifest is not valid JSON"):
-        RetrievalIndex.load(tmp_path / "ix")
 
 
 # -- real data ----------------------------------------------------------------------------------------

@@ -10,11 +10,12 @@ import pytest
 
 from objrec.data import sample_background, sample_objects
 from objrec.geometry import map_points, model_corners
-from objrec.realtime.align import AGAIN_PX, ModelTemplates, due, realign, realign_in, seen_move, significant
+from objrec.realtime.align import DEFAULT_ALIGN, ModelTemplates, due, realign, realign_in, seen_move, significant
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection
 
 W, H = 640, 480
+AGAIN_PX = DEFAULT_ALIGN.again_px
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +175,7 @@ def test_significance_holds_its_level_on_points_that_only_carry_noise(level):
 
 
 def test_an_outline_far_from_the_object_is_not_realigned(scene):
-    """Where the model does not meet its object, nothing agrees or the move exceeds MAX_SHIFT: no realignment."""
+    """Where the model does not meet its object, nothing agrees or the move exceeds max_shift: no realignment."""
     img, model, Ht, size = scene
     away = np.array([[1.0, 0.0, 180.0], [0.0, 1.0, 40.0], [0.0, 0.0, 1.0]]) @ Ht
     assert realign(img, ModelTemplates(lambda n: model).get("cover"), away, size)[0] is None
@@ -364,9 +365,9 @@ def test_a_track_half_out_of_the_frame_settles_on_its_object():
 def test_tabulated_f_thresholds_are_scipys():
     from scipy.special import fdtri
 
-    from objrec.realtime.align import F_THRESHOLDS, POINTS, SIGNIFICANCE, f_threshold
+    from objrec.realtime.align import DEFAULT_ALIGN, F_THRESHOLDS, SIGNIFICANCE, f_threshold
 
-    assert len(F_THRESHOLDS) == 2 * POINTS - 8
+    assert len(F_THRESHOLDS) == 2 * DEFAULT_ALIGN.points - 8
     for dof in range(1, len(F_THRESHOLDS) + 1):
         assert f_threshold(dof) == float(fdtri(8, dof, SIGNIFICANCE))
     assert f_threshold(200) == float(fdtri(8, 200, SIGNIFICANCE))  # beyond the table
