@@ -214,7 +214,8 @@ def robust_homography(
     and Laganiere, "A fast and robust homography scheme for real-time planar target detection", Journal of
     Real-Time Image Processing 15(4), 2018): it needs fewer hypotheses than RANSAC over the few tens of
     followed points a track refits from in every frame. ``"ransac"`` (Fischler and Bolles, 1981) draws its
-    hypotheses uniformly: for a refit made now and then from points of uneven quality (a realignment's).
+    hypotheses uniformly: for a refit made now and then from points of uneven quality (a realignment's), and
+    for a map that may be a mirror (RHO discards samples whose order the map reverses).
 
     Parameters
     ----------

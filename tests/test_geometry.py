@@ -122,6 +122,9 @@ def test_robust_homography_recovers_the_true_one_among_outliers():
         assert est is not None and est[2, 2] == pytest.approx(1.0)
         assert np.abs(map_points(est, corners) - map_points(H, corners)).max() < 1.0
         assert (inl == ~bad).mean() > 0.97
+    mirror = np.array([[-1.0, 0.0, 299.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # a left-right mirror
+    est, inl = robust_homography(src[~bad], map_points(mirror, src[~bad]), 1.0, 500, sampler="ransac")
+    assert est is not None and inl.all() and np.abs(map_points(est, corners) - map_points(mirror, corners)).max() < 1e-3
     with pytest.raises(ValueError, match="sampler: expected one of"):
         robust_homography(src, dst, 2.0, 100, sampler="lmeds")
     none, flags = robust_homography(src[:3], dst[:3], 2.0, 100)

@@ -12,9 +12,9 @@ import cv2
 import numpy as np
 
 from objrec.data import synthetic_cover
-from objrec.geometry import map_points, model_corners
+from objrec.geometry import map_points, model_corners, robust_homography
 from objrec.imageio import to_bgr, to_gray
-from objrec.knn import knn2, ratio_match
+from objrec.knn import BruteForceIndex, knn2, ratio_match
 from objrec.scenes import CAMERA_FOCAL_PX, Distortion, camera_view, compose_scene, tilted_plane
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "chroma_contrast",
     "blockiness",
     "symmetry_share",
+    "mirror_descriptors",
     "CORNER_SIDE_PX",
     "CORNER_SCALE",
     "corner_weights",
@@ -163,8 +164,8 @@ def chroma_contrast(image: np.ndarray) -> float:
     s = min(1.0, 320 / max(h, w))  # a global spread: a small copy measures it as well, in a fraction of the time
     small = image if s == 1.0 else cv2.resize(image, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
     lab = cv2.cvtColor(to_bgr(small), cv2.COLOR_BGR2Lab)
-    ab = lab[:, :, 1:].reshape(-1, 2).astype(np.float64)
-    return float(np.sqrt(ab.var(axis=0).sum()) / 255.0)
+    sd = cv2.meanStdDev(lab)[1].reshape(-1)  # per channel, accumulated in double precision
+    return float(np.sqrt(sd[1] ** 2 + sd[2] ** 2) / 255.0)
 
 
 def blockiness(gray: np.ndarray, block: int = 8) -> float:
@@ -281,59 +282,96 @@ def corner_weights(gray: np.ndarray, xy: np.ndarray, size: np.ndarray) -> np.nda
     return out
 
 
-def symmetry_share(gray: np.ndarray, max_side: int = 480, min_inliers: int = 8) -> float:
-    """Share of an image's features that its own mirrored or rotated copy explains by one homography other
-    than the identity (a mirror, a half turn, a shift of a repeated pattern).
+def mirror_descriptors(kind: str, descriptors: np.ndarray) -> np.ndarray:
+    """The descriptors the left-right mirror of each feature's patch has: SIFT's or SURF's (k, 128) or (k, 64)
+    rows rearranged, without extracting anything from a mirrored image (Loy and Eklundh, 2006).
 
-    ORB features of the image (its longer side scaled to at most ``max_side``) are matched, with the ratio
-    test, to the features of its left-right mirror (whose rotation-invariant descriptors also find up-down
-    mirror twins) and to themselves (nearest other feature: half-turn twins). Each set of pairs that lie apart
-    by more than 2% of the image's diagonal is fitted with a RANSAC homography; the largest inlier count over
-    the number of features is returned (0 below ``min_inliers``). A symmetric reference makes the pose
-    ambiguous: a view can be explained by the homography or by its mirrored twin. ORB is used because the
-    measure needs the mirror's features, and it extracts them in a fraction of SURF's or SIFT's time.
-    ``gray``: the image in gray, uint8.
+    Both descriptors are a 4 x 4 grid of cells over the feature's oriented window. Mirrored, the window's grid
+    runs the other way along one axis (the first index of the grid as OpenCV's SIFT and objrec's SURF lay it
+    out), SIFT's eight orientation bins of each cell turn the other way (bin ``b`` becomes ``-b`` mod 8), and
+    SURF's sums of responses across that axis change sign (the second of each cell's four values).
+
+    Parameters
+    ----------
+    kind : str
+        ``"sift"`` (128 values) or ``"surf"`` (64).
+    descriptors : np.ndarray
+        (k, 128) or (k, 64) rows.
+    """
+    d = np.asarray(descriptors)
+    per = {"sift": 8, "surf": 4}.get(kind)
+    if per is None or d.ndim != 2 or d.shape[1] != 16 * per:
+        raise ValueError(f"mirror_descriptors: expected (k, {16 * (per or 0)}) {kind} descriptors, got {d.shape}")
+    grid = np.arange(d.shape[1]).reshape(4, 4, per)[::-1]
+    if kind == "sift":
+        return d[:, grid[:, :, (-np.arange(8)) % 8].reshape(-1)]
+    out = d[:, grid.reshape(-1)].copy()
+    out[:, 1::4] *= -1
+    return out
+
+
+def symmetry_share(
+    features: Any, shape: tuple[int, int], strongest: int = 500, min_share: float = 0.05, min_inliers: int = 8
+) -> float:
+    """Share of an image's features that a symmetry of the image explains by one homography other than the
+    identity (a mirror, a half turn, a shift of a repeated pattern).
+
+    The ``strongest`` features (by detector response) are matched, with the ratio test, to their own mirrored
+    descriptors (:func:`mirror_descriptors`; with rotation-invariant descriptors a left-right mirror's twins
+    also find up-down ones) and to themselves (the nearest other feature: half-turn and repeated twins). Each
+    set of pairs that lie apart by more than 2% of the image's diagonal is fitted with a RANSAC homography
+    (:func:`~objrec.geometry.robust_homography`); the largest inlier count over the number of features is
+    returned. A symmetry that explains fewer than ``min_share`` of the features (or ``min_inliers``) counts as
+    none (0): it leaves a pose unambiguous. So RANSAC draws only the samples it needs to find, at 99.5%
+    confidence, a homography that that many of the pairs agree with, and a set of fewer pairs is not fitted;
+    most images have only a few tens of pairs, few of them agreeing. A symmetric reference makes the pose
+    ambiguous: a view can be explained by the homography or by its mirrored twin. The features are those
+    rated, as extracted for enrolment: nothing is extracted again.
+
+    Parameters
+    ----------
+    features : Features
+        SIFT or SURF features of the image (on the host).
+    shape : tuple of int
+        The image's (rows, cols).
+    strongest : int
+        Features used at most.
+    min_share : float
+        The smallest share of the features that counts as a symmetry.
+    min_inliers : int
+        The fewest inliers that count as a symmetry.
 
     References
     ----------
     G. Loy and J.-O. Eklundh, "Detecting symmetry and symmetric constellations of features", ECCV 2006,
     doi:10.1007/11744047_39 (a feature's symmetric twin matches its mirrored descriptor).
-    E. Rublee et al., "ORB: an efficient alternative to SIFT or SURF", ICCV 2011, doi:10.1109/ICCV.2011.6126544.
     """
-    h, w = gray.shape
-    s = min(1.0, max_side / max(h, w))
-    g = gray if s == 1.0 else cv2.resize(gray, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
-    orb = cv2.ORB.create(nfeatures=500)
-    kp, d = orb.detectAndCompute(g, None)
-    if d is None or len(kp) < min_inliers:
+    d = np.asarray(features.descriptors, np.float32)
+    xy = np.asarray(features.xy, np.float64).reshape(-1, 2)
+    if len(d) > strongest:
+        keep = np.argsort(-np.asarray(features.response), kind="stable")[:strongest]
+        d, xy = d[keep], xy[keep]
+    need = max(min_inliers, 4, int(np.ceil(min_share * len(d))))
+    if len(d) < need:
         return 0.0
-    xy = np.array([k.pt for k in kp], np.float32)
-    bf = cv2.BFMatcher(cv2.NORM_HAMMING)
-    candidates = [(bf.knnMatch(d, d, k=3), xy, 1)]
-    kpm, dm = orb.detectAndCompute(cv2.flip(g, 1), None)
-    if dm is not None and len(kpm) >= 2:
-        xym = np.array([k.pt for k in kpm], np.float32)
-        xym[:, 0] = g.shape[1] - 1 - xym[:, 0]  # the mirror's features at their place in the image
-        candidates.append((bf.knnMatch(d, dm, k=2), xym, 0))
-    diag = float(np.hypot(*g.shape))
+    diag = float(np.hypot(*shape[:2]))
+    self_idx, self_d2 = BruteForceIndex(d).knn(d, 3)  # the first neighbour is the feature itself
+    mirror_idx, mirror_d2 = knn2(d, mirror_descriptors(features.kind, d))
     best = 0
-    for matches, target, skip in candidates:
-        pairs = [
-            (m[skip].queryIdx, m[skip].trainIdx)
-            for m in matches
-            if len(m) > skip + 1 and m[skip].distance < RATIO * m[skip + 1].distance
-        ]
-        if len(pairs) < min_inliers:
-            continue
-        ij = np.array(pairs)
-        a, b = xy[ij[:, 0]], target[ij[:, 1]]
+    for idx, d2, skip in ((self_idx, self_d2, 1), (mirror_idx, mirror_d2, 0)):
+        q = np.nonzero(d2[:, skip] < RATIO**2 * d2[:, skip + 1])[0]
+        a, b = xy[q], xy[idx[q, skip]]
         apart = np.linalg.norm(a - b, axis=1) > 0.02 * diag
-        if apart.sum() < min_inliers:
+        n = int(apart.sum())
+        if n < need:
             continue
-        H, inl = cv2.findHomography(a[apart], b[apart], cv2.RANSAC, 0.01 * diag)
+        # samples for 99.5% confidence of one all-inlier sample where ``need`` of the ``n`` pairs agree
+        iters = int(np.clip(np.ceil(np.log(0.005) / np.log1p(-(min(need / n, 0.999) ** 4))), 1, 2000))
+        # RANSAC: RHO's sampler rejects samples whose order a mirror reverses, and mirrors are what is sought
+        H, inl = robust_homography(a[apart], b[apart], 0.01 * diag, max_iters=iters, sampler="ransac")
         if H is not None:
             best = max(best, int(inl.sum()))
-    return best / len(kp) if best >= min_inliers else 0.0
+    return best / len(d) if best >= need else 0.0
 
 
 def _tilted(view: np.ndarray, tilt_deg: float, focal: float) -> tuple[np.ndarray, np.ndarray]:

@@ -55,7 +55,7 @@ __all__ = [
 
 #: The version of the measures and the score model; stored with every rating so a database can tell which
 #: ratings an updated model would change.
-RATING_VERSION = "rating-5"
+RATING_VERSION = "rating-6"
 #: The suffix of a stored rating version (:attr:`Rating.stored_version`) computed without the rendered views it
 #: needs (:func:`features_only` tells).
 FEATURES_ONLY = "+features"
@@ -201,6 +201,7 @@ def _feature_measures(f: Features, kind: str, gray: np.ndarray, shape: str) -> t
         "distinctive_features": float(nd),
         "repetition": 1.0 - nd / len(xy) if len(xy) else 0.0,
         "coverage": float(covered.sum()) / (GRID * GRID),
+        "symmetry": symmetry_share(f, gray.shape[:2]),
         "corner_features": float(corner_weights(gray, xy[distinct], np.asarray(f.size)[distinct]).sum())
         if shape == "solid"
         else float("nan"),
@@ -335,7 +336,6 @@ def _pixel_measures(img: np.ndarray, gray: np.ndarray, given_gray: np.ndarray) -
         "short_side": float(min(h, w)),
         "model_scale": min(1.0, MAX_MODEL_SIDE / max(h, w)),
         "blockiness": blockiness(given_gray),  # on the pixels as given: the JPEG blocks' grid is theirs
-        "symmetry": symmetry_share(gray),
     }
 
 
@@ -349,14 +349,14 @@ def _rate_features(
 ) -> Rating:
     """A rating without rendered views: the primary detector's features of the image as given (extracted only
     when not given; a feature's count, distinctiveness, cell coverage and corner-likeness do not depend on which
-    way up the image is) and the measures of its pixels, turned upright for symmetry."""
+    way up the image is, and the features' symmetry is measured from their descriptors) and the measures of its
+    pixels, none of which depends on which way up the image is either."""
     if features is None or kind not in features:
         features = extract_model_features(img, {kind: dets.get(kind, DEFAULT_DETECTORS.get(kind, {}))})
     given_gray = to_gray(img)
     f = features[kind].to_host()
     m, xy, ratio = _feature_measures(f, kind, given_gray, shape)
-    turns = upright_turns(given_gray)
-    m.update(_pixel_measures(quarter_turned(img, turns), quarter_turned(given_gray, turns), given_gray))
+    m.update(_pixel_measures(img, given_gray, given_gray))
     m.update(dict.fromkeys(VIEW_MEASURES, float("nan")))
     score, reasons = score_from_measures(m, weights, shape)
     return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, given_gray.shape[:2], object_shape=shape)

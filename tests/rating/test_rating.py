@@ -263,3 +263,32 @@ def test_blockiness_finds_the_grid_of_a_turned_jpeg(photo):
     assert first > 1.5
     for turn in (cv2.ROTATE_90_CLOCKWISE, cv2.ROTATE_180, cv2.ROTATE_90_COUNTERCLOCKWISE):
         assert blockiness(cv2.rotate(blocky, turn)) == pytest.approx(first, rel=1e-9)
+
+
+def test_mirrored_descriptors_are_those_of_the_mirrored_image(photo):
+    """A feature's mirrored descriptor (computed from its own descriptor) matches the descriptor extracted at
+    the same feature in the left-right flipped image: exactly for SURF (a rearrangement of the same sums),
+    within SIFT's resampling for SIFT; far closer than unrelated features in both."""
+    from scipy.spatial import cKDTree
+
+    from objrec.features.model import DEFAULT_DETECTORS, extract_model_features
+    from objrec.rating.measures import mirror_descriptors
+
+    gray = cv2.cvtColor(photo, cv2.COLOR_BGR2GRAY)
+    w = gray.shape[1]
+    for kind in ("surf", "sift"):
+        det = {kind: DEFAULT_DETECTORS[kind]}
+        f = extract_model_features(gray, det)[kind].to_host()
+        g = extract_model_features(cv2.flip(gray, 1), det)[kind].to_host()
+        gxy = np.asarray(g.xy, np.float64).reshape(-1, 2).copy()
+        gxy[:, 0] = w - 1 - gxy[:, 0]
+        dist, j = cKDTree(gxy).query(np.asarray(f.xy, np.float64).reshape(-1, 2))
+        same = (dist < 0.5) & (np.abs(np.asarray(g.size)[j] - np.asarray(f.size)) < 0.05 * np.asarray(f.size))
+        assert same.sum() > 100
+        a = mirror_descriptors(kind, np.asarray(f.descriptors, np.float64)[same])
+        b = np.asarray(g.descriptors, np.float64)[j[same]]
+        err = np.median(np.linalg.norm(a - b, axis=1))
+        unrelated = np.median(np.linalg.norm(b - np.roll(b, 7, axis=0), axis=1))
+        assert err < (1e-4 if kind == "surf" else 0.15) * unrelated, (kind, err, unrelated)
+    with pytest.raises(ValueError, match="expected"):
+        mirror_descriptors("surf", np.zeros((3, 128), np.float32))
