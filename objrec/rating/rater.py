@@ -188,9 +188,9 @@ def hard_view_kind(kinds: Any) -> str:
 
 
 def _feature_measures(f: Features, kind: str, gray: np.ndarray, shape: str) -> tuple[dict, Any, Any]:
-    """Features, distinctive features, repetition share, coverage and, for a solid object (only its score uses
-    them; NaN otherwise), the corner-weighted distinctive features of one detector's features (on the host) of
-    the image ``gray``."""
+    """Features, distinctive features, repetition share, coverage, symmetry and, for a solid object (only its
+    score uses them; NaN otherwise), the corner-weighted distinctive features of one detector's features (on
+    the host) of the image ``gray``."""
     ratio = query_ratio(nearest_other_distance(f.descriptors), kind)
     xy = np.asarray(f.xy, np.float32).reshape(-1, 2)
     distinct = ratio < RATIO
@@ -315,7 +315,7 @@ def _rate_with_views(
     fh = have[hard_kind].to_host()
     hard_det = model_detector(hard_kind, params[hard_kind])
     hard = hard_view_matches(img, fh.xy, fh.descriptors, lambda g: detect_features(hard_kind, hard_det, g))
-    m.update(_pixel_measures(img, gray, given_gray))
+    m.update(_pixel_measures(given_img, given_gray))
     m.update(
         # the geometric mean of the small views' correct matches (plus one): an image must survive all of them
         small_view_matches=float(np.exp(np.mean(np.log1p(small))) - 1.0),
@@ -326,16 +326,16 @@ def _rate_with_views(
     return Rating(score, reasons, m, RATING_VERSION, kind, back, ratio, given_gray.shape[:2], object_shape=shape)
 
 
-def _pixel_measures(img: np.ndarray, gray: np.ndarray, given_gray: np.ndarray) -> dict[str, float]:
-    """The measures of the pixels alone, on ``img`` (upright, ``gray`` its gray) and ``given_gray`` (the gray
-    image as given)."""
+def _pixel_measures(img: np.ndarray, gray: np.ndarray) -> dict[str, float]:
+    """The measures of the pixels alone, of ``img`` as given (``gray``: its gray); none depends on which way up
+    it is."""
     h, w = gray.shape
     return {
         "gray_contrast": rms_contrast(gray),
         "chroma_contrast": chroma_contrast(img),
         "short_side": float(min(h, w)),
         "model_scale": min(1.0, MAX_MODEL_SIDE / max(h, w)),
-        "blockiness": blockiness(given_gray),  # on the pixels as given: the JPEG blocks' grid is theirs
+        "blockiness": blockiness(gray),  # on the pixels as given: the JPEG blocks' grid is theirs
     }
 
 
@@ -356,7 +356,7 @@ def _rate_features(
     given_gray = to_gray(img)
     f = features[kind].to_host()
     m, xy, ratio = _feature_measures(f, kind, given_gray, shape)
-    m.update(_pixel_measures(img, given_gray, given_gray))
+    m.update(_pixel_measures(img, given_gray))
     m.update(dict.fromkeys(VIEW_MEASURES, float("nan")))
     score, reasons = score_from_measures(m, weights, shape)
     return Rating(score, reasons, m, RATING_VERSION, kind, xy, ratio, given_gray.shape[:2], object_shape=shape)
