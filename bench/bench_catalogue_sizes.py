@@ -15,7 +15,8 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
 ``/proc`` at about 20 Hz; pages of memory-mapped database files do not count) sampled by this process:
 
 * ``enrol``: the objects missing from the database enrolled with ``ModelDB.enroll_many`` (default detectors
-  and threads), ``--chunk`` objects per call: objects per second over this size's increment;
+  and threads), ``--chunk`` objects per call: objects per second over this size's increment; the time taken
+  before it to write the generated distractors missing from ``--cache`` is its ``generate_s``;
 * ``reindex``: ``objrec db reindex --db DB``: wall time and peak memory;
 * ``disk``: every file of the database counted, per object and per file suffix;
 * ``recognise`` once with no budget and once with ``--budget-ms``: every database file dropped from the page
@@ -26,6 +27,10 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
   with a wrong detection, latency p50/p90/p99/max, late photos (``--clock cpu`` times frames and the budget by
   the process's CPU time, for a machine shared with other work: then a cold read's wait does not count,
   and the time of every thread counts, so frames that use both cores meet a stricter budget than by the wall clock);
+* ``nobudget_limit`` and ``budget_limit`` (at ``--warm-limit-sizes``, default the largest size): the same two
+  passes with the recognizer's warming bounded to ``--warm-limit-mb`` (``Recognizer(warm_cache=2 << 30)`` by
+  default) and every database file outside the warmed part dropped from the page cache before each pass: a
+  catalogue larger than the memory that keeps it;
 * ``open``: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process on a warm page cache;
 * ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos;
 * ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from a hard-linked copy of the
@@ -51,6 +56,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,10 +131,12 @@ class Run:
         are taken). The rate counts every chunk committed for this size, over interruptions."""
         work = self.out / f"n{n}"
         work.mkdir(parents=True, exist_ok=True)
-        segments, peak, wall = work / "enrol.jsonl", 0.0, 0.0
+        segments, peak, wall, generate = work / "enrol.jsonl", 0.0, 0.0, 0.0
         for _ in range(5):
             items_file = work / "items.json"
+            t0 = time.perf_counter()
             items_file.write_text(json.dumps(self.items(n)))
+            generate += time.perf_counter() - t0
             rec, _ = self.child(n, "enrol", ["--items", str(items_file), "--chunk", str(self.args.chunk)])
             peak, wall = max(peak, rec["peak_rss_anon_mb"]), wall + rec["wall_s"]
             segs = [json.loads(line) for line in segments.read_text().splitlines()] if segments.exists() else []
@@ -156,6 +164,7 @@ class Run:
             "sources": sources,
             "peak_rss_anon_mb": peak,
             "wall_s": round(wall, 1),
+            "generate_s": round(generate, 1),
             "failed": [f for s in segs for f in s["failed"]],
         }
 
@@ -183,7 +192,9 @@ class Run:
         row = self.state["sizes"].setdefault(str(n), {})
         a = self.args
         larger = [int(k) for k, v in self.state["sizes"].items() if int(k) > n and "enrol" in v]
-        stages = ["enrol", "reindex", "disk", "nobudget", "budget", "open"] + (["anchor"] * (n <= a.anchor_max))
+        stages = ["enrol", "reindex", "disk", "nobudget", "budget"]
+        stages += ["nobudget_limit", "budget_limit"] * (n in a.limit_sizes)
+        stages += ["open"] + ["anchor"] * (n <= a.anchor_max)
         stages += ["without"] * (not a.wrong_sizes or n in a.wrong_sizes)
         if larger and any(s not in row for s in stages):
             print(f"N={n}: the database already holds size {max(larger)}; size {n} is left as it is", flush=True)
@@ -200,7 +211,9 @@ class Run:
                 objects = row["enrol"]["objects"] or n
                 row[stage] = {"bytes": d, "kb_per_object": round(d["total"] / 1e3 / objects, 1)}
             else:
-                extra = ["--clock", a.clock] + ([] if stage != "budget" else ["--budget-ms", f"{a.budget_ms:g}"])
+                extra = ["--clock", a.clock]
+                extra += ["--budget-ms", f"{a.budget_ms:g}"] if stage.startswith("budget") else []
+                extra += ["--warm-limit-mb", str(a.warm_limit_mb)] if stage.endswith("_limit") else []
                 rec, result = self.child(n, stage, extra + ["--photos", str(a.photos), "--query-side", str(a.side)])
                 row[stage] = {**rec, **json.loads(result.read_text())}
             print(f"N={n} {stage}: {short(row[stage])}", flush=True)
@@ -237,9 +250,10 @@ def run_child(args: argparse.Namespace) -> None:
     data = data_root(args.data)
     if args.child == "enrol":
         ch.enrol(out / "db", Path(args.items), out / f"n{args.size}" / "enrol.jsonl", args.chunk)
-    elif args.child in ("nobudget", "budget"):
-        budget = args.budget_ms if args.child == "budget" else None
-        ch.recognise(out / "db", photos(data, args.photos), args.side, budget, result, args.clock == "cpu")
+    elif args.child in ("nobudget", "budget", "nobudget_limit", "budget_limit"):
+        budget = args.budget_ms if args.child.startswith("budget") else None
+        limit = args.warm_limit_mb << 20 if args.child.endswith("_limit") else None
+        ch.recognise(out / "db", photos(data, args.photos), args.side, budget, result, args.clock == "cpu", limit)
     elif args.child == "without":
         from objrec.datasets import load_catalogue
 
@@ -273,6 +287,18 @@ def main() -> None:
         default="",
         help="sizes at which wrong detections are measured without the photos' covers (default: every size)",
     )
+    p.add_argument(
+        "--warm-limit-mb",
+        type=int,
+        default=2048,
+        help="the recognizer's page-cache warming bound (MiB) of the limited passes",
+    )
+    p.add_argument(
+        "--warm-limit-sizes",
+        default=None,
+        help="sizes also recognised with the warming bounded to --warm-limit-mb, every other database page "
+        "dropped before each pass (a catalogue larger than memory; default: the largest size; '' none)",
+    )
     p.add_argument("--chunk", type=int, default=500, help="objects per enroll_many call (a resume point)")
     p.add_argument("--seed", type=int, default=0, help="series of the generated distractors")
     p.add_argument(
@@ -292,6 +318,9 @@ def main() -> None:
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated: rerun the same command to continue"))
     args.wrong_sizes = {int(x) for x in args.wrong_sizes.split(",") if x}
+    if args.warm_limit_sizes is None:
+        args.warm_limit_sizes = str(max(int(x) for x in args.sizes.split(",")))
+    args.limit_sizes = {int(x) for x in args.warm_limit_sizes.split(",") if x}
     run = Run(args)
     run.out.mkdir(parents=True, exist_ok=True)
     print("command:", run.state["argv"][-1])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["memory_rows", "pass_rows", "extrapolate", "write_report"]
+__all__ = ["memory_rows", "pass_rows", "stage_rows", "extrapolate", "write_report"]
 
 
 def _get(d: dict, *keys, default=None):
@@ -55,6 +55,8 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
     labels = (
         ("nobudget", "objrec, no budget"),
         ("budget", f"objrec, {budget_ms:g} ms"),
+        ("nobudget_limit", "objrec, no budget, warming bounded"),
+        ("budget_limit", f"objrec, {budget_ms:g} ms, warming bounded"),
         ("anchor", "anchor"),
         ("without", "objrec, no budget, covers 001-050 removed"),
     )
@@ -66,11 +68,29 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
                     continue
                 lat = s["latency_ms"]
                 clock = " (CPU clock)" if _get(r, key, "clock") == "cpu" else ""
+                limit = _get(r, key, "warm_limit_bytes")
+                if limit is not None:
+                    clock += f" to {limit / 2**30:g} GiB of {_get(r, key, 'database_bytes', default=0) / 2**30:.1f}"
                 lines.append(
                     f"| {n} | {label}{clock} | {cache} | {s['found']}/{s['photos']} ({100 * s['found_fraction']:.1f}%) "
                     f"| {s['top1']} | {s['photos_with_wrong']} | {lat['p50']:.1f} | {lat['p99']:.1f} "
                     f"| {lat['max']:.1f} | {_fmt(s['late'])} |"
                 )
+    return lines
+
+
+#: The stages whose wall time the report lists, in the order they run.
+TIMED_STAGES = ("enrol", "reindex", "nobudget", "budget", "nobudget_limit", "budget_limit", "open", "anchor", "without")
+
+
+def stage_rows(state: dict) -> list[str]:
+    """One markdown row per size: the wall time of each stage (its child process, start to end) and their sum."""
+    heads = ["generate s"] + [f"{k} s" for k in TIMED_STAGES]
+    lines = ["| N | " + " | ".join(heads) + " | total s |", "| --- " * (len(heads) + 2) + "|"]
+    for n, r in sorted(state["sizes"].items(), key=lambda kv: int(kv[0])):
+        walls = [_get(r, "enrol", "generate_s")] + [_get(r, k, "wall_s") for k in TIMED_STAGES]
+        total = sum(w for w in walls if w is not None)
+        lines.append(f"| {n} | " + " | ".join(_fmt(w, ".0f") for w in walls) + f" | {total:.0f} |")
     return lines
 
 
@@ -111,6 +131,8 @@ def write_report(out: Path, state: dict, budget_ms: float) -> None:
     if threads:
         lines += [f"Threads of the recognising process: `{json.dumps(threads)}`", ""]
     lines += memory_rows(state) + [""] + pass_rows(state, budget_ms) + [""]
+    lines += ["Wall time per stage (generate: writing the generated distractors' images before enrolment):", ""]
+    lines += stage_rows(state) + [""]
     if ext:
         lines.append(
             f"At the enrolment rate measured at N={ext['from_size']} ({ext['enrol_per_s']:.2f} objects/s), "

@@ -96,3 +96,33 @@ def test_recognizer_warms_only_when_it_reads_objects_from_the_database(tmp_path,
     assert rec.warming is not None
     rec.warming.join(10)
     assert {Path(c[0]) for c in advised} >= set(db.store.row_files())
+
+
+def test_files_within_is_the_leading_files_that_fit(tmp_path):
+    paths = []
+    for i, n in enumerate([1000, 3000, 500]):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x" * n)
+        paths.append(p)
+    gone = tmp_path / "gone"
+    assert warm.files_within([paths[0], gone, *paths[1:]], 4499) == paths[:2]
+    assert warm.files_within(paths, 4500) == paths
+    assert warm.files_within(paths, 999) == []
+
+
+@needs_fadvise
+def test_recognizer_warm_cache_in_bytes_bounds_what_it_asks_for(tmp_path, advised):
+    db = _db(tmp_path / "db", range(4))
+    prepare_indexes(db, rebuild=False, kinds=["sift"])
+    files = db.cache_files()
+    sizes = [f.stat().st_size for f in files]
+    # A bound that ends inside the rows: the index and the first row files only, whole files, in order.
+    bound = sum(sizes[: len(sizes) // 2]) + sizes[len(sizes) // 2] // 2
+    rec = Recognizer(ModelDB.open(db.path), retrieval=True, prefilter=None, track=False, warm_cache=bound)
+    assert rec.warming is not None
+    rec.warming.join(10)
+    assert [Path(c[0]) for c in advised] == files[: len(sizes) // 2]
+    assert sum(c[2] for c in advised) <= bound
+    for bad in (0, -1, 1.5e9, "2G"):
+        with pytest.raises(ValueError, match="warm_cache"):
+            Recognizer(ModelDB.open(db.path), retrieval=True, prefilter=None, track=False, warm_cache=bad)

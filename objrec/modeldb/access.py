@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,17 +113,23 @@ class DatabaseReads:
         for name in names:
             self.store.read_ahead(name)
 
-    def warm_page_cache(self, max_bytes: int | None = None) -> Any:
-        """Start reading the database's retrieval indexes and then its shards' rows into the page cache in a
-        background thread, as far as ``max_bytes`` (default: half of the memory available) allows, and return
-        at once (:mod:`objrec.modeldb.warm`): reads of objects a little later find them in memory instead of
-        waiting on the disk. Returns the thread, or None where the platform cannot."""
+    def cache_files(self) -> list[Path]:
+        """The database's files in the order :meth:`warm_page_cache` reads them into the page cache: every kind's
+        retrieval index, then the rows of the shards that hold live objects (images, keypoints, descriptors)."""
         from objrec.modeldb.index import index_folder
-        from objrec.modeldb.warm import warm_in_background
 
         folders = [index_folder(self.path, k) for k in sorted(self.detectors)]
         index = [p for f in folders if f.is_dir() for p in sorted(f.iterdir()) if p.is_file()]
-        return warm_in_background(index + self.store.row_files(), max_bytes)
+        return index + self.store.row_files()
+
+    def warm_page_cache(self, max_bytes: int | None = None) -> Any:
+        """Start reading :meth:`cache_files` into the page cache in a background thread, in order, as far as
+        ``max_bytes`` (default: half of the memory available) allows, and return at once
+        (:mod:`objrec.modeldb.warm`): reads of objects a little later find them in memory instead of waiting on
+        the disk. Returns the thread, or None where the platform cannot."""
+        from objrec.modeldb.warm import warm_in_background
+
+        return warm_in_background(self.cache_files(), max_bytes)
 
     def _check_kind(self, kind: str) -> None:
         if kind not in self.store.manifest["detectors"]:

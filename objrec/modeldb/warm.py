@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["mem_available", "warm_files", "warm_in_background", "WARM_SHARE"]
+__all__ = ["mem_available", "files_within", "warm_files", "warm_in_background", "WARM_SHARE"]
 
 #: The share of the available memory the files asked for may take.
 WARM_SHARE = 0.5
@@ -39,22 +39,37 @@ def mem_available(meminfo: str | os.PathLike = "/proc/meminfo") -> int | None:
     return None
 
 
+def files_within(paths: Iterable[str | os.PathLike], max_bytes: int) -> list[Path]:
+    """The leading files of ``paths`` whose sizes add up to at most ``max_bytes``: the first file that would pass
+    it ends the list. Files that have gone (a database changed since) are passed over. These are the files
+    :func:`warm_files` asks the kernel for."""
+    out, total = [], 0
+    for p in paths:
+        try:
+            size = os.stat(p).st_size
+        except OSError:
+            continue
+        if total + size > max_bytes:
+            break
+        out.append(Path(p))
+        total += size
+    return out
+
+
 def warm_files(paths: Iterable[str | os.PathLike], max_bytes: int) -> int:
     """Ask the kernel to read each file of ``paths`` into the page cache, in order, while their sizes add up to
-    at most ``max_bytes`` (the first file that would pass it ends the list). Returns the bytes asked for. Files
-    that have gone (a database changed since) are passed over; nothing is read here, the kernel reads."""
+    at most ``max_bytes`` (:func:`files_within`). Returns the bytes asked for. Files that have gone are passed
+    over; nothing is read here, the kernel reads."""
     if not hasattr(os, "posix_fadvise"):
         return 0
     total = 0
-    for p in paths:
+    for p in files_within(paths, max_bytes):
         try:
             fd = os.open(p, os.O_RDONLY)
         except OSError:
             continue
         try:
             size = os.fstat(fd).st_size
-            if total + size > max_bytes:
-                break
             os.posix_fadvise(fd, 0, size, os.POSIX_FADV_WILLNEED)
             total += size
         finally:

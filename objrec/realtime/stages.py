@@ -111,12 +111,19 @@ def reads_objects(matcher: Any) -> bool:
     return isinstance(matcher, ShortlistMatcher) and hasattr(matcher.matcher, "unread")
 
 
-def start_warming(db: ModelDB, matchers: dict[str, Any], warm: bool) -> Any:
+def start_warming(db: ModelDB, matchers: dict[str, Any], warm: bool | int) -> Any:
     """With ``warm``, when one of the ``matchers`` reads shortlisted objects from the database as frames need them
     (:func:`reads_objects`), the thread reading ``db``'s files into the page cache
-    (:meth:`~objrec.modeldb.ModelDB.warm_page_cache`); None otherwise."""
+    (:meth:`~objrec.modeldb.ModelDB.warm_page_cache`; ``warm`` an int: at most that many bytes, True: as much
+    as half of the available memory); None otherwise."""
+    if isinstance(warm, bool) or warm is None:
+        limit = None
+    elif isinstance(warm, int) and warm > 0:
+        limit = int(warm)
+    else:
+        raise ValueError(f"warm_cache: expected True, False or a positive number of bytes, got {warm!r}")
     if warm and any(reads_objects(m) for m in matchers.values()):
-        return db.warm_page_cache()
+        return db.warm_page_cache(limit)
     return None
 
 

@@ -163,3 +163,38 @@ def test_scale_section_commits_its_synthetic_objects(capsys):
     bench_catalogue.section_scale(SimpleNamespace(scale_objects=3, scale_features=20))
     out = capsys.readouterr().out
     assert "scale: 3 objects x 20 SIFT rows in 1 commits" in out and "remove" in out
+
+
+def test_limited_passes_drop_every_file_outside_the_warmed_part(tmp_path, monkeypatch):
+    """``recognise`` with a warming bound: before each pass, every database file except the leading files of
+    ``ModelDB.cache_files`` that fit the bound (summed here, file by file) is dropped from the page cache."""
+    import json
+
+    import sizes_children
+
+    from objrec import ModelDB
+    from objrec.data import synthetic_cover
+    from objrec.matching.shortlist import prepare_indexes
+
+    db = ModelDB.create(tmp_path / "db", detectors={"sift": {"n_features": 0}})
+    photos = []
+    for s in range(4):
+        img = synthetic_cover(s, (300, 400))
+        db.enroll(f"cover{s}", img)
+        cv2.imwrite(str(tmp_path / f"p{s}.png"), img)
+        photos.append((str(tmp_path / f"p{s}.png"), f"cover{s}"))
+    prepare_indexes(db, rebuild=False, kinds=["sift"])
+    files = db.cache_files()
+    limit = sum(f.stat().st_size for f in files[:3]) + files[3].stat().st_size // 2
+    dropped = []
+    real_drop = sizes_children.drop_page_cache
+    monkeypatch.setattr(sizes_children, "drop_page_cache", lambda ps: dropped.append(list(ps)) or real_drop(ps))
+    result = tmp_path / "out.json"
+    sizes_children.recognise(db.path, photos, 400, None, result, False, warm_limit=limit)
+    doc = json.loads(result.read_text())
+    every = sorted(p.resolve() for p in db.path.rglob("*") if p.is_file())
+    others = sorted(set(every) - {f.resolve() for f in files[:3]})
+    assert sorted(p.resolve() for p in dropped[0]) == every  # cold: the whole database first
+    assert [sorted(p.resolve() for p in d) for d in dropped[1:]] == [others, others]  # then before each pass
+    assert doc["warmed_bytes"] == sum(f.stat().st_size for f in files[:3]) <= limit == doc["warm_limit_bytes"]
+    assert doc["cold"]["found"] == doc["warm"]["found"] == 4
