@@ -34,7 +34,8 @@ Per size, each stage in its own process, its peak anonymous memory (``RssAnon`` 
 * ``open``: ``ModelDB.open`` plus a ready ``Recognizer`` in a fresh process on a warm page cache;
 * ``anchor`` up to ``--anchor-max`` objects: the find_obj-style anchor on the same objects and photos;
 * ``without`` (at ``--wrong-sizes``, default every size): covers 001-050 removed from a hard-linked copy of the
-  database, its index brought up to date, one pass with no budget: photos with a detection, every one wrong;
+  database (the removal's commit tombstones their rows in the index, as ``objrec db remove`` does), one pass with
+  no budget: photos with a detection, every one wrong;
   the copy is deleted after, so the database grows to the next size with its covers where they were.
 
 Every stage's result is kept in ``--out/state.json`` as soon as it is measured, and a rerun skips what is done:

@@ -199,15 +199,15 @@ def linked_copy(src: Path, dst: Path) -> None:
 
 def without(db_path: Path, photos: list[tuple[str, str]], side: int, covers: list[str], result: Path) -> None:
     """Wrong detections with the photos' covers absent: the ``covers`` removed from a hard-linked copy of the
-    database (``ModelDB.remove``, then ``objrec db reindex``), one pass of a ``Recognizer`` with no budget; every
-    detection is a wrong one. The copy is deleted after: the measured database keeps its covers where they were
-    (removing and enrolling them again would put them last, side by side in a shard of their own, and a later
-    cold pass would read them with the kernel's read-ahead)."""
+    database (``ModelDB.remove``, whose commit keeps the retrieval index current by tombstoning their rows, as
+    after ``objrec db remove``; an index found not current is built), one pass of a ``Recognizer`` with no
+    budget; every detection is a wrong one. The copy is deleted after: the measured database keeps its covers
+    where they were (removing and enrolling them again would put them last, side by side in a shard of their
+    own, and a later cold pass would read them with the kernel's read-ahead)."""
     import shutil
-    import subprocess
-    import sys
 
     from objrec import ModelDB, Recognizer
+    from objrec.matching.shortlist import prepare_indexes
 
     copy = db_path.with_name(db_path.name + "-without")
     linked_copy(db_path, copy)
@@ -216,12 +216,14 @@ def without(db_path: Path, photos: list[tuple[str, str]], side: int, covers: lis
         present = [c for c in covers if c in db]
         if present:
             db.remove(present)
-        cmd = [sys.executable, "-m", "objrec", "db", "reindex", "--db", str(copy), "--json", "--no-progress"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        t0 = time.perf_counter()
+        prepare_indexes(db, rebuild=False)
+        reindex_s = time.perf_counter() - t0
         warm_kernels()
         rec = Recognizer(ModelDB.open(copy), budget_ms=None, prefilter=None, track=False)
         rec.warmup((480, 640))
-        doc = {"objects": len(rec.db), "removed": len(present), "warm": _one_pass(rec, photos, side, None)}
+        doc = {"objects": len(rec.db), "removed": len(present), "index_check_s": round(reindex_s, 2)}
+        doc["warm"] = _one_pass(rec, photos, side, None)
         result.write_text(json.dumps(doc, indent=1))
     finally:
         shutil.rmtree(copy, ignore_errors=True)

@@ -198,3 +198,33 @@ def test_limited_passes_drop_every_file_outside_the_warmed_part(tmp_path, monkey
     assert [sorted(p.resolve() for p in d) for d in dropped[1:]] == [others, others]  # then before each pass
     assert doc["warmed_bytes"] == sum(f.stat().st_size for f in files[:3]) <= limit == doc["warm_limit_bytes"]
     assert doc["cold"]["found"] == doc["warm"]["found"] == 4
+
+
+def test_without_removes_the_covers_from_a_copy_only(tmp_path):
+    """``without``: the photos' covers removed from a linked copy, where a recognizer finds none of them; the
+    measured database keeps every object and the very files it had (same inodes), and the copy goes."""
+    import json
+
+    import sizes_children
+
+    from objrec import ModelDB
+    from objrec.data import synthetic_cover
+    from objrec.matching.shortlist import prepare_indexes
+
+    db = ModelDB.create(tmp_path / "db", detectors={"sift": {"n_features": 0}})
+    photos = []
+    for s in range(5):
+        img = synthetic_cover(s, (300, 400))
+        db.enroll(f"cover{s}", img)
+        if s < 2:
+            cv2.imwrite(str(tmp_path / f"p{s}.png"), img)
+            photos.append((str(tmp_path / f"p{s}.png"), f"cover{s}"))
+    prepare_indexes(db, rebuild=False, kinds=["sift"])
+    before = {p: p.stat().st_ino for p in db.path.rglob("*") if p.is_file()}
+    result = tmp_path / "out.json"
+    sizes_children.without(db.path, photos, 400, ["cover0", "cover1"], result)
+    doc = json.loads(result.read_text())
+    assert doc["objects"] == 3 and doc["removed"] == 2
+    assert doc["warm"]["found"] == 0 and doc["warm"]["photos"] == 2
+    assert {p: p.stat().st_ino for p in db.path.rglob("*") if p.is_file()} == before
+    assert len(ModelDB.open(db.path)) == 5 and not (tmp_path / "db-without").exists()
