@@ -209,7 +209,19 @@ def distractor(index: int, seed: int, sources: list[Path]) -> np.ndarray:
     return generated_cover(rng) if src is None else crop_and_warp(src, rng)
 
 
-def write_distractors(out: Path, n: int, sources: list[Path], seed: int = 0, quality: int = 90) -> list[Path]:
+def _write_some(out: Path, indices: list[int], seed: int, sources: list[Path], quality: int) -> None:
+    """Write the generated objects ``indices`` into ``out`` (one worker's share of :func:`write_distractors`)."""
+    for i in indices:
+        path = out / f"gen{i:06d}.jpg"
+        tmp = path.with_name(f".{path.stem}.part.jpg")
+        if not cv2.imwrite(str(tmp), distractor(i, seed, sources), [cv2.IMWRITE_JPEG_QUALITY, quality]):
+            raise OSError(f"{tmp}: could not be written")
+        os.replace(tmp, path)
+
+
+def write_distractors(
+    out: Path, n: int, sources: list[Path], seed: int = 0, quality: int = 90, workers: int | None = None
+) -> list[Path]:
     """The paths of generated objects ``0 .. n-1`` in ``out`` (``gen<index>.jpg``, JPEG), writing those missing.
 
     Parameters
@@ -224,6 +236,9 @@ def write_distractors(out: Path, n: int, sources: list[Path], seed: int = 0, qua
         The series: object ``i`` of series ``seed`` is always the same image.
     quality : int
         JPEG quality.
+    workers : int or None
+        Processes writing the missing objects (default: one per core this process may run on); 1 writes them
+        here.
 
     Returns
     -------
@@ -232,16 +247,27 @@ def write_distractors(out: Path, n: int, sources: list[Path], seed: int = 0, qua
 
     Notes
     -----
-    Each file is written under a temporary name and renamed, so an interrupted run leaves no partial image and
-    a rerun writes only what is missing."""
+    Each object is a function of its index and ``seed`` alone, so the files are the same whichever worker writes
+    them. Each file is written under a temporary name and renamed, so an interrupted run leaves no partial image
+    and a rerun writes only what is missing."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"gen{i:06d}.jpg" for i in range(n)]
-    for i, path in enumerate(paths):
-        if path.exists():
-            continue
-        tmp = path.with_name(f".{path.stem}.part.jpg")
-        if not cv2.imwrite(str(tmp), distractor(i, seed, sources), [cv2.IMWRITE_JPEG_QUALITY, quality]):
-            raise OSError(f"{tmp}: could not be written")
-        os.replace(tmp, path)
+    missing = [i for i, path in enumerate(paths) if not path.exists()]
+    if workers is None:  # one per core, where the batch is worth the processes' start
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = min(cores, len(missing) // 200)
+    if workers <= 1 or len(missing) < 2:
+        _write_some(out, missing, seed, sources, quality)
+        return paths
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    step = max(1, min(500, len(missing) // workers))
+    parts = [missing[k : k + step] for k in range(0, len(missing), step)]
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process whose libraries hold threads
+    # One OpenCV thread per worker: the workers are the parallelism.
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=cv2.setNumThreads, initargs=(1,)) as pool:
+        for f in [pool.submit(_write_some, out, part, seed, list(sources), quality) for part in parts]:
+            f.result()
     return paths

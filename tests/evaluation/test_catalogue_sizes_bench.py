@@ -83,6 +83,19 @@ def test_distractors_are_reproducible_and_resumed(tmp_path):
     assert not np.array_equal(distractor(0, 3, sources), distractor(0, 4, sources))
 
 
+def test_distractors_written_by_workers_are_those_written_here(tmp_path):
+    sources = []
+    for i in range(4):
+        p = tmp_path / f"src{i}.png"
+        cv2.imwrite(str(p), np.random.default_rng(i).integers(0, 256, (120, 160, 3), dtype=np.uint8))
+        sources.append(p)
+    here = write_distractors(tmp_path / "here", 9, sources, seed=5, workers=1)
+    there = write_distractors(tmp_path / "there", 9, sources, seed=5, workers=2)
+    assert [p.name for p in here] == [p.name for p in there]
+    assert [p.read_bytes() for p in here] == [p.read_bytes() for p in there]
+    assert not list((tmp_path / "there").glob(".*"))  # no temporary file left
+
+
 def test_tiles_are_crops_of_different_photos(tmp_path):
     # Reference: sources of one flat colour each, so a tile shows which photo it was cut from; each photo may
     # fill one rectangle of the object at most, and an object holds at least two.
