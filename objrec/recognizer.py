@@ -147,12 +147,10 @@ class Recognizer:
         from each frame's ``t0``: steadier outlines for display, with each detection's own corners kept as
         ``raw_corners``. Off by default: each frame's detections are its own.
     warm_cache : bool or int
-        When objects are read from the database as frames shortlist them (a catalogue whose descriptors are not
-        all held in memory), start reading the database's files into the page cache in the background at once,
-        as far as half of the available memory allows (:meth:`ModelDB.warm_page_cache`): on a cold page cache a
-        frame's reads of several objects would each wait on the disk. An int bounds the reading to that many
-        bytes (``2 << 30``: 2 GiB, for a machine whose memory is shared with other work). False leaves the page
-        cache alone.
+        When frames read shortlisted objects from the database (descriptors not all in memory), read its files
+        into the page cache in the background at once (:meth:`ModelDB.warm_page_cache`), as far as half of the
+        available memory or an int's bytes (``2 << 30``: 2 GiB) allow: on a cold page cache a frame's reads of
+        several objects would each wait on the disk. False leaves the page cache alone.
 
     Examples
     --------
