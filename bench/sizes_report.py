@@ -70,7 +70,7 @@ def pass_rows(state: dict, budget_ms: float) -> list[str]:
                 clock = " (CPU clock)" if _get(r, key, "clock") == "cpu" else ""
                 limit = _get(r, key, "warm_limit_bytes")
                 if limit is not None:
-                    clock += f" to {limit / 2**30:g} GiB of {_get(r, key, 'database_bytes', default=0) / 2**30:.1f}"
+                    clock += f" to {limit / 2**30:g} GiB of {_get(r, key, 'database_bytes', default=0) / 2**30:.1f} GiB"
                 lines.append(
                     f"| {n} | {label}{clock} | {cache} | {s['found']}/{s['photos']} ({100 * s['found_fraction']:.1f}%) "
                     f"| {s['top1']} | {s['photos_with_wrong']} | {lat['p50']:.1f} | {lat['p99']:.1f} "
