@@ -163,7 +163,14 @@ def plot(state: dict, path: Path, budget_ms: float) -> None:
         return
     rows = sorted(((int(n), r) for n, r in state["sizes"].items()), key=lambda t: t[0])
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
-    for key, label in (("nobudget", "no budget"), ("budget", f"{budget_ms:g} ms"), ("anchor", "anchor")):
+    series = (
+        ("nobudget", "no budget"),
+        ("budget", f"{budget_ms:g} ms"),
+        ("nobudget_limit", "no budget, bounded warming"),
+        ("budget_limit", f"{budget_ms:g} ms, bounded warming"),
+        ("anchor", "anchor"),
+    )
+    for key, label in series:
         for cache, style in (("cold", "o--"), ("warm", "s-")):
             pts = [(n, r[key][cache]) for n, r in rows if _get(r, key, cache)]
             if pts:
