@@ -68,12 +68,18 @@ def test_drop_page_cache_evicts_the_files_pages(tmp_path):
     assert _resident_fraction(f) < 0.1
 
 
-def test_distractors_are_reproducible_and_resumed(tmp_path):
-    sources = []
-    for i in range(6):
-        p = tmp_path / f"src{i}.png"
+def _noise_photos(folder: Path, n: int) -> list[Path]:
+    """``n`` PNG photos of seeded noise in ``folder``: sources for the generated distractors."""
+    paths = []
+    for i in range(n):
+        p = folder / f"src{i}.png"
         cv2.imwrite(str(p), np.random.default_rng(i).integers(0, 256, (120, 160, 3), dtype=np.uint8))
-        sources.append(p)
+        paths.append(p)
+    return paths
+
+
+def test_distractors_are_reproducible_and_resumed(tmp_path):
+    sources = _noise_photos(tmp_path, 6)
     paths = write_distractors(tmp_path / "gen", 5, sources, seed=3)
     first = [p.read_bytes() for p in paths]
     paths[2].unlink()
@@ -84,11 +90,7 @@ def test_distractors_are_reproducible_and_resumed(tmp_path):
 
 
 def test_distractors_written_by_workers_are_those_written_here(tmp_path):
-    sources = []
-    for i in range(4):
-        p = tmp_path / f"src{i}.png"
-        cv2.imwrite(str(p), np.random.default_rng(i).integers(0, 256, (120, 160, 3), dtype=np.uint8))
-        sources.append(p)
+    sources = _noise_photos(tmp_path, 4)
     here = write_distractors(tmp_path / "here", 9, sources, seed=5, workers=1)
     there = write_distractors(tmp_path / "there", 9, sources, seed=5, workers=2)
     assert [p.name for p in here] == [p.name for p in there]
