@@ -424,6 +424,26 @@ def test_remove_and_replace_tombstone_then_compact(sift_db, tmp_path):
     assert again.database_id == ref.database_id
 
 
+def test_descriptor_counts_and_columns_agree_with_the_objects_read_whole(sift_db):
+    """``descriptor_counts`` (from the shards' row offsets) and ``column`` (one field of the object table) equal
+    what the objects themselves hold, with several views, removals and a replacement still tombstoned."""
+    images = _covers(6, size=(96, 128))
+    sift_db.enroll_many(list(images.items()), progress=False)  # one shard, which keeps its tombstones below
+    sift_db.add_view("c00", images["c05"])
+    sift_db.remove("c02")
+    sift_db.enroll("c03", images["c01"], replace=True)
+    m = json.loads((sift_db.path / "manifest.json").read_text())
+    assert any(s.get("removed") for s in m["shards"])  # the tombstones are there to be left out
+    db = ModelDB.open(sift_db.path)
+    objects = [db.get(k) for k in db.records]
+    assert db.descriptor_counts() == {"sift": sum(len(o.features["sift"]) for o in objects)}
+    assert db.column("width") == [o.width for o in objects] and db.column("height") == [o.height for o in objects]
+    infos = db.infos()
+    assert db.column("shape", "flat") == [i.shape for i in infos] == ["flat"] * len(objects)
+    assert db.column("n_features") == [i.n_features for i in infos]
+    assert [i.name for i in infos] == db.records and "c00#1" in db.records and "c02" not in db.records
+
+
 def test_open_reads_no_arrays_and_verify_names_bad_files(sift_db, cover):
     sift_db.enroll("cover", cover)
     f = _shard_file(sift_db, "sift.keypoints.npy")

@@ -83,7 +83,8 @@ class DatabaseMatcher:
         lap = np.concatenate([f.laplacian for f in feats]) if nonempty else np.zeros(0, np.int8)
         self.laplacian = xp.asarray(lap) if self.use_laplacian else None
         self.xp = xp
-        groups = object_groups(self.names)
+        #: The object of each entry (its views share one number; see :func:`object_groups`).
+        self.groups = groups = object_groups(self.names)
         multi_view = len(set(groups.tolist())) < len(self.names)
         if fginn is None:
             fginn = multi_view or any(getattr(o, "views", None) for o in objects)

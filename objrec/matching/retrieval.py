@@ -309,8 +309,9 @@ class DatabaseRetrieval:
         self.per_object_cap = core.params.max_per_object
 
     @classmethod
-    def open(cls, db: ModelDB, kind: str) -> DatabaseRetrieval:
-        """The current index of ``kind`` saved with ``db``; never builds one.
+    def open(cls, db: ModelDB, kind: str, check: str = "now") -> DatabaseRetrieval:
+        """The current index of ``kind`` saved with ``db``; never builds one. ``check``: when its files are
+        checked against their sha256 (see :meth:`~objrec.modeldb.index.DatabaseIndex.load`).
 
         Raises
         ------
@@ -320,7 +321,7 @@ class DatabaseRetrieval:
         RetrievalIndexError
             A damaged file, named.
         """
-        return cls(DatabaseIndex.load(index_folder(db.path, kind), database_id=db.database_id))
+        return cls(DatabaseIndex.load(index_folder(db.path, kind), database_id=db.database_id, check=check))
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> DatabaseRetrieval:

@@ -15,7 +15,6 @@ kind keep exact matching, where a shortlist would save less than the retrieval c
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,6 @@ from objrec.backend import to_numpy
 from objrec.matching.database import DatabaseMatcher
 from objrec.matching.retrieval import (
     IVF_MIN_DESCRIPTORS,
-    MANIFEST,
     DatabaseRetrieval,
     RetrievalIndex,
     RetrievalIndexError,
@@ -39,7 +37,6 @@ __all__ = [
     "make_matcher",
     "descriptor_count",
     "uses_retrieval",
-    "check_saved_indexes",
     "prepare_indexes",
     "RETRIEVAL_MIN_DESCRIPTORS",
     "SHORTLIST_SIZE",
@@ -117,7 +114,8 @@ class ShortlistMatcher:
         if len(index.objects.table) != len(position):
             raise ValueError("ShortlistMatcher: the index and the matcher hold different objects")
         # An object enrolled from several photos has one matcher entry per view; votes are pooled per object.
-        self._group = object_groups(matcher.names)
+        groups = getattr(matcher, "groups", None)  # (a stored matcher numbers them once)
+        self._group = object_groups(matcher.names) if groups is None else groups
         counts = np.asarray(matcher.object_counts(), np.float64)
         cap = index.per_object_cap
         if cap is not None:
@@ -203,16 +201,16 @@ class ShortlistMatcher:
         return self.matcher.guided(candidate, scene, H, radius)
 
 
-def _index_for(db: Any, kind: str) -> DatabaseRetrieval:
+def _index_for(db: Any, kind: str, check: str = "now") -> DatabaseRetrieval:
     """The database's saved index, which its commits keep current. Opening never builds or updates one: a
     missing or stale index (an interrupted enrolment, an older version) is a :class:`StaleIndexError` naming
-    ``objrec db reindex --db DB``."""
-    return DatabaseRetrieval.open(db, kind)
+    ``objrec db reindex --db DB``. ``check`` as :meth:`DatabaseRetrieval.open`'s."""
+    return DatabaseRetrieval.open(db, kind, check)
 
 
 def descriptor_count(db: Any, kind: str) -> int:
-    """Descriptors of ``kind`` enrolled in ``db``, from its object table (no array is read)."""
-    return sum(i.n_features.get(kind, 0) for i in db.infos())
+    """Descriptors of ``kind`` enrolled in ``db``, from its shards' row offsets (no array is read)."""
+    return int(db.descriptor_counts().get(kind, 0))
 
 
 def uses_retrieval(db: Any, kind: str, retrieval: bool | None = None) -> bool:
@@ -222,31 +220,13 @@ def uses_retrieval(db: Any, kind: str, retrieval: bool | None = None) -> bool:
     return n > 0 and (n >= RETRIEVAL_MIN_DESCRIPTORS if retrieval is None else bool(retrieval))
 
 
-def check_saved_indexes(db: Any, kinds: list[str]) -> None:
-    """Check the sha256 of ``db``'s saved index files of ``kinds`` at once, one thread per file, before they
-    are loaded one after the other (each load then finds its files checked; see
-    :func:`objrec.fileio.file_sha256_once`). Absent or unreadable manifests are left to the loads to handle."""
-    from objrec.fileio import FileFormatError, read_json, sha256_files_once
-
-    paths = []
-    for kind in kinds:
-        folder = Path(db.path) / "index" / kind
-        try:
-            m = read_json(folder / MANIFEST)
-        except (FileFormatError, OSError):
-            continue
-        entries = [m.get("codec") or {}, *(m.get("segments") or [])]
-        names = [e.get(f) for e in entries if isinstance(e, dict) for f in ("file", "table")]
-        paths += [folder / n for n in names if isinstance(n, str)]
-    sha256_files_once(paths)
-
-
 def make_matcher(
     db: Any,
     kind: str,
     retrieval: bool | None = None,
     params: RetrievalParams | None = None,
     top: int = SHORTLIST_SIZE,
+    check_index: str = "now",
     **matcher_args: Any,
 ) -> DatabaseMatcher | ShortlistMatcher:
     """The matcher of one detector kind of ``db``.
@@ -266,13 +246,17 @@ def make_matcher(
         Unused: the database's saved index carries its own (kept for callers).
     top : int
         Objects per shortlist.
+    check_index : {"now", "background"}
+        When the index's files are checked against their sha256: before it is returned, or its codes in a
+        low-priority thread while it already answers (a damaged file is then raised by a later search; see
+        :meth:`~objrec.modeldb.index.DatabaseIndex.load`).
     **matcher_args
         ``ratio``, ``mutual``, ``xp`` (both matchers) and ``exact`` (:class:`DatabaseMatcher` only).
     """
     if not uses_retrieval(db, kind, retrieval):
         return DatabaseMatcher(db.objects(), kind, **matcher_args)
     stored_args = {k: v for k, v in matcher_args.items() if k != "exact"}
-    return ShortlistMatcher(StoredMatcher(db, kind, **stored_args), _index_for(db, kind), top)
+    return ShortlistMatcher(StoredMatcher(db, kind, **stored_args), _index_for(db, kind, check_index), top)
 
 
 def prepare_indexes(

@@ -65,12 +65,13 @@ class StoredMatcher:
         self.ratio = ratio
         self.mutual = mutual
         self.xp = xp
-        infos = db.infos()
-        self.names = [i.name for i in infos]
-        self.sizes = [(i.width, i.height) for i in infos]
-        self.view_tables = [i.view_table for i in infos]
-        self.counts = np.array([i.n_features.get(kind, 0) for i in infos], np.int64)
-        multi_view = len(set(object_groups(self.names).tolist())) < len(self.names)
+        self.names = db.records
+        self.sizes = list(zip(db.column("width"), db.column("height"), strict=True))
+        self.view_tables = db.column("view_table")
+        self.counts = np.array([n.get(kind, 0) for n in db.column("n_features")], np.int64)
+        #: The object of each entry (its views share one number; see :func:`object_groups`).
+        self.groups = object_groups(self.names)
+        multi_view = (int(self.groups.max()) + 1 if len(self.groups) else 0) < len(self.names)
         self.fginn = (multi_view or any(t for t in self.view_tables)) if fginn is None else bool(fginn)
         # Kept for the next frames: a video's shortlist seldom changes from one frame to the next, a matcher
         # costs its descriptors' copy and norms to make, and an object its read and float32 conversion.

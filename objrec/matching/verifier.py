@@ -21,14 +21,20 @@ from objrec.matching.verify import VerifyParams, edge_agreement, verify_homograp
 from objrec.modeldb.views import covered_tilt
 from objrec.types import Candidate, Detection, Failure, Rejection, SkipRecord, UnitScheduler
 
-__all__ = ["CandidateVerifier", "aspect_limits"]
+__all__ = ["CandidateVerifier", "aspect_limits", "tilt_limits"]
 
 
 def aspect_limits(objects: Iterable[Any]) -> dict[str, float]:
     """Object name to the tilt its synthesised views cover (:func:`objrec.modeldb.views.covered_tilt`), for the
     objects enrolled with views: the limit of their aspect-ratio change and of their foreshortening
     (:meth:`CandidateVerifier.params_for`); objects without views keep the verifier's own limits."""
-    return {o.name: covered_tilt(o.view_table) for o in objects if getattr(o, "view_table", None)}
+    objects = list(objects)
+    return tilt_limits([o.name for o in objects], [getattr(o, "view_table", None) for o in objects])
+
+
+def tilt_limits(names: list[str], view_tables: list[Any]) -> dict[str, float]:
+    """:func:`aspect_limits` of objects given as their names and view tables (None or empty: no views)."""
+    return {n: covered_tilt(t) for n, t in zip(names, view_tables, strict=True) if t}
 
 
 class CandidateVerifier:

@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from objrec.modeldb.reader import descriptor_table, iter_descriptor_chunks, sample_descriptors
+from objrec.modeldb.reader import (
+    descriptor_table,
+    descriptor_totals,
+    iter_descriptor_chunks,
+    live_column,
+    sample_descriptors,
+)
 from objrec.modeldb.records import ModelObject, ObjectInfo
 from objrec.modeldb.store import ShardStore
 
@@ -89,6 +95,17 @@ class DatabaseReads:
     def infos(self) -> list[ObjectInfo]:
         """:meth:`info` of every enrolled view, in the order of :attr:`records` (no array is read)."""
         return self.store.infos()
+
+    def column(self, field: str, default: Any = None) -> list[Any]:
+        """One field of :meth:`infos` (an :class:`ObjectInfo` attribute of the object table: ``"width"``,
+        ``"view_table"``, ``"shape"``, ...) for every enrolled view, in the order of :attr:`records`, ``default``
+        where a view's entry lacks it; cheaper than :meth:`infos` at a large catalogue. Values are shared with the
+        database's state: copy one before changing it."""
+        return live_column(self.store, field, default)
+
+    def descriptor_counts(self) -> dict[str, int]:
+        """The enrolled descriptors of each detector kind, over every view (no object table entry is read)."""
+        return descriptor_totals(self.store)
 
     def thumbnail(self, name: str) -> np.ndarray:
         """The stored gray ``THUMB_SIZE`` x ``THUMB_SIZE`` thumbnail of ``name``'s model image (made from the

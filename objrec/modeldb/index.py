@@ -48,6 +48,7 @@ from objrec.fileio import FileFormatError, atomic_write_json, atomic_write_via, 
 from objrec.modeldb.index_files import (
     MANIFEST,
     REINDEX_HINT,
+    BackgroundCheck,
     RetrievalIndexError,
     StaleIndexError,
     faiss_module,
@@ -266,8 +267,9 @@ class Segment:
         return cls(final.name, digest, tfinal.name, tdigest, int(index.ntotal), list(keys), labels, list(shas), index)
 
     @classmethod
-    def read(cls, folder: Path, entry: dict[str, Any], mmap: bool = True) -> Segment:
-        """A segment named by a manifest entry, both files checked against their sha256.
+    def read(cls, folder: Path, entry: dict[str, Any], mmap: bool = True, check_codes: bool = True) -> Segment:
+        """A segment named by a manifest entry, both files checked against their sha256 (the codes' file only
+        with ``check_codes``: see :meth:`DatabaseIndex.load`).
         ``folder``: the index folder; ``entry``: the manifest's entry for the segment; with ``mmap``, its codes stay in
         the file, mapped read-only."""
         paths = []
@@ -275,7 +277,7 @@ class Segment:
             path = folder / str(name)
             if not path.exists():
                 raise RetrievalIndexError(f"{path}: index segment not found")
-            if file_sha256_once(path) != sha:
+            if (check_codes or name == entry.get("table")) and file_sha256_once(path) != sha:
                 raise RetrievalIndexError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
             paths.append(path)
         try:
@@ -335,6 +337,8 @@ class DatabaseIndex:
         self.building = False
         self.codec_file = ""
         self.codec_sha256 = ""
+        #: The check of the segments' codes still under way, for an index loaded with ``check="background"``.
+        self.check: BackgroundCheck | None = None
         self._view: Any = None
 
     @property
@@ -381,6 +385,8 @@ class DatabaseIndex:
         """Labels (N, k) of each query descriptor's ``k`` approximate nearest neighbours among the live codes
         (-1 where fewer exist).
         ``query``: (N, D) float32 descriptors; ``n_probe``: inverted lists probed (default: the index's ``n_probe``)."""
+        if self.check is not None:
+            self.check.raise_if_damaged()
         faiss = faiss_module()
         q = np.ascontiguousarray(query, dtype=np.float32)
         k = int(self.params.k)
@@ -421,8 +427,14 @@ class DatabaseIndex:
         self.codec_file, self.codec_sha256 = final.name, digest
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, database_id: str | None = None, mmap: bool = True) -> DatabaseIndex:
+    def load(
+        cls, folder: str | os.PathLike, database_id: str | None = None, mmap: bool = True, check: str = "now"
+    ) -> DatabaseIndex:
         """Read the index in ``folder``; segments memory-mapped with ``mmap``; never unpickles.
+
+        Every file is checked against its sha256. With ``check="background"`` the segments' codes (most of
+        the bytes) are checked in a low-priority thread instead (:class:`BackgroundCheck`), while the index
+        answers searches: a damaged one is raised by a search once found (what a recognizer opens with).
 
         Raises
         ------
@@ -432,6 +444,8 @@ class DatabaseIndex:
         RetrievalIndexError
             Naming a file that is damaged or of another format.
         """
+        if check not in ("now", "background"):
+            raise ValueError(f"check: expected 'now' or 'background', got {check!r}")
         folder = Path(folder)
         hint = REINDEX_HINT.format(db=folder.parent.parent)
         if not (folder / MANIFEST).exists():
@@ -453,19 +467,23 @@ class DatabaseIndex:
                 f"enrolment or a change made without index support); {hint}"
             )
         try:
-            return cls._from_manifest(folder, m, mmap)
+            out = cls._from_manifest(folder, m, mmap, check == "now")
         except RetrievalIndexError as exc:
             raise RetrievalIndexError(f"{exc}; {hint}") from None
+        if check != "now":
+            files = [(folder / s.file, s.sha256) for s in out.segments]
+            out.check = BackgroundCheck(files, hint)
+        return out
 
     @classmethod
-    def _from_manifest(cls, folder: Path, m: dict[str, Any], mmap: bool) -> DatabaseIndex:
+    def _from_manifest(cls, folder: Path, m: dict[str, Any], mmap: bool, check_codes: bool) -> DatabaseIndex:
         codec_path = folder / str(m["codec"]["file"])
         if not codec_path.exists() or file_sha256_once(codec_path) != m["codec"]["sha256"]:
             raise RetrievalIndexError(f"{codec_path}: codec missing or damaged (sha256 mismatch)")
         codec, _ = read_faiss_index(codec_path, False)
         out = cls(folder, m["kind"], RetrievalParams(**m["params"]), codec, m["codes"], m["trained_for"])
         out.codec_file, out.codec_sha256 = m["codec"]["file"], m["codec"]["sha256"]
-        out.segments = [Segment.read(folder, e, mmap) for e in m["segments"]]
+        out.segments = [Segment.read(folder, e, mmap, check_codes) for e in m["segments"]]
         out.removed = {int(x) for x in m.get("removed", [])}
         out.next_label = int(m["next_label"])
         out.database_id = m.get("database_id")

@@ -6,10 +6,13 @@ It lies below :mod:`objrec.modeldb` so that the database keeps its index current
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
-from objrec.fileio import FileFormatError
+from objrec.fileio import FileFormatError, file_sha256_once
 
 __all__ = [
     "MANIFEST",
@@ -19,6 +22,7 @@ __all__ = [
     "faiss_module",
     "manifest_header",
     "read_faiss_index",
+    "BackgroundCheck",
 ]
 
 #: The manifest of an index folder (written last; names the index file and its sha256).
@@ -83,3 +87,54 @@ def read_faiss_index(path: Path, mmap: bool) -> tuple[Any, bool]:
         raise RetrievalIndexError(f"{path}: not a readable index file ({exc})") from None
     except RuntimeError as exc:
         raise RetrievalIndexError(f"{path}: FAISS could not read the index ({' '.join(str(exc).split())})") from None
+
+
+class BackgroundCheck:
+    """The sha256 of index files checked in a daemon thread of the lowest scheduling priority (on Linux),
+    while the index already answers searches: at a large catalogue hashing the codes takes a second or more,
+    which a recognizer would otherwise wait for before its first frame. A damaged file found is raised, naming
+    it, by the index's next search (:meth:`raise_if_damaged`). Until then a damaged file can only cost
+    shortlists: every detection is still verified against the database's rows, each checked on its first
+    read.
+
+    Parameters
+    ----------
+    files : list of (Path, str)
+        The files and their expected sha256, checked in order.
+    hint : str
+        Appended to the error (what fixes it: the reindex command).
+    """
+
+    def __init__(self, files: list[tuple[Path, str]], hint: str) -> None:
+        self.files = list(files)
+        self.hint = hint
+        #: The first damage found (a message naming the file), None while none is.
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="objrec-index-check", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        if sys.platform.startswith("linux"):  # there a thread's own id sets its priority, not the process's
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+            except OSError:
+                pass
+        for path, sha in self.files:
+            try:
+                ok = file_sha256_once(path) == sha
+            except OSError as exc:
+                self.error = f"{path}: index file unreadable ({exc.strerror or exc})"
+                return
+            if not ok:
+                self.error = f"{path}: sha256 mismatch (file damaged or modified after it was written)"
+                return
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the check to end (at most ``timeout`` seconds); True once it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def raise_if_damaged(self) -> None:
+        """:class:`RetrievalIndexError` naming the damaged file, once the check has found one."""
+        if self.error is not None:
+            raise RetrievalIndexError(f"{self.error}; {self.hint}")

@@ -21,6 +21,7 @@ from objrec.modeldb.records import (
     MANIFEST,
     SHARDS,
     THUMBS,
+    VIEW_SEP,
     ModelDBError,
     ModelObject,
     ObjectInfo,
@@ -31,6 +32,8 @@ from objrec.types import Features
 
 __all__ = [
     "ShardReader",
+    "live_column",
+    "descriptor_totals",
     "stack_descriptors",
     "descriptor_table",
     "descriptor_spans",
@@ -51,6 +54,11 @@ def _will_need(arr: np.ndarray, a: int, b: int) -> None:
         os.posix_fadvise(fd, int(arr.offset) + a * step, (b - a) * step, os.POSIX_FADV_WILLNEED)
     finally:
         os.close(fd)
+
+
+def _in_view_order(keys: list[str]) -> list[str]:
+    """Record keys of one object, sorted by view number."""
+    return sorted(keys, key=lambda k: split_key(k)[1])
 
 
 class ShardReader:
@@ -132,8 +140,9 @@ class ShardReader:
         self.live = index
         views: dict[str, list[str]] = {}
         for key in index:
-            views.setdefault(split_key(key)[0], []).append(key)
-        self.views = {n: sorted(keys, key=lambda k: split_key(k)[1]) for n, keys in views.items()}
+            views.setdefault(key.partition(VIEW_SEP)[0], []).append(key)
+        # (most objects have one view: only the others are sorted)
+        self.views = {n: keys if len(keys) == 1 else _in_view_order(keys) for n, keys in views.items()}
         ids = {s.id for s in shards}
         self.mapped = {k: v for k, v in self.mapped.items() if k[0] in ids}
         self._thumbs.clear()
@@ -449,3 +458,22 @@ def sample_descriptors(reader: ShardReader, kind: str, n: int, seed: int = 0) ->
         rows = picked[record == i] - starts[i] + lo
         parts.append(reader.array(sh, f"{kind}.descriptors.npy")[rows])
     return stack_descriptors(kind, parts)
+
+
+def live_column(store: ShardReader, field: str, default: Any = None) -> list[Any]:
+    """One field of every live record's object-table entry in ``store`` (``default`` where it is absent), in
+    enrolment order: what :meth:`ShardReader.infos` holds of one field, without making an :class:`ObjectInfo`
+    per record. The values are the table's own (not to be changed)."""
+    return [store.shards[si].objects[row].get(field, default) for si, row in store.live.values()]
+
+
+def descriptor_totals(store: ShardReader) -> dict[str, int]:
+    """The live descriptors of each detector kind in ``store``, from its shards' row offsets (no object entry
+    is read)."""
+    totals = dict.fromkeys(store.manifest["detectors"], 0)
+    for sh in store.shards:
+        dead = sorted(sh.dead)
+        for kind in totals:
+            per_row = np.diff(sh.offsets[kind])
+            totals[kind] += int(per_row.sum()) - int(per_row[dead].sum())
+    return totals

@@ -134,7 +134,8 @@ def object_groups(keys: list[str]) -> np.ndarray:
     """The object of each record key, numbered in order of first appearance: (n,) int64. Records of one
     object (its views) share a number; fewer numbers than keys means some object has several views."""
     number: dict[str, int] = {}
-    return np.array([number.setdefault(split_key(k)[0], len(number)) for k in keys], np.int64)
+    objects = (number.setdefault(k.partition(VIEW_SEP)[0], len(number)) for k in keys)
+    return np.fromiter(objects, np.int64, len(keys))
 
 
 class _Keyed:

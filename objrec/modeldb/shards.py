@@ -211,7 +211,7 @@ def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> 
             raise ValueError("not an objrec shard object table")
         need = {"name", "width", "height", "sha256", "n_features", "image_bytes", "seq"}
         for o in objects:
-            if not need <= set(o):
+            if not need <= o.keys():
                 raise ValueError(f"object entry lacks {sorted(need - set(o))}")
             check_width_m(o.get("width_m"))
     except (ValueError, TypeError, KeyError) as exc:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from objrec.matching.shortlist import ShortlistMatcher, check_saved_indexes, make_matcher, uses_retrieval
-from objrec.matching.verifier import CandidateVerifier, aspect_limits
+from objrec.matching.shortlist import ShortlistMatcher, make_matcher
+from objrec.matching.verifier import CandidateVerifier, tilt_limits
 from objrec.pose import Camera
 from objrec.realtime.planner import SearchPlanner
 from objrec.realtime.scheduler import LATE_RESERVE_START, CostModel, FrameScheduler
@@ -79,7 +79,8 @@ def make_matchers(
 ) -> dict[str, Any]:
     """A matcher per detector kind of ``kinds`` (:func:`~objrec.matching.shortlist.make_matcher`), its
     descriptors on the GPU for ``backend="gpu"``. ``retrieval`` None is off with ``exact`` matching, else the
-    database's size decides; the saved retrieval indexes the matchers use are checked first.
+    database's size decides. The saved retrieval indexes' codes are checked against their sha256 in a
+    low-priority thread while the recognizer runs (a damaged file is raised by the next frame's retrieval).
 
     Parameters
     ----------
@@ -102,8 +103,8 @@ def make_matchers(
     xp = __import__("cupy") if backend == "gpu" else np
     if retrieval is None and exact:
         retrieval = False
-    check_saved_indexes(db, [k for k in kinds if uses_retrieval(db, k, retrieval)])
-    return {k: make_matcher(db, k, retrieval, ratio=ratio, mutual=mutual, xp=xp, exact=exact) for k in kinds}
+    args = {"ratio": ratio, "mutual": mutual, "xp": xp, "exact": exact}
+    return {k: make_matcher(db, k, retrieval, check_index="background", **args) for k in kinds}
 
 
 def reads_objects(matcher: Any) -> bool:
@@ -183,9 +184,9 @@ def make_verifier(db: ModelDB, verify: VerifyParams | None) -> CandidateVerifier
     verify : VerifyParams or None
         Verification settings (None: the defaults).
     """
-    infos = db.infos()
-    solid = [i.name for i in infos if i.shape == "solid"]
-    return CandidateVerifier(verify, aspect_limits(infos), db.thumbnail, solid)
+    names = db.records
+    solid = [n for n, shape in zip(names, db.column("shape", "flat"), strict=True) if shape == "solid"]
+    return CandidateVerifier(verify, tilt_limits(names, db.column("view_table")), db.thumbnail, solid)
 
 
 def make_prefilter(db: ModelDB, prefilter: Any, adapt: bool, adapt_params: Any) -> tuple[Any, str, Any]:

@@ -113,6 +113,26 @@ def test_damaged_saved_index_names_the_file_and_reindex(tmp_path):
     assert isinstance(matcher, ShortlistMatcher) and sorted(matcher.index.objects.table) == sorted(db.records)
 
 
+def test_a_recognizer_checks_its_index_in_the_background_and_a_search_names_a_damaged_file(tmp_path):
+    """A recognizer does not wait for its index's codes to be hashed: they are checked in a background thread
+    while it runs, an intact index passes, and once a damaged segment is found the next frame's retrieval
+    raises RetrievalIndexError naming the file and the reindex command."""
+    db = _db(tmp_path / "db", range(4))
+    prepare_indexes(db, kinds=["sift"])
+    photo = synthetic_cover(2, (300, 400))
+    rec = Recognizer(ModelDB.open(db.path), prefilter=None, track=False, retrieval=True)
+    check = rec.matchers["sift"].index.core.check
+    assert check is not None and check.wait(60) and check.error is None
+    assert [d.name for d in rec.process(photo).detections][:1] == ["cover2"]
+    for f in (db.path / "index" / "sift").glob("seg-*.faiss"):
+        f.write_bytes(f.read_bytes()[:-10] + b"0123456789")  # the codes, past FAISS's header
+    damaged = Recognizer(ModelDB.open(db.path), prefilter=None, track=False, retrieval=True)
+    check = damaged.matchers["sift"].index.core.check
+    assert check.wait(60) and "sha256 mismatch" in check.error
+    with pytest.raises(RetrievalIndexError, match=r"seg-.*\.faiss: sha256 mismatch.*objrec db reindex"):
+        damaged.process(photo)
+
+
 def test_small_databases_keep_exact_matching(tmp_path):
     db = _db(tmp_path / "db", range(3))
     rec = Recognizer(db, prefilter=None, track=False)
