@@ -437,10 +437,11 @@ def test_descriptor_counts_and_columns_agree_with_the_objects_read_whole(sift_db
     db = ModelDB.open(sift_db.path)
     objects = [db.get(k) for k in db.records]
     assert db.descriptor_counts() == {"sift": sum(len(o.features["sift"]) for o in objects)}
-    assert db.column("width") == [o.width for o in objects] and db.column("height") == [o.height for o in objects]
+    widths, heights, shapes, n_features = db.columns("width", "height", "shape", "n_features")
+    assert widths == [o.width for o in objects] and heights == [o.height for o in objects]
     infos = db.infos()
-    assert db.column("shape", "flat") == [i.shape for i in infos] == ["flat"] * len(objects)
-    assert db.column("n_features") == [i.n_features for i in infos]
+    assert shapes == [None] * len(objects) and [i.shape for i in infos] == ["flat"] * len(objects)
+    assert n_features == [i.n_features for i in infos]
     assert [i.name for i in infos] == db.records and "c00#1" in db.records and "c02" not in db.records
 
 

@@ -66,9 +66,9 @@ class StoredMatcher:
         self.mutual = mutual
         self.xp = xp
         self.names = db.records
-        self.sizes = list(zip(db.column("width"), db.column("height"), strict=True))
-        self.view_tables = db.column("view_table")
-        self.counts = np.array([n.get(kind, 0) for n in db.column("n_features")], np.int64)
+        widths, heights, self.view_tables, n_features = db.columns("width", "height", "view_table", "n_features")
+        self.sizes = list(zip(widths, heights, strict=True))
+        self.counts = np.array([n.get(kind, 0) for n in n_features], np.int64)
         #: The object of each entry (its views share one number; see :func:`object_groups`).
         self.groups = object_groups(self.names)
         multi_view = (int(self.groups.max()) + 1 if len(self.groups) else 0) < len(self.names)

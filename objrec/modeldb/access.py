@@ -13,7 +13,7 @@ from objrec.modeldb.reader import (
     descriptor_table,
     descriptor_totals,
     iter_descriptor_chunks,
-    live_column,
+    live_columns,
     sample_descriptors,
 )
 from objrec.modeldb.records import ModelObject, ObjectInfo
@@ -96,12 +96,13 @@ class DatabaseReads:
         """:meth:`info` of every enrolled view, in the order of :attr:`records` (no array is read)."""
         return self.store.infos()
 
-    def column(self, field: str, default: Any = None) -> list[Any]:
-        """One field of :meth:`infos` (an :class:`ObjectInfo` attribute of the object table: ``"width"``,
-        ``"view_table"``, ``"shape"``, ...) for every enrolled view, in the order of :attr:`records`, ``default``
-        where a view's entry lacks it; cheaper than :meth:`infos` at a large catalogue. Values are shared with the
-        database's state: copy one before changing it."""
-        return live_column(self.store, field, default)
+    def columns(self, *fields: str) -> list[list[Any]]:
+        """Fields of :meth:`infos` (:class:`ObjectInfo` attributes of the object table: ``"width"``,
+        ``"view_table"``, ``"shape"``, ...) for every enrolled view, one list per field in the order of
+        :attr:`records`, None where a view's entry lacks one (``shape`` is absent for flat objects); cheaper
+        than :meth:`infos` at a large catalogue. Values are shared with the database's state: copy one before
+        changing it."""
+        return live_columns(self.store, *fields)
 
     def descriptor_counts(self) -> dict[str, int]:
         """The enrolled descriptors of each detector kind, over every view (no object table entry is read)."""

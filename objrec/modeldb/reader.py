@@ -32,7 +32,7 @@ from objrec.types import Features
 
 __all__ = [
     "ShardReader",
-    "live_column",
+    "live_columns",
     "descriptor_totals",
     "stack_descriptors",
     "descriptor_table",
@@ -460,11 +460,12 @@ def sample_descriptors(reader: ShardReader, kind: str, n: int, seed: int = 0) ->
     return stack_descriptors(kind, parts)
 
 
-def live_column(store: ShardReader, field: str, default: Any = None) -> list[Any]:
-    """One field of every live record's object-table entry in ``store`` (``default`` where it is absent), in
-    enrolment order: what :meth:`ShardReader.infos` holds of one field, without making an :class:`ObjectInfo`
+def live_columns(store: ShardReader, *fields: str) -> list[list[Any]]:
+    """Fields of every live record's object-table entry in ``store`` (None where absent), one list per field,
+    in enrolment order: what :meth:`ShardReader.infos` holds of them, without making an :class:`ObjectInfo`
     per record. The values are the table's own (not to be changed)."""
-    return [store.shards[si].objects[row].get(field, default) for si, row in store.live.values()]
+    entries = [store.shards[si].objects[row] for si, row in store.live.values()]
+    return [[o.get(f) for o in entries] for f in fields]
 
 
 def descriptor_totals(store: ShardReader) -> dict[str, int]:

@@ -133,6 +133,8 @@ def split_key(key: str) -> tuple[str, int]:
 def object_groups(keys: list[str]) -> np.ndarray:
     """The object of each record key, numbered in order of first appearance: (n,) int64. Records of one
     object (its views) share a number; fewer numbers than keys means some object has several views."""
+    if not any(VIEW_SEP in k for k in keys):  # one view each: every key is its own object
+        return np.arange(len(keys), dtype=np.int64)
     number: dict[str, int] = {}
     objects = (number.setdefault(k.partition(VIEW_SEP)[0], len(number)) for k in keys)
     return np.fromiter(objects, np.int64, len(keys))

@@ -185,8 +185,9 @@ def make_verifier(db: ModelDB, verify: VerifyParams | None) -> CandidateVerifier
         Verification settings (None: the defaults).
     """
     names = db.records
-    solid = [n for n, shape in zip(names, db.column("shape", "flat"), strict=True) if shape == "solid"]
-    return CandidateVerifier(verify, tilt_limits(names, db.column("view_table")), db.thumbnail, solid)
+    shapes, view_tables = db.columns("shape", "view_table")
+    solid = [n for n, shape in zip(names, shapes, strict=True) if shape == "solid"]
+    return CandidateVerifier(verify, tilt_limits(names, view_tables), db.thumbnail, solid)
 
 
 def make_prefilter(db: ModelDB, prefilter: Any, adapt: bool, adapt_params: Any) -> tuple[Any, str, Any]:
