@@ -103,8 +103,10 @@ def make_matchers(
     xp = __import__("cupy") if backend == "gpu" else np
     if retrieval is None and exact:
         retrieval = False
-    args = {"ratio": ratio, "mutual": mutual, "xp": xp, "exact": exact}
-    return {k: make_matcher(db, k, retrieval, check_index="background", **args) for k in kinds}
+    return {
+        k: make_matcher(db, k, retrieval, check_index="background", ratio=ratio, mutual=mutual, xp=xp, exact=exact)
+        for k in kinds
+    }
 
 
 def reads_objects(matcher: Any) -> bool:
