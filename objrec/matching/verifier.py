@@ -33,7 +33,7 @@ def aspect_limits(objects: Iterable[Any]) -> dict[str, float]:
 
 
 def tilt_limits(names: list[str], view_tables: list[Any]) -> dict[str, float]:
-    """:func:`aspect_limits` of objects given as their names and view tables (None or empty: no views)."""
+    """:func:`aspect_limits` of objects given as their ``names`` and ``view_tables`` (None or empty: no views)."""
     return {n: covered_tilt(t) for n, t in zip(names, view_tables, strict=True) if t}
 
 

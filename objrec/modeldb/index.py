@@ -432,9 +432,10 @@ class DatabaseIndex:
     ) -> DatabaseIndex:
         """Read the index in ``folder``; segments memory-mapped with ``mmap``; never unpickles.
 
-        Every file is checked against its sha256. With ``check="background"`` the segments' codes (most of
-        the bytes) are checked in a low-priority thread instead (:class:`BackgroundCheck`), while the index
-        answers searches: a damaged one is raised by a search once found (what a recognizer opens with).
+        Every file is checked against its sha256, all before it returns with ``check`` "now". With ``check``
+        "background" the segments' codes (most of the bytes) are checked in a low-priority thread instead
+        (:class:`BackgroundCheck`), while the index answers searches: a damaged one is raised by a search once
+        found (what a recognizer opens with).
 
         Raises
         ------
