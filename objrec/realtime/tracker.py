@@ -534,7 +534,7 @@ class Tracker:
 
         Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
         the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
-        ``max_tracked``, or to a detection no track can start on). Without tracking, the detections as they are.
+        ``max_tracked``). Without tracking, the detections as they are.
         """
         if not self.enabled:
             return list(found), []
@@ -549,9 +549,6 @@ class Tracker:
                 tracked = [x for x in tracked if x.track_id != t.track_id]
             new = self._start(d, gray, frame, model_size(d.name), t)
             if new is None:
-                if t is not None:  # the track gave way to a detection no track can follow: it ended here
-                    low = d.visible_fraction < self.params.min_anchor_visible
-                    lost.append(self._end(t, "visibility" if low else "support", frame))
                 out.append(d)
                 continue
             if len(self.tracks) >= self.params.max_tracked:
