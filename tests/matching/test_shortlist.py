@@ -116,7 +116,8 @@ def test_damaged_saved_index_names_the_file_and_reindex(tmp_path):
 def test_a_recognizer_checks_its_index_in_the_background_and_a_search_names_a_damaged_file(tmp_path):
     """A recognizer does not wait for its index's codes to be hashed: they are checked in a background thread
     while it runs, an intact index passes, and once a damaged segment is found the next frame's retrieval
-    raises RetrievalIndexError naming the file and the reindex command."""
+    raises RetrievalIndexError naming the file and the reindex command. A truncated segment is refused when it is
+    opened (its lists would lie past the file's end)."""
     db = _db(tmp_path / "db", range(4))
     prepare_indexes(db, kinds=["sift"])
     photo = synthetic_cover(2, (300, 400))
@@ -131,6 +132,10 @@ def test_a_recognizer_checks_its_index_in_the_background_and_a_search_names_a_da
     assert check.wait(60) and "sha256 mismatch" in check.error
     with pytest.raises(RetrievalIndexError, match=r"seg-.*\.faiss: sha256 mismatch.*objrec db reindex"):
         damaged.process(photo)
+    for f in (db.path / "index" / "sift").glob("seg-*.faiss"):
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])  # lists past the end: refused before any search
+    with pytest.raises(RetrievalIndexError, match=r"seg-.*\.faiss: FAISS could not read.*objrec db reindex"):
+        Recognizer(ModelDB.open(db.path), prefilter=None, track=False, retrieval=True)
 
 
 def test_small_databases_keep_exact_matching(tmp_path):
