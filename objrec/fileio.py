@@ -22,7 +22,6 @@ __all__ = [
     "atomic_write_via",
     "file_sha256",
     "file_sha256_once",
-    "sha256_files_once",
     "npz_bytes",
     "sha256_bytes",
     "load_npz_verified",
@@ -109,17 +108,6 @@ def file_sha256_once(path: str | os.PathLike) -> str:
     if key not in _DIGESTS:
         _DIGESTS[key] = file_sha256(path)
     return _DIGESTS[key]
-
-
-def sha256_files_once(paths: list[Path]) -> None:
-    """:func:`file_sha256_once` of several files at once, one thread each (hashlib and file reads release
-    the GIL, so large files are hashed in parallel); missing files are left for their reader to report."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    present = [p for p in paths if Path(p).is_file()]
-    if present:
-        with ThreadPoolExecutor(min(len(present), os.cpu_count() or 1)) as pool:
-            list(pool.map(file_sha256_once, present))
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
