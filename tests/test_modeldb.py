@@ -15,6 +15,7 @@ from objrec.features.model import AUTO_CAP, cap_features, model_feature_cap, str
 from objrec.fileio import FileFormatError
 from objrec.imageio import InputError
 from objrec.modeldb import SCHEMA_VERSION, ModelDBError
+from objrec.modeldb.tables import ShardTable
 
 
 def capped(direct, image):
@@ -459,13 +460,30 @@ def test_open_reads_no_arrays_and_verify_names_bad_files(sift_db, cover):
 
 def test_damaged_object_table_fails_open_naming_it(sift_db, cover):
     sift_db.enroll("cover", cover)
-    t = _shard_file(sift_db, "objects.json")
-    t.write_text(t.read_text()[:-20])
-    with pytest.raises(ModelDBError, match="objects.json: sha256 mismatch"):
+    t = _shard_file(sift_db, "columns.json")
+    data = t.read_bytes()
+    t.write_bytes(data[:-20])
+    with pytest.raises(ModelDBError, match="columns.json: sha256 mismatch"):
         ModelDB.open(sift_db.path)
     t.unlink()
-    with pytest.raises(ModelDBError, match="objects.json: object table not found"):
+    with pytest.raises(ModelDBError, match="columns.json: object table not found"):
         ModelDB.open(sift_db.path)
+    t.write_bytes(data)
+    assert ModelDB.open(sift_db.path).names == ["cover"]
+
+
+def test_damaged_details_table_is_named_when_first_needed(sift_db, cover):
+    """Opening and recognising read only a shard's columns; a damaged details table is named by the first
+    read that needs it (an object's source or rating) and by verify."""
+    sift_db.enroll("cover", cover)
+    t = _shard_file(sift_db, "details.json")
+    t.write_bytes(t.read_bytes().replace(b'"objects"', b'"object5"'))
+    again = ModelDB.open(sift_db.path)
+    assert again.names == ["cover"] and len(again.get("cover").features["sift"]) > 50
+    with pytest.raises(ModelDBError, match="details.json: sha256 mismatch"):
+        again.info("cover")
+    (problem,) = ModelDB.open(sift_db.path).verify()
+    assert str(t) in problem and "sha256 mismatch" in problem
 
 
 def test_pickled_shard_array_is_refused_even_with_matching_hash(sift_db, cover):
@@ -610,8 +628,9 @@ def test_width_m_is_stored_read_back_and_optional(sift_db, tmp_path):
     again = ModelDB.open(sift_db.path)
     assert [again.info(n).width_m for n in images] == [0.135, None, 0.2, 0.2]
     assert again.get("c00").width_m == 0.135 and again.get("c01").width_m is None
-    tables = [json.loads(p.read_text())["objects"] for p in sorted((sift_db.path / "shards").glob("*/objects.json"))]
-    assert {o["name"]: o["width_m"] for t in tables for o in t if "width_m" in o} == {
+    tables = [json.loads(p.read_text()) for p in sorted((sift_db.path / "shards").glob("*/columns.json"))]
+    rows = [ShardTable(t["n"], t["dense"], t["sparse"], details=[{}] * t["n"]).rows() for t in tables]
+    assert {o["name"]: o["width_m"] for t in rows for o in t if "width_m" in o} == {
         "c00": 0.135,
         "c02": 0.2,
         "c03": 0.2,

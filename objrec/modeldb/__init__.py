@@ -5,9 +5,11 @@ Layout of a database directory (schema 3)::
     DB/manifest.json                     the commit point: schema and library version, database id,
                                          detectors, and the list of shards with the sha256 of each file
                                          (and the rows removed, renamed or given a width since)
-    DB/shards/<id>/objects.json          the shard's object table: name, size, content sha256, source
-                                         (path and sha256 of the enrolled file), feature counts, image bytes,
-                                         physical width in metres (``width_m``, optional)
+    DB/shards/<id>/columns.json          the shard's object table by column (:mod:`objrec.modeldb.tables`):
+                                         name, enrolment order, size, content sha256, feature counts, image
+                                         bytes, physical width in metres (``width_m``, optional), views
+    DB/shards/<id>/details.json          the rest of each object's entry, read when asked for: source (path
+                                         and sha256 of the enrolled file), rating and its reasons
     DB/shards/<id>/images.npy            uint8: the objects' encoded model images, back to back (WebP, or
                                          the enrolled file's own bytes when smaller: :data:`MODEL_IMAGE_FORMAT`)
     DB/shards/<id>/thumbs.npy            uint8 (n, 64, 64): each model image in gray, resized to a square
@@ -25,16 +27,17 @@ A shard holds the objects of one commit (one :meth:`ModelDB.enroll` or one batch
 :meth:`ModelDB.enroll_many`); it is immutable once the manifest names it. Removing or replacing an
 object only marks its row dead in the manifest (a tombstone); a shard whose rows are mostly dead is
 rewritten, and small shards are merged, so both stay cheap at any size. Opening reads the manifest and
-the object tables only; arrays are memory-mapped and each file's sha256 is checked the first time it
+the object tables' columns only; arrays are memory-mapped and each file's sha256 is checked the first time it
 is touched (:meth:`ModelDB.verify` checks everything). Every write is atomic (temporary file, then
 rename; the manifest is replaced last), and nothing is ever unpickled. The database id is a hash of the
 content (detector parameters, object names and content hashes): a prefilter or retrieval index built
 for another id is stale.
 
 Databases of schema 1 (one ``.npz`` per object) and 2 (every feature, wider rows) are not read directly:
-:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically. A write that finds too little
-free disk space, or fills the disk, raises :class:`~objrec.modeldb.shards.DiskFullError` and leaves the
-database as it was.
+:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically; on a schema 3 database whose
+shards hold a row-oriented ``objects.json`` (written by earlier versions, read as they are) it splits those
+tables, nothing else changed. A write that finds too little free disk space, or fills the disk, raises
+:class:`~objrec.modeldb.shards.DiskFullError` and leaves the database as it was.
 
 Modules
 -------
@@ -46,11 +49,11 @@ views, preparation
     thumbnail and content hash.
 enrolment
     Bulk enrolment: parallel preparation, batched commits, resumption.
-shards, reader, store, maintenance
-    The storage engine: shard files and the manifest, reads through memory maps, commits, compaction and
-    garbage collection.
+shards, tables, reader, store, maintenance
+    The storage engine: shard files, object tables and the manifest, reads through memory maps, commits,
+    compaction and garbage collection.
 upgrade
-    Conversion of a schema 1 or 2 database.
+    Conversion of a schema 1 or 2 database; the split of older row-oriented object tables.
 index_files, index, index_update
     The retrieval index saved in ``DB/index/<kind>/``: segments of FAISS codes sharing one trained codec, kept
     current by every commit (:func:`~objrec.modeldb.index_update.keep_indexes_current`) and rebuilt by

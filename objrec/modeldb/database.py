@@ -31,7 +31,7 @@ from objrec.modeldb.records import (
     view_key,
 )
 from objrec.modeldb.store import ShardStore
-from objrec.modeldb.upgrade import upgrade_database
+from objrec.modeldb.upgrade import split_row_tables, upgrade_database
 from objrec.modeldb.upkeep import DatabaseUpkeep
 from objrec.modeldb.views import check_views
 
@@ -92,13 +92,15 @@ class ModelDB(DatabaseRatings, DatabaseUpkeep):
     @classmethod
     def upgrade(cls, path: str | os.PathLike, max_features: Any = AUTO_CAP, progress: bool = False) -> ModelDB:
         """Convert the schema 1 or 2 database at ``path`` in place to the current layout and open it (a current
-        one is only opened), atomically: features re-capped to ``max_features`` per kind (an int, a dict of kind -> int,
+        one has only its row-oriented shard tables split, :func:`~objrec.modeldb.upgrade.split_row_tables`),
+        atomically: features re-capped to ``max_features`` per kind (an int, a dict of kind -> int,
         "auto": :func:`~objrec.features.model.model_feature_cap`, None: all kept) and re-encoded from what is
         stored (:func:`~objrec.modeldb.upgrade.upgrade_database` says what is lost), a progress bar on stderr
         with ``progress``. The database id changes: its prefilter stays valid, its retrieval index is rebuilt
         as a commit builds it (beyond :data:`~objrec.modeldb.index_update.AUTO_BUILD_MAX` descriptors, by
         ``objrec db reindex``)."""
         upgraded = upgrade_database(path, max_features, progress) is not None
+        split_row_tables(path, progress)
         db = cls.open(path)
         if upgraded:
             with db.store.writing():

@@ -94,7 +94,7 @@ def descriptor_total(db: ModelDB, kind: str, cap: int | None = None) -> int:
 
 def _live_shas(db: ModelDB) -> dict[str, str]:
     store = db.store
-    return {key: store.shards[si].objects[r]["sha256"] for key, (si, r) in store.live.items()}
+    return {key: store.shards[si].column("sha256")[r] for key, (si, r) in store.live.items()}
 
 
 def chunk_plan(

@@ -40,8 +40,8 @@ MAX_SMALL_SHARDS = 16
 def maintain(store: ShardStore) -> None:
     """Rewrite mostly-dead shards, merge small ones and delete files no manifest names (write lock held)."""
     shards = store.shards
-    victims = [s for s in shards if s.dead and len(s.dead) >= COMPACT_DEAD_FRACTION * len(s.objects)]
-    small = [s for s in shards if len(s.objects) - len(s.dead) < SMALL_SHARD]
+    victims = [s for s in shards if s.dead and len(s.dead) >= COMPACT_DEAD_FRACTION * s.n]
+    small = [s for s in shards if s.n - len(s.dead) < SMALL_SHARD]
     if len(small) > MAX_SMALL_SHARDS:
         victims += [s for s in small if s not in victims]
     if victims:
@@ -90,7 +90,7 @@ def compact(store: ShardStore) -> int:
     """Rewrite every shard with dead rows or without thumbnails (``thumbs.npy``, made then from the stored
     images) and merge all small shards; returns the shards rewritten (write lock held)."""
     old = [s for s in store.shards if s.dead or THUMBS not in s.entry["files"]]
-    victims = old + [s for s in store.shards if len(s.objects) < SMALL_SHARD and s not in old]
+    victims = old + [s for s in store.shards if s.n < SMALL_SHARD and s not in old]
     if len(victims) > 1 or old:
         rewrite(store, victims)
     else:

@@ -28,6 +28,7 @@ from objrec.modeldb.records import (
     split_key,
 )
 from objrec.modeldb.shards import Shard, check_manifest, read_table, stat_signature
+from objrec.modeldb.tables import TABLE_FILES
 from objrec.types import Features
 
 __all__ = [
@@ -130,7 +131,11 @@ class ShardReader:
         live = []
         for si, sh in enumerate(shards):
             dead = sh.dead
-            live += [(o["seq"], o["name"], si, r) for r, o in enumerate(sh.objects) if r not in dead]
+            live += [
+                (seq, name, si, r)
+                for r, (seq, name) in enumerate(zip(sh.column("seq"), sh.column("name"), strict=True))
+                if r not in dead
+            ]
         live.sort()
         index = {name: (si, r) for _, name, si, r in live}
         if len(index) != len(live):
@@ -198,7 +203,7 @@ class ShardReader:
                 self.check_file(shard, fname)
                 raise ModelDBError(f"{path}: not a readable .npy array file ({type(exc).__name__}: {exc})") from None
             kind = "image" if fname == "images.npy" else fname.split(".")[0]
-            rows = len(shard.objects) if fname == THUMBS else shard.offsets[kind][-1]
+            rows = shard.n if fname == THUMBS else shard.offsets[kind][-1]
             if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype != KEYPOINT_DTYPE):
                 self.check_file(shard, fname)
                 raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
@@ -231,9 +236,9 @@ class ShardReader:
             lo, hi = (int(x) for x in shard.offsets[kind][row : row + 2])
             kps[kind] = self.array(shard, f"{kind}.keypoints.npy", check=False)[lo:hi]
             descs[kind] = self.array(shard, f"{kind}.descriptors.npy", check=False)[lo:hi]
-        if content_sha256(image, kps, descs) != shard.objects[row]["sha256"]:
+        if content_sha256(image, kps, descs) != shard.column("sha256")[row]:
             for fname in sorted(shard.entry["files"]):
-                if fname != "objects.json":
+                if fname not in TABLE_FILES:
                     self.array(shard, fname, check=True)
         self._verified.add((shard.id, row))
 
@@ -300,22 +305,17 @@ class ShardReader:
     def model_object(self, name: str, kinds: list[str], with_image: bool) -> ModelObject:
         """The live object ``name`` with its features of ``kinds`` (and its image with ``with_image``)."""
         sh, row = self.locate(name)
-        o = sh.objects[row]
+        o = [sh.column(f)[row] for f in ("name", "width", "height", "views", "view_table", "width_m", "shape")]
         feats = {kind: self.features(sh, row, kind) for kind in kinds}
         image = self.image(sh, row) if with_image else None
-        w, h = int(o["width"]), int(o["height"])
-        return ModelObject(
-            o["name"], w, h, feats, image, o.get("views"), o.get("view_table"), o.get("width_m"), o.get("shape", "flat")
-        )
+        return ModelObject(o[0], int(o[1]), int(o[2]), feats, image, o[3], o[4], o[5], o[6] or "flat")
 
     def image(self, shard: Shard, row: int) -> np.ndarray:
         """The decoded model image (BGR or gray uint8) of the object at ``row`` of ``shard``."""
         self.verify_object(shard, row)
         a, b = (int(x) for x in shard.offsets["image"][row : row + 2])
         data = np.array(self.array(shard, "images.npy", check=False)[a:b])
-        img = decode_image(
-            data, f"{self.path / SHARDS / shard.id / 'images.npy'} (object {shard.objects[row]['name']})"
-        )
+        img = decode_image(data, f"{self.path / SHARDS / shard.id / 'images.npy'} (object {shard.column('name')[row]})")
         return to_bgr(img) if img.ndim == 3 else img
 
     def thumbnail(self, shard: Shard, row: int) -> np.ndarray:
@@ -324,11 +324,11 @@ class ShardReader:
         if THUMBS in shard.entry["files"]:
             thumb = np.array(self.array(shard, THUMBS, check=False)[row])
             if (shard.id, ~row) not in self._verified:  # the thumbnail's rows against its own sha256, once
-                if thumb_sha256(thumb) != shard.objects[row].get("thumb_sha256"):
+                if thumb_sha256(thumb) != shard.column("thumb_sha256")[row]:
                     self.check_file(shard, THUMBS)  # a damaged file raises, naming it
                 self._verified.add((shard.id, ~row))
             return thumb
-        name = shard.objects[row]["name"]
+        name = shard.column("name")[row]
         if name not in self._thumbs:
             if len(self._thumbs) >= self.CACHE_THUMBS:
                 self._thumbs.pop(next(iter(self._thumbs)))
@@ -341,12 +341,12 @@ class ShardReader:
         problems = []
         for sh in self.shards:
             try:
-                read_table(self.path / SHARDS / sh.id, sh.entry, self.manifest["detectors"])
+                read_table(self.path / SHARDS / sh.id, sh.entry, self.manifest["detectors"]).table.details()
             except ModelDBError as exc:
                 problems.append(str(exc))
                 continue
             for fname in sh.entry["files"]:
-                if fname == "objects.json":
+                if fname in TABLE_FILES:
                     continue
                 self.mapped.pop((sh.id, fname), None)  # forces the sha256 check again
                 self.hashed.discard((sh.id, fname))
@@ -376,13 +376,14 @@ def descriptor_table(reader: ShardReader, kind: str) -> tuple[np.ndarray, np.nda
     parts, owners = [], []
     for sh in reader.shards:
         dead = sh.dead
-        rows = [r for r in range(len(sh.objects)) if r not in dead]
+        rows = [r for r in range(sh.n) if r not in dead]
         if not rows:
             continue
         off = sh.offsets[kind]
         desc = reader.array(sh, f"{kind}.descriptors.npy")
         parts += [desc[off[r] : off[r + 1]] for r in rows]
-        owners += [np.full(off[r + 1] - off[r], order[sh.objects[r]["name"]], np.int64) for r in rows]
+        names = sh.column("name")
+        owners += [np.full(off[r + 1] - off[r], order[names[r]], np.int64) for r in rows]
     if not parts:
         return stack_descriptors(kind, parts), np.zeros(0, np.int64)
     return stack_descriptors(kind, parts), np.concatenate(owners)
@@ -463,9 +464,13 @@ def sample_descriptors(reader: ShardReader, kind: str, n: int, seed: int = 0) ->
 def live_columns(store: ShardReader, *fields: str) -> list[list[Any]]:
     """Fields of every live record's object-table entry in ``store`` (None where absent), one list per field,
     in enrolment order: what :meth:`ShardReader.infos` holds of them, without making an :class:`ObjectInfo`
-    per record. The values are the table's own (not to be changed)."""
-    entries = [store.shards[si].objects[row] for si, row in store.live.values()]
-    return [[o.get(f) for o in entries] for f in fields]
+    per record (nor reading a shard's details unless a field is one of them). The values are the table's own
+    (not to be changed)."""
+    out = []
+    for f in fields:
+        columns = [sh.column(f) for sh in store.shards]
+        out.append([columns[si][row] for si, row in store.live.values()])
+    return out
 
 
 def descriptor_totals(store: ShardReader) -> dict[str, int]:

@@ -1,8 +1,9 @@
 """The files of a model database: shard files and object tables, the manifest's checks, the write lock.
 
-A shard is a folder of ``.npy`` arrays and an object table (``objects.json``), written once and never
-changed; the manifest names each shard with the sha256 of each of its files (layout in
-:mod:`objrec.modeldb`). Every file is written atomically (temporary file, then rename) and read back.
+A shard is a folder of ``.npy`` arrays and an object table (``columns.json`` and ``details.json``, see
+:mod:`objrec.modeldb.tables`), written once and never changed; the manifest names each shard with the sha256
+of each of its files (layout in :mod:`objrec.modeldb`). Every file is written atomically (temporary file, then
+rename) and read back.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ import contextlib
 import errno
 import hashlib
 import io
-import json
 import shutil
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +28,18 @@ from objrec.modeldb.records import (
     KEYPOINT_DTYPE,
     NAME_RE,
     SCHEMA_VERSION,
-    SHARD_FORMAT,
     SHARD_ID_RE,
     ModelDBError,
     check_width_m,
 )
+from objrec.modeldb.tables import COLUMNS, DETAILS, ROWS, ShardTable, parse_columns, parse_details, parse_rows
 
 __all__ = [
     "Shard",
     "write_shard",
     "read_table",
+    "read_details",
+    "write_checked",
     "with_overrides",
     "OVERRIDES",
     "row_offsets",
@@ -99,15 +101,17 @@ class Shard:
     entry : dict
         The shard's manifest entry: ``id``, ``n_objects``, ``files`` (name -> sha256), ``removed`` rows,
         ``renamed`` rows and rows with a new ``width_m``.
-    objects : list of dict
-        The object table, with the manifest's renames and widths applied.
+    table : ShardTable
+        The object table as written (:meth:`column` and :attr:`objects` apply the entry's changes).
     offsets : dict of str -> ndarray
         Per kind, the ``(n + 1,)`` keypoint row offsets of the objects; ``"image"``: their byte offsets.
     """
 
     entry: dict[str, Any]
-    objects: list[dict[str, Any]]
+    table: ShardTable
     offsets: dict[str, np.ndarray]
+    _columns: dict[str, list[Any]] = field(default_factory=dict, init=False, repr=False)
+    _objects: list[dict[str, Any]] | None = field(default=None, init=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -115,9 +119,40 @@ class Shard:
         return self.entry["id"]
 
     @property
+    def n(self) -> int:
+        """Rows in the shard, dead ones included."""
+        return self.table.n
+
+    @property
     def dead(self) -> set[int]:
         """Rows removed or replaced since the shard was written (tombstones)."""
         return set(self.entry.get("removed", []))
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """The object table, one dictionary per row, with the manifest's renames, widths and ratings applied
+        (reads the shard's details the first time)."""
+        if self._objects is None:
+            self._objects = with_overrides(self.table.rows(), self.entry)
+        return self._objects
+
+    def column(self, name: str) -> list[Any]:
+        """Field ``name`` of every row (None where a row lacks it), with the manifest's changes applied; a
+        field of the columns table is read without the shard's details. Not to be changed."""
+        values = self._columns.get(name)
+        if values is None:
+            values = self.table.column(name)
+            for key, fld in OVERRIDES.items():
+                if fld == name and self.entry.get(key):
+                    values = list(values)
+                    for r, v in self.entry[key].items():
+                        values[int(r)] = v
+            self._columns[name] = values
+        return values
+
+    def with_entry(self, entry: dict[str, Any]) -> Shard:
+        """The same shard under a changed manifest ``entry`` (new tombstones or overrides)."""
+        return Shard(entry, self.table, self.offsets)
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -126,8 +161,9 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _write_checked(path: Path, data: bytes) -> str:
-    """Write ``data`` atomically, read it back and return its sha256 (a short or damaged write raises)."""
+def write_checked(path: Path, data: bytes) -> str:
+    """Write ``data`` atomically to ``path``, read it back and return its sha256 (a short or damaged write
+    raises)."""
     digest = sha256_bytes(data)
     atomic_write_bytes(path, data)
     if file_sha256(path) != digest:
@@ -173,24 +209,45 @@ def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObj
         files[f"{kind}.keypoints.npy"] = _npy_bytes(kp.astype(KEYPOINT_DTYPE, copy=False))
         desc = np.concatenate([d.astype(dtype, copy=False) for d in descs]) if descs else np.zeros((0, dim), dtype)
         files[f"{kind}.descriptors.npy"] = _npy_bytes(desc)
-    table = {"format": SHARD_FORMAT, "objects": [o.entry for o in objects]}
-    files["objects.json"] = (json.dumps(table, sort_keys=True) + "\n").encode()
+    files.update(ShardTable.from_rows([o.entry for o in objects]).encode())
     check_free_space(shard_dir, sum(len(d) for d in files.values()))
     with disk_full_guard(shard_dir, cleanup=shard_dir):
-        return {fname: _write_checked(shard_dir / fname, data) for fname, data in files.items()}
+        return {fname: write_checked(shard_dir / fname, data) for fname, data in files.items()}
 
 
-def row_offsets(objects: list[dict[str, Any]], kinds: Iterable[str]) -> dict[str, np.ndarray]:
+def row_offsets(table: ShardTable, kinds: Iterable[str]) -> dict[str, np.ndarray]:
     """Per kind, where each object's keypoint rows start and end in the shard's arrays; ``"image"``: where
     its image bytes do (see :attr:`Shard.offsets`).
-    ``objects``: the shard's object table; ``kinds``: the detector kinds."""
-    out = {k: np.concatenate([[0], np.cumsum([o["n_features"].get(k, 0) for o in objects])]) for k in kinds}
-    out["image"] = np.concatenate([[0], np.cumsum([o["image_bytes"] for o in objects])])
+    ``table``: the shard's object table; ``kinds``: the detector kinds."""
+    counts = table.column("n_features")
+    out = {k: np.concatenate([[0], np.cumsum([c.get(k, 0) for c in counts])]) for k in kinds}
+    out["image"] = np.concatenate([[0], np.cumsum(table.column("image_bytes"))])
     return {k: v.astype(np.int64) for k, v in out.items()}
 
 
+def _read_checked(path: Path, entry: dict[str, Any]) -> bytes:
+    if not path.exists():
+        raise ModelDBError(f"{path}: object table not found")
+    data = path.read_bytes()
+    if sha256_bytes(data) != entry["files"].get(path.name):
+        raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+    return data
+
+
+def read_details(shard_dir: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The details table of the shard the manifest ``entry`` names, checked against the entry's sha256.
+    ``shard_dir``: the shard's folder. ModelDBError naming the file when it is missing, damaged or malformed."""
+    path = shard_dir / DETAILS
+    data = _read_checked(path, entry)
+    try:
+        return parse_details(data, entry.get("n_objects", -1))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ModelDBError(f"{path}: malformed object table ({exc})") from None
+
+
 def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> Shard:
-    """The shard the manifest ``entry`` names, its object table checked against the entry's sha256.
+    """The shard the manifest ``entry`` names, its object table checked against the entry's sha256: the
+    columns table (the details are read when first asked for), or a row-oriented ``objects.json``.
     ``shard_dir``: the shard's folder; ``kinds``: the detector kinds whose row offsets it gets.
 
     Raises
@@ -198,27 +255,19 @@ def read_table(shard_dir: Path, entry: dict[str, Any], kinds: Iterable[str]) -> 
     ModelDBError
         For a missing, damaged or malformed object table, naming the file.
     """
-    path = shard_dir / "objects.json"
-    if not path.exists():
-        raise ModelDBError(f"{path}: object table not found")
-    data = path.read_bytes()
-    if sha256_bytes(data) != entry["files"].get("objects.json"):
-        raise ModelDBError(f"{path}: sha256 mismatch (file damaged or modified after it was written)")
+    split = COLUMNS in entry["files"]
+    path = shard_dir / (COLUMNS if split else ROWS)
+    data = _read_checked(path, entry)
     try:
-        table = json.loads(data)
-        objects = table["objects"]
-        if table.get("format") != SHARD_FORMAT or not isinstance(objects, list):
-            raise ValueError("not an objrec shard object table")
-        need = {"name", "width", "height", "sha256", "n_features", "image_bytes", "seq"}
-        for o in objects:
-            if not need <= o.keys():
-                raise ValueError(f"object entry lacks {sorted(need - set(o))}")
-            check_width_m(o.get("width_m"))
-    except (ValueError, TypeError, KeyError) as exc:
+        if split:
+            table = parse_columns(data, lambda: read_details(shard_dir, entry))
+        else:
+            table = parse_rows(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ModelDBError(f"{path}: malformed object table ({exc})") from None
-    if len(objects) != entry.get("n_objects"):
-        raise ModelDBError(f"{path}: holds {len(objects)} objects, the manifest says {entry.get('n_objects')}")
-    return Shard(entry, with_overrides(objects, entry), row_offsets(objects, kinds))
+    if table.n != entry.get("n_objects"):
+        raise ModelDBError(f"{path}: holds {table.n} objects, the manifest says {entry.get('n_objects')}")
+    return Shard(entry, table, row_offsets(table, kinds))
 
 
 #: Keys of a shard's manifest entry that change fields of its objects: ``{key: {row: value}}``.

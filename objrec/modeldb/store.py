@@ -27,9 +27,9 @@ from objrec.modeldb.shards import (
     disk_full_guard,
     file_lock,
     row_offsets,
-    with_overrides,
     write_shard,
 )
+from objrec.modeldb.tables import ShardTable
 
 __all__ = ["ShardStore", "RETIRE_GRACE_S", "MAX_COMPATIBLE_IDS"]
 
@@ -98,13 +98,13 @@ class ShardStore(ShardReader):
             dead.setdefault(si, set()).add(row)
         for si, rows in dead.items():
             entry = dict(shards[si].entry, removed=sorted(shards[si].dead | rows))
-            shards[si] = Shard(entry, shards[si].objects, shards[si].offsets)
+            shards[si] = shards[si].with_entry(entry)
         if add:
             for i, p in enumerate(add):
                 p.entry["seq"] = manifest["next_seq"] + i
             shards.append(self.new_shard(manifest, kinds, add))
             manifest["next_seq"] += len(add)
-        self.publish(manifest, [s for s in shards if len(s.dead) < len(s.objects)], keeps_dependents=not add)
+        self.publish(manifest, [s for s in shards if len(s.dead) < s.n], keeps_dependents=not add)
 
     def rename(self, pairs: list[tuple[str, str]]) -> None:
         """Record the renames of live records ``old`` to free keys ``new`` (``(old, new)`` pairs) in one commit
@@ -125,7 +125,7 @@ class ShardStore(ShardReader):
             si, row = self.live[name]
             sh = shards[si]
             entry = dict(sh.entry, **{key: {**sh.entry.get(key, {}), str(row): value}})
-            shards[si] = Shard(entry, with_overrides(sh.objects, {key: {str(row): value}}), sh.offsets)
+            shards[si] = sh.with_entry(entry)
         self.publish(dict(self.manifest), shards, keeps_dependents=True)
 
     def new_shard(self, manifest: dict[str, Any], kinds: list[str], objects: list[PreparedObject]) -> Shard:
@@ -136,8 +136,8 @@ class ShardStore(ShardReader):
         manifest["next_shard"] += 1
         files = write_shard(self.path / SHARDS / sid, kinds, objects)
         entry = {"id": sid, "n_objects": len(objects), "removed": [], "files": files}
-        tables = [p.entry for p in objects]
-        return Shard(entry, tables, row_offsets(tables, kinds))
+        table = ShardTable.from_rows([p.entry for p in objects])
+        return Shard(entry, table, row_offsets(table, kinds))
 
     def publish(self, manifest: dict[str, Any], shards: list[Shard], keeps_dependents: bool = False) -> None:
         """Replace the manifest (the commit point) and take the new state.
@@ -149,7 +149,10 @@ class ShardStore(ShardReader):
         """
         manifest["shards"] = [s.entry for s in shards]
         manifest["library_version"] = __version__
-        live = [(o["name"], o["sha256"]) for s in shards for r, o in enumerate(s.objects) if r not in s.dead]
+        live = []
+        for s in shards:
+            dead = s.dead
+            live += [p for r, p in enumerate(zip(s.column("name"), s.column("sha256"), strict=True)) if r not in dead]
         previous = self.manifest.get("database_id")
         manifest["database_id"] = content_id(manifest["detectors"], live)
         compatible = list(self.manifest.get("compatible_ids", [])) + [previous] if keeps_dependents else []

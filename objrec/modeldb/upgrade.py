@@ -53,11 +53,12 @@ from objrec.modeldb.records import (
     THUMBS,
     ModelDBError,
 )
-from objrec.modeldb.shards import Shard, file_lock, read_table
+from objrec.modeldb.shards import Shard, check_free_space, disk_full_guard, file_lock, read_table, write_checked
 from objrec.modeldb.store import ShardStore
+from objrec.modeldb.tables import ROWS
 from objrec.types import Features
 
-__all__ = ["upgrade_database", "convert_object"]
+__all__ = ["upgrade_database", "convert_object", "split_row_tables"]
 
 
 def upgrade_database(
@@ -108,6 +109,44 @@ def upgrade_database(
         for f in old_files:
             shutil.rmtree(f, ignore_errors=True)
     return version
+
+
+def split_row_tables(path: str | os.PathLike, progress: bool = False) -> int:
+    """Split the row-oriented object table (``objects.json``) of each shard of the current-schema database at
+    ``path`` into its columns and details tables (:mod:`objrec.modeldb.tables`), so that opening it reads
+    only the columns; the arrays, the content and the database id stay as they are.
+
+    The new tables are written beside the old ones and checked, the manifest naming them replaces the old
+    one in one step, and only then are the old tables deleted: an interruption leaves the database readable
+    as it was. ``progress``: show a progress bar (shards) on stderr.
+
+    Returns
+    -------
+    int
+        The shards whose tables were split (0: nothing to do).
+    """
+    from tqdm import tqdm
+
+    path = Path(path)
+    with file_lock(path / ".lock"):
+        store = ShardStore.open(path)
+        todo = [i for i, s in enumerate(store.shards) if ROWS in s.entry["files"]]
+        if not todo:
+            return 0
+        shards = list(store.shards)
+        encoded = {i: shards[i].table.encode() for i in todo}
+        check_free_space(path, sum(len(d) for files in encoded.values() for d in files.values()))
+        for i in tqdm(todo, unit="shard", desc="split tables", disable=not progress, file=sys.stderr):
+            sh = shards[i]
+            files = {k: v for k, v in sh.entry["files"].items() if k != ROWS}
+            for fname, data in encoded[i].items():
+                with disk_full_guard(path / SHARDS / sh.id / fname):
+                    files[fname] = write_checked(path / SHARDS / sh.id / fname, data)
+            shards[i] = sh.with_entry(dict(sh.entry, files=files))
+        store.publish(dict(store.manifest), shards, keeps_dependents=True)
+        for i in todo:
+            (path / SHARDS / shards[i].id / ROWS).unlink(missing_ok=True)
+    return len(todo)
 
 
 def _remove_unnamed_shards(path: Path, old: dict[str, Any]) -> None:
