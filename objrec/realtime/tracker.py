@@ -534,7 +534,7 @@ class Tracker:
 
         Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
         the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
-        ``max_tracked``). Without tracking, the detections as they are.
+        ``max_tracked``, or to a detection no track can start on). Without tracking, the detections as they are.
         """
         if not self.enabled:
             return list(found), []
@@ -549,6 +549,10 @@ class Tracker:
                 tracked = [x for x in tracked if x.track_id != t.track_id]
             new = self._start(d, gray, frame, model_size(d.name), t)
             if new is None:
+                if t is not None:  # it gave way to a detection no track can follow: it ended (the detection places it)
+                    why = "visibility" if d.visible_fraction < self.params.min_anchor_visible else "support"
+                    self.mark_lost(t, why)
+                    lost.append(LostTrack(t.track_id, t.name, why))
                 out.append(d)
                 continue
             if len(self.tracks) >= self.params.max_tracked:
@@ -561,8 +565,7 @@ class Tracker:
             out.append(new.detection("detected"))
         if self.tracks:  # the next frame's flow starts from this one (as step left it, or where new tracks began)
             self.flow.remember(gray)
-        window = self.frames(self.params.lost_window_ms)
-        self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < window}
+        self.recent = {n: v for n, v in self.recent.items() if frame - v[1] < self.frames(self.params.lost_window_ms)}
         return tracked + out, lost
 
     def _owner(self, d: Detection) -> Track | SolidTrack | None:

@@ -167,6 +167,25 @@ def test_a_track_goes_through_its_states_by_the_tracker_s_transitions(model, bac
     assert t.ended["cover"][0] is again and not t.tracks
 
 
+def test_a_track_given_up_for_a_detection_it_cannot_follow_ends_with_its_lost_track(model, background):
+    """A detection beyond the re-anchoring tolerance replaces its object's track; when no track can start on it
+    (too little of it in view to anchor), the old track has ended: the frame reports it as lost, with its id and
+    reason. The detection of this same frame places the object, so the end is not handed to re-acquisition."""
+    t = Tracker(params=TrackParams(reanchor_px=2.0))
+    Hm = _place(model, 300, 240)
+    gray = _render(model, background, Hm, 0)
+    size = _size(model)
+    out, _ = t.absorb([_detection("cover", Hm, size)], [], gray, 0, lambda n: size)
+    tid = out[0].track_id
+    assert tid is not None and len(t.tracks) == 1
+    far = np.array([[1, 0, 5.0], [0, 1, 0], [0, 0, 1]]) @ Hm
+    sliver = _detection("cover", far, size, visible=0.5 * TrackParams().min_anchor_visible)
+    dets, lost = t.absorb([sliver], out, gray, 1, lambda n: size)
+    assert [(d.name, d.track_id) for d in dets] == [("cover", None)]  # reported as found, untracked
+    assert [(x.track_id, x.name, x.reason) for x in lost] == [(tid, "cover", "visibility")] and not t.tracks
+    assert "cover" not in t.ended
+
+
 def test_two_copies_are_two_tracks_and_capacity_gives_way_to_the_new(model, background):
     t = Tracker(params=TrackParams(max_tracked=2))
     size = _size(model)
