@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from objrec.realtime.solid_track import SolidTrack
     from objrec.realtime.tracker import Track, Tracker, TrackLike
 
-__all__ = ["SecondLooks", "CONFIRM_PIXELS", "RETRIEVED"]
+__all__ = ["SecondLooks", "CONFIRM_PIXELS", "RETRIEVED", "confirm_box"]
 
 #: Without a budget, an escalation's second matching (as the matcher chooses, after its suspects were not
 #: found) is learned as its kind's escalation stage with this suffix: a budget never runs it.
@@ -228,7 +228,7 @@ class SecondLooks:
         t = due(tracker, frame)
         if t is not None:
             units.append(("realign", _area(t)))
-        box, _, size = _confirm_box(state, tracker.confirmation_due(frame))
+        box, _, size = confirm_box(state, tracker.confirmation_due(frame))
         if box is not None:
             units.append(("confirm", size))
         ms, left = 0.0, sched.remaining()
@@ -250,11 +250,11 @@ class SecondLooks:
         (those of a re-anchored track replaced, those of an ended one left out) and the tracks ended.
         ``state``, ``sched``, ``tracker``: the frame's state, scheduler and tracker."""
         t = tracker.confirmation(frame)
-        box, scale, size = _confirm_box(state, t)
+        box, scale, size = confirm_box(state, t)
         if t is None or box is None:
             return state.detections, []
         args = (state, box, t, scale, tracker, frame)
-        out = sched.run("confirm", self._confirmed, *args, size=size, subject=t.name, relearn=True)
+        out = sched.run("confirm", self.confirmed, *args, size=size, subject=t.name, relearn=True)
         if isinstance(out, SkipRecord):
             tracker.postpone(t)  # it stays first in line
             return state.detections, []
@@ -316,7 +316,7 @@ class SecondLooks:
                 moved.append(t)
         return moved
 
-    def _confirmed(
+    def confirmed(
         self,
         state: FrameState,
         box: tuple[int, int, int, int],
@@ -363,7 +363,7 @@ def _area(t: TrackLike) -> float:
     return float(cv2.contourArea(np.asarray(t.corners, np.float32)))
 
 
-def _confirm_box(state: FrameState, t: TrackLike | None) -> tuple[tuple[int, int, int, int] | None, float, float]:
+def confirm_box(state: FrameState, t: TrackLike | None) -> tuple[tuple[int, int, int, int] | None, float, float]:
     """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at most
     :data:`CONFIRM_PIXELS`) and the pixels searched, the size the unit is costed at; ``(None, 1.0, 0.0)`` without
     a track or a box."""

@@ -10,9 +10,10 @@ import numpy as np
 from objrec.geometry import model_corners
 from objrec.imageio import to_gray
 from objrec.matching.shortlist import SHORTLIST_SIZE
-from objrec.realtime.frame import StreamState
+from objrec.realtime.frame import FrameState, StreamState
 from objrec.realtime.guard import collect_in_slack
 from objrec.realtime.planner import SearchPlanner, plan_work
+from objrec.realtime.searches import confirm_box
 from objrec.realtime.sweep import COARSE_SWEEP_SCALE, SWEEP_GRIDS, sweep_tiles
 from objrec.realtime.tracker import fit_homography
 from objrec.types import Regions, SearchPlan
@@ -45,7 +46,9 @@ def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), r
     imports what the units import on first use and allocates buffers; the cost model then forgets it (a
     first call's time says nothing about the next ones, and a unit that seldom runs would keep a compilation
     as its typical time for a long while). ``repeats`` passes follow that teach the cost model, the last at
-    the coarse step. Afterwards nothing of the warm-up remains but what should: no tracks, a fresh stream
+    the coarse step. With a budget and tracking, a last scene's tracks are then confirmed as a budget confirms
+    them (:func:`_confirm_tracks`), in place of the passes' whole-box confirmations. Afterwards nothing of the
+    warm-up remains but what should: no tracks, a fresh stream
     record (:class:`~objrec.realtime.frame.StreamState`: the stream's first frame is frame 0), degrade level 0
     (compilation says nothing about the machine's load), the cost model's observations of those passes.
     """
@@ -73,10 +76,13 @@ def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), r
             image = recognizer.features.frame_image(to_gray(scene))
             _escalate_boxes(recognizer, image)
             _sweep_tiles(recognizer, image, s)
-    finally:
+        scene = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image
+        recognizer.process_with(scene, None, None, teach[-1])
         # The passes' confirmations searched whole boxes at full resolution, which a budget never asks for: their
-        # times would keep the unit out (its prior admits it, and the stream's own runs teach it).
+        # times are replaced by confirmations as a budget runs them.
         recognizer.scheduler.cost.forget("confirm")
+        _confirm_tracks(recognizer, scene, teach[-1], repeats)
+    finally:
         # Its reads of shortlisted objects came from wherever the database's pages were; the frames' own reads
         # teach the unit (its prior admits the first).
         recognizer.scheduler.cost.forget("read")
@@ -89,6 +95,28 @@ def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), r
         if adapter is not None:
             adapter.reset()
     collect_in_slack(float("inf"))
+
+
+def _confirm_tracks(recognizer: Recognizer, scene: np.ndarray, step: int | None, repeats: int) -> None:
+    """Each track the last pass started, confirmed ``repeats`` times in its ``scene`` as a budget confirms it (its
+    box at the budget's resolution, :data:`~objrec.realtime.searches.CONFIRM_PIXELS`), each a scheduler unit of
+    a frame without a budget: the cost model then starts the stream from a few confirmations at the sizes it
+    predicts. Learned only from the stream's own runs, the first of which pay for what the stream does for the
+    first time, a unit predicted from two or three slow runs would not be admitted again (its typical time, by
+    which a unit left out is tried again, is set by those runs too). ``step``: SURF's sampling step of the pass;
+    nothing without a budget or a track."""
+    tracker, sched = recognizer.tracker, recognizer.scheduler
+    if recognizer.budget_ms is None or not tracker.tracks:
+        return
+    image = recognizer.features.frame_image(to_gray(scene))
+    state = FrameState(scene, image, recognizer.budget_ms, step)
+    frame = recognizer.stream.index
+    for _ in range(repeats):
+        for t in list(tracker.tracks):
+            box, scale, size = confirm_box(state, t)
+            if box is not None:
+                sched.start(None, None)
+                sched.run("confirm", recognizer.looks.confirmed, state, box, t, scale, tracker, frame, size=size)
 
 
 def _sweep_tiles(recognizer: Recognizer, image: FrameImage, step: int | None) -> None:

@@ -51,3 +51,23 @@ def test_the_escalation_is_learned_at_the_sizes_a_budget_asks_for(sample_db):
     for scale in ESCALATION_SCALES:  # plan_work: the pixels searched, at the plan's resolution
         assert all(any(abs(x - w * scale * scale) <= 0.01 * w for x in sizes) for w in full)
     assert np.isfinite(cost.predict("escalate_sift", ESCALATION_PIXELS))
+
+
+def test_the_confirmation_is_learned_as_a_budget_runs_it(sample_db):
+    """With a budget and tracking, the warm-up leaves the confirmation a learned cost line from confirmations of
+    boxes at the budget's resolution (at most ``CONFIRM_PIXELS`` searched), none of the passes' whole-box ones:
+    the stream's first confirmations, which pay for what it does for the first time, are then not its only
+    measure. Without a budget the confirmation is learned from the stream alone."""
+    from objrec.realtime.searches import CONFIRM_PIXELS
+
+    rec = Recognizer(sample_db, budget_ms=33, prefilter=None, track=True)
+    rec.warmup((480, 640), repeats=3)
+    cost = rec.scheduler.cost
+    assert cost.samples("confirm") >= cost.min_samples
+    assert max(cost._stages["confirm"].xs) <= CONFIRM_PIXELS * 1.01
+    assert 0.0 < cost.expected("confirm", CONFIRM_PIXELS) < rec.budget_ms
+    assert not rec.tracker.tracks and rec.stream.index == 0  # the warm-up's tracks are gone
+
+    free = Recognizer(sample_db, budget_ms=None, prefilter=None, track=True)
+    free.warmup((480, 640), repeats=3)
+    assert free.scheduler.cost.samples("confirm") == 0
