@@ -325,11 +325,11 @@ class SecondLooks:
         tracker: Tracker,
         frame: int,
     ) -> tuple[Detection | None, list[Detection]]:
-        """The confirmation's search: the primary features of one box at the models' sampling, their candidates
-        against track ``t``'s object alone, verified; the detection found (or None) and the frame's detections
-        after it. A detection confirms or re-anchors the track here, inside the unit, so that the cost model
-        learns the outcome's work (the appearance checks that arbitrate, the new track's points) with the
-        search's."""
+        """The confirmation's search: the primary features of one ``box`` of the frame ``state`` at the models'
+        sampling (resized by ``scale``), their candidates against track ``t``'s object alone, verified; the
+        detection found (or None) and the frame's detections after it. A detection confirms or re-anchors the
+        track here (``tracker``'s, in frame number ``frame``), inside the unit, so that the cost model learns the
+        outcome's work (the appearance checks that arbitrate, the new track's points) with the search's."""
         feats = self.features.extract_box(state.image, self.primary, box, scale)
         for c in self.matchers[self.primary].candidates(feats, [self._index(t.name)]):
             v = self.verifier.verify(c, state.shape, state.verdicts) if c.name == t.name else None
@@ -364,9 +364,9 @@ def _area(t: TrackLike) -> float:
 
 
 def confirm_box(state: FrameState, t: TrackLike | None) -> tuple[tuple[int, int, int, int] | None, float, float]:
-    """Track ``t``'s box searched by its confirmation, the resolution it is searched at (under a budget at most
-    :data:`CONFIRM_PIXELS`) and the pixels searched, the size the unit is costed at; ``(None, 1.0, 0.0)`` without
-    a track or a box."""
+    """Track ``t``'s box searched by its confirmation in the frame ``state``, the resolution it is searched at
+    (under the frame's budget at most :data:`CONFIRM_PIXELS`) and the pixels searched, the size the unit is costed
+    at; ``(None, 1.0, 0.0)`` without a track or a box."""
     h, w = state.shape
     box = None if t is None else outline_box(t.corners, 0.1, w, h)
     if box is None:
