@@ -505,10 +505,11 @@ class Tracker:
             self.tracks.remove(t)
         return self._end(t, reason, frame)
 
-    def _end(self, t: Track | SolidTrack, reason: str, frame: int) -> LostTrack:
+    def _end(self, t: Track | SolidTrack, reason: str, frame: int, remember: bool = True) -> LostTrack:
         self.mark_lost(t, reason)
-        self.recent[t.name], self.ended[t.name] = (t.corners, frame), (t, frame, reason)
-        remember_layout(self, t)
+        if remember:  # for re-acquisition (not when a detection of this frame places the object)
+            self.recent[t.name], self.ended[t.name] = (t.corners, frame), (t, frame, reason)
+            remember_layout(self, t)
         return LostTrack(t.track_id, t.name, reason)
 
     # A track's transitions (written above, in this module): the stages call these with their results; nothing
@@ -551,8 +552,7 @@ class Tracker:
             if new is None:
                 if t is not None:  # it gave way to a detection no track can follow: it ended (the detection places it)
                     why = "visibility" if d.visible_fraction < self.params.min_anchor_visible else "support"
-                    self.mark_lost(t, why)
-                    lost.append(LostTrack(t.track_id, t.name, why))
+                    lost.append(self._end(t, why, frame, remember=False))
                 out.append(d)
                 continue
             if len(self.tracks) >= self.params.max_tracked:

@@ -76,12 +76,15 @@ def warm_up(recognizer: Recognizer, frame_shape: tuple[int, int] = (480, 640), r
             image = recognizer.features.frame_image(to_gray(scene))
             _escalate_boxes(recognizer, image)
             _sweep_tiles(recognizer, image, s)
-        scene = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image
-        recognizer.process_with(scene, None, None, teach[-1])
+        last: np.ndarray | None = None
+        if recognizer.budget_ms is not None and recognizer.tracker.enabled:  # a last scene for its tracks
+            last = compose_scene(bg, objs, rng, frame_size=(w, h), area_fraction=(0.1, 0.2)).image
+            recognizer.process_with(last, None, None, teach[-1])
         # The passes' confirmations searched whole boxes at full resolution, which a budget never asks for: their
         # times are replaced by confirmations as a budget runs them.
         recognizer.scheduler.cost.forget("confirm")
-        _confirm_tracks(recognizer, scene, teach[-1], repeats)
+        if last is not None:
+            _confirm_tracks(recognizer, last, teach[-1], repeats)
     finally:
         # Its reads of shortlisted objects came from wherever the database's pages were; the frames' own reads
         # teach the unit (its prior admits the first).
@@ -103,11 +106,8 @@ def _confirm_tracks(recognizer: Recognizer, scene: np.ndarray, step: int | None,
     a frame without a budget: the cost model then starts the stream from a few confirmations at the sizes it
     predicts. Learned only from the stream's own runs, the first of which pay for what the stream does for the
     first time, a unit predicted from two or three slow runs would not be admitted again (its typical time, by
-    which a unit left out is tried again, is set by those runs too). ``step``: SURF's sampling step of the pass;
-    nothing without a budget or a track."""
+    which a unit left out is tried again, is set by those runs too). ``step``: SURF's sampling step of the pass."""
     tracker, sched = recognizer.tracker, recognizer.scheduler
-    if recognizer.budget_ms is None or not tracker.tracks:
-        return
     image = recognizer.features.frame_image(to_gray(scene))
     state = FrameState(scene, image, recognizer.budget_ms, step)
     frame = recognizer.stream.index
