@@ -29,10 +29,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from machine import describe, machine_facts, speed_notes  # noqa: E402
 from procmem import run_sampled  # noqa: E402
 from scorecard_core import (  # noqa: E402
     Figure,
@@ -138,16 +140,14 @@ def measure(names: list[str], ctx: Context, runs: int, progress: bool = True) ->
     return combine_runs(per_run), walls
 
 
-def header(names: list[str], runs: int, walls: dict) -> list[str]:
-    import cv2
-
+def header(names: list[str], runs: int, walls: dict, facts: dict) -> list[str]:
     total = sum(sum(v) for v in walls.values())
     return [
         "# objrec scorecard",
         "",
         f"command: `{shlex.join([sys.executable, *sys.argv])}`",
-        f"machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-        f"OpenCV {cv2.__version__}; runs per entry: {runs}; wall time {total / 60:.1f} min "
+        f"machine: {platform.machine()}, {describe(facts)}",
+        f"runs per entry: {runs}; wall time {total / 60:.1f} min "
         + "("
         + ", ".join(f"{n} {sum(walls[n]):.0f} s" for n in names if n in walls)
         + ")",
@@ -158,17 +158,18 @@ def header(names: list[str], runs: int, walls: dict) -> list[str]:
     ]
 
 
-def write(out: Path, figures: dict[str, Figure], names: list[str], runs: int, walls: dict) -> None:
+def write(out: Path, figures: dict[str, Figure], names: list[str], runs: int, walls: dict, facts: dict) -> None:
     from objrec.fileio import atomic_write_json
 
     doc = {
+        "machine": facts,
         "entries": names,
         "runs": runs,
         "wall_s": {n: v for n, v in walls.items()},
         "figures": {n: f.to_json() for n, f in figures.items()},
     }
     atomic_write_json(out / "scorecard.json", doc)
-    (out / "scorecard.md").write_text(render_markdown(figures, header(names, runs, walls)))
+    (out / "scorecard.md").write_text(render_markdown(figures, header(names, runs, walls, facts)))
 
 
 def plot_comparison(rows: list, path: Path, baseline: str) -> None:
@@ -227,6 +228,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def compare_with(args: argparse.Namespace, figures: dict[str, Figure], names: list[str], facts: Any) -> int:
+    """``--compare``: every figure beside the baseline's, with notes where the machines differ, in ``compare.txt``
+    and ``compare.png``; 1 when ``--gate`` and a gated figure is worse, else 0."""
+    rc = 0
+    if args.compare:
+        rows = compare(figures, load_figures(args.compare), names or None)
+        before = json.loads(Path(args.compare).read_text(encoding="utf-8")).get("machine")
+        notes = speed_notes(facts, before)
+        text = "".join(f"note: {n}\n" for n in notes) + render_comparison(rows)
+        (args.out / "compare.txt").write_text(text)
+        plot_comparison(rows, args.out / "compare.png", Path(args.compare).name)
+        print(text)
+        print(f"wrote {args.out / 'compare.txt'}, {args.out / 'compare.png'}")
+        failed = [c.name for c in rows if c.gated and c.failed]
+        if failed and args.gate:
+            print(f"gated figures worse than the baseline: {failed}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data = shared_data(args.data)
@@ -252,36 +273,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:  # compare (and plot) a scorecard measured before, measuring nothing
         doc = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
         figures, names = load_figures(args.from_json), list(doc.get("entries", []))
+        facts = doc.get("machine")
     else:
         work = args.work or Path(tempfile.mkdtemp(prefix="objrec-scorecard-"))
         work.mkdir(parents=True, exist_ok=True)
         assert data is not None
         ctx = Context(data=data, work=work.resolve(), out=args.out.resolve(), seed=args.seed)
+        facts = machine_facts(data)
         try:
             figures, walls = measure(names, ctx, args.runs)
         finally:
             if args.work is None:
                 shutil.rmtree(work, ignore_errors=True)
-        write(args.out, figures, names, args.runs, walls)
+        write(args.out, figures, names, args.runs, walls, facts)
         print((args.out / "scorecard.md").read_text())
-    rc = 0
-    if args.compare:
-        rows = compare(figures, load_figures(args.compare), names or None)
-        text = render_comparison(rows)
-        (args.out / "compare.txt").write_text(text)
-        plot_comparison(rows, args.out / "compare.png", Path(args.compare).name)
-        print(text)
-        print(f"wrote {args.out / 'compare.txt'}, {args.out / 'compare.png'}")
-        failed = [c.name for c in rows if c.gated and c.failed]
-        if failed and args.gate:
-            print(f"gated figures worse than the baseline: {failed}", file=sys.stderr)
-            rc = 1
+    rc = compare_with(args, figures, names, facts)
     if args.write_baseline:
         from objrec.fileio import atomic_write_json
 
         base = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"figures": {}}
         base["figures"].update({n: f.to_json() for n, f in figures.items()})
-        base["machine"] = f"{os.cpu_count()} cores, {platform.machine()}"
+        base["machine"] = facts
         atomic_write_json(BASELINE, base)
         print(f"wrote {BASELINE}")
     return rc

@@ -129,3 +129,34 @@ def test_ci_subset_holds_the_baseline(shared_data, tmp_path):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     report = (tmp_path / "compare.txt").read_text() if (tmp_path / "compare.txt").exists() else r.stdout[-4000:]
     assert r.returncode == 0, f"scorecard CI subset failed:\n{report}\n{r.stderr[-3000:]}"
+
+
+def test_speed_notes_name_a_slower_machine_and_other_libraries():
+    """Two runs' machine facts: an anchor twice as slow and another OpenCV version are both named; facts within
+    the tolerance and the same versions give no note; a baseline without facts says the timings may not compare."""
+    from machine import SPEED_TOLERANCE, speed_notes
+
+    before = {"sift_ms": 40.0, "python_ms": 5.0, "jitter": 1.1, "versions": {"opencv-contrib-python": "4.10.0"}}
+    slower = {**before, "sift_ms": 80.0, "versions": {"opencv-contrib-python": "5.1.0"}}
+    notes = speed_notes(slower, before)
+    assert any("sift_ms" in n and "2.00x" in n for n in notes), notes
+    assert any("opencv-contrib-python: 5.1.0 now, 4.10.0 before" in n for n in notes), notes
+    assert not any("python_ms" in n or "jitter" in n for n in notes), notes
+    close = {**before, "sift_ms": 40.0 * (SPEED_TOLERANCE - 0.01)}
+    assert speed_notes(close, before) == []
+    assert "not recorded" in speed_notes(before, "2 cores, x86_64")[0]
+
+
+def test_comparison_names_the_machines_difference(tmp_path):
+    """``--from`` with machine facts in both scorecards: compare.txt opens with the anchor that moved."""
+    fig = {"smvs.found": _found(97).to_json()}
+    base = {"machine": {"sift_ms": 40.0, "versions": {}}, "figures": fig}
+    now = {"machine": {"sift_ms": 90.0, "versions": {}}, "entries": ["smvs"], "figures": fig}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "now.json").write_text(json.dumps(now))
+    cmd = [sys.executable, str(BENCH / "scorecard.py"), "--from", str(tmp_path / "now.json"), "--compare",
+           str(tmp_path / "base.json"), "--out", str(tmp_path / "out")]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = (tmp_path / "out" / "compare.txt").read_text().splitlines()[0]
+    assert first.startswith("note: anchor sift_ms: 90.00 now, 40.00 before (2.25x)"), first
