@@ -10,6 +10,10 @@ times and stores each figure's median and range (the spread); ``--compare`` prin
     python bench/scorecard.py --out /tmp/scorecard [--entries smvs,pairs] [--subset ci] [--runs 5]
         [--compare [FILE]] [--gate] [--write-baseline] [--from SCORECARD.json]
 
+``--cover-machine SCORECARD.json`` widens the baseline's gated spreads to what that scorecard, measured on another
+machine, found worse (:func:`scorecard_core.cover_machine`), and keeps that machine's facts beside the baseline's
+(a commit of its own, as for ``--write-baseline``).
+
 ``--from`` compares a scorecard measured before (``--compare`` writes ``compare.txt`` and ``compare.png``: each
 figure's change in units of its spread) without measuring anything.
 
@@ -40,6 +44,7 @@ from scorecard_core import (  # noqa: E402
     Figure,
     combine_runs,
     compare,
+    cover_machine,
     load_figures,
     render_comparison,
     render_markdown,
@@ -219,11 +224,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--from", dest="from_json", metavar="SCORECARD.json", help="compare this scorecard, measure nothing"
     )
+    ap.add_argument(
+        "--cover-machine",
+        metavar="SCORECARD.json",
+        help="widen the baseline's gated spreads to what this scorecard, run on another machine, found worse",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error(f"--runs: expected at least 1, got {args.runs}")
-    if args.child is None and args.out is None:
+    if args.child is None and args.out is None and args.cover_machine is None:
         ap.error("--out is required")
     return args
 
@@ -248,8 +258,36 @@ def compare_with(args: argparse.Namespace, figures: dict[str, Figure], names: li
     return rc
 
 
+def save_baseline(base: dict) -> None:
+    """Rewrite ``scorecard_baseline.json`` atomically, in its own layout (keys in order, one space per level), so
+    that a commit that moves the baseline shows only what moved."""
+    from objrec.fileio import atomic_write_bytes
+
+    atomic_write_bytes(BASELINE, (json.dumps(base, indent=1) + "\n").encode())
+
+
+def cover_other_machine(path: Path) -> int:
+    """``--cover-machine``: the baseline's gated spreads widened to what the scorecard at ``path`` found worse, its
+    machine's facts added to the baseline's ``other_machines``; the baseline is rewritten atomically."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    facts = doc.get("machine")
+    base = json.loads(BASELINE.read_text(encoding="utf-8"))
+    figures = load_figures(BASELINE)
+    others = base.setdefault("other_machines", [])
+    cpu = facts.get("cpu", "unknown CPU") if isinstance(facts, dict) else "unknown CPU"
+    widened = cover_machine(figures, load_figures(path), f"other_machines[{len(others)}], {cpu}")
+    for name in widened:  # (the other figures' entries stay as they are, byte for byte)
+        base["figures"][name].update(spread=figures[name].spread, note=figures[name].note)
+    others.append({"machine": facts, "widened": widened})
+    save_baseline(base)
+    print(f"widened {len(widened)} gated spreads of {BASELINE.name}: {', '.join(widened) or 'none'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.cover_machine:
+        return cover_other_machine(Path(args.cover_machine))
     data = shared_data(args.data)
     if data is None and not args.from_json:
         print(
@@ -289,12 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         print((args.out / "scorecard.md").read_text())
     rc = compare_with(args, figures, names, facts)
     if args.write_baseline:
-        from objrec.fileio import atomic_write_json
-
         base = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"figures": {}}
         base["figures"].update({n: f.to_json() for n, f in figures.items()})
         base["machine"] = facts
-        atomic_write_json(BASELINE, base)
+        save_baseline(base)
         print(f"wrote {BASELINE}")
     return rc
 

@@ -14,7 +14,16 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
-from scorecard_core import Figure, combine_runs, compare, count, load_figures, render_comparison, share  # noqa: E402
+from scorecard_core import (  # noqa: E402
+    Figure,
+    combine_runs,
+    compare,
+    count,
+    cover_machine,
+    load_figures,
+    render_comparison,
+    share,
+)
 
 
 def _found(value: int, **kw) -> Figure:
@@ -160,3 +169,30 @@ def test_comparison_names_the_machines_difference(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     first = (tmp_path / "out" / "compare.txt").read_text().splitlines()[0]
     assert first.startswith("note: anchor sift_ms: 90.00 now, 40.00 before (2.25x)"), first
+
+
+def test_covering_another_machine_widens_only_what_it_found_worse():
+    """A gated figure another machine measured worse gets a spread of exactly that difference (the gate then
+    passes there, and fails one count further), with the value kept; a figure it measured better, or an
+    ungated one, keeps its spread."""
+    base = {
+        "ukbench.2-view": _found(117),
+        "rating.rho": share(0.379, "held_out", "smvs_dvd", unit="rho", floor=0.02, gated=True),
+        "smvs.found": _found(98),
+        "cli.detect_s": Figure(0.6, "s", "lower", "tuning", "x", "timing", spread=0.1),
+    }
+    other = {
+        "ukbench.2-view": _found(115),
+        "rating.rho": share(0.275, "held_out", "smvs_dvd", unit="rho", floor=0.02, gated=True),
+        "smvs.found": _found(99),
+        "cli.detect_s": Figure(1.4, "s", "lower", "tuning", "x", "timing"),
+    }
+    widened = cover_machine(base, other, "another machine")
+    assert sorted(widened) == ["rating.rho", "ukbench.2-view"]
+    assert base["ukbench.2-view"].value == 117 and base["ukbench.2-view"].spread == 2
+    assert abs(base["rating.rho"].spread - 0.104) < 1e-9
+    assert base["smvs.found"].spread == 1 and base["cli.detect_s"].spread == 0.1
+    assert "115 on another machine" in base["ukbench.2-view"].note
+    assert not [c.name for c in compare(other, base) if c.gated and c.failed]
+    one_less = compare({"ukbench.2-view": _found(114)}, base, ["ukbench"])
+    assert [c.name for c in one_less if c.failed] == ["ukbench.2-view"]
