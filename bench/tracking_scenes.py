@@ -32,7 +32,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from objrec.geometry import map_points, model_corners
+from objrec.geometry import map_points, model_corners, polygon_area
 from objrec.scenes import Distortion, apply_photometric, warp_object
 
 __all__ = [
@@ -155,11 +155,6 @@ def _board(rng: np.random.Generator, w: float, h: float) -> np.ndarray:
     base = rng.uniform([70, 80, 95], [110, 120, 140])
     grain = cv2.resize(rng.normal(0, 1, (8, 12)).astype(np.float32), (bw, bh), interpolation=cv2.INTER_CUBIC)
     return np.clip(base[None, None, :] * (1 + 0.08 * grain[:, :, None]), 0, 255).astype(np.uint8)
-
-
-def _quad_area(q: np.ndarray) -> float:
-    d1, d2 = q[2] - q[0], q[3] - q[1]
-    return 0.5 * abs(float(d1[0] * d2[1] - d1[1] * d2[0]))
 
 
 def _translation(dx: float, dy: float) -> np.ndarray:
@@ -406,7 +401,7 @@ class ShelfStream:
             h, w = img.shape[:2]
             q = map_points(C @ self._layout.place[name], model_corners(w, h))
             seen = covered[name] if hand is None else covered[name] & ~hand
-            truth.append(CoverTruth(name, q, float(min(1.0, seen.sum() / max(_quad_area(q), 1.0)))))
+            truth.append(CoverTruth(name, q, float(min(1.0, seen.sum() / max(polygon_area(q), 1.0)))))
         return ShelfFrame(index, image, truth, hand)
 
     def __iter__(self):
