@@ -136,3 +136,22 @@ def speed_notes(now: dict[str, Any] | str | None, before: dict[str, Any] | str |
         if va.get(name) != vb.get(name):
             notes.append(f"{name}: {va.get(name, 'absent')} now, {vb.get(name, 'absent')} before")
     return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python bench/machine.py [--data DIR] [--json]``: this machine's facts, as a scorecard records them."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--data", type=Path, help="the shared data folder, for the SIFT anchor (default: none)")
+    ap.add_argument("--json", action="store_true", help="print the facts as JSON")
+    args = ap.parse_args(argv)
+    facts = machine_facts(args.data)
+    sys.stdout.write(json.dumps(facts, indent=2) + "\n" if args.json else describe(facts) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
