@@ -266,6 +266,22 @@ def save_baseline(base: dict) -> None:
     atomic_write_bytes(BASELINE, (json.dumps(base, indent=1) + "\n").encode())
 
 
+def with_figures(base: dict, figures: dict[str, Figure], facts: Any) -> dict:
+    """The baseline document ``base`` with ``figures`` (this run's) written in and this run's machine ``facts``.
+    A gated figure whose spread was widened to cover another machine (``other_machines``) keeps at least that
+    spread: the difference between the machines' floating point is the figure's, not one run's."""
+    covered = {n for m in base.get("other_machines", []) for n in m.get("widened", [])}
+    out = dict(base.get("figures", {}))
+    for name, fig in figures.items():
+        d = fig.to_json()
+        old = out.get(name)
+        if name in covered and old is not None and d.get("gated") and old.get("spread", 0.0) > d["spread"]:
+            d["spread"] = old["spread"]
+            d["note"] = "; ".join(x for x in (d.get("note"), "spread kept from other_machines") if x)
+        out[name] = d
+    return {**base, "figures": out, "machine": facts}
+
+
 def cover_other_machine(path: Path) -> int:
     """``--cover-machine``: the baseline's gated spreads widened to what the scorecard at ``path`` found worse, its
     machine's facts added to the baseline's ``other_machines``; the baseline is rewritten atomically."""
@@ -328,9 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = compare_with(args, figures, names, facts)
     if args.write_baseline:
         base = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"figures": {}}
-        base["figures"].update({n: f.to_json() for n, f in figures.items()})
-        base["machine"] = facts
-        save_baseline(base)
+        save_baseline(with_figures(base, figures, facts))
         print(f"wrote {BASELINE}")
     return rc
 

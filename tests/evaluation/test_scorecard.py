@@ -196,3 +196,19 @@ def test_covering_another_machine_widens_only_what_it_found_worse():
     assert not [c.name for c in compare(other, base) if c.gated and c.failed]
     one_less = compare({"ukbench.2-view": _found(114)}, base, ["ukbench"])
     assert [c.name for c in one_less if c.failed] == ["ukbench.2-view"]
+
+
+def test_a_new_baseline_keeps_the_spread_that_covers_another_machine():
+    """``--write-baseline`` over a baseline whose gated figure covers another machine: the new run's narrower
+    spread gives way to the covering one (noted); a figure no other machine needed keeps the new run's."""
+    from scorecard import with_figures
+
+    base = {
+        "figures": {"ukbench.2": _found(117, spread=2).to_json(), "smvs.found": _found(98, spread=3).to_json()},
+        "other_machines": [{"machine": {"cpu": "x"}, "widened": ["ukbench.2"]}],
+    }
+    new = with_figures(base, {"ukbench.2": _found(118), "smvs.found": _found(99)}, {"cpu": "y"})
+    assert new["figures"]["ukbench.2"]["value"] == 118 and new["figures"]["ukbench.2"]["spread"] == 2
+    assert "other_machines" in new["figures"]["ukbench.2"]["note"]
+    assert new["figures"]["smvs.found"]["spread"] == 1 and new["machine"] == {"cpu": "y"}
+    assert new["other_machines"] == base["other_machines"]
