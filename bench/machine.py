@@ -31,6 +31,8 @@ ANCHOR_CALLS = 15
 JITTER_CALLS = 60
 #: Anchors that differ by more than this ratio make the runs' timings incomparable (beyond run-to-run noise).
 SPEED_TOLERANCE = 1.15
+#: The anchors a run's facts hold, in the order they are reported.
+ANCHORS = ("sift_ms", "python_ms", "jitter")
 #: The distributions whose versions are named.
 PACKAGES = ("numpy", "numba", "opencv-contrib-python", "faiss-cpu", "scikit-learn", "scipy")
 
@@ -112,7 +114,7 @@ def describe(facts: dict[str, Any] | str | None) -> str:
     holds a plain string, returned as it is)."""
     if not isinstance(facts, dict):
         return str(facts or "not recorded")
-    anchors = ", ".join(f"{k} {facts[k]:.2f}" for k in ("sift_ms", "python_ms", "jitter") if k in facts)
+    anchors = ", ".join(f"{k} {facts[k]:.2f}" for k in ANCHORS if k in facts)
     libs = ", ".join(f"{k} {v}" for k, v in facts.get("versions", {}).items())
     return f"{facts.get('cores')} cores, {facts.get('cpu')}, Python {facts.get('python')}; anchors: {anchors}; {libs}"
 
@@ -124,7 +126,7 @@ def speed_notes(now: dict[str, Any] | str | None, before: dict[str, Any] | str |
     if not isinstance(now, dict) or not isinstance(before, dict):
         return ["machine facts not recorded for both runs: timing figures may come from machines of other speeds"]
     notes = []
-    for key in ("sift_ms", "python_ms", "jitter"):
+    for key in ANCHORS:
         a, b = now.get(key), before.get(key)
         if a and b and max(a / b, b / a) > SPEED_TOLERANCE:
             notes.append(
