@@ -141,7 +141,7 @@ def section_scale(args) -> None:
         for i in range(start, min(n, start + batch)):
             d = rng.integers(0, 256, (m, 128), dtype=np.uint8)
             f = Features(rng.random((m, 2)) * 500, np.ones(m), np.zeros(m), np.ones(m), np.zeros(m), np.zeros(m), d)
-            kps, descs = {"sift": keypoint_rows(f)}, {"sift": d}
+            kps, descs = {"sift": keypoint_rows(f, 500, 500)}, {"sift": d}
             entry = {"name": f"o{i:05d}", "width": 500, "height": 500, "source": None, "image_bytes": int(png.size)}
             entry.update(sha256=content_sha256(png, kps, descs), n_features={"sift": m})
             entry["thumb_sha256"] = thumb_sha256(thumb)

@@ -61,6 +61,27 @@ def _assert_stored_image(stored, original, min_psnr: float = 35.0) -> None:
     assert cv2.PSNR(*gray) >= min_psnr
 
 
+def _assert_stored_positions(got, want, width: int, height: int) -> None:
+    """Keypoint positions as a database stores them (16-bit fixed point over the model image's extent plus
+    :data:`objrec.modeldb.records.POSITION_MARGIN` each side) are within half a step, and float32 rounding, of
+    the extracted ones."""
+    import numpy as np
+
+    from objrec.modeldb.records import POSITION_MARGIN, POSITION_STEPS
+
+    step = (np.array([width, height], np.float64) + 2 * POSITION_MARGIN) / POSITION_STEPS
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    float32 = np.abs(want) * 2.0**-22  # the rounding of both sides to float32
+    assert got.shape == want.shape and (np.abs(got - want) <= step / 2 + float32 + 1e-6).all()
+
+
+@pytest.fixture(scope="session")
+def assert_stored_positions():
+    """``assert_stored_positions(got, want, width, height)``: stored keypoint positions are the extracted ones,
+    rounded to the stored fixed point."""
+    return _assert_stored_positions
+
+
 @pytest.fixture(scope="session")
 def assert_stored_image():
     """``assert_stored_image(stored, original)``: a stored model image decodes close to the enrolled one."""

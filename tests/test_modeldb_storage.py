@@ -1,5 +1,6 @@
-"""Compact storage (schema 3): the cap on stored features, int8 SURF descriptors, the upgrade of schema 2
-databases in place, a full disk, and ``objrec db upgrade`` / ``db info``."""
+"""Compact storage: the cap on stored features, packed keypoint rows, int8 SURF descriptors, schema 3
+databases read and compacted as they are, the upgrade of schema 2 databases in place, a full disk, and
+``objrec db upgrade`` / ``db info``."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from objrec.cli import main
 from objrec.data import synthetic_cover
 from objrec.features.model import extract_model_features, model_feature_cap, strongest_spread
 from objrec.modeldb import SCHEMA_VERSION, ModelDBError
-from objrec.modeldb.records import KEYPOINT_DTYPE, LEGACY_KEYPOINT_DTYPE, SURF_INT8_SCALE
+from objrec.modeldb.records import KEYPOINT_DTYPE, LEGACY_KEYPOINT_DTYPE, SURF_INT8_SCALE, WIDE_KEYPOINT_DTYPE
 from objrec.modeldb.shards import DiskFullError
 from objrec.types import Features
 
@@ -77,7 +78,7 @@ def test_the_cap_spreads_features_beyond_a_busy_corner():
     assert np.isin(np.argsort(-response)[:150], keep).all()  # the strongest half is kept whatever its place
 
 
-def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path):
+def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path, assert_stored_positions):
     img = synthetic_cover(7, (240, 300))
     db = ModelDB.create(tmp_path / "db", detectors={"surf": DETECTORS["surf"]})
     db.enroll("c", img)
@@ -89,11 +90,93 @@ def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path):
     np.testing.assert_array_equal(stored, np.rint(direct.descriptors[keep] * SURF_INT8_SCALE))
     got = db.get("c").features["surf"]
     np.testing.assert_allclose(got.descriptors, direct.descriptors[keep], atol=0.5 / SURF_INT8_SCALE + 1e-3)
-    np.testing.assert_array_equal(got.xy, direct.xy[keep])
+    assert_stored_positions(got.xy, direct.xy[keep], 240, 300)
+    np.testing.assert_allclose(got.response, direct.response[keep], rtol=2.0**-8)
     np.testing.assert_array_equal(got.laplacian, direct.laplacian[keep])
-    assert np.load(shard / "surf.keypoints.npy").dtype == KEYPOINT_DTYPE and KEYPOINT_DTYPE.itemsize == 18
+    assert np.load(shard / "surf.keypoints.npy").dtype == KEYPOINT_DTYPE and KEYPOINT_DTYPE.itemsize == 12
     table, owner = db.descriptor_table("surf")  # decoded for the retrieval index
     assert table.dtype == np.float16 and np.abs(table.astype(np.float32) - got.descriptors).max() < 1e-3
+
+
+@pytest.mark.parametrize("size", [(1, 1), (33, 17), (640, 480), (6000, 4000)])
+def test_packed_keypoint_rows_round_trip_within_their_steps(size, assert_stored_positions):
+    """Positions anywhere in the image and a pixel beyond it, responses over SURF's and SIFT's whole range:
+    decoded within half a position step and within a relative 2**-8 (bfloat16 rounded to nearest); sizes and
+    angles as float16; octave numbers and signs exact."""
+    from objrec.modeldb.preparation import keypoint_columns, keypoint_rows
+
+    w, h = size
+    rng = np.random.default_rng(w)
+    n = 2000
+    xy = np.c_[rng.uniform(-1, w + 1, n), rng.uniform(-1, h + 1, n)].astype(np.float32)
+    xy[:4] = [[-1, -1], [w + 1, h + 1], [0, h], [w, 0]]  # the extent's corners
+    response = np.float32(10.0 ** rng.uniform(-6, 9, n))  # SIFT's ~1e-2 to SURF's Hessians beyond float16
+    octave = rng.integers(-1, 8, n) | (rng.integers(0, 4, n) << 8)  # SIFT's layer bits above the octave
+    desc = np.zeros((n, 8), np.float32)
+    f = Features(xy, rng.uniform(1, 300, n), rng.uniform(0, 360, n), response, octave, rng.choice([-1, 1], n), desc)
+    rows = keypoint_rows(f, w, h)
+    assert rows.dtype == KEYPOINT_DTYPE and rows.dtype.itemsize == 12
+    got = Features(**keypoint_columns(rows, w, h), descriptors=desc)
+    assert_stored_positions(got.xy, f.xy, w, h)
+    np.testing.assert_allclose(got.response, f.response, rtol=2.0**-8)
+    np.testing.assert_array_equal(got.size, f.size.astype(np.float16))
+    np.testing.assert_array_equal(got.angle, f.angle.astype(np.float16))
+    np.testing.assert_array_equal(got.octave, (octave & 0xFF).astype(np.uint8).view(np.int8))
+    np.testing.assert_array_equal(got.laplacian, f.laplacian)
+    with pytest.raises(ValueError, match="unknown dtype"):
+        keypoint_columns(np.zeros(3, [("xy", "<f8", (2,))]), w, h)
+
+
+def _wide_rows(f: Features, width: int, height: int) -> np.ndarray:
+    """Keypoint rows as schema 3 wrote them (float32 positions and responses)."""
+    rows = np.empty(len(f), WIDE_KEYPOINT_DTYPE)
+    for k in ("xy", "size", "angle", "response", "laplacian"):
+        rows[k] = getattr(f, k)
+    rows["octave"] = (np.asarray(f.octave, np.int64) & 0xFF).astype(np.uint8).view(np.int8)
+    return rows
+
+
+def test_a_schema3_database_is_read_and_compacted_as_it_is(tmp_path, monkeypatch):
+    """A database written by schema 3 (18-byte rows) opens without an upgrade and gives its stored float32
+    positions exactly. What is enrolled into it is written in packed rows (schema 4), and a compaction that
+    merges old and new shards keeps each object's rows as stored: same content hashes, same database id."""
+    import objrec.modeldb.preparation as preparation
+    import objrec.modeldb.store as store
+
+    path = tmp_path / "db"
+    covers = {f"c{i}": synthetic_cover(20 + i, (150, 190)) for i in range(4)}
+    with monkeypatch.context() as m:
+        m.setattr(preparation, "keypoint_rows", _wide_rows)
+        m.setattr(store, "SCHEMA_VERSION", 3)
+        old = ModelDB.create(path, detectors=DETECTORS)
+        for name in list(covers)[:3]:
+            old.enroll(name, covers[name])  # one shard each
+    db = ModelDB.open(path)
+    assert db.manifest["schema_version"] == 3
+    for name in list(covers)[:3]:
+        for kind, f in extract_model_features(covers[name], DETECTORS).items():
+            keep = strongest_spread(f.xy, f.response, model_feature_cap(kind, 150, 190), 150, 190)
+            got = db.get(name).features[kind]
+            np.testing.assert_array_equal(got.xy, f.xy[keep])  # float32 as schema 3 stored them
+            np.testing.assert_array_equal(got.response, f.response[keep])
+    before = {n: db.get(n).features for n in list(covers)[:3]}
+    db.enroll("c3", covers["c3"])
+    assert db.manifest["schema_version"] == SCHEMA_VERSION
+    db.remove("c0")
+    content = (db.database_id, {n: db.info(n).sha256 for n in db.names})
+    assert db.compact() == 3  # the dead row's shard and the small ones
+    dtypes = sorted(
+        str(np.load(path / "shards" / e["id"] / f"{k}.keypoints.npy", mmap_mode="r").dtype)
+        for e in db.manifest["shards"]
+        for k in DETECTORS
+    )
+    assert dtypes == sorted([str(WIDE_KEYPOINT_DTYPE)] * 2 + [str(KEYPOINT_DTYPE)] * 2)  # a shard per row type
+    again = ModelDB.open(path)
+    assert again.verify() == [] and (again.database_id, {n: again.info(n).sha256 for n in again.names}) == content
+    for name in ("c1", "c2"):
+        for kind, f in before[name].items():
+            np.testing.assert_array_equal(again.get(name).features[kind].xy, f.xy)
+            np.testing.assert_array_equal(again.get(name).features[kind].descriptors, f.descriptors)
 
 
 # -- schema 2 databases: written here as the previous objrec wrote them --------------------------------------
@@ -187,11 +270,13 @@ def test_a_schema2_database_is_refused_naming_the_upgrade_command(schema2):
         ModelDB.open(path)
 
 
-def test_upgrade_converts_in_place_capping_and_reencoding_what_is_stored(schema2, assert_stored_image):
+def test_upgrade_converts_in_place_capping_and_reencoding_what_is_stored(
+    schema2, assert_stored_image, assert_stored_positions
+):
     path, images, feats = schema2
     old_shards = {p.name for p in (path / "shards").iterdir()}
     db = ModelDB.upgrade(path)
-    assert db.manifest["schema_version"] == SCHEMA_VERSION == 3 and db.names == list(images)
+    assert db.manifest["schema_version"] == SCHEMA_VERSION == 4 and db.names == list(images)
     assert db.verify() == [] and not old_shards & {p.name for p in (path / "shards").iterdir()}
     assert "0123456789abcdef" in db.compatible_ids  # the prefilter stays valid
     assert max(len(fs["sift"]) for fs in feats.values()) > model_feature_cap("sift", 200, 240)  # the cap applies
@@ -201,7 +286,7 @@ def test_upgrade_converts_in_place_capping_and_reencoding_what_is_stored(schema2
             keep = strongest_spread(f.xy, f.response, cap, img.shape[1], img.shape[0])
             got = db.get(name).features[kind]
             assert len(got) == min(len(f), cap)
-            np.testing.assert_array_equal(got.xy, f.xy[keep])
+            assert_stored_positions(got.xy, f.xy[keep], img.shape[1], img.shape[0])
             tol = 0.5 / SURF_INT8_SCALE + 2e-3 if kind == "surf" else 0
             np.testing.assert_allclose(got.descriptors, f.descriptors[keep], atol=tol)
         assert_stored_image(db.image(name), img)
@@ -305,7 +390,7 @@ def test_db_upgrade_and_info_report_bytes_per_object(schema2, capsys):
     path, images, _ = schema2
     assert main(["db", "upgrade", "--db", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["upgraded_from"] == 2 and doc["schema_version"] == 3 and doc["objects"] == len(images)
+    assert doc["upgraded_from"] == 2 and doc["schema_version"] == 4 and doc["objects"] == len(images)
     assert doc["disk_bytes"] < doc["disk_bytes_before"]
     assert main(["db", "info", "--db", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -315,10 +400,11 @@ def test_db_upgrade_and_info_report_bytes_per_object(schema2, capsys):
     assert json.loads(capsys.readouterr().out)["upgraded_from"] is None
 
 
-def test_the_upgrade_caps_an_objects_own_features_and_keeps_its_views_rows():
+def test_the_upgrade_caps_an_objects_own_features_and_keeps_its_views_rows(assert_stored_positions):
     """An object enrolled with synthesised views: its own rows (first in the view table) are capped, the views'
     rows follow unchanged and the table's counts say so. The second view's rows here are another image's
     features: the conversion reads only the table."""
+    from objrec.modeldb.preparation import keypoint_columns
     from objrec.modeldb.upgrade import convert_object
 
     sift = {"sift": DETECTORS["sift"]}
@@ -336,6 +422,7 @@ def test_the_upgrade_caps_an_objects_own_features_and_keeps_its_views_rows():
     rows = p.keypoints["sift"]
     assert p.entry["view_table"]["n_features"]["sift"] == [cap, len(view)]
     assert p.entry["n_features"]["sift"] == len(rows) == cap + len(view)
-    np.testing.assert_array_equal(rows["xy"][:cap], own.xy[keep])
-    np.testing.assert_array_equal(rows["xy"][cap:], view.xy)
+    xy = keypoint_columns(rows, 160, 200)["xy"]
+    assert_stored_positions(xy[:cap], own.xy[keep], 160, 200)
+    assert_stored_positions(xy[cap:], view.xy, 160, 200)
     np.testing.assert_array_equal(p.descriptors["sift"][cap:], view.descriptors)

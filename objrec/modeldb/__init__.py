@@ -1,6 +1,6 @@
 """The model database: enrolled objects, their images and features, in memory-mappable ``.npy`` shards.
 
-Layout of a database directory (schema 3)::
+Layout of a database directory (schema 4; schema 3 differs only in its keypoint rows, which it keeps)::
 
     DB/manifest.json                     the commit point: schema and library version, database id,
                                          detectors, and the list of shards with the sha256 of each file
@@ -14,8 +14,9 @@ Layout of a database directory (schema 3)::
                                          the enrolled file's own bytes when smaller: :data:`MODEL_IMAGE_FORMAT`)
     DB/shards/<id>/thumbs.npy            uint8 (n, 64, 64): each model image in gray, resized to a square
                                          (the appearance check of verification reads these, not images.npy)
-    DB/shards/<id>/<kind>.keypoints.npy  18-byte rows (xy, size, angle, response, octave, laplacian):
-                                         :data:`KEYPOINT_DTYPE`
+    DB/shards/<id>/<kind>.keypoints.npy  12-byte rows (xy, size, angle, response, octave, laplacian):
+                                         :data:`KEYPOINT_DTYPE` (shards written under schema 3: the
+                                         18-byte :data:`WIDE_KEYPOINT_DTYPE`)
     DB/shards/<id>/<kind>.descriptors.npy  one row per keypoint: uint8 for SIFT (OpenCV's descriptors are
                                          integers 0-255), int8 for SURF (unit vectors at a fixed scale, see
                                          :data:`DESCRIPTOR_STORAGE`), float32 otherwise
@@ -34,10 +35,11 @@ content (detector parameters, object names and content hashes): a prefilter or r
 for another id is stale.
 
 Databases of schema 1 (one ``.npz`` per object) and 2 (every feature, wider rows) are not read directly:
-:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically; on a schema 3 database whose
-shards hold a row-oriented ``objects.json`` (written by earlier versions, read as they are) it splits those
-tables, nothing else changed. A write that finds too little free disk space, or fills the disk, raises
-:class:`~objrec.modeldb.shards.DiskFullError` and leaves the database as it was.
+:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically. Schema 3 databases are read
+as they are (their shards keep their wider keypoint rows, also when rewritten, and what is enrolled into them is
+written as schema 4); on one whose shards hold a row-oriented ``objects.json`` (written by earlier versions)
+the upgrade splits those tables, nothing else changed. A write that finds too little free disk space, or fills
+the disk, raises :class:`~objrec.modeldb.shards.DiskFullError` and leaves the database as it was.
 
 Modules
 -------
@@ -72,6 +74,7 @@ from objrec.modeldb.records import (
     KEYPOINT_DTYPE,
     MODEL_IMAGE_FORMAT,
     SCHEMA_VERSION,
+    WIDE_KEYPOINT_DTYPE,
     EnrollFailure,
     EnrollReport,
     ModelDBError,
@@ -91,6 +94,7 @@ __all__ = [
     "DEFAULT_DETECTORS",
     "DESCRIPTOR_STORAGE",
     "KEYPOINT_DTYPE",
+    "WIDE_KEYPOINT_DTYPE",
     "MODEL_IMAGE_FORMAT",
     "DiskFullError",
     "MAX_SMALL_SHARDS",

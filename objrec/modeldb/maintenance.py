@@ -74,15 +74,18 @@ def _live_objects(store: ShardStore, sh: Shard, kinds: list[str]) -> list[Prepar
 
 
 def rewrite(store: ShardStore, victims: list[Shard]) -> None:
-    """Copy the live objects of ``victims`` (arrays as stored, nothing re-extracted) into one shard.
+    """Copy the live objects of ``victims`` (arrays as stored, nothing re-extracted) into one shard per keypoint
+    row type (shards of an older schema keep their rows, so content hashes and the database id stay).
     ``store``: the database's shard store (write lock held)."""
     kinds = list(store.manifest["detectors"])
     moved = [p for sh in victims for p in _live_objects(store, sh, kinds)]
     manifest = dict(store.manifest)
     keep = [s for s in store.shards if s not in victims]
-    if moved:
-        moved.sort(key=lambda p: p.entry["seq"])
-        keep.append(store.new_shard(manifest, kinds, moved))
+    groups: dict[tuple[str, ...], list[PreparedObject]] = {}
+    for p in sorted(moved, key=lambda p: p.entry["seq"]):
+        groups.setdefault(tuple(str(p.keypoints[k].dtype) for k in kinds), []).append(p)
+    for group in groups.values():
+        keep.append(store.new_shard(manifest, kinds, group))
     store.publish(manifest, keep, keeps_dependents=True)  # same content, same id
 
 

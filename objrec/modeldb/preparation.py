@@ -20,9 +20,13 @@ from objrec.imageio import InputError, check_frame, decode_image, to_bgr, to_gra
 from objrec.modeldb.records import (
     DESCRIPTOR_STORAGE,
     KEYPOINT_DTYPE,
+    LEGACY_KEYPOINT_DTYPE,
     MODEL_IMAGE_FORMAT,
     MODEL_IMAGE_QUALITY,
+    POSITION_MARGIN,
+    POSITION_STEPS,
     SURF_INT8_SCALE,
+    WIDE_KEYPOINT_DTYPE,
     check_name,
     check_shape,
     check_width_m,
@@ -41,6 +45,7 @@ __all__ = [
     "encode_descriptors",
     "decode_descriptors",
     "keypoint_rows",
+    "keypoint_columns",
     "encode_model_image",
     "capped",
     "content_sha256",
@@ -145,17 +150,74 @@ def decode_descriptors(kind: str, stored: np.ndarray) -> np.ndarray:
     return stored
 
 
-def keypoint_rows(f: Features) -> np.ndarray:
-    """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them
-    (the octave number only: the signed low byte of the octave field)."""
+def _position_scale(width: int, height: int) -> np.ndarray:
+    """Fixed-point steps per pixel along x and y for a model image of ``width`` x ``height`` pixels."""
+    extent = np.array([width, height], np.float64) + 2 * POSITION_MARGIN
+    return POSITION_STEPS / extent
+
+
+def keypoint_rows(f: Features, width: int, height: int) -> np.ndarray:
+    """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them:
+    positions in fixed point over the model image's extent, responses as bfloat16 bits, the octave number only
+    (the signed low byte of the octave field).
+
+    Parameters
+    ----------
+    f : Features
+        Features of a model image, in its pixel coordinates.
+    width, height : int
+        The model image's size in pixels (the record's ``width`` and ``height``).
+
+    Returns
+    -------
+    (N,) ndarray of KEYPOINT_DTYPE
+    """
     rows = np.empty(len(f), KEYPOINT_DTYPE)
-    assert KEYPOINT_DTYPE.names is not None  # a structured dtype
-    for k in KEYPOINT_DTYPE.names:
-        if k == "octave":
-            rows[k] = (np.asarray(f.octave, np.int64) & 0xFF).astype(np.uint8).view(np.int8)
-        else:
-            rows[k] = getattr(f, k)
+    xy = (np.asarray(f.xy, np.float64).reshape(-1, 2) + POSITION_MARGIN) * _position_scale(width, height)
+    rows["xy"] = np.clip(np.rint(xy), 0, POSITION_STEPS).astype(np.uint16)
+    rows["size"] = f.size
+    rows["angle"] = f.angle
+    bits = np.ascontiguousarray(f.response, np.float32).view(np.uint32).astype(np.uint64)
+    # Round to nearest, ties to even, on the 16 bits kept (responses are finite).
+    rows["response"] = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    rows["octave"] = (np.asarray(f.octave, np.int64) & 0xFF).astype(np.uint8).view(np.int8)
+    rows["laplacian"] = f.laplacian
     return rows
+
+
+def keypoint_columns(rows: np.ndarray, width: int, height: int) -> dict[str, np.ndarray]:
+    """Stored keypoint rows as :class:`~objrec.types.Features` columns (float32 positions, sizes, angles and
+    responses; int octaves and laplacian signs), for each row type a shard may hold.
+
+    Parameters
+    ----------
+    rows : (N,) ndarray
+        :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, or the wide rows of schema 3 shards
+        (:data:`~objrec.modeldb.records.WIDE_KEYPOINT_DTYPE`) or of schema 1 and 2 databases
+        (:data:`~objrec.modeldb.records.LEGACY_KEYPOINT_DTYPE`).
+    width, height : int
+        The model image's size in pixels (used by packed positions only).
+
+    Returns
+    -------
+    dict of str -> ndarray
+        ``xy``, ``size``, ``angle``, ``response``, ``octave``, ``laplacian``.
+
+    Raises
+    ------
+    ValueError
+        For rows of another dtype.
+    """
+    names = ("xy", "size", "angle", "response", "octave", "laplacian")
+    if rows.dtype in (WIDE_KEYPOINT_DTYPE, LEGACY_KEYPOINT_DTYPE):
+        return {k: rows[k] for k in names}
+    if rows.dtype != KEYPOINT_DTYPE:
+        raise ValueError(f"keypoint rows of unknown dtype {rows.dtype}")
+    out = {k: rows[k] for k in ("size", "angle", "octave", "laplacian")}
+    xy = np.asarray(rows["xy"], np.float64) / _position_scale(width, height) - POSITION_MARGIN
+    out["xy"] = xy.astype(np.float32).reshape(-1, 2)
+    out["response"] = (np.asarray(rows["response"], np.uint32) << 16).view(np.float32)
+    return out
 
 
 def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> np.ndarray:
@@ -342,9 +404,9 @@ def _prepared(
     name: str, img: np.ndarray, encoded: np.ndarray, feats: dict[str, Features], source: Any
 ) -> PreparedObject:
     """An object's entry and arrays in stored form: keypoint rows, compact descriptors, content hash."""
-    kps = {k: keypoint_rows(f) for k, f in feats.items()}
-    descs = {k: encode_descriptors(k, f.descriptors) for k, f in feats.items()}
     h, w = img.shape[:2]
+    kps = {k: keypoint_rows(f, w, h) for k, f in feats.items()}
+    descs = {k: encode_descriptors(k, f.descriptors) for k, f in feats.items()}
     entry = {
         "name": name,
         "width": int(w),

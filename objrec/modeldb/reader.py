@@ -15,9 +15,15 @@ import numpy as np
 
 from objrec.fileio import FileFormatError, file_sha256, read_json
 from objrec.imageio import decode_image, to_bgr
-from objrec.modeldb.preparation import content_sha256, decode_descriptors, thumb_sha256, thumbnail
+from objrec.modeldb.preparation import (
+    content_sha256,
+    decode_descriptors,
+    keypoint_columns,
+    thumb_sha256,
+    thumbnail,
+)
 from objrec.modeldb.records import (
-    KEYPOINT_DTYPE,
+    KEYPOINT_ROW_TYPES,
     MANIFEST,
     SHARDS,
     THUMBS,
@@ -204,7 +210,7 @@ class ShardReader:
                 raise ModelDBError(f"{path}: not a readable .npy array file ({type(exc).__name__}: {exc})") from None
             kind = "image" if fname == "images.npy" else fname.split(".")[0]
             rows = shard.n if fname == THUMBS else shard.offsets[kind][-1]
-            if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype != KEYPOINT_DTYPE):
+            if arr.shape[0] != rows or (fname.endswith("keypoints.npy") and arr.dtype not in KEYPOINT_ROW_TYPES):
                 self.check_file(shard, fname)
                 raise ModelDBError(f"{path}: shape {arr.shape} / dtype {arr.dtype} disagree with the object table")
             self.mapped[key] = arr
@@ -281,8 +287,9 @@ class ShardReader:
         a, b = (int(x) for x in shard.offsets[kind][row : row + 2])
         kp = self.array(shard, f"{kind}.keypoints.npy", check=False)[a:b]
         desc = decode_descriptors(kind, self.array(shard, f"{kind}.descriptors.npy", check=False)[a:b])
+        columns = keypoint_columns(kp, int(shard.column("width")[row]), int(shard.column("height")[row]))
         # Features converts to its own dtypes: stored rows become float32 copies here.
-        return Features(kp["xy"], kp["size"], kp["angle"], kp["response"], kp["octave"], kp["laplacian"], desc, kind)
+        return Features(**columns, descriptors=desc, kind=kind)
 
     def infos(self) -> list[ObjectInfo]:
         """What the object table records about every live object, in enrolment order (no array is read)."""

@@ -31,7 +31,12 @@ __all__ = [
     "DESCRIPTOR_STORAGE",
     "ENROLL_BATCH",
     "KEYPOINT_DTYPE",
+    "WIDE_KEYPOINT_DTYPE",
+    "KEYPOINT_ROW_TYPES",
     "LEGACY_KEYPOINT_DTYPE",
+    "POSITION_STEPS",
+    "POSITION_MARGIN",
+    "OLDEST_READ_SCHEMA",
     "SURF_INT8_SCALE",
     "MODEL_IMAGE_FORMAT",
     "MODEL_IMAGE_QUALITY",
@@ -48,7 +53,12 @@ __all__ = [
     "object_groups",
 ]
 
-SCHEMA_VERSION = 3
+#: Schema 4 writes keypoints as :data:`KEYPOINT_DTYPE` rows; shards written under schema 3 keep their
+#: :data:`WIDE_KEYPOINT_DTYPE` rows (each ``.npy`` file names its own row type), so a schema 3 database is read
+#: as it is and grows with schema 4 shards.
+SCHEMA_VERSION = 4
+#: The oldest schema read in place; older ones need ``objrec db upgrade``.
+OLDEST_READ_SCHEMA = 3
 FORMAT = "objrec-modeldb"
 SHARD_FORMAT = "objrec-modeldb-shard"
 MANIFEST = "manifest.json"
@@ -66,13 +76,35 @@ SURF_INT8_SCALE = 127.0
 #: Objects per :meth:`ModelDB.enroll_many` commit (one shard each): what a rerun after an interruption
 #: may have to redo, against manifest writes that grow with the number of shards.
 ENROLL_BATCH = 128
-#: A keypoint as a shard stores it (18 bytes). Positions stay float32 (a model image is up to 1280 px, where
-#: float16 would step by a pixel). Size and angle are float16: rounded within 2**-11 of their value (at
-#: most 0.125 degrees for angles in [0, 360)), far below the detectors' own orientation and scale noise that
-#: the verifiers' scale and angle frames tolerate. SURF's Hessian responses exceed float16's range, so responses stay
-#: float32. ``octave`` keeps the octave number only (for SIFT, the signed low byte of OpenCV's packed field;
-#: its layer bits are dropped): nothing reads more of a model keypoint's octave.
+#: A keypoint as a shard stores it (12 bytes). Positions are 16-bit fixed point over the model image's own
+#: extent plus :data:`POSITION_MARGIN` on each side: ``round((x + margin) * POSITION_STEPS / (width + 2 margin))``,
+#: and likewise y with the height, so the rounding error is at most ``(side + 2) / 131070`` pixels of the
+#: stored image (0.01 px at 1280 px, 0.05 px for a 6000 px photo whose features were found at 1280 px: 0.01 px
+#: there too), far below the detectors' own localisation noise. Size and angle are float16: rounded within
+#: 2**-11 of their value (at most 0.125 degrees for angles in [0, 360)), far below the detectors' orientation
+#: and scale noise that the verifiers' scale and angle frames tolerate. Responses are the upper half of their
+#: float32 bits (bfloat16: 8 exponent bits, so SURF's Hessian responses fit, rounded to nearest within a
+#: relative 2**-8), used only to rank features. ``octave`` keeps the octave number only (for SIFT, the signed
+#: low byte of OpenCV's packed field; its layer bits are dropped): nothing reads more of a model keypoint's
+#: octave. :func:`objrec.modeldb.preparation.keypoint_rows` writes them and
+#: :func:`~objrec.modeldb.preparation.keypoint_columns` reads them back.
 KEYPOINT_DTYPE = np.dtype(
+    [
+        ("xy", "<u2", (2,)),
+        ("size", "<f2"),
+        ("angle", "<f2"),
+        ("response", "<u2"),
+        ("octave", "i1"),
+        ("laplacian", "i1"),
+    ]
+)
+#: Fixed-point steps of a stored position across the model image's side plus its margins.
+POSITION_STEPS = 65535
+#: Pixels beyond each edge of the model image a stored position can hold (keypoints lie inside it; the
+#: margin keeps a sub-pixel position at the very edge from being clipped).
+POSITION_MARGIN = 1.0
+#: Keypoint rows of shards written under schema 3 (18 bytes: float32 positions and responses).
+WIDE_KEYPOINT_DTYPE = np.dtype(
     [
         ("xy", "<f4", (2,)),
         ("size", "<f2"),
@@ -82,6 +114,8 @@ KEYPOINT_DTYPE = np.dtype(
         ("laplacian", "i1"),
     ]
 )
+#: The keypoint row types a shard of a schema read in place may hold.
+KEYPOINT_ROW_TYPES = (KEYPOINT_DTYPE, WIDE_KEYPOINT_DTYPE)
 #: Keypoint rows of schema 1 and 2 databases (read only by :meth:`ModelDB.upgrade`).
 LEGACY_KEYPOINT_DTYPE = np.dtype(
     [

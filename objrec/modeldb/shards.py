@@ -26,7 +26,9 @@ from objrec.modeldb.records import (
     FORMAT,
     FREE_SPACE_MARGIN,
     KEYPOINT_DTYPE,
+    KEYPOINT_ROW_TYPES,
     NAME_RE,
+    OLDEST_READ_SCHEMA,
     SCHEMA_VERSION,
     SHARD_ID_RE,
     ModelDBError,
@@ -193,6 +195,9 @@ def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObj
     DiskFullError
         When the file system lacks room for the encoded files (checked before anything is written) or fills
         up while they are written; the shard's folder is removed, temporary files with it.
+    ValueError
+        When the objects' keypoint rows of one kind are not all of one row type: a shard holds one type per
+        kind (rows are written as they come, so a rewritten schema 3 shard keeps its wide rows and content hashes).
     """
     files: dict[str, bytes] = {}
     empty = np.zeros(0, np.uint8)
@@ -205,8 +210,13 @@ def write_shard(shard_dir: Path, kinds: Iterable[str], objects: list[PreparedObj
         dtypes = {d.dtype for d in descs if len(d)}
         dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.float32)
         dim = max((d.shape[1] for d in descs), default=128)
+        row_types = {k.dtype for k in kps}
+        if len(row_types) > 1:
+            raise ValueError(f"{kind} keypoint rows of several types in one shard: {sorted(map(str, row_types))}")
         kp = np.concatenate(kps) if kps else np.zeros(0, KEYPOINT_DTYPE)
-        files[f"{kind}.keypoints.npy"] = _npy_bytes(kp.astype(KEYPOINT_DTYPE, copy=False))
+        if kp.dtype not in KEYPOINT_ROW_TYPES:
+            raise ValueError(f"{kind} keypoint rows of unknown dtype {kp.dtype}")
+        files[f"{kind}.keypoints.npy"] = _npy_bytes(kp)
         desc = np.concatenate([d.astype(dtype, copy=False) for d in descs]) if descs else np.zeros((0, dim), dtype)
         files[f"{kind}.descriptors.npy"] = _npy_bytes(desc)
     files.update(ShardTable.from_rows([o.entry for o in objects]).encode())
@@ -344,7 +354,7 @@ def check_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
     """Raise :class:`ModelDBError` naming ``mpath`` unless ``manifest`` is a readable current-schema manifest (an
     older schema's error names ``objrec db upgrade``)."""
     version = manifest.get("schema_version")
-    if manifest.get("format") == FORMAT and isinstance(version, int) and version < SCHEMA_VERSION:
+    if manifest.get("format") == FORMAT and isinstance(version, int) and version < OLDEST_READ_SCHEMA:
         layout = "one .npz per object" if version == 1 else "uncompacted shards"
         raise ModelDBError(
             f"{mpath}: schema {version} model database ({layout}), which this objrec no longer reads; convert it "

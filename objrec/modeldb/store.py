@@ -149,6 +149,8 @@ class ShardStore(ShardReader):
         """
         manifest["shards"] = [s.entry for s in shards]
         manifest["library_version"] = __version__
+        # Whatever it writes is of this schema, which still reads the shards of older ones it keeps.
+        manifest["schema_version"] = SCHEMA_VERSION
         live = []
         for s in shards:
             dead = s.dead

@@ -1,17 +1,18 @@
-"""Conversion of a schema 1 or 2 model database to the current layout (schema 3), in place and atomically.
+"""Conversion of a schema 1 or 2 model database to the current layout, in place and atomically (schema 3
+databases are read as they are: see :data:`~objrec.modeldb.records.SCHEMA_VERSION`).
 
 Schema 1 held one ``.npz`` per object; schema 2 held shards with 25-byte keypoint rows, float16 SURF
 descriptors and every feature of each image. The conversion works from what is stored (nothing is
 re-extracted): each object's features are capped and re-encoded as enrolment now stores them
-(:func:`~objrec.features.model.model_feature_cap` per kind, compact keypoints, int8 SURF descriptors), its
+(:func:`~objrec.features.model.model_feature_cap` per kind, packed keypoint rows, int8 SURF descriptors), its
 image re-encoded where that is smaller (:func:`~objrec.modeldb.preparation.encode_model_image`), and the
 objects written as new shards, in enrolment order. Only then is the manifest replaced, in one step; the old
 files are deleted after it. An interruption at any point before that leaves the old manifest and every old
 file as they were (new shards already written are removed, or deleted by the next attempt).
 
-What is lost: the features beyond the cap, the octave field's SIFT layer bits (see
-:data:`~objrec.modeldb.records.KEYPOINT_DTYPE`), float16 rounding of sizes and angles, the int8 rounding of
-SURF descriptors and the lossy re-encoding of a model image. Content hashes are those of the new rows, so the
+What is lost: the features beyond the cap, the octave field's SIFT layer bits, the rounding of positions,
+responses, sizes and angles (see :data:`~objrec.modeldb.records.KEYPOINT_DTYPE`), the int8 rounding of SURF
+descriptors and the lossy re-encoding of a model image. Content hashes are those of the new rows, so the
 database id changes (a prefilter stays valid: the id joins ``compatible_ids``; the retrieval index must be
 rebuilt with ``objrec db reindex``).
 """
@@ -36,6 +37,7 @@ from objrec.modeldb.preparation import (
     decode_descriptors,
     encode_descriptors,
     encode_model_image,
+    keypoint_columns,
     keypoint_rows,
     prepared_from_arrays,
     thumb_sha256,
@@ -45,9 +47,8 @@ from objrec.modeldb.records import (
     DESCRIPTOR_STORAGE,
     ENROLL_BATCH,
     FORMAT,
-    KEYPOINT_DTYPE,
-    LEGACY_KEYPOINT_DTYPE,
     MANIFEST,
+    OLDEST_READ_SCHEMA,
     SCHEMA_VERSION,
     SHARDS,
     THUMBS,
@@ -64,7 +65,8 @@ __all__ = ["upgrade_database", "convert_object", "split_row_tables"]
 def upgrade_database(
     path: str | os.PathLike, max_features: int | dict[str, int] | str | None = AUTO_CAP, progress: bool = False
 ) -> int | None:
-    """Convert the schema 1 or 2 database at ``path`` in place; None (and nothing done) when it is current.
+    """Convert the schema 1 or 2 database at ``path`` in place; None (and nothing done) when this objrec reads
+    it as it is (schema 3 and later).
 
     Parameters
     ----------
@@ -95,7 +97,7 @@ def upgrade_database(
         version = old.get("schema_version")
         if old.get("format") != FORMAT or not isinstance(version, int):
             raise ModelDBError(f"{mpath}: not an objrec model database manifest")
-        if version >= SCHEMA_VERSION:
+        if version >= OLDEST_READ_SCHEMA:
             return None
         if version == 1:
             objects, total = _schema1_objects(path, old, max_features), len(old["objects"])
@@ -268,8 +270,7 @@ def convert_object(
     image : (n,) uint8 ndarray
         The stored image bytes.
     keypoints : dict of kind -> ndarray
-        :data:`~objrec.modeldb.records.LEGACY_KEYPOINT_DTYPE` or
-        :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows.
+        Stored keypoint rows of any type :func:`~objrec.modeldb.preparation.keypoint_columns` reads.
     descriptors : dict of kind -> ndarray
         Stored descriptor rows.
     thumb : (THUMB_SIZE, THUMB_SIZE) uint8 ndarray or None
@@ -287,18 +288,20 @@ def convert_object(
     table = entry.get("view_table")
     counts = dict(table["n_features"]) if table else {}
     kps, descs = {}, {}
+    width, height = int(entry["width"]), int(entry["height"])
     for kind, rows in keypoints.items():
-        if rows.dtype not in (LEGACY_KEYPOINT_DTYPE, KEYPOINT_DTYPE):
-            raise ModelDBError(f"object {name!r}: {kind} keypoints of unknown dtype {rows.dtype}")
+        try:
+            columns = keypoint_columns(rows, width, height)
+        except ValueError as exc:
+            raise ModelDBError(f"object {name!r}: {kind} {exc}") from None
         values = decode_descriptors(kind, descriptors[kind])
-        columns = {k: rows[k] for k in ("xy", "size", "angle", "response", "octave", "laplacian")}
         f = Features(**columns, descriptors=values, kind=kind)
         own = counts[kind][0] if kind in counts else len(f)
-        kept = cap_features(f.subset(np.arange(own)), max_features, int(entry["width"]), int(entry["height"]))
+        kept = cap_features(f.subset(np.arange(own)), max_features, width, height)
         if kind in counts:
             counts[kind] = [len(kept)] + list(counts[kind][1:])
             kept = Features.concatenate([kept, f.subset(np.arange(own, len(f)))])
-        kps[kind] = keypoint_rows(kept)
+        kps[kind] = keypoint_rows(kept, width, height)
         descs[kind] = encode_descriptors(kind, kept.descriptors)
     new = dict(entry)
     new.update(
