@@ -268,7 +268,7 @@ def test_sift_stored_as_uint8_equals_opencv_exactly(sift_db, cover, assert_store
     np.testing.assert_array_equal(got.octave, [np.int8(np.uint8(k.octave & 0xFF)) for k in kps])
     np.testing.assert_allclose(got.size, [k.size for k in kps], rtol=2**-11)
     np.testing.assert_allclose(got.angle, [k.angle for k in kps], rtol=2**-11, atol=2**-11)
-    np.testing.assert_allclose(got.response, [k.response for k in kps], rtol=2**-8)  # bfloat16, rounded
+    np.testing.assert_allclose(got.response, [k.response for k in kps], rtol=3.5e-4)  # half a step of the log scale
 
 
 def test_enroll_many_round_trip_from_files_and_arrays(sift_db, tmp_path, assert_stored_image, assert_stored_positions):

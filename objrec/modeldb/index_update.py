@@ -38,7 +38,7 @@ from objrec.modeldb.index_files import (
     faiss_module,
     read_faiss_index,
 )
-from objrec.modeldb.preparation import decode_descriptors
+from objrec.modeldb.preparation import decode_descriptors, stored_responses
 from objrec.modeldb.reader import ShardReader, descriptor_spans
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def chunk_descriptors(reader: ShardReader, kind: str, keys: list[str], cap: int 
     for _, sh, lo, hi in descriptor_spans(reader, kind, keys):
         d = decode_descriptors(kind, reader.array(sh, f"{kind}.descriptors.npy")[lo:hi])
         if cap and hi - lo > cap:
-            response = reader.array(sh, f"{kind}.keypoints.npy")["response"][lo:hi]
+            response = stored_responses(reader.array(sh, f"{kind}.keypoints.npy")[lo:hi])
             d = d[np.sort(np.argsort(-response, kind="stable")[:cap])]
         parts.append(np.asarray(d))
     return np.concatenate(parts).astype(np.float32)

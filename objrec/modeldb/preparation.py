@@ -25,6 +25,8 @@ from objrec.modeldb.records import (
     MODEL_IMAGE_QUALITY,
     POSITION_MARGIN,
     POSITION_STEPS,
+    RESPONSE_LOG_OFFSET,
+    RESPONSE_LOG_STEPS,
     SURF_INT8_SCALE,
     WIDE_KEYPOINT_DTYPE,
     check_name,
@@ -46,6 +48,7 @@ __all__ = [
     "decode_descriptors",
     "keypoint_rows",
     "keypoint_columns",
+    "stored_responses",
     "encode_model_image",
     "capped",
     "content_sha256",
@@ -158,7 +161,7 @@ def _position_scale(width: int, height: int) -> np.ndarray:
 
 def keypoint_rows(f: Features, width: int, height: int) -> np.ndarray:
     """The keypoints of ``f`` as :data:`~objrec.modeldb.records.KEYPOINT_DTYPE` rows, as a shard stores them:
-    positions in fixed point over the model image's extent, responses as bfloat16 bits, the octave number only
+    positions in fixed point over the model image's extent, responses on a log scale, the octave number only
     (the signed low byte of the octave field).
 
     Parameters
@@ -177,9 +180,10 @@ def keypoint_rows(f: Features, width: int, height: int) -> np.ndarray:
     rows["xy"] = np.clip(np.rint(xy), 0, POSITION_STEPS).astype(np.uint16)
     rows["size"] = f.size
     rows["angle"] = f.angle
-    bits = np.ascontiguousarray(f.response, np.float32).view(np.uint32).astype(np.uint64)
-    # Round to nearest, ties to even, on the 16 bits kept (responses are finite).
-    rows["response"] = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    with np.errstate(divide="ignore"):  # a zero response: the lowest step
+        log = np.log2(np.asarray(f.response, np.float64))
+    steps = np.rint((log + RESPONSE_LOG_OFFSET) * RESPONSE_LOG_STEPS)
+    rows["response"] = np.clip(np.nan_to_num(steps, nan=0.0), 0, np.iinfo(np.uint16).max).astype(np.uint16)
     rows["octave"] = (np.asarray(f.octave, np.int64) & 0xFF).astype(np.uint8).view(np.int8)
     rows["laplacian"] = f.laplacian
     return rows
@@ -216,8 +220,18 @@ def keypoint_columns(rows: np.ndarray, width: int, height: int) -> dict[str, np.
     out = {k: rows[k] for k in ("size", "angle", "octave", "laplacian")}
     xy = np.asarray(rows["xy"], np.float64) / _position_scale(width, height) - POSITION_MARGIN
     out["xy"] = xy.astype(np.float32).reshape(-1, 2)
-    out["response"] = (np.asarray(rows["response"], np.uint32) << 16).view(np.float32)
+    out["response"] = stored_responses(rows)
     return out
+
+
+def stored_responses(rows: np.ndarray) -> np.ndarray:
+    """The detector responses of stored keypoint rows of any type
+    :func:`keypoint_columns` reads, as float32 (what ranks features by strength).
+    ``rows``: the stored rows."""
+    if rows.dtype != KEYPOINT_DTYPE:
+        return np.asarray(rows["response"], np.float32)
+    steps = np.asarray(rows["response"], np.float64)
+    return np.exp2(steps / RESPONSE_LOG_STEPS - RESPONSE_LOG_OFFSET).astype(np.float32)
 
 
 def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> np.ndarray:

@@ -36,6 +36,8 @@ __all__ = [
     "LEGACY_KEYPOINT_DTYPE",
     "POSITION_STEPS",
     "POSITION_MARGIN",
+    "RESPONSE_LOG_STEPS",
+    "RESPONSE_LOG_OFFSET",
     "OLDEST_READ_SCHEMA",
     "SURF_INT8_SCALE",
     "MODEL_IMAGE_FORMAT",
@@ -82,9 +84,11 @@ ENROLL_BATCH = 128
 #: stored image (0.01 px at 1280 px, 0.05 px for a 6000 px photo whose features were found at 1280 px: 0.01 px
 #: there too), far below the detectors' own localisation noise. Size and angle are float16: rounded within
 #: 2**-11 of their value (at most 0.125 degrees for angles in [0, 360)), far below the detectors' orientation
-#: and scale noise that the verifiers' scale and angle frames tolerate. Responses are the upper half of their
-#: float32 bits (bfloat16: 8 exponent bits, so SURF's Hessian responses fit, rounded to nearest within a
-#: relative 2**-8), used only to rank features. ``octave`` keeps the octave number only (for SIFT, the signed
+#: and scale noise that the verifiers' scale and angle frames tolerate. Responses are stored on a log scale,
+#: ``round((log2(r) + RESPONSE_LOG_OFFSET) * RESPONSE_LOG_STEPS)``: SIFT's (around 0.01-0.1) and SURF's Hessian
+#: responses (beyond float16's range) alike within a relative 0.034%, in an order that sorting the stored
+#: integers keeps; they only rank features (the cap, the index's strongest per object), and a coarser rounding
+#: would make ties where the ranks cut. ``octave`` keeps the octave number only (for SIFT, the signed
 #: low byte of OpenCV's packed field; its layer bits are dropped): nothing reads more of a model keypoint's
 #: octave. :func:`objrec.modeldb.preparation.keypoint_rows` writes them and
 #: :func:`~objrec.modeldb.preparation.keypoint_columns` reads them back.
@@ -98,6 +102,10 @@ KEYPOINT_DTYPE = np.dtype(
         ("laplacian", "i1"),
     ]
 )
+#: Stored response steps per doubling of the response, and the doublings below 1 the scale starts at (it
+#: spans 2**-32 to 2**32; a response below it is stored as its lowest step).
+RESPONSE_LOG_STEPS = 1024
+RESPONSE_LOG_OFFSET = 32
 #: Fixed-point steps of a stored position across the model image's side plus its margins.
 POSITION_STEPS = 65535
 #: Pixels beyond each edge of the model image a stored position can hold (keypoints lie inside it; the

@@ -12,10 +12,12 @@ import pytest
 from objrec import ModelDB
 from objrec.cli import main
 from objrec.data import synthetic_cover
+from objrec.features.model import extract_model_features
 from objrec.matching import shortlist
 from objrec.matching.retrieval import MANIFEST, DatabaseRetrieval, RetrievalIndexError, StaleIndexError, vote
 from objrec.modeldb import index_update
 from objrec.modeldb.index import DatabaseIndex, RetrievalParams, Segment
+from objrec.modeldb.preparation import capped
 
 SIFT_ONLY = {"sift": {"n_features": 0}}
 #: Small thresholds so that a few synthetic covers need an index, several segments and a cap.
@@ -92,6 +94,15 @@ def test_per_object_cap_keeps_the_strongest_descriptors(db):
     f = kps["c1"]
     strongest = np.sort(np.argsort(-f.response, kind="stable")[: PARAMS.max_per_object])
     assert np.array_equal(chunks[0][0], f.descriptors[strongest].astype(np.float32))
+    # Against the extracted float32 responses (stored on a log scale): the same selection, but for keypoints
+    # within a stored step of the weakest one kept.
+    direct = capped(extract_model_features(dict(COVERS)["c1"], SIFT_ONLY), 200, 260)["sift"]
+    assert np.array_equal(direct.descriptors, f.descriptors)
+    cut = np.sort(direct.response)[::-1][PARAMS.max_per_object - 1]
+    near = np.abs(direct.response / cut - 1) < 2 * (2.0 ** (0.5 / 1024) - 1)
+    want = direct.response >= cut
+    assert (want | near)[strongest].all() and np.isin(np.flatnonzero(want & ~near), strongest).all()
+    assert near.sum() < 10  # the exemption is a few keypoints, not the selection
 
 
 @pytest.mark.parametrize("coarse", ["flat", "hnsw"])
