@@ -35,11 +35,12 @@ content (detector parameters, object names and content hashes): a prefilter or r
 for another id is stale.
 
 Databases of schema 1 (one ``.npz`` per object) and 2 (every feature, wider rows) are not read directly:
-:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically. Schema 3 databases are read
-as they are (their shards keep their wider keypoint rows, also when rewritten, and what is enrolled into them is
-written as schema 4); on one whose shards hold a row-oriented ``objects.json`` (written by earlier versions)
-the upgrade splits those tables, nothing else changed. A write that finds too little free disk space, or fills
-the disk, raises :class:`~objrec.modeldb.shards.DiskFullError` and leaves the database as it was.
+:meth:`ModelDB.upgrade` (``objrec db upgrade``) converts one in place, atomically. Schema 3 databases are read as
+they are (their shards keep their wider keypoint rows, also when rewritten; what is enrolled into them is written in
+the narrower rows, and any write marks the manifest schema 4); on one whose shards hold a row-oriented
+``objects.json`` (written by earlier versions) the upgrade splits those tables, nothing else changed. A write that
+finds too little free disk space, or fills the disk, raises :class:`~objrec.modeldb.shards.DiskFullError` and leaves
+the database as it was.
 
 Modules
 -------

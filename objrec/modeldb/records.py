@@ -57,7 +57,7 @@ __all__ = [
 
 #: Schema 4 writes keypoints as :data:`KEYPOINT_DTYPE` rows; shards written under schema 3 keep their
 #: :data:`WIDE_KEYPOINT_DTYPE` rows (each ``.npy`` file names its own row type), so a schema 3 database is read
-#: as it is and grows with schema 4 shards.
+#: as it is and grows with schema 4 shards (any write marks its manifest schema 4).
 SCHEMA_VERSION = 4
 #: The oldest schema read in place; older ones need ``objrec db upgrade``.
 OLDEST_READ_SCHEMA = 3
