@@ -8,6 +8,7 @@ import errno
 import hashlib
 import io
 import json
+import warnings
 from pathlib import Path
 
 import cv2
@@ -130,6 +131,10 @@ def test_packed_keypoint_rows_round_trip_within_their_steps(size, assert_stored_
     np.testing.assert_array_equal(got.laplacian, f.laplacian)
     with pytest.raises(ValueError, match="unknown dtype"):
         keypoint_columns(np.zeros(3, [("xy", "<f8", (2,))]), w, h)
+    f.response[:3] = [0.0, -1.0, 2.0**-40]  # below the scale: its lowest step, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert keypoint_rows(f, w, h)["response"][:3].tolist() == [0, 0, 0]
 
 
 def _wide_rows(f: Features, width: int, height: int) -> np.ndarray:

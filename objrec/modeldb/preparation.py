@@ -180,7 +180,7 @@ def keypoint_rows(f: Features, width: int, height: int) -> np.ndarray:
     rows["xy"] = np.clip(np.rint(xy), 0, POSITION_STEPS).astype(np.uint16)
     rows["size"] = f.size
     rows["angle"] = f.angle
-    with np.errstate(divide="ignore"):  # a zero response: the lowest step
+    with np.errstate(divide="ignore", invalid="ignore"):  # zero or negative (NaN here): the lowest step
         log = np.log2(np.asarray(f.response, np.float64))
     steps = np.rint((log + RESPONSE_LOG_OFFSET) * RESPONSE_LOG_STEPS)
     rows["response"] = np.clip(np.nan_to_num(steps, nan=0.0), 0, np.iinfo(np.uint16).max).astype(np.uint16)
