@@ -324,6 +324,32 @@ def test_under_a_budget_a_new_track_is_reported_once_a_full_quality_look_agrees(
     assert [d.track_id for d in reportable(tracker, found, 33.0)] == [1, 2, None]
 
 
+def test_without_a_budget_a_photo_keeps_what_only_the_escalation_finds_with_tracking_on(shared_data, tmp_path):
+    """A real phone photo (SMVS ``E63_015``, 640 px) of a cover that SURF alone does not find and the SIFT
+    escalation does: with the recognizer's defaults (tracking on, as ``objrec detect`` runs) the single photo is
+    reported as without tracking, at the same corners. Its track starts confirmed by the full-quality search
+    that found it, so no same-frame confirmation with the primary detector alone drops it; the next frame of a
+    still camera still shows it."""
+    import cv2
+
+    from objrec import ModelDB
+
+    folder = shared_data / "smvs_dvd"
+    db = ModelDB.create(tmp_path / "db")
+    db.enroll("015", str(folder / "reference" / "015.jpg"))
+    img = cv2.imread(str(folder / "queries" / "E63_015.jpg"))
+    s = 640 / max(img.shape[:2])
+    img = cv2.resize(img, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
+    assert not Recognizer(db, detectors=["surf"], track=False).process(img).detections  # only SIFT finds it
+    (plain,) = Recognizer(db, track=False).process(img).detections
+    rec = Recognizer(db)
+    (d,) = rec.process(img).detections
+    assert d.name == plain.name == "015"
+    assert float(np.abs(np.asarray(d.corners) - np.asarray(plain.corners)).max()) < 1.0
+    assert [t.name for t in rec.tracker.tracks if not t.rough] == ["015"]
+    assert [x.name for x in rec.process(img).detections] == ["015"]
+
+
 def test_a_frame_whose_track_units_cannot_fit_searches_instead_of_waiting(db, scene):
     """Under a budget, an odd frame with a track due for confirmation is given to the tracks (realignment and
     confirmation first, the sweep only in what they leave). Where the cost model predicts that neither fits
