@@ -3,7 +3,8 @@
 A planar :class:`~objrec.realtime.tracker.Track` and a :class:`~objrec.realtime.solid_track.SolidTrack` go
 through the same states. The state follows from two facts the tracker records separately, because they change
 separately: whether a full-quality search of the track's box has found its object (``rough`` is False once it
-has; a detection that re-anchors the track makes it rough again) and whether the track has been reported under
+has; a detection that re-anchors the track makes it rough again, unless it was found without a budget, which is
+by such a search) and whether the track has been reported under
 a budget (``shown``; a re-anchored track keeps it). Only the transitions written in
 :mod:`objrec.realtime.tracker` change them and the other fields they name, offered as the
 :class:`~objrec.realtime.tracker.Tracker`'s methods (``Tracker.mark_shown``, ``Tracker.mark_confirmed``,

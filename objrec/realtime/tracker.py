@@ -252,7 +252,7 @@ class Track:
     asked: int = -1  # the last frame the detector was asked to confirm it
     asked_before: int = -1  # ``asked`` before the last request (restored when it is taken back: Tracker.postpone)
     anchor_inliers: int = 0  # inliers of the detection it was anchored on
-    rough: bool = True  # not yet confirmed by a full-quality search of its box (every new anchor starts so)
+    rough: bool = True  # not confirmed by a full-quality search of its box (new anchors start so, but without a budget)
     shown: bool = False  # reported under a budget (see objrec.recognizer.reportable)
     seeded: int = 0  # points after the last replenishment
     realigned: int = -1  # the frame of its last realignment (-1: none since it was anchored)
@@ -607,8 +607,8 @@ class Tracker:
         """The track whose object the detector should search for again in this frame, at full quality (at
         most one per frame), or None.
 
-        A track is due when no full-quality search has confirmed it since it was anchored (``rough``: every
-        new or re-anchored track, whose anchor may come from a search degraded by the budget), when the
+        A track is due when no full-quality search has confirmed it since it was anchored (``rough``: a track
+        anchored under a budget, on a search the budget may have degraded), when the
         detector last agreed with it (or was asked to) ``confirm_every_ms`` of footage ago or more, or when much more
         of it is in view than when it was anchored (an object entering the frame was anchored on the part then
         visible; the rest of its outline was extrapolated). Of those due, the unconfirmed first, then the one
