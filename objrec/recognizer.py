@@ -311,7 +311,7 @@ class Recognizer:
         looks.escalate(state, sched)
         found = state.verdicts.detections()
         state.detections, lost = sched.run(
-            "absorb", absorb, tracker, found, state.tracked, state.image.host, frame, self._model_size,
+            "absorb", tracker.absorb, found, state.tracked, state.image.host, frame, self._model_size,
             state.budget_ms is None, size=len(found), mandatory=True,
         )  # fmt: skip
         state.lost += lost
@@ -379,34 +379,6 @@ class Recognizer:
         self.stream.forget()
         if self.smoother is not None:
             self.smoother.reset()
-
-
-def absorb(
-    tracker: Tracker,
-    found: list[Detection],
-    tracked: list[Detection],
-    gray: np.ndarray,
-    frame: int,
-    model_size: Any,
-    full_quality: bool,
-) -> tuple[list[Detection], list[LostTrack]]:
-    """:meth:`Tracker.absorb` of the frame's detections (``found``, ``tracked``, ``gray``, ``frame``, ``model_size``
-    as there); with ``full_quality`` (a frame without a budget) the tracks they anchor start confirmed.
-
-    Without a budget every search of the frame ran at full quality: the primary search, and the escalation of
-    the secondary detector where that one was unsure. A detection found so has passed the verification a
-    confirmation asks for, and the confirmation, which searches the box with the primary detector alone, could
-    only contradict it where the escalation found what the primary detector cannot: a single photo, or a
-    stream's first frame, would lose the objects that only the escalation finds. Under a budget a new track
-    stays ``rough`` until a full-quality search of its box finds it (the search that anchored it may have been
-    degraded)."""
-    detections, lost = tracker.absorb(found, tracked, gray, frame, model_size)
-    if full_quality:
-        anchored = {d.track_id for d in detections if d.state == "detected" and d.track_id is not None}
-        for t in tracker.tracks:
-            if t.track_id in anchored:
-                tracker.mark_confirmed(t)
-    return detections, lost
 
 
 def reportable(tracker: Tracker, found: list[Detection], budget_ms: float | None) -> list[Detection]:

@@ -523,15 +523,13 @@ class Tracker:
     reseed = staticmethod(reseed)
 
     def absorb(
-        self,
-        found: list[Detection],
-        tracked: list[Detection],
-        gray: np.ndarray,
-        frame: int,
-        model_size: Callable[[str], tuple[int, int]],
-    ) -> tuple[list[Detection], list[LostTrack]]:
+        self, found: list[Detection], tracked: list[Detection], gray: np.ndarray, frame: int,
+        model_size: Callable[[str], tuple[int, int]], confirmed: bool = False,
+    ) -> tuple[list[Detection], list[LostTrack]]:  # fmt: skip
         """The detector's detections (``found``) of this frame met with the ``tracked`` ones; ``gray``: the
         frame (grayscale), ``frame``: its number, ``model_size``: an object's name to its model's (width, height).
+        ``confirmed``: the frame was searched at full quality (no budget), escalation included, so the tracks it
+        anchors start confirmed (a confirmation by the primary detector alone drops what only the escalation finds).
 
         Returns the frame's detections: the tracked ones, but those re-anchored, then the new tracks and
         the re-anchored ones (``state="detected"``); and the tracks that ended here (given way beyond
@@ -555,6 +553,8 @@ class Tracker:
                     lost.append(self._end(t, why, frame, remember=False))
                 out.append(d)
                 continue
+            if confirmed:
+                self.mark_confirmed(new)
             if len(self.tracks) >= self.params.max_tracked:
                 old = min(self.tracks, key=lambda x: max(x.confirmed, x.checked))
                 self.tracks.remove(old)
