@@ -7,7 +7,10 @@ homography to their annotated positions in B (the points the data marks as verif
 as solved within 5 px. Both recognisers see the same images; the anchor is OpenCV SIFT, brute-force knn 2,
 ratio 0.75, RANSAC 5 px (:class:`objrec.evaluation.baseline.FindObjBaseline` with its defaults).
 
-    python bench/bench_pairs.py [--set homogr|evd|all] [--json out.json]
+    python bench/bench_pairs.py [--set homogr|evd|all] [--tilts 2,4] [--json out.json]
+
+``--tilts`` gives the recognizer tilted views of B to search where a candidate stays unsure
+(``Recognizer(tilts=...)``, :mod:`objrec.realtime.tilts`).
 
 ``objrec eval pairs:ROOT`` runs the objrec side alone, with the evaluation reports.
 """
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -43,13 +47,13 @@ def median_error(H: np.ndarray | None, pa: np.ndarray, pb: np.ndarray) -> float:
     return float("inf") if e is None else e
 
 
-def run_pair(a: Path, b: Path, pa: np.ndarray, pb: np.ndarray, views: str | None) -> dict:
+def run_pair(a: Path, b: Path, pa: np.ndarray, pb: np.ndarray, views: str | None, tilts: Any = False) -> dict:
     A, B = cv2.imread(str(a)), cv2.imread(str(b))
     with tempfile.TemporaryDirectory() as tmp:
         db = ModelDB.create(Path(tmp) / "db")
         kw = {"views": views} if views else {}
         db.enroll("a", A, **kw)
-        rec = Recognizer(db, track=False)
+        rec = Recognizer(db, track=False, tilts=tilts)
         rec.process(B)  # warm (compilation, buffers)
         t0 = time.perf_counter()
         r = rec.process(B)
@@ -77,13 +81,15 @@ def main() -> int:
     ap.add_argument("--root", type=Path, default=default)
     ap.add_argument("--set", choices=["homogr", "evd", "all"], default="all")
     ap.add_argument("--views", default=None, help="enrol with synthesised views (e.g. affine), if supported")
+    ap.add_argument("--tilts", help="tilted views searched where a candidate stays unsure (Recognizer(tilts=...): 2,4)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    tilts = tuple(float(t) for t in args.tilts.split(",")) if args.tilts else False
     print("command:", shlex.join([sys.executable, *sys.argv]))
     print(f"machine: {os.cpu_count()} cores; cv2 threads {cv2.getNumThreads()}")
     rows = {}
     for name, a, b, pa, pb in pairs(args.root, args.set):
-        rows[name] = r = run_pair(a, b, pa, pb, args.views)
+        rows[name] = r = run_pair(a, b, pa, pb, args.views, tilts)
         obj = f"{r['objrec_err']:8.2f}" if np.isfinite(r["objrec_err"]) else f"  -  ({r['objrec_why']})"
         anc = f"{r['anchor_err']:8.2f}" if np.isfinite(r["anchor_err"]) else "     -  "
         print(f"{name:24s} objrec {obj:>10s}  anchor {anc}   ({r['objrec_ms']:.0f} / {r['anchor_ms']:.0f} ms)")

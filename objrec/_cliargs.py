@@ -178,6 +178,11 @@ def cluster_choice(args: argparse.Namespace) -> tuple[int | None, str | None]:
 
 
 # --- recognition (detect, run) ------------------------------------------------------------------------------------
+TILTS_HELP = (
+    "also search tilted views of an image where a candidate stays unsure, for objects seen far from head-on: the "
+    "tilts, comma-separated numbers above 1 (2,4: 60 and 75 degrees from the normal; such an image then costs "
+    "about 15 more searches of that region; default: none; only without a budget)"
+)
 SAMPLE_STEP_HELP = (
     "SURF's sampling step in frames: 1 as the enrolled models (OpenCV's), 2 about half the detector's time for a "
     "few of the smallest keypoints (default: 1, and 2 when a budget needs it)"
@@ -230,6 +235,21 @@ def detectors_arg(text: str | None) -> list[str] | None:
         if k not in ("sift", "surf"):
             raise ValueError(f"--detectors: unknown detector {k!r} (choose from sift, surf)")
     return kinds
+
+
+def tilts_arg(text: str | None, budget_ms: float | None) -> tuple[float, ...]:
+    """The tilts of a ``--tilts 2,4`` option (empty when not given), checked against the command's budget."""
+    if text is None:
+        return ()
+    try:
+        tilts = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}") from None
+    if not tilts or any(not t > 1 for t in tilts):
+        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}")
+    if budget_ms is not None:
+        raise ValueError(f"--tilts: tilted views are searched only without a budget (--budget-ms {budget_ms:g})")
+    return tilts
 
 
 def recognizer_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from objrec import __version__
 from objrec._cliargs import (
+    TILTS_HELP,
     add_deprecated_alias,
     add_json,
     add_no_progress,
@@ -24,6 +25,7 @@ from objrec._cliargs import (
     add_recognition_options,
     print_json,
     recognizer_options,
+    tilts_arg,
 )
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -58,8 +60,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.recognizer import Recognizer
 
     options = recognizer_options(args)
+    tilts = tilts_arg(args.tilts, args.budget_ms)
     db = ModelDB.open(args.db)
-    rec = Recognizer(db, **options)
+    rec = Recognizer(db, **options, tilts=tilts)
     results = []
     failed = False
     out = Path(args.out) if args.out else None
@@ -291,6 +294,7 @@ def _add_detect_parser(sub: Any) -> None:
         "timings_ms}]}; an unreadable image gets {image, error} and the exit code is 2.",
     )
     add_recognition_options(d, budget_ms=None)
+    d.add_argument("--tilts", metavar="LIST", help=TILTS_HELP)
     add_json(d)
     add_out_dir(d, "an annotated copy of each image (NAME_detections.png)")
     add_deprecated_alias(d, "--annotate", "--out")

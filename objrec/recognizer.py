@@ -27,6 +27,7 @@ policy of its own.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,9 +63,11 @@ from objrec.realtime.stages import (
     make_scheduler,
     make_smoother,
     make_verifier,
+    model_sizes,
     start_warming,
 )
 from objrec.realtime.stages import reads_objects as reads_objects
+from objrec.realtime.tilts import check_tilts
 from objrec.realtime.tracker import Tracker, TrackParams
 from objrec.types import Detection, FrameResult, LostTrack, Regions, Rejection
 
@@ -151,6 +154,10 @@ class Recognizer:
         into the page cache in the background at once (:meth:`ModelDB.warm_page_cache`), as far as half of the
         available memory or an int's bytes (``2 << 30``: 2 GiB) allow: on a cold page cache a frame's reads of
         several objects would each wait on the disk. False leaves the page cache alone.
+    tilts : bool or sequence of float
+        Without a budget, where candidates stay unsure, also search tilted views of their region for objects seen
+        far from head-on (:mod:`~objrec.realtime.tilts`): True for tilts 2 and 4 (60 and 75 degrees from the
+        normal), or the tilts to search. Off by default: each such frame costs a search per view (15 for True).
 
     Examples
     --------
@@ -183,6 +190,7 @@ class Recognizer:
         track_params: TrackParams | None = None,
         camera: Camera | None = None,
         warm_cache: bool | int = True,
+        tilts: bool | Sequence[float] = False,
     ) -> None:
         self.db = db if isinstance(db, ModelDB) else ModelDB.open(db)
         check_database(self.db, budget_ms)
@@ -198,9 +206,8 @@ class Recognizer:
         self.planner = make_planner(self.db, self.primary, primary, budget_ms, *args)
         self.verifier = make_verifier(self.db, verify)
         self.guided = GuidedStage(self.verifier)
-        self.looks = SecondLooks(
-            self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.records
-        )
+        looks = (self.features, self.matchers, self.verifier, self.guided, self.planner, self.kinds, self.db.records)
+        self.looks = SecondLooks(*looks, check_tilts(tilts, budget_ms))
         self.prefilter, self.prefilter_status, self.adapter = make_prefilter(
             self.db, prefilter, adapt_prefilter, adapt_params
         )
@@ -208,6 +215,7 @@ class Recognizer:
         self.scheduler = make_scheduler(budget_ms, self.clock)
         self.degrade = DegradeController(budget_ms)
         self.tracker = Tracker(track, track_params, self.verifier.appearance, ModelTemplates(self.db.image))
+        self._model_size = model_sizes(self.db)
         self.smoother = make_smoother(smooth, track, self._model_size)
         self.camera = check_camera(camera)
         self.search = PrimarySearch(
@@ -366,11 +374,6 @@ class Recognizer:
         collect_in_slack(sched.remaining())
         self.stream.index += 1
         return result
-
-    def _model_size(self, name: str) -> tuple[int, int]:
-        """The (width, height) of ``name``'s model image."""
-        info = self.db.info(name)
-        return info.width, info.height
 
     def reset(self) -> None:
         """Forget tracked objects, their smoothed corners and what the frames found (hints, objects looked for):

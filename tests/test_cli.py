@@ -96,6 +96,28 @@ def test_detect_with_exact_matching(files, tmp_path):
     assert abs(det["visible_fraction"] - files["truth"].visible_fraction) < 0.02
 
 
+def test_detect_tilts_searches_tilted_views_only_without_a_budget(files, tmp_path, capsys):
+    """``--tilts`` reaches the recognizer (the scene's cover is still found, at its corners) and is checked: numbers
+    above 1, and no budget (a one-line error naming the option, exit code 2)."""
+    db = tmp_path / "db"
+    assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0
+    capsys.readouterr()
+    assert main(["detect", "--db", str(db), "--json", "--tilts", "2,4", str(files["scene"])]) == 0
+    (det,) = json.loads(capsys.readouterr().out)["results"][0]["detections"]
+    assert det["name"] == "cover"
+    np.testing.assert_allclose(np.array(det["corners"]), files["truth"].corners, atol=3.0)
+    cases = [
+        (["--tilts", "1"], "above 1"),
+        (["--tilts", "2,x"], "above 1"),
+        (["--tilts", ""], "above 1"),
+        (["--tilts", "2", "--budget-ms", "33"], "without a budget"),
+    ]
+    for opts, why in cases:
+        assert main(["detect", "--db", str(db), *opts, str(files["scene"])]) == 2, opts
+        err = capsys.readouterr().err
+        assert "--tilts" in err and why in err, err
+
+
 def test_detect_unreadable_image_reports_error_and_continues(files, tmp_path):
     db = tmp_path / "db"
     assert main(["enroll", "--db", str(db), f"cover={files['cover']}"]) == 0

@@ -2,7 +2,8 @@
 
 * the **safety search** of an adapting prefilter: the whole frame, so the prefilter learns what it missed;
 * the **escalation**: the secondary detectors (SIFT after SURF) on the boxes where candidates had too little
-  evidence, with guided matching of their own candidates;
+  evidence, with guided matching of their own candidates; without a budget, when asked for, tilted views of
+  the region where candidates stay unsure (:mod:`objrec.realtime.tilts`);
 * the **hints**: the primary detector on the boxes where the last frame's unverified candidates placed their
   objects (:func:`~objrec.matching.extent.predicted_extent`), before the frame's own search;
 * the **confirmation** of one track: its box searched again at full quality, which confirms the track,
@@ -30,6 +31,7 @@ from objrec.realtime.align import due, realign_in, unsettled
 from objrec.realtime.frame import FrameState
 from objrec.realtime.planner import HINT_MATCHING, plan_work
 from objrec.realtime.reacquire import reacquire, waiting
+from objrec.realtime.tilts import search as tilt_search
 from objrec.types import Detection, Features, LostTrack, SkipRecord
 
 if TYPE_CHECKING:
@@ -72,6 +74,9 @@ class SecondLooks:
         The detector kinds, the primary first.
     names : list of str
         The database's record keys (one per enrolled view), in its order (a candidate's ``object_index``).
+    tilts : tuple of float
+        The tilts of the frame searched after the escalation, without a budget, where candidates stay unsure
+        (:mod:`objrec.realtime.tilts`; :func:`~objrec.realtime.tilts.check_tilts`); empty: none.
     """
 
     def __init__(
@@ -83,6 +88,7 @@ class SecondLooks:
         planner: SearchPlanner,
         kinds: list[str],
         names: list,
+        tilts: tuple[float, ...] = (),
     ) -> None:
         self.features = features
         self.matchers = matchers
@@ -92,6 +98,7 @@ class SecondLooks:
         self.kinds = list(kinds)
         self.primary = self.kinds[0]
         self._names = names
+        self.tilts = tuple(tilts)
         self._indexes: dict[str, int] | None = None
         self._views: dict[str, list[int]] | None = None  # object name -> its record indices
 
@@ -149,7 +156,9 @@ class SecondLooks:
         over a box's few features would cost about as much again as their matching. Without a budget, a box in
         which the suspects are not found is matched again, as the matcher chooses (its retrieval's shortlist
         for a catalogue): the primary search's retrieval may have missed the object the box holds. That
-        second matching is learned as a stage of its own (``escalate_<kind>`` + :data:`RETRIEVED`).
+        second matching is learned as a stage of its own (``escalate_<kind>`` + :data:`RETRIEVED`). Where
+        candidates stay unsure after it, a frame without a budget searches tilted views of their region when the
+        recognizer was given ``tilts`` (:func:`objrec.realtime.tilts.search`).
         ``state``, ``sched``: the frame's state and scheduler."""
         verdicts = state.verdicts
         boxes = verdicts.open_unsure()
@@ -167,13 +176,15 @@ class SecondLooks:
                     continue
                 sched.record(plan.skipped)
                 known = set(verdicts.found) if fallback else None
-                self._settle(out[0], out[1], kind, verdicts, sched)
+                self.settle(out[0], out[1], kind, verdicts, sched)
                 if known is not None and set(verdicts.found) <= known:
                     more = sched.run(
                         "escalate", self.matchers[kind].candidates, out[0],
                         size=len(out[0]), stage=stage + RETRIEVED, timing=stage, subject=f"{kind}:{i}",
                     )  # fmt: skip
-                    self._settle(out[0], more, kind, verdicts, sched)
+                    self.settle(out[0], more, kind, verdicts, sched)
+        if self.tilts:
+            tilt_search(self, state, sched, self.tilts)
 
     def hinted(
         self, state: FrameState, sched: FrameScheduler, hints: list[tuple[str, tuple[int, int, int, int]]]
@@ -210,12 +221,14 @@ class SecondLooks:
                 "hint_matching", self.matchers[kind].candidates, feats, self.views_of([key]),
                 size=len(feats), stage=HINT_MATCHING, subject=name, timing="hint", mandatory=True,
             )  # fmt: skip
-            self._settle(feats, found, kind, verdicts, sched)
+            self.settle(feats, found, kind, verdicts, sched)
 
-    def _settle(
+    def settle(
         self, feats: Features, candidates: list, kind: str, verdicts: FrameVerdicts, sched: FrameScheduler
     ) -> None:
-        """An escalation's ``candidates`` verified, and guided matching for those with too little evidence."""
+        """An escalation's ``candidates`` verified into ``verdicts``, and guided matching of those with too little
+        evidence against ``feats`` (the search's features, of detector ``kind``); ``sched``: the frame's
+        scheduler."""
         self.verifier.run(candidates, verdicts, sched, first_mandatory=False)
         self.guided.run(verdicts, self.matchers[kind], feats, sched)
 

@@ -37,6 +37,7 @@ __all__ = [
     "make_prefilter",
     "make_scheduler",
     "make_smoother",
+    "model_sizes",
 ]
 
 #: Units whose costs are learned from their first runs (their prior admits the first): a confirmation, a
@@ -243,3 +244,13 @@ def make_smoother(smooth: Any, track: bool, model_size: Callable[[str], tuple[in
         raise ValueError(f"smooth: expected a bool or SmoothParams, got {smooth!r}")
     params = SmoothParams() if smooth is True else smooth or None
     return CornerSmoother(params, model_size=model_size) if params and track else None
+
+
+def model_sizes(db: ModelDB) -> Callable[[str], tuple[int, int]]:
+    """A function from an object's name to the (width, height) of its model image in ``db``."""
+
+    def size(name: str) -> tuple[int, int]:
+        info = db.info(name)
+        return info.width, info.height
+
+    return size
