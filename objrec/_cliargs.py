@@ -245,7 +245,7 @@ def tilts_arg(text: str | None, budget_ms: float | None) -> tuple[float, ...]:
         tilts = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}") from None
-    if not tilts or any(not t > 1 for t in tilts):
+    if not tilts or any(not 1 < t < float("inf") for t in tilts):
         raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}")
     if budget_ms is not None:
         raise ValueError(f"--tilts: tilted views are searched only without a budget (--budget-ms {budget_ms:g})")

@@ -110,6 +110,7 @@ def test_detect_tilts_searches_tilted_views_only_without_a_budget(files, tmp_pat
         (["--tilts", "1"], "above 1"),
         (["--tilts", "2,x"], "above 1"),
         (["--tilts", ""], "above 1"),
+        (["--tilts", "2,inf"], "above 1"),
         (["--tilts", "2", "--budget-ms", "33"], "without a budget"),
     ]
     for opts, why in cases:
