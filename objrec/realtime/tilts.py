@@ -9,12 +9,12 @@ frame, as ASIFT (Morel and Yu, 2009) and MODS (Mishkin et al., 2015) do on the q
 
 Without a budget, where candidates still had too little evidence after the escalation, the region around them
 (the union of their boxes, with a margin) is resampled for each tilt ``t`` and each direction ``phi`` of the
-foreshortening (rotations ``72 / t`` degrees apart, ASIFT's sampling): rotated by ``phi``, stretched by
-``sqrt(t)`` across and compressed by ``sqrt(t)`` along, so that area is kept and a photo foreshortened by ``t``
-in that direction looks head-on again. The primary detector's features of each view are mapped back to frame
-pixels (positions, sizes and orientations through the view's affine map), matched against the frame's suspects
-and verified, one view at a time: the matches of wrong views would sink the inlier ratio of the right one. The
-first view that verifies an object no search had found ends the stage.
+foreshortening (rotations ``72 / t`` degrees apart, ASIFT's sampling): rotated by ``phi``, then stretched by
+``sqrt(t)`` along x and shrunk by ``sqrt(t)`` along y, so that area is kept and a photo foreshortened by ``t``
+along that x axis looks head-on again (at ``1 / sqrt(t)`` of its size). The primary detector's features of each
+view are mapped back to frame pixels (positions, sizes and orientations through the view's affine map), matched
+against the frame's suspects and verified, one view at a time: the matches of wrong views would sink the inlier
+ratio of the right one. The first view that verifies an object no search had found ends the stage.
 
 Its cost is that of a search of the region per view (5 views at ``t = 2``, 10 at ``t = 4``), paid in every frame
 without a budget in which a candidate stays unsure, including photos that show no enrolled object; it is an
@@ -33,7 +33,8 @@ from objrec.types import Features
 
 __all__ = ["DEFAULT_TILTS", "check_tilts", "tilted_views", "to_frame", "search_region", "search"]
 
-#: The tilts ``tilts=True`` searches: ASIFT's first two, 60 and 75.5 degrees from the normal.
+#: The tilts ``tilts=True`` searches: 60 and 75.5 degrees from the normal, every other tilt of ASIFT's series
+#: (``sqrt(2)``, 2, ``2 sqrt(2)``, 4, ...), so half its views.
 DEFAULT_TILTS = (2.0, 4.0)
 #: Each side of the region searched in tilted views is grown by this share of the unsure boxes' union.
 MARGIN = 0.25
