@@ -237,21 +237,6 @@ def detectors_arg(text: str | None) -> list[str] | None:
     return kinds
 
 
-def tilts_arg(text: str | None, budget_ms: float | None) -> tuple[float, ...]:
-    """The tilts of a ``--tilts 2,4`` option (empty when not given), checked against the command's budget."""
-    if text is None:
-        return ()
-    try:
-        tilts = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}") from None
-    if not tilts or any(not 1 < t < float("inf") for t in tilts):
-        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}")
-    if budget_ms is not None:
-        raise ValueError(f"--tilts: tilted views are searched only without a budget (--budget-ms {budget_ms:g})")
-    return tilts
-
-
 def recognizer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`~objrec.recognizer.Recognizer` keyword arguments of :func:`add_recognition_options`'s
     options, checked (a ``ValueError`` naming the option)."""

@@ -25,7 +25,6 @@ from objrec._cliargs import (
     add_recognition_options,
     print_json,
     recognizer_options,
-    tilts_arg,
 )
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -53,6 +52,23 @@ def _err_text(exc: BaseException) -> str:
 
 
 # --- detect ---------------------------------------------------------------------------------------
+def _tilts_arg(text: str | None, budget_ms: float | None) -> tuple[float, ...]:
+    """The tilts of a ``--tilts 2,4`` option (empty when not given), checked as
+    :func:`~objrec.realtime.tilts.check_tilts` checks them, against the command's budget."""
+    if text is None:
+        return ()
+    from objrec.realtime.tilts import check_tilts
+
+    try:
+        tilts = [float(t) for t in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}") from None
+    try:
+        return check_tilts(tilts, budget_ms)
+    except ValueError as exc:
+        raise ValueError(f"--tilts: {str(exc).removeprefix('tilts: ')}") from None
+
+
 def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.draw import draw_detections
     from objrec.imageio import read_image
@@ -60,7 +76,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.recognizer import Recognizer
 
     options = recognizer_options(args)
-    tilts = tilts_arg(args.tilts, args.budget_ms)
+    tilts = _tilts_arg(args.tilts, args.budget_ms)
     db = ModelDB.open(args.db)
     rec = Recognizer(db, **options, tilts=tilts)
     results = []

@@ -29,6 +29,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from objrec.boxes import outline_box
 from objrec.types import Features
 
 __all__ = ["DEFAULT_TILTS", "check_tilts", "tilted_views", "to_frame", "search_region", "search"]
@@ -65,15 +66,12 @@ def check_tilts(tilts: bool | Sequence[float] | None, budget_ms: float | None) -
     return out
 
 
-def search_region(boxes: Sequence[Sequence[int]], shape: tuple[int, int]) -> tuple[int, int, int, int]:
+def search_region(boxes: Sequence[Sequence[int]], shape: tuple[int, int]) -> tuple[int, int, int, int] | None:
     """The region searched in tilted views: the union of ``boxes`` (x0, y0, x1, y1) grown by :data:`MARGIN` of
-    its sides on each side, within a frame of ``shape`` (rows, cols)."""
-    b = np.asarray(boxes, np.float64).reshape(-1, 4)
-    x0, y0 = b[:, 0].min(), b[:, 1].min()
-    x1, y1 = b[:, 2].max(), b[:, 3].max()
-    gx, gy = MARGIN * (x1 - x0), MARGIN * (y1 - y0)
+    its sides on each side, within a frame of ``shape`` (rows, cols) (:func:`~objrec.boxes.outline_box` of the
+    boxes' corners; None when too little of it lies in the frame)."""
     h, w = shape
-    return int(max(0, x0 - gx)), int(max(0, y0 - gy)), int(min(w, x1 + gx)), int(min(h, y1 + gy))
+    return outline_box(np.asarray(boxes, np.float64).reshape(-1, 2), MARGIN, w, h)
 
 
 def _corners(w: int, h: int, a: np.ndarray) -> np.ndarray:
@@ -141,6 +139,8 @@ def search(looks: Any, state: Any, sched: Any, tilts: Sequence[float]) -> None:
     among = looks.suspects(state)
     known = set(verdicts.found)
     region = search_region(boxes, state.shape)
+    if region is None:
+        return
     for i, (view, back) in enumerate(tilted_views(state.image.host, region, tilts)):
         feats, candidates = sched.run(
             "tilt", _view_search, det, matcher, view, back, among,
