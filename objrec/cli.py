@@ -52,31 +52,15 @@ def _err_text(exc: BaseException) -> str:
 
 
 # --- detect ---------------------------------------------------------------------------------------
-def _tilts_arg(text: str | None, budget_ms: float | None) -> tuple[float, ...]:
-    """The tilts of a ``--tilts 2,4`` option (empty when not given), checked as
-    :func:`~objrec.realtime.tilts.check_tilts` checks them, against the command's budget."""
-    if text is None:
-        return ()
-    from objrec.realtime.tilts import check_tilts
-
-    try:
-        tilts = [float(t) for t in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}") from None
-    try:
-        return check_tilts(tilts, budget_ms)
-    except ValueError as exc:
-        raise ValueError(f"--tilts: {str(exc).removeprefix('tilts: ')}") from None
-
-
 def cmd_detect(args: argparse.Namespace) -> int:
     from objrec.draw import draw_detections
     from objrec.imageio import read_image
     from objrec.modeldb import ModelDB
+    from objrec.realtime.tilts import parse_tilts
     from objrec.recognizer import Recognizer
 
     options = recognizer_options(args)
-    tilts = _tilts_arg(args.tilts, args.budget_ms)
+    tilts = parse_tilts(args.tilts, args.budget_ms)
     db = ModelDB.open(args.db)
     rec = Recognizer(db, **options, tilts=tilts)
     results = []

@@ -63,6 +63,8 @@ class EvalConfig:
         RANSAC's inlier threshold in pixels for the feature evaluation's homographies.
     views : str or None
         pairs: the synthesised views image A is enrolled with.
+    tilts : list of float or None
+        pairs: the tilted views of image B searched where candidates stay unsure (``Recognizer(tilts=...)``).
     progress, plots : bool
         Show progress bars; draw the report's plots.
     distractors : list of str or None
@@ -103,6 +105,7 @@ class EvalConfig:
     ratio: float = 0.8
     ransac_px: float = 3.0
     views: str | None = None
+    tilts: list[float] | None = None
     progress: bool = True
     plots: bool = True
     distractors: list[str] | None = None

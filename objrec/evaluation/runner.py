@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from objrec.cluster import check_workers
 from objrec.evaluation.config import EvalConfig
 from objrec.evaluation.kinds import kind_named, task_runner
 
@@ -140,10 +141,7 @@ def execute(
     """
     t0 = time.perf_counter()
     fn = fn or run_task
-    if workers is not None and scheduler is not None:
-        raise ValueError("--workers and --scheduler: give one or the other")
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers: expected a positive integer, got {workers}")
+    check_workers(workers, scheduler)
     bar = _progress(len(tasks), progress, "objrec eval")
     info: dict[str, Any] = {"mode": "single-process", "workers": 1}
     try:

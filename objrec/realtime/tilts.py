@@ -32,7 +32,7 @@ import numpy as np
 from objrec.boxes import outline_box
 from objrec.types import Features
 
-__all__ = ["DEFAULT_TILTS", "check_tilts", "tilted_views", "to_frame", "search_region", "search"]
+__all__ = ["DEFAULT_TILTS", "check_tilts", "parse_tilts", "tilted_views", "to_frame", "search_region", "search"]
 
 #: The tilts ``tilts=True`` searches: 60 and 75.5 degrees from the normal, every other tilt of ASIFT's series
 #: (``sqrt(2)``, 2, ``2 sqrt(2)``, 4, ...), so half its views.
@@ -64,6 +64,22 @@ def check_tilts(tilts: bool | Sequence[float] | None, budget_ms: float | None) -
             "use tilts with budget_ms=None"
         )
     return out
+
+
+def parse_tilts(text: str | None, budget_ms: float | None = None, option: str = "--tilts") -> tuple[float, ...]:
+    """The tilts of a command-line option such as ``--tilts 2,4``: ``text``, its comma-separated value (None when
+    not given: no tilts), checked as :func:`check_tilts` checks them against the command's ``budget_ms``; errors
+    name ``option``."""
+    if text is None:
+        return ()
+    try:
+        tilts = [float(t) for t in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated numbers above 1, got {text!r}") from None
+    try:
+        return check_tilts(tilts, budget_ms)
+    except ValueError as exc:
+        raise ValueError(f"{option}: {str(exc).removeprefix('tilts: ')}") from None
 
 
 def search_region(boxes: Sequence[Sequence[int]], shape: tuple[int, int]) -> tuple[int, int, int, int] | None:

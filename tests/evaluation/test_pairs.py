@@ -154,6 +154,32 @@ def test_views_option_is_passed_on_or_refused(tmp_path, monkeypatch):
     assert seen == ["affine", None]
 
 
+def test_tilts_option_reaches_the_recognizer_or_is_refused(tmp_path, monkeypatch):
+    """``--tilts`` is checked by the recognizer's rules, refused outside ``pairs:``, and given to each pair's
+    ``Recognizer`` as its ``tilts`` (sorted floats); without it the recognizer gets none."""
+    import objrec.recognizer
+
+    root = tmp_path / "pairs"
+    _write_pair(root, "good", "homogr")
+    out = str(tmp_path / "out")
+    assert "--tilts" in _eval_error(f"synthetic:{root}", "--tilts", "2,4", "--out", out)
+    for bad in ("1", "2,x", "2,inf"):
+        err = _eval_error(f"pairs:{root}", "--tilts", bad, "--out", out)
+        assert err.startswith("--tilts:") and "above 1" in err, err
+    seen = []
+    original = objrec.recognizer.Recognizer
+
+    def recognizer(db, **kw):
+        seen.append(kw.get("tilts"))
+        return original(db, **kw)
+
+    monkeypatch.setattr(objrec.recognizer, "Recognizer", recognizer)
+    rep = run_eval(f"pairs:{root}", "--detectors", "surf", "--tilts", "4,2", "--out", out, "--no-plots")
+    run_eval(f"pairs:{root}", "--detectors", "surf", "--out", str(tmp_path / "out2"), "--no-plots")
+    assert seen == [(2.0, 4.0), None]
+    assert rep["pairs"]["pairs"][0]["solved"]
+
+
 @pytest.mark.slow
 def test_real_homogr_pairs(shared_data, tmp_path):
     root = shared_data / "homography_pairs"

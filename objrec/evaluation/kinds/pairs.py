@@ -1,12 +1,12 @@
 """``pairs:ROOT``: annotated image pairs (enrol image A, recognise in image B, score on annotated points).
 
-The layout of ``ROOT`` is that of :mod:`objrec.datasets.pairs` (MAGSAC's ``data/homography`` pairs and the
-EVD extreme-view pairs). For each pair the object is image A, enrolled in a fresh model database
-(``--views NAME`` is passed on as ``ModelDB.enroll(..., views=NAME)``), and the scene is image B, given to a
-:class:`~objrec.recognizer.Recognizer` without tracking or budget. The error of a detection is the median
-distance, in B, between A's annotated points mapped by the recovered homography and their annotated positions
-in B; a pair is solved when it is at most :data:`SOLVED_PX` pixels. A pair without a detection records the
-recognizer's rejection reasons.
+The layout of ``ROOT`` is that of :mod:`objrec.datasets.pairs` (MAGSAC's ``data/homography`` pairs and the EVD
+extreme-view pairs). For each pair the object is image A, enrolled in a fresh model database (``--views NAME`` is
+passed on as ``ModelDB.enroll(..., views=NAME)``), and the scene is image B, given to a
+:class:`~objrec.recognizer.Recognizer` without tracking or budget (``--tilts T1,T2`` as its ``tilts``). The error of
+a detection is the median distance, in B, between A's annotated points mapped by the recovered homography and their
+annotated positions in B; a pair is solved when it is at most :data:`SOLVED_PX` pixels. A pair without a detection
+records the recognizer's rejection reasons.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
     """The ``annotated_pair`` task specs of a ``pairs:ROOT`` run and the status of each detector.
 
     ``cfg.path`` is the root, ``cfg.sequences`` selects sets or pairs, ``cfg.detectors`` (default ``objrec``)
-    and ``cfg.views`` choose the recognizer.
+    and ``cfg.views`` and ``cfg.tilts`` choose the recognizer.
     """
     names = list(dict.fromkeys(cfg.detectors or ["objrec"]))
     for n in names:
@@ -90,8 +90,11 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
             raise ValueError(f"--detectors: {n!r} cannot run on pairs (choose from {', '.join(PAIR_DETECTORS)})")
     views = getattr(cfg, "views", None)
     _check_views(views)
+    tilts = list(getattr(cfg, "tilts", None) or [])
     status = {
-        n: {"available": True, "note": "Recognizer defaults"} if n == "objrec" else detector_status(n).to_json()
+        n: {"available": True, "note": "Recognizer defaults" + (f", tilts {tilts}" if tilts else "")}
+        if n == "objrec"
+        else detector_status(n).to_json()
         for n in names
     }
     pairs = _select(load_annotated_pairs(cfg.path), cfg.sequences)
@@ -110,13 +113,17 @@ def build(cfg: EvalConfig) -> tuple[list[dict[str, Any]], dict[str, dict[str, An
                 "points_a": p.points_a.tolist(),
                 "points_b": p.points_b.tolist(),
                 "views": views,
+                **({"tilts": tilts} if tilts else {}),
                 "meta": {"set": p.set, "pair": p.name, "n_points": len(p.points_a)},
             }
             tasks.append(finish_task(spec))
     return tasks, status
 
 
-def _recognizer(detector: str, image_a: np.ndarray, views: str | None, folder: Path) -> Any:
+def _recognizer(
+    detector: str, image_a: np.ndarray, views: str | None, folder: Path, tilts: list[float] | None = None
+) -> Any:
+    """A recognizer of image A alone (enrolled with ``views``) for ``detector``, searching ``tilts``."""
     from objrec.modeldb import ModelDB
     from objrec.recognizer import Recognizer
 
@@ -129,6 +136,8 @@ def _recognizer(detector: str, image_a: np.ndarray, views: str | None, folder: P
         kw = {"track": False, "detectors": [kind], "backend": backend or "cpu"}
     enrol_kw: dict[str, Any] = {"views": views} if views is not None else {}
     db.enroll("a", image_a, **enrol_kw)
+    if tilts:
+        kw["tilts"] = tuple(tilts)
     return Recognizer(db, **kw)
 
 
@@ -142,7 +151,7 @@ def evaluate_annotated_pair(spec: dict[str, Any]) -> dict[str, Any]:
     pa, pb = np.asarray(spec["points_a"], np.float64), np.asarray(spec["points_b"], np.float64)
     tmp = Path(tempfile.mkdtemp(prefix="objrec-eval-pair-"))
     try:
-        rec = _recognizer(spec["detector"], image_a, spec.get("views"), tmp)
+        rec = _recognizer(spec["detector"], image_a, spec.get("views"), tmp, spec.get("tilts"))
         rec.process(image_b)  # compilation and buffers for this frame size
         t0 = time.perf_counter()
         r = rec.process(image_b)
