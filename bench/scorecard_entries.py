@@ -343,7 +343,9 @@ def entry_rating(ctx: Context) -> dict[str, Figure]:
     SMVS covers rated as flat (their four phone photos, from the ``smvs`` entry), per split: the halves the
     rating's weights were fitted on (``bench/rating_fit.py``'s ``split_halves`` of ``bench_rating.py``'s
     reference images; an object is in the half of its first view); the held-out figures with their bootstrap
-    95% interval in the note."""
+    95% interval in the note. Each figure's floor is at least what one photo found or missed moves it
+    (:func:`one_photo_move`), as a count's floor is one: a change of recognition by a single photo is not a
+    change of the rating."""
     import cv2
     from bench_rating import reference_images
     from rating_fit import spearman, spearman_ci, split_halves
@@ -354,22 +356,48 @@ def entry_rating(ctx: Context) -> dict[str, Figure]:
     def half(rel: str) -> str:
         return "tuning" if rel in tuned else "held_out"
 
-    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    pairs: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
     for source, points in (
         ("ukbench", _ukbench_solid_points(ctx)),
         ("ukbench_objects", _ukbench_object_points(ctx)),
         ("smvs_dvd", _smvs_points(ctx, cv2)),
     ):
-        for rel, score, found in points:
-            pairs.setdefault((source, half(rel)), []).append((score, found))
+        for rel, score, found, photos in points:
+            pairs.setdefault((source, half(rel)), []).append((score, found, photos))
     figs = {}
     for (source, split), v in sorted(pairs.items()):
         a = np.array(v)
         rho = spearman(a[:, 0], a[:, 1])
         ci = spearman_ci(a[:, 0], a[:, 1]) if rho is not None and split == "held_out" else None
         note = f"{len(a)} objects" + (f", 95% CI {ci[0]:.2f} to {ci[1]:.2f}" if ci else "")
-        figs[f"{source}.spearman.{split}"] = share(rho, split, source, unit="rho", floor=0.02, gated=True, note=note)
+        floor = max(RATING_FLOOR, one_photo_move(a[:, 0], a[:, 1], a[:, 2]))
+        figs[f"{source}.spearman.{split}"] = share(rho, split, source, unit="rho", floor=floor, gated=True, note=note)
     return figs
+
+
+#: The least floor of a rating correlation: the difference of floating point between machines.
+RATING_FLOOR = 0.02
+
+
+def one_photo_move(scores: Any, found: Any, photos: Any) -> float:
+    """The most Spearman's correlation of ``scores`` with ``found`` (each object's share of its ``photos`` real
+    photos found) moves when one photo of one object is found or missed the other way: the resolution of a
+    rating figure over recognition that changes by whole photos (0 where the correlation is undefined)."""
+    from rating_fit import spearman
+
+    s, f, n = (np.asarray(x, np.float64) for x in (scores, found, photos))
+    rho = spearman(s, f)
+    if rho is None:
+        return 0.0
+    moves = [0.0]
+    for i in range(len(f)):
+        for step in (1.0 / n[i], -1.0 / n[i]):
+            if -1e-9 <= f[i] + step <= 1.0 + 1e-9:
+                g = f.copy()
+                g[i] += step
+                r = spearman(s, g)
+                moves.append(abs(r - rho) if r is not None else 0.0)
+    return float(max(moves))
 
 
 @functools.cache
@@ -380,20 +408,20 @@ def _solid_score(path: str) -> float:
     return float(rate(path, shape="solid").score)
 
 
-def _ukbench_solid_points(ctx: Context) -> list[tuple[str, float, float]]:
-    """(first view's path, its solid rating, share of the other three views found) per UKBench object."""
+def _ukbench_solid_points(ctx: Context) -> list[tuple[str, float, float, int]]:
+    """(first view's path, its solid rating, share of the other three views found, 3) per UKBench object."""
     path = ctx.work / "ukbench_found.json"
     if not path.exists():
         return []
     out = []
     for obj, found in json.loads(path.read_text()).items():
         rel = f"ukbench/ukbench{4 * int(obj[3:]):05d}.jpg"
-        out.append((rel, _solid_score(str(ctx.data / rel)), float(np.mean(found))))
+        out.append((rel, _solid_score(str(ctx.data / rel)), float(np.mean(found)), len(found)))
     return out
 
 
-def _ukbench_object_points(ctx: Context) -> list[tuple[str, float, float]]:
-    """(first view's path, the object rating of views 0 and 1 as solid, share of views 2 and 3 found) per
+def _ukbench_object_points(ctx: Context) -> list[tuple[str, float, float, int]]:
+    """(first view's path, the object rating of views 0 and 1 as solid, share of views 2 and 3 found, 2) per
     UKBench object."""
     from objrec.features.model import DEFAULT_DETECTORS, extract_model_features
     from objrec.imageio import read_image
@@ -410,12 +438,13 @@ def _ukbench_object_points(ctx: Context) -> list[tuple[str, float, float]]:
         rels = [f"ukbench/ukbench{4 * k + j:05d}.jpg" for j in (0, 1)]
         feats = [extract_model_features(read_image(ctx.data / r), {kind: DEFAULT_DETECTORS[kind]})[kind] for r in rels]
         scores = [int(_solid_score(str(ctx.data / r))) for r in rels]
-        out.append((rels[0], float(rate_object(obj, scores, feats, "solid").score), float(np.mean(found))))
+        out.append((rels[0], float(rate_object(obj, scores, feats, "solid").score), float(np.mean(found)), len(found)))
     return out
 
 
-def _smvs_points(ctx: Context, cv2: Any) -> list[tuple[str, float, float]]:
-    """(reference path, its flat rating, share of its phone photos found) per SMVS cover with photos."""
+def _smvs_points(ctx: Context, cv2: Any) -> list[tuple[str, float, float, int]]:
+    """(reference path, its flat rating, share of its phone photos found, their number) per SMVS cover with
+    photos."""
     from objrec.rating import rate
 
     path = ctx.work / "smvs_rows.json"
@@ -427,7 +456,7 @@ def _smvs_points(ctx: Context, cv2: Any) -> list[tuple[str, float, float]]:
     out = []
     for cover, found in by_cover.items():
         rel = f"smvs_dvd/reference/{cover}.jpg"
-        out.append((rel, float(rate(cv2.imread(str(ctx.data / rel))).score), float(np.mean(found))))
+        out.append((rel, float(rate(cv2.imread(str(ctx.data / rel))).score), float(np.mean(found)), len(found)))
     return out
 
 

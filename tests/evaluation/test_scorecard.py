@@ -212,3 +212,32 @@ def test_a_new_baseline_keeps_the_spread_that_covers_another_machine():
     assert "other_machines" in new["figures"]["ukbench.2"]["note"]
     assert new["figures"]["smvs.found"]["spread"] == 1 and new["machine"] == {"cpu": "y"}
     assert new["other_machines"] == base["other_machines"]
+
+
+def test_a_rating_figure_moves_by_one_photo_within_its_floor():
+    """A rating correlation's floor is the most that one photo found or missed moves it: the largest change of
+    any single photo's verdict flipped (the correlation recomputed from the verdicts with SciPy), which the
+    comparison does not flag; an undefined correlation moves by nothing."""
+    import numpy as np
+    from scipy.stats import spearmanr
+    from scorecard_entries import RATING_FLOOR, one_photo_move
+
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 101, 40).astype(float)
+    verdicts = (rng.random((40, 3)) < np.clip(scores / 100 + 0.2, 0, 1)[:, None]).astype(float)
+    found = verdicts.mean(1)
+    rho = spearmanr(scores, found).statistic
+    floor = one_photo_move(scores, found, [3] * 40)
+    moves = []
+    for i in range(40):
+        for j in range(3):
+            v = verdicts.copy()
+            v[i, j] = 1 - v[i, j]
+            moves.append(abs(spearmanr(scores, v.mean(1)).statistic - rho))
+    assert floor == pytest.approx(max(moves), abs=1e-12)
+    assert floor > RATING_FLOOR  # 40 objects of 3 photos: one photo moves the correlation more than 0.02
+    base = share(rho, "held_out", "ukbench", unit="rho", floor=floor, gated=True)
+    one = share(rho - floor, "held_out", "ukbench", unit="rho", floor=floor, gated=True)
+    (c,) = compare({"rating.rho": one}, {"rating.rho": base})
+    assert c.flag == "same"
+    assert one_photo_move([1, 2, 3], [1.0, 1.0, 1.0], [4, 4, 4]) == 0.0  # undefined correlation
