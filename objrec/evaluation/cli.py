@@ -49,15 +49,6 @@ def _str_list(text: str | None) -> list[str] | None:
     return [s.strip() for s in text.split(",") if s.strip()] or None
 
 
-def _tilts(text: str | None) -> tuple[float, ...]:
-    """The tilts of ``--tilts`` (pairs are recognised without a budget), checked by the recognizer's own rules."""
-    if text is None:
-        return ()
-    from objrec.realtime.tilts import parse_tilts
-
-    return parse_tilts(text)
-
-
 def config_from_args(args: argparse.Namespace) -> Any:
     """An :class:`~objrec.evaluation.config.EvalConfig` from parsed arguments (checks the dataset spec)."""
     from objrec.evaluation.config import EvalConfig
@@ -69,9 +60,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
     views = getattr(args, "views", None)
     if views is not None and kind != "pairs":
         raise ValueError(f"--views: enrolment views apply to pairs:ROOT only, not {kind}")
-    tilts_text = getattr(args, "tilts", None)
-    if tilts_text is not None and kind != "pairs":
-        raise ValueError(f"--tilts: tilted views of the scene apply to pairs:ROOT only, not {kind}")
+    tilts = None
+    if getattr(args, "tilts", None) is not None:
+        if kind != "pairs":
+            raise ValueError(f"--tilts: tilted views of the scene apply to pairs:ROOT only, not {kind}")
+        from objrec.realtime.tilts import parse_tilts
+
+        tilts = list(parse_tilts(args.tilts)) or None  # pairs are recognised without a budget
     shape = getattr(args, "shape", None)
     if shape is not None and kind != "ukbench":
         raise ValueError(f"--shape: the shape to enrol with applies to ukbench:DIR only, not {kind}")
@@ -100,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         seed=args.seed,
         corner_tolerance=args.corner_tolerance,
         views=views,
-        tilts=list(_tilts(tilts_text)) or None,
+        tilts=tilts,
         progress=not args.no_progress,
         plots=not args.no_plots,
         distractors=args.distractors,
