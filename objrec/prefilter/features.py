@@ -11,7 +11,7 @@ that runs with NumPy or CuPy (:func:`cell_features_xp`). ``tests/prefilter/test_
 against a brute-force per-cell computation.
 
 The back-projections follow Swain & Ballard's colour indexing (IJCV 7(1), 1991,
-doi:10.1007/BF00130487): a pixel's colour (8x8x8 BGR bins) and texture code (rotation-invariant uniform
+doi:10.1007/BF00130487): a pixel's colour (16x16x16 BGR bins) and texture code (rotation-invariant uniform
 LBP, Ojala et al., TPAMI 24(7), 2002, doi:10.1109/TPAMI.2002.1017623, times 4 contrast levels) look up
 ``log(p(code | object) / p(code | background))``, learned from training scenes by
 :func:`appearance_luts`; the cell mean is then a log-likelihood ratio of the cell holding an object.
