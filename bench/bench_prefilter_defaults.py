@@ -20,7 +20,7 @@ summary over them: how the defaults hold on object sets nobody chose (the least 
 frames alone and the three-source mean, and the least object area kept).
 
 Run: ``.venv/bin/python bench/bench_prefilter_defaults.py [--data ../shared/data] [--sets demo,dvd-a]
-[--cover-sets 6] [--json out.json]``
+[--cover-sets 8] [--json out.json]``
 """
 
 from __future__ import annotations
