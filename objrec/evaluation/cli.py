@@ -66,7 +66,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             raise ValueError(f"--tilts: tilted views of the scene apply to pairs:ROOT only, not {kind}")
         from objrec.realtime.tilts import parse_tilts
 
-        tilts = list(parse_tilts(args.tilts)) or None  # pairs are recognised without a budget
+        tilts = list(parse_tilts(args.tilts))  # pairs are recognised without a budget
     shape = getattr(args, "shape", None)
     if shape is not None and kind != "ukbench":
         raise ValueError(f"--shape: the shape to enrol with applies to ukbench:DIR only, not {kind}")

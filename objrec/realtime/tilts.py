@@ -66,20 +66,20 @@ def check_tilts(tilts: bool | Sequence[float] | None, budget_ms: float | None) -
     return out
 
 
-def parse_tilts(text: str | None, budget_ms: float | None = None, option: str = "--tilts") -> tuple[float, ...]:
-    """The tilts of a command-line option such as ``--tilts 2,4``: ``text``, its comma-separated value (None when
-    not given: no tilts), checked as :func:`check_tilts` checks them against the command's ``budget_ms``; errors
-    name ``option``."""
+def parse_tilts(text: str | None, budget_ms: float | None = None) -> tuple[float, ...]:
+    """The tilts of a command line's ``--tilts 2,4``: ``text``, its comma-separated value (None when not given: no
+    tilts), checked as :func:`check_tilts` checks them against the command's ``budget_ms``; errors name
+    ``--tilts``."""
     if text is None:
         return ()
     try:
         tilts = [float(t) for t in text.split(",")]
     except ValueError:
-        raise ValueError(f"{option}: expected comma-separated numbers above 1, got {text!r}") from None
+        raise ValueError(f"--tilts: expected comma-separated numbers above 1, got {text!r}") from None
     try:
         return check_tilts(tilts, budget_ms)
     except ValueError as exc:
-        raise ValueError(f"{option}: {str(exc).removeprefix('tilts: ')}") from None
+        raise ValueError(f"--tilts: {str(exc).removeprefix('tilts: ')}") from None
 
 
 def search_region(boxes: Sequence[Sequence[int]], shape: tuple[int, int]) -> tuple[int, int, int, int] | None:
