@@ -19,8 +19,14 @@ Object sets: ``demo`` (objrec.data.sample_objects), ``dvd-a`` (SMVS DVD referenc
 summary over them: how the defaults hold on object sets nobody chose (the least and the median rejection, video
 frames alone and the three-source mean, and the least object area kept).
 
+A trained prefilter is one draw: its scenes and its calibration split come from the training seed, and the
+rejection of one unseen scene (the video frames are one scene) moves by tens of points from seed to seed.
+``--train-seeds N`` trains every set N times (seeds ``--seed`` to ``--seed + N - 1``) and reports each seed's
+figures with their mean, least and range; the single-seed lines and the cover-set summary are the first seed's.
+Compare a change to the prefilter's training over several seeds, not by one seed's figure.
+
 Run: ``.venv/bin/python bench/bench_prefilter_defaults.py [--data ../shared/data] [--sets demo,dvd-a]
-[--cover-sets 8] [--json out.json]``
+[--cover-sets 8] [--train-seeds 4] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -118,15 +124,77 @@ def measure(pf: RegionPrefilter, objects: dict[str, np.ndarray], bgs: list[np.nd
     return {"empty_rejected": float(np.mean(rejected)), "object_area_kept": kept / max(total, 1), "n": len(bgs)}
 
 
+def train_and_measure(objects: dict[str, np.ndarray], parts: dict, seed: int) -> dict:
+    """Train the defaults for ``objects`` with ``seed`` (scenes and trees) and measure them on every part."""
+    with tempfile.TemporaryDirectory(prefix="bench-pf-defaults-") as tmp:
+        db = ModelDB.create(Path(tmp) / "db")
+        for n, img in objects.items():
+            db.enroll(n, img)
+        t0 = time.perf_counter()
+        pf = RegionPrefilter(random_state=seed).train(db, None, seed=seed)
+        out: dict = {"train_s": time.perf_counter() - t0}
+    for part, sources in parts.items():
+        per = {src: measure(pf, objects, bgs, 1000 + seed) for src, bgs in sources.items()}
+        r = {k: float(np.mean([v[k] for v in per.values()])) for k in ("empty_rejected", "object_area_kept")}
+        out[part] = {**r, "sources": per}
+    return out
+
+
+def seed_summary(runs: list[dict], seeds: list[int], parts: list[str]) -> dict:
+    """Per part, over the training seeds: each seed's video-frame and three-source rejection and object area kept,
+    with their mean, least and range (what a retrained prefilter of the same objects may give)."""
+    out: dict = {"seeds": seeds}
+    for part in parts:
+        figs = {
+            "video_rejected": [r[part]["sources"]["video"]["empty_rejected"] for r in runs],
+            "rejected": [r[part]["empty_rejected"] for r in runs],
+            "kept": [r[part]["object_area_kept"] for r in runs],
+        }
+        out[part] = {
+            k: {"each": v, "mean": float(np.mean(v)), "min": float(np.min(v)), "range": float(np.ptp(v))}
+            for k, v in figs.items()
+        }
+    return out
+
+
+def _print_run(set_name: str, part: str, r: dict, train_s: float) -> None:
+    per = r["sources"]
+    print(
+        f"[{set_name}] {part:8s}: empty area rejected {r['empty_rejected']:.1%}, object area kept "
+        f"{r['object_area_kept']:.2%} ("
+        + ", ".join(f"{k} {v['empty_rejected']:.1%}/{v['object_area_kept']:.2%}" for k, v in per.items())
+        + f"; trained in {train_s:.1f} s)"
+    )
+
+
+def _print_seeds(set_name: str, part: str, s: dict) -> None:
+    v, m, k = s["video_rejected"], s["rejected"], s["kept"]
+    print(
+        f"[{set_name}] {part:8s} over {len(v['each'])} training seeds: video frames rejected mean {v['mean']:.1%} "
+        f"(least {v['min']:.1%}, range {v['range']:.1%}: " + ", ".join(f"{x:.1%}" for x in v["each"]) + "); "
+        f"three sources mean {m['mean']:.1%} (least {m['min']:.1%}, range {m['range']:.1%}); "
+        f"object area kept least {k['min']:.2%}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", help="shared data folder (default: ../shared/data or $OBJREC_SHARED_DATA)")
     ap.add_argument("--sets", default="demo,dvd-a,dvd-b", help="comma-separated object sets: demo, dvd-a, dvd-b")
     ap.add_argument("--photos", type=int, default=60, help="ukbench_small photos in each part")
     ap.add_argument("--cover-sets", type=int, default=0, metavar="N", help="add N random sets of 3 dvd_covers")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="training seed (scenes and trees) and cover-set draw")
+    ap.add_argument(
+        "--train-seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train each set N times (seeds --seed .. --seed+N-1) and report the spread over them",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
+    if args.train_seeds < 1:
+        ap.error(f"--train-seeds: expected at least 1, got {args.train_seeds}")
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     data = find_data(args.data)
     parts = background_parts(data, args.photos)
@@ -137,25 +205,16 @@ def main() -> int:
     res: dict = {}
     sets_to_run = object_sets(data, [s for s in args.sets.split(",") if s])
     sets_to_run.update(cover_sets(data, args.cover_sets, args.seed))
+    seeds = [args.seed + k for k in range(args.train_seeds)]
     for set_name, objects in sets_to_run.items():
-        with tempfile.TemporaryDirectory(prefix="bench-pf-defaults-") as tmp:
-            db = ModelDB.create(Path(tmp) / "db")
-            for n, img in objects.items():
-                db.enroll(n, img)
-            t0 = time.perf_counter()
-            pf = RegionPrefilter(random_state=args.seed).train(db, None, seed=args.seed)
-            t_train = time.perf_counter() - t0
-        res[set_name] = {"train_s": t_train}
-        for part, sources in parts.items():
-            per = {src: measure(pf, objects, bgs, 1000 + args.seed) for src, bgs in sources.items()}
-            r = {k: float(np.mean([v[k] for v in per.values()])) for k in ("empty_rejected", "object_area_kept")}
-            res[set_name][part] = {**r, "sources": per}
-            print(
-                f"[{set_name}] {part:8s}: empty area rejected {r['empty_rejected']:.1%}, object area kept "
-                f"{r['object_area_kept']:.2%} ("
-                + ", ".join(f"{k} {v['empty_rejected']:.1%}/{v['object_area_kept']:.2%}" for k, v in per.items())
-                + f"; trained in {t_train:.1f} s)"
-            )
+        runs = [train_and_measure(objects, parts, s) for s in seeds]
+        res[set_name] = {**runs[0], "seed": seeds[0]}
+        for part in parts:
+            _print_run(set_name, part, runs[0][part], runs[0]["train_s"])
+        if len(runs) > 1:
+            res[set_name]["over_seeds"] = seed_summary(runs, seeds, list(parts))
+            for part in parts:
+                _print_seeds(set_name, part, res[set_name]["over_seeds"][part])
     sets = list(res)
     random_sets = [s for s in sets if s.startswith("covers-")]
     for part in parts if random_sets else []:
