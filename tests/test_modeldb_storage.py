@@ -81,6 +81,48 @@ def test_the_cap_spreads_features_beyond_a_busy_corner():
     assert np.isin(np.argsort(-response)[:150], keep).all()  # the strongest half is kept whatever its place
 
 
+@pytest.mark.parametrize("gray", [False, True])
+def test_the_model_image_is_a_webp_as_small_and_close_as_opencvs(gray):
+    """The stored model image against OpenCV's WebP encoder at the same quality (the independent reference):
+    decoded by OpenCV to the same shape, within a tenth of its bytes and half a dB of its gray PSNR; the
+    enrolled file's own bytes are kept when they are no larger, and only then."""
+    from objrec.modeldb.preparation import encode_model_image
+    from objrec.modeldb.records import MODEL_IMAGE_QUALITY
+
+    img = np.ascontiguousarray(synthetic_cover(3, (320, 240)))
+    blurred = cv2.GaussianBlur(img, (0, 0), 1.0)  # a camera's softness: WebP's own blocks are what differ
+    if gray:
+        blurred = cv2.cvtColor(blurred, cv2.COLOR_BGR2GRAY)
+    data = encode_model_image(blurred)
+    ok, ref = cv2.imencode(".webp", blurred, [cv2.IMWRITE_WEBP_QUALITY, MODEL_IMAGE_QUALITY])
+    assert ok and bytes(data[:4]) == b"RIFF" and bytes(data[8:12]) == b"WEBP"
+    assert data.size <= 1.1 * ref.size
+
+    def psnr(enc):
+        out = cv2.imdecode(enc, cv2.IMREAD_GRAYSCALE)
+        assert out.shape == blurred.shape[:2]
+        return cv2.PSNR(out, blurred if gray else cv2.cvtColor(blurred, cv2.COLOR_BGR2GRAY))
+
+    assert psnr(data) >= psnr(ref) - 0.5
+    smaller, larger = ref[: data.size // 2].reshape(-1), np.zeros(data.size + 1, np.uint8)
+    assert encode_model_image(blurred, smaller) is smaller
+    assert np.array_equal(encode_model_image(blurred, larger), data)
+
+
+def test_without_pillow_the_model_image_is_opencvs_webp(monkeypatch):
+    """Where Pillow is not installed, the stored model image is OpenCV's WebP at the same quality, byte for
+    byte."""
+    import sys
+
+    from objrec.modeldb.preparation import encode_model_image
+    from objrec.modeldb.records import MODEL_IMAGE_QUALITY
+
+    img = np.ascontiguousarray(synthetic_cover(5, (200, 150)))
+    monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL raises ImportError
+    ok, ref = cv2.imencode(".webp", img, [cv2.IMWRITE_WEBP_QUALITY, MODEL_IMAGE_QUALITY])
+    assert ok and np.array_equal(encode_model_image(img), ref.reshape(-1))
+
+
 def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path, assert_stored_positions):
     img = synthetic_cover(7, (240, 300))
     db = ModelDB.create(tmp_path / "db", detectors={"surf": DETECTORS["surf"]})

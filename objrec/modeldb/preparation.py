@@ -8,6 +8,7 @@ by its storage engine (:mod:`objrec.modeldb.store`).
 from __future__ import annotations
 
 import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from objrec.modeldb.records import (
     DESCRIPTOR_STORAGE,
     KEYPOINT_DTYPE,
     LEGACY_KEYPOINT_DTYPE,
+    MODEL_IMAGE_EFFORT,
     MODEL_IMAGE_FORMAT,
     MODEL_IMAGE_QUALITY,
     POSITION_MARGIN,
@@ -238,6 +240,9 @@ def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> n
     """The bytes a shard stores for a model image: :data:`MODEL_IMAGE_FORMAT` at :data:`MODEL_IMAGE_QUALITY`,
     or ``original`` (the enrolled file's own bytes, which decode to ``img`` exactly) when it is no larger.
 
+    Pillow's WebP encoder at :data:`MODEL_IMAGE_EFFORT` encodes it; OpenCV's, whose effort is fixed at a slower
+    setting, where Pillow is not installed (a machine set up with ``pip install --no-deps``).
+
     Parameters
     ----------
     img : ndarray
@@ -248,15 +253,34 @@ def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> n
     -------
     (n,) uint8 ndarray
     """
+    data = _webp(img)
+    if original is not None and original.size <= data.size:
+        return original
+    return data
+
+
+def _webp(img: np.ndarray) -> np.ndarray:
+    """``img`` (gray or BGR uint8) as WebP at :data:`MODEL_IMAGE_QUALITY` (see :func:`encode_model_image`)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return _webp_opencv(img)
+    pixels = img if img.ndim == 2 else img[:, :, 2::-1]  # Pillow takes RGB
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels)).save(
+        buf, "WEBP", quality=MODEL_IMAGE_QUALITY, method=MODEL_IMAGE_EFFORT
+    )
+    return np.frombuffer(buf.getbuffer(), np.uint8).copy()
+
+
+def _webp_opencv(img: np.ndarray) -> np.ndarray:
+    """``img`` as WebP by OpenCV's encoder (PNG in the unlikely case it refuses)."""
     import cv2
 
     ok, data = cv2.imencode(MODEL_IMAGE_FORMAT, img, [cv2.IMWRITE_WEBP_QUALITY, MODEL_IMAGE_QUALITY])
     if not ok:  # pragma: no cover - WebP takes every 8-bit gray or BGR image
         ok, data = cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, 3])
-    data = data.reshape(-1)
-    if original is not None and original.size <= data.size:
-        return original
-    return data
+    return data.reshape(-1)
 
 
 def capped(

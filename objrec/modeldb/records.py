@@ -42,6 +42,7 @@ __all__ = [
     "SURF_INT8_SCALE",
     "MODEL_IMAGE_FORMAT",
     "MODEL_IMAGE_QUALITY",
+    "MODEL_IMAGE_EFFORT",
     "FREE_SPACE_MARGIN",
     "NAME_RE",
     "SHARD_ID_RE",
@@ -142,6 +143,10 @@ LEGACY_KEYPOINT_DTYPE = np.dtype(
 #: camera's noise is enough.
 MODEL_IMAGE_FORMAT = ".webp"
 MODEL_IMAGE_QUALITY = 80
+#: libwebp's effort (``method``, 0-6: speed against size) for the stored model image: 2 encodes faster than
+#: OpenCV's fixed setting at nearly its size and error, and the encoding is a part of every object's enrolment
+#: (``bench/bench_enrolment.py --profile`` times it).
+MODEL_IMAGE_EFFORT = 2
 #: Free space required before a shard is written: this many times its encoded size, plus 16 MiB for the
 #: manifest and the file system's own needs (a write that still runs out raises the same error).
 FREE_SPACE_MARGIN = 1.25
