@@ -197,15 +197,19 @@ def test_gpu_frame_is_uploaded_once_and_features_stay_on_the_device(db, scene, g
     print(f"per frame: {tc.uploads} uploads ({tc.upload_bytes} B), {tc.downloads} downloads ({tc.download_bytes} B)")
 
 
-def _corner_spread(corners: np.ndarray) -> float:
-    """Mean distance of each corner from its mean position over the frames (frames, 4, 2)."""
-    return float(np.linalg.norm(corners - corners.mean(axis=0), axis=-1).mean())
+def _corner_jitter(corners: np.ndarray) -> float:
+    """Mean distance each corner moves from one frame to the next (corners: frames, 4, 2): the shake a still
+    scene's outline shows."""
+    return float(np.linalg.norm(np.diff(corners, axis=0), axis=-1).mean())
 
 
 def test_smoothing_steadies_the_corners_of_a_still_scene_with_sensor_noise(db):
     """Three objects side by side on a desk, the camera still, sensor noise of sigma 3 drawn anew in each
-    frame at 30 fps (a fake clock): smoothed corners spread less than each frame's own, which the smoothing
-    recognizer keeps as ``raw_corners``."""
+    frame at 30 fps (a fake clock): smoothed corners move from frame to frame less than half as much as each
+    frame's own, which the smoothing recognizer keeps as ``raw_corners``. (Their spread about the mean is not
+    the measure: the smoothing starts from the first frame's corners, so an offset of that frame stays in it
+    while it converges, and where the raw corners hold within hundredths of a pixel that offset is most of the
+    spread.)"""
     objs = sample_objects()
     places = {
         "pagoda": ((115, 250), -8.0, (0.1, 0.0)),
@@ -234,9 +238,9 @@ def test_smoothing_steadies_the_corners_of_a_still_scene_with_sensor_noise(db):
         assert all(name in r and name in s for r, s in zip(raw, smooth, strict=True))
         assert all(r[name].raw_corners is None for r in raw)
         np.testing.assert_allclose([s[name].raw_corners for s in smooth], [r[name].corners for r in raw])
-        spread_raw = _corner_spread(np.array([r[name].corners for r in raw]))
-        spread_smooth = _corner_spread(np.array([s[name].corners for s in smooth]))
-        assert spread_smooth < 0.7 * spread_raw, (name, spread_smooth, spread_raw)
+        jitter_raw = _corner_jitter(np.array([r[name].corners for r in raw]))
+        jitter_smooth = _corner_jitter(np.array([s[name].corners for s in smooth]))
+        assert jitter_smooth < 0.5 * jitter_raw, (name, jitter_smooth, jitter_raw)
 
 
 def test_smoothing_time_steps_come_from_t0_and_nothing_is_kept_without_tracking(db):
