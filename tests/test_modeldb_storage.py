@@ -109,18 +109,32 @@ def test_the_model_image_is_a_webp_as_small_and_close_as_opencvs(gray):
     assert np.array_equal(encode_model_image(blurred, larger), data)
 
 
-def test_without_pillow_the_model_image_is_opencvs_webp(monkeypatch):
-    """Where Pillow is not installed, the stored model image is OpenCV's WebP at the same quality, byte for
-    byte."""
+@pytest.mark.parametrize("missing", ["pillow", "pillow_webp"])
+def test_without_pillows_webp_the_model_image_is_opencvs_webp(monkeypatch, missing):
+    """Where Pillow is not installed, or was built without WebP, the stored model image is OpenCV's WebP at the
+    same quality, byte for byte."""
     import sys
 
+    from objrec.modeldb import preparation
     from objrec.modeldb.preparation import encode_model_image
     from objrec.modeldb.records import MODEL_IMAGE_QUALITY
 
     img = np.ascontiguousarray(synthetic_cover(5, (200, 150)))
-    monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL raises ImportError
-    ok, ref = cv2.imencode(".webp", img, [cv2.IMWRITE_WEBP_QUALITY, MODEL_IMAGE_QUALITY])
-    assert ok and np.array_equal(encode_model_image(img), ref.reshape(-1))
+    if missing == "pillow":
+        monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL raises ImportError
+    else:
+        from PIL import features
+
+        real_check = features.check
+        monkeypatch.setattr(features, "check", lambda name: False if name == "webp" else real_check(name))
+    preparation._pillow_webp.cache_clear()
+    try:
+        ok, ref = cv2.imencode(".webp", img, [cv2.IMWRITE_WEBP_QUALITY, MODEL_IMAGE_QUALITY])
+        assert ok and np.array_equal(encode_model_image(img), ref.reshape(-1))
+    finally:
+        monkeypatch.undo()
+        preparation._pillow_webp.cache_clear()
+    assert not np.array_equal(encode_model_image(img), ref.reshape(-1))  # Pillow's own encoder again
 
 
 def test_surf_descriptors_are_stored_as_int8_within_half_a_step(tmp_path, assert_stored_positions):

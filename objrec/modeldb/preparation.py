@@ -7,6 +7,7 @@ by its storage engine (:mod:`objrec.modeldb.store`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from dataclasses import dataclass
@@ -241,7 +242,8 @@ def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> n
     or ``original`` (the enrolled file's own bytes, which decode to ``img`` exactly) when it is no larger.
 
     Pillow's WebP encoder at :data:`MODEL_IMAGE_EFFORT` encodes it; OpenCV's, whose effort is fixed at a slower
-    setting, where Pillow is not installed (a machine set up with ``pip install --no-deps``).
+    setting, where Pillow is not installed (a machine set up with ``pip install --no-deps``) or was built without
+    WebP.
 
     Parameters
     ----------
@@ -261,16 +263,26 @@ def encode_model_image(img: np.ndarray, original: np.ndarray | None = None) -> n
 
 def _webp(img: np.ndarray) -> np.ndarray:
     """``img`` (gray or BGR uint8) as WebP at :data:`MODEL_IMAGE_QUALITY` (see :func:`encode_model_image`)."""
-    try:
-        from PIL import Image
-    except ImportError:
+    if not _pillow_webp():
         return _webp_opencv(img)
+    from PIL import Image
+
     pixels = img if img.ndim == 2 else img[:, :, 2::-1]  # Pillow takes RGB
     buf = io.BytesIO()
     Image.fromarray(np.ascontiguousarray(pixels)).save(
         buf, "WEBP", quality=MODEL_IMAGE_QUALITY, method=MODEL_IMAGE_EFFORT
     )
     return np.frombuffer(buf.getbuffer(), np.uint8).copy()
+
+
+@functools.cache
+def _pillow_webp() -> bool:
+    """Whether Pillow is installed with its WebP codec (a Pillow built from source without libwebp has none)."""
+    try:
+        from PIL import features
+    except ImportError:
+        return False
+    return bool(features.check("webp"))
 
 
 def _webp_opencv(img: np.ndarray) -> np.ndarray:
