@@ -37,7 +37,7 @@ __all__ = [
 #: Boxes narrower or lower than this (px) hold too little for a descriptor and are dropped.
 MIN_BOX_SIDE = 16
 #: Up to this many boxes, :func:`union_area` works in plain Python; beyond, on arrays.
-FEW_BOXES = 8
+FEW_BOXES = 16
 
 
 def clip_box(

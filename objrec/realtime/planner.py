@@ -246,7 +246,7 @@ class SearchPlanner:
                     skipped.append(SkipRecord("keypoints", "budget", f"{cap} of {full_cap}"))
             if self.sweep and (scale < self.min_sweep_scale or step != (fixed or 1)):
                 args = (boxes, len(windows), (h, w), sched, cap, sorted({fixed or 1, step}), level.scale)
-                regions, pixels, scale, step, crop, record, sweep_work = self._sweep_part(*args)
+                regions, pixels, scale, step, crop, record, sweep_work = self._sweep_part(*args, (regions, pixels))
                 skipped.append(record)
         if step == 2 and fixed is None:
             skipped.append(SkipRecord("fine_sampling", "degrade", "2"))
@@ -290,18 +290,20 @@ class SearchPlanner:
         cap: int | None,
         steps: list[int],
         top: float,
+        whole: tuple[Regions | None, float],
     ) -> tuple[Regions | None, float, float, int, tuple[int, int, int, int] | None, SkipRecord, float]:
         """This frame's part of the sweep (:class:`~objrec.realtime.sweep.Sweep`): the coarse pass over ``boxes``
         when it is due and fits, else the windows plus the round's next tile at a resolution up to ``top``, at
         the finer of ``steps`` first (what a sweep finds is followed for many frames with the accuracy it was
-        found at; the coarse step only when the tile does not fit). Returns the regions, pixels, scale, step,
-        crop, the part's record and its cost-model size (a tile: the round's largest, at the part's scale and
-        step; or the coarse pass)."""
+        found at; the coarse step only when the tile does not fit). ``whole`` is :func:`whole_or_boxes` of
+        ``boxes``, the coarse pass's regions and pixels. Returns the regions, pixels, scale, step, crop, the
+        part's record and its cost-model size (a tile: the round's largest, at the part's scale and step; or
+        the coarse pass)."""
         h, w = shape
         rounds = self.rounds
         coarse = None
         if rounds.coarse_due:  # the coarse pass's regions are only needed when it is due
-            regions, pixels = whole_or_boxes(boxes, shape, self.whole_frame_fraction)
+            regions, pixels = whole
             coarse = rounds.coarse_step(self, sched, cap, pixels, steps)
         if coarse is not None:
             rounds.step, s = coarse, COARSE_SWEEP_SCALE

@@ -20,7 +20,7 @@ for each frame's part and prices the part with its cost model (``planner.costs``
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -146,6 +146,9 @@ class Sweep:
         self.tiles_since_coarse = 0  # tiles searched since the last coarse pass
         self.step = 1  # the sampling step of the last part planned
         self.piece = 0  # 1: the first piece of the round's next tile was searched, the second is next
+        # The last tile's contents: (boxes, n_windows, region, shape) and (part, pixels). A plan asks for one tile
+        # at each sampling step it tries, and what lies in the tile does not depend on the step.
+        self._last_part: tuple[tuple[Any, ...], tuple[Regions, float]] | None = None
 
     def tile(
         self,
@@ -201,10 +204,28 @@ class Sweep:
         assert self.grid is not None  # set above, or by the round whose tile's second piece comes next
         cols, rows = self.grid
         region, subject = self._region(sweep_tiles(w, h, cols, rows)[self.tile_index % (cols * rows)], piece, w, h)
-        proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
-        part, pixels = _in_tile(windows, proposed, region, (h, w))
+        part, pixels = self._part_in(boxes, n_windows, windows, region, (h, w))
         scale = min(level_scale, planner.costs.fitting_scale(sched, cap, pixels, step))
         return part, pixels, scale, subject, _crop_of(part, region)
+
+    def _part_in(
+        self,
+        boxes: Regions,
+        n_windows: int,
+        windows: Regions,
+        region: tuple[int, int, int, int],
+        shape: tuple[int, int],
+    ) -> tuple[Regions, float]:
+        """:func:`_in_tile` of the windows (the first ``n_windows`` of ``boxes``) and the proposals (the rest) in
+        ``region``, kept for the next call with the same ``boxes`` object and arguments."""
+        key = (n_windows, region, shape)
+        last = self._last_part
+        if last is not None and last[0][0] is boxes and last[0][1:] == key:
+            return last[1]
+        proposed = Regions(boxes.boxes[n_windows:], boxes.scores[n_windows:])
+        out = _in_tile(windows, proposed, region, shape)
+        self._last_part = ((boxes, *key), out)
+        return out
 
     def _region(
         self, tile: tuple[int, int, int, int], piece: bool, w: int, h: int

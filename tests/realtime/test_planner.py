@@ -508,3 +508,49 @@ def test_the_search_waits_only_for_the_tracks_upkeep_and_only_when_its_least_par
     assert 5.0 < planner.least_ms((480, 640), sched) < 30.0
     assert planner.waits((480, 640), sched, upkeep_ms) is waits
     assert planner.waits((480, 640), _sched(None), upkeep_ms) is False
+
+
+def test_sweep_plans_are_those_of_tiles_computed_afresh_for_every_step(monkeypatch):
+    """A plan tries a tile at each sampling step and the sweep keeps the last tile's contents for the next try:
+    over frames of changing windows and proposals, with budgets from ample to tight, a tile planned again in the
+    next frames over other boxes, every plan equals the plan of a planner that computes each tile's contents
+    afresh (so nothing kept outlives its frame's boxes)."""
+    from objrec.realtime import sweep
+
+    rng = np.random.default_rng(11)
+    frames = []
+    for _ in range(40):
+        n = int(rng.integers(0, 24))
+        xy = rng.integers(0, 560, (n, 2))
+        props = Regions.from_boxes(np.concatenate([xy, xy + rng.integers(24, 120, (n, 2))], 1), rng.random(n))
+        k = int(rng.integers(0, 3))
+        wxy = rng.integers(0, 500, (k, 2))
+        windows = Regions.from_boxes(np.concatenate([wxy, wxy + 100], 1))
+        frames.append((windows, props, float(rng.choice([12.0, 20.0, 33.0, 60.0]))))
+
+    def plans(fresh):
+        planner = SearchPlanner("surf", feature_cap=1500, sweep=True)
+        if fresh:
+            monkeypatch.setattr(
+                planner.rounds,
+                "_part_in",
+                lambda boxes, n, windows, region, shape: sweep._in_tile(
+                    windows, Regions(boxes.boxes[n:], boxes.scores[n:]), region, shape
+                ),
+            )
+        out = []
+        for i, (windows, props, budget) in enumerate(frames):
+            sched = _sched(budget)
+            for px in (1e4, 4e4, 3e5):
+                sched.cost.observe("features_surf", px, px / 2000.0)
+            plan = planner.plan((480, 640), windows, props, DegradeController(budget), sched)
+            boxes = None if plan.regions is None else plan.regions.boxes.tolist()
+            out.append((boxes, plan.pixels, plan.scale, plan.sample_step, plan.crop, plan.skipped))
+            if i % 3 == 2:  # the other frames' plans were not carried out: their tile comes again, other boxes in it
+                planner.rounds.advance(plan)
+        return out
+
+    kept, afresh = plans(False), plans(True)
+    assert kept == afresh
+    tiles = [r.subject for p in kept for r in p[5] if r.reason == "sweep"]
+    assert len(tiles) >= 10 and len(set(tiles)) >= 3  # the sweep's tiles, planned again and in turn
