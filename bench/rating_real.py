@@ -160,6 +160,25 @@ def fit_solid(measures: list[dict], shares: np.ndarray, weights: dict[str, float
     return {k: float(np.round(v, 4)) for k, v in with_x(res.x).items()}
 
 
+def view_to_view(each: dict[str, list[int]], objects: list[int]) -> dict[str, Any]:
+    """How well the found share of one photo enrolled ranks that of another photo of the same object enrolled
+    instead, over ``objects``: Spearman of the two shares for each of the six pairs of view positions, and their
+    mean. A reference for the rating: another photo of the object knows its depth, gloss and lighting, which one
+    image shows only in part, and its found share carries the same noise of three queried photos."""
+    from itertools import combinations
+
+    from rating_fit import spearman
+
+    rhos = []
+    for a, b in combinations(range(4), 2):
+        rho = spearman(
+            np.array([np.mean(each[uk(k, a)]) for k in objects], float),
+            np.array([np.mean(each[uk(k, b)]) for k in objects], float),
+        )
+        rhos.append(np.nan if rho is None else rho)
+    return {"n": len(objects), "pairs": [round(float(r), 3) for r in rhos], "mean": float(np.nanmean(rhos))}
+
+
 def figures(scores: np.ndarray, shares: np.ndarray) -> dict[str, Any]:
     from rating_fit import band_shares, spearman, spearman_ci
 
@@ -220,6 +239,10 @@ def fit_and_report_real(cache: dict[str, Any], root: Path, tune_refs: list[str])
             "held_first_views_flat": None if None in flat else figures(np.array(flat, float), y_first),
         }
     out["solid_weights"] = {k: fitted[k] for k in SOLID_BOUNDS}
+    m_every, y_every = pairs(list(range(UK_OBJECTS)), (0, 1, 2, 3))
+    # every object and view (the tuning half included): the shipped score's correlation on the most pairs
+    out["all_objects_all_views"] = figures(_solid_scores(m_every, dict(WEIGHTS)), y_every)
+    out["view_to_view"] = {"tuning": view_to_view(each, tune), "held_out": view_to_view(each, held)}
     two = cache["real"].get("ukbench_two")
     if two:
         # the views' solid scores under the shipped weights (the object rating's own scale is what is fitted)
@@ -276,7 +299,18 @@ def markdown_real(r: dict[str, Any]) -> list[str]:
             ("held_first_views_flat", "held-out first views, scored as flat"),
         ):
             lines.append(row(f"{name}: {label}", r[name].get(key)))
+    if r.get("all_objects_all_views"):
+        lines.append(row("shipped: every object (tuning included), every view", r["all_objects_all_views"]))
     lines += ["", f"Fitted solid weights: `{r['solid_weights']}`"]
+    v = r.get("view_to_view")
+    if v:
+        lines += [
+            "",
+            "For reference, how well one photo's found share ranks another photo's of the same object (each "
+            "enrolled in turn; Spearman, mean of the six pairs of view positions): tuning objects "
+            f"{_fmt(v['tuning']['mean'])} ({v['tuning']['pairs']}), held-out objects {_fmt(v['held_out']['mean'])} "
+            f"({v['held_out']['pairs']}).",
+        ]
     o = r.get("objects")
     if o:
         lines += [
